@@ -1,0 +1,3 @@
+from kirod.daemon.main import main
+
+raise SystemExit(main())

@@ -1,0 +1,1 @@
+"""kiroctl: a thin client of the local control API."""

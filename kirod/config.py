@@ -1,0 +1,423 @@
+"""Settings: one declaration per option, loaded with precedence flag > env > file > default.
+
+Each `Option` names its type, default, `KIROD_*` environment variable and help text; the daemon's
+command-line flags, the man page and the example config are all derived from `OPTIONS`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+import ipaddress
+import os
+import sys
+import tomllib
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+from kirod import paths
+from kirod.errors import ConfigError
+
+ENV_PREFIX = "KIROD_"
+CONFIG_ENV = "KIROD_CONFIG"
+DEFAULT_PORT = 5476  # "KIRO" on a phone keypad; below the ephemeral range, not a registered service
+
+
+class Kind(enum.Enum):
+    STR = "string"
+    INT = "integer"
+    FLOAT = "number"
+    BOOL = "boolean"
+    PATH = "path"
+    LIST = "list of strings"
+    CHOICE = "one of"
+    URL = "http(s) URL"
+
+
+@dataclass(frozen=True)
+class Option:
+    name: str
+    kind: Kind
+    help: str
+    default: Any = None
+    default_factory: Callable[[Mapping[str, str], str], Any] | None = None
+    choices: tuple[str, ...] = ()
+    minimum: float | None = None
+    maximum: float | None = None
+    optional: bool = False
+    secret: bool = False
+
+    @property
+    def env(self) -> str:
+        return ENV_PREFIX + self.name.upper()
+
+    @property
+    def flag(self) -> str:
+        return "--" + self.name.replace("_", "-")
+
+    def describe_type(self) -> str:
+        text = self.kind.value
+        if self.kind is Kind.CHOICE:
+            text = "one of " + ", ".join(self.choices)
+        if self.minimum is not None and self.maximum is not None:
+            text += f" from {self.minimum:g} to {self.maximum:g}"
+        elif self.minimum is not None:
+            text += f" >= {self.minimum:g}"
+        return text
+
+
+def _socket_default(env: Mapping[str, str], platform: str) -> Path:
+    return paths.socket_path(env, platform)
+
+
+def _state_default(env: Mapping[str, str], platform: str) -> Path:
+    return paths.state_dir(env, platform)
+
+
+def _api_key_file_default(env: Mapping[str, str], platform: str) -> Path:
+    return paths.config_dir(env, platform) / paths.API_KEY_FILE
+
+
+OPTIONS: tuple[Option, ...] = (
+    Option("host", Kind.STR, "Address of the public API listener.", "127.0.0.1"),
+    Option(
+        "port",
+        Kind.INT,
+        "TCP port of the public API listener (0 picks a free port).",
+        DEFAULT_PORT,
+        minimum=0,
+        maximum=65535,
+    ),
+    Option(
+        "socket_path",
+        Kind.PATH,
+        "Unix socket of the local control API.",
+        default_factory=_socket_default,
+    ),
+    Option(
+        "state_dir",
+        Kind.PATH,
+        "Directory for the database and the lock.",
+        default_factory=_state_default,
+    ),
+    Option(
+        "log_level",
+        Kind.CHOICE,
+        "Log verbosity.",
+        "info",
+        choices=("debug", "info", "warning", "error"),
+    ),
+    Option("log_format", Kind.CHOICE, "Log line format.", "text", choices=("text", "json")),
+    Option(
+        "api_key_file",
+        Kind.PATH,
+        "Where kirod writes the API key it creates on first start (mode 0600).",
+        default_factory=_api_key_file_default,
+    ),
+    Option(
+        "api_keys",
+        Kind.LIST,
+        "API keys accepted on the public API, besides those in the store.",
+        (),
+        secret=True,
+    ),
+    Option(
+        "max_request_body_bytes",
+        Kind.INT,
+        "Largest request body accepted (413 above).",
+        10 * 1024 * 1024,
+        minimum=1024,
+    ),
+    Option("request_timeout_s", Kind.FLOAT, "Whole-request deadline.", 600.0, minimum=1),
+    Option(
+        "stream_idle_timeout_s",
+        Kind.FLOAT,
+        "Longest silence tolerated from the upstream stream.",
+        120.0,
+        minimum=1,
+    ),
+    Option(
+        "shutdown_drain_s",
+        Kind.FLOAT,
+        "How long in-flight requests may finish at shutdown.",
+        10.0,
+        minimum=0,
+    ),
+    Option(
+        "lock_timeout_s",
+        Kind.FLOAT,
+        "How long to wait for another instance to release the lock (restarts while it drains).",
+        20.0,
+        minimum=0,
+    ),
+    Option(
+        "account_inference_concurrency",
+        Kind.INT,
+        "Concurrent upstream requests per account.",
+        10,
+        minimum=1,
+        maximum=10,
+    ),
+    Option(
+        "enable_chat_completions",
+        Kind.BOOL,
+        "Serve the legacy /v1/chat/completions route.",
+        False,
+    ),
+    Option(
+        "proxy_url",
+        Kind.URL,
+        "HTTP(S) proxy for every upstream call.",
+        None,
+        optional=True,
+        secret=True,
+    ),
+    Option(
+        "allow_remote",
+        Kind.BOOL,
+        "Allow a non-loopback host (exposes your accounts to the network).",
+        False,
+    ),
+    Option(
+        "kiro_endpoint",
+        Kind.STR,
+        "Kiro API endpoint template.",
+        "https://q.{region}.amazonaws.com",
+    ),
+    Option(
+        "kiro_auth_endpoint",
+        Kind.STR,
+        "Kiro social-login auth endpoint template.",
+        "https://prod.{region}.auth.desktop.kiro.dev",
+    ),
+    Option(
+        "oidc_endpoint",
+        Kind.STR,
+        "AWS SSO OIDC endpoint template.",
+        "https://oidc.{region}.amazonaws.com",
+    ),
+)
+
+OPTIONS_BY_NAME: dict[str, Option] = {option.name: option for option in OPTIONS}
+
+# Options that existed once, with the instruction that replaces them.
+REMOVED: dict[str, str] = {
+    "listen": "use `host` and `port` instead",
+}
+
+
+@dataclass(frozen=True)
+class Settings:
+    host: str
+    port: int
+    socket_path: Path
+    state_dir: Path
+    log_level: str
+    log_format: str
+    api_key_file: Path
+    api_keys: tuple[str, ...] = dataclasses.field(repr=False)
+    max_request_body_bytes: int
+    request_timeout_s: float
+    stream_idle_timeout_s: float
+    shutdown_drain_s: float
+    lock_timeout_s: float
+    account_inference_concurrency: int
+    enable_chat_completions: bool
+    proxy_url: str | None = dataclasses.field(repr=False)
+    allow_remote: bool
+    kiro_endpoint: str
+    kiro_auth_endpoint: str
+    oidc_endpoint: str
+    config_path: Path | None = None
+
+    @property
+    def state(self) -> paths.StatePaths:
+        return paths.StatePaths(self.state_dir)
+
+    def redacted(self) -> dict[str, Any]:
+        """The effective settings as plain JSON values, secrets replaced by a marker."""
+        out: dict[str, Any] = {}
+        for option in OPTIONS:
+            value = getattr(self, option.name)
+            if option.secret and value:
+                value = (
+                    "<redacted>" if not isinstance(value, tuple) else ["<redacted>"] * len(value)
+                )
+            elif isinstance(value, Path):
+                value = str(value)
+            elif isinstance(value, tuple):
+                value = list(value)
+            out[option.name] = value
+        return out
+
+
+_TRUE = {"1", "true", "yes", "on"}
+_FALSE = {"0", "false", "no", "off"}
+
+
+def _bad(option: Option, value: object, source: str) -> ConfigError:
+    expected = option.describe_type()
+    return ConfigError(
+        f"invalid value for {option.name!r} from {source}: {value!r} (expected {expected})"
+    )
+
+
+def coerce(option: Option, value: object, source: str) -> Any:
+    """Turn a raw value (a string from env or flags, a TOML value) into the option's type."""
+    if value is None or (option.optional and value == ""):
+        if option.optional:
+            return None
+        raise _bad(option, value, source)
+    kind = option.kind
+    result: Any
+    if kind is Kind.BOOL:
+        if isinstance(value, bool):
+            return value
+        if isinstance(value, str) and value.strip().lower() in _TRUE | _FALSE:
+            return value.strip().lower() in _TRUE
+        raise _bad(option, value, source)
+    if kind is Kind.INT:
+        if isinstance(value, bool):
+            raise _bad(option, value, source)
+        try:
+            result = int(value) if isinstance(value, int | str) else None
+        except ValueError:
+            result = None
+        if result is None:
+            raise _bad(option, value, source)
+    elif kind is Kind.FLOAT:
+        if isinstance(value, bool):
+            raise _bad(option, value, source)
+        try:
+            result = float(value) if isinstance(value, int | float | str) else None
+        except ValueError:
+            result = None
+        if result is None or result != result:
+            raise _bad(option, value, source)
+    elif kind is Kind.LIST:
+        if isinstance(value, str):
+            items = [part.strip() for part in value.split(",")]
+            return tuple(item for item in items if item)
+        if isinstance(value, list | tuple) and all(isinstance(v, str) for v in value):
+            return tuple(value)
+        raise _bad(option, value, source)
+    elif kind is Kind.PATH:
+        if not isinstance(value, str | Path) or not str(value):
+            raise _bad(option, value, source)
+        return Path(value).expanduser()
+    else:
+        if not isinstance(value, str):
+            raise _bad(option, value, source)
+        if kind is Kind.CHOICE:
+            result = value.strip().lower()
+            if result not in option.choices:
+                raise _bad(option, value, source)
+            return result
+        if kind is Kind.URL:
+            parts = urlsplit(value)
+            if parts.scheme not in ("http", "https") or not parts.hostname:
+                raise _bad(option, "<redacted>" if option.secret else value, source)
+        return value
+    if option.minimum is not None and result < option.minimum:
+        raise _bad(option, value, source)
+    if option.maximum is not None and result > option.maximum:
+        raise _bad(option, value, source)
+    return result
+
+
+def _check_known(keys: Sequence[str], source: str) -> None:
+    for key in keys:
+        if key in OPTIONS_BY_NAME:
+            continue
+        if key in REMOVED:
+            raise ConfigError(f"option {key!r} in {source} was removed: {REMOVED[key]}")
+        raise ConfigError(f"unknown option {key!r} in {source}")
+
+
+def read_config_file(path: Path) -> dict[str, Any]:
+    try:
+        with path.open("rb") as handle:
+            data = tomllib.load(handle)
+    except FileNotFoundError:
+        raise ConfigError(f"config file {path} does not exist") from None
+    except OSError as exc:
+        raise ConfigError(f"cannot read config file {path}: {exc.strerror}") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"config file {path} is not valid TOML: {exc}") from None
+    _check_known(list(data), str(path))
+    return data
+
+
+def is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+def load_settings(
+    flags: Mapping[str, object] | None = None,
+    env: Mapping[str, str] | None = None,
+    config_path: Path | None = None,
+    platform: str = sys.platform,
+) -> Settings:
+    """Resolve every option. `flags` maps option names to raw command-line values."""
+    env = dict(os.environ) if env is None else dict(env)
+    flags = dict(flags or {})
+    _check_known(list(flags), "command-line flags")
+
+    explicit = config_path or (Path(env[CONFIG_ENV]) if env.get(CONFIG_ENV) else None)
+    file_path = explicit or paths.config_file(env, platform)
+    file_values: dict[str, Any] = {}
+    if explicit is not None or file_path.exists():
+        file_values = read_config_file(file_path)
+
+    values: dict[str, Any] = {}
+    for option in OPTIONS:
+        if option.name in flags and flags[option.name] is not None:
+            values[option.name] = coerce(option, flags[option.name], option.flag)
+        elif option.env in env:
+            values[option.name] = coerce(option, env[option.env], option.env)
+        elif option.name in file_values:
+            values[option.name] = coerce(option, file_values[option.name], str(file_path))
+        elif option.default_factory is not None:
+            values[option.name] = option.default_factory(env, platform)
+        else:
+            values[option.name] = option.default
+
+    settings = Settings(
+        **values, config_path=file_path if (explicit or file_path.exists()) else None
+    )
+    if not settings.allow_remote and not is_loopback(settings.host):
+        raise ConfigError(
+            f"host {settings.host!r} is not a loopback address; set allow_remote = true to expose "
+            "the API to the network"
+        )
+    for name in ("kiro_endpoint", "kiro_auth_endpoint", "oidc_endpoint"):
+        template = getattr(settings, name)
+        if not urlsplit(template.replace("{region}", "r")).scheme.startswith("http"):
+            raise ConfigError(f"invalid value for {name!r}: {template!r} (expected an http(s) URL)")
+    return settings
+
+
+@dataclass(frozen=True)
+class ServiceEnv:
+    """What the service manager told us through the environment."""
+
+    watchdog_interval_s: float | None
+
+
+def load_service_env(env: Mapping[str, str] | None = None) -> ServiceEnv:
+    """Read systemd's watchdog request; pings go out at half the configured interval."""
+    env = os.environ if env is None else env
+    usec = env.get("WATCHDOG_USEC", "")
+    pid = env.get("WATCHDOG_PID", "")
+    interval: float | None = None
+    if usec.isdigit() and int(usec) > 0 and (not pid or pid == str(os.getpid())):
+        interval = int(usec) / 1_000_000 / 2
+    return ServiceEnv(watchdog_interval_s=interval)

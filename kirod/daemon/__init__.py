@@ -1,0 +1,1 @@
+"""The kirod daemon: composition root, lifecycle, lock, sockets, systemd integration."""

@@ -1,0 +1,234 @@
+"""The composition root: build every service once, serve, and shut down in order.
+
+Start: lock → store → API key → sockets → control and public apps → READY=1.
+Stop (signal or compromised lock): STOPPING=1 → stop accepting → drain in-flight requests up to
+`shutdown_drain_s` → cancel the rest → background tasks → store → lock. Each resource is entered
+on one `AsyncExitStack`, so teardown runs in reverse and only for what started.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import secrets
+import signal
+import time
+from contextlib import AsyncExitStack
+from dataclasses import dataclass
+
+from aiohttp import web
+
+from kirod import __version__, log
+from kirod.config import ServiceEnv, Settings
+from kirod.daemon.lock import InstanceLock
+from kirod.daemon.notify import Notifier
+from kirod.daemon.sockets import bind_tcp, bind_unix, tcp_address
+from kirod.errors import StartupError
+from kirod.http.app import Route, build_public_app
+from kirod.http.auth import KeyGate
+from kirod.http.services import Services
+from kirod.localapi.schema import Listener, Status
+from kirod.localapi.server import Control, build_control_app
+from kirod.paths import ensure_private_dir
+from kirod.storage.accounts import AccountStore
+from kirod.storage.db import Database
+from kirod.storage.keys import KeyStore
+from kirod.tasks import TaskOwner
+
+logger = logging.getLogger("kirod.daemon")
+
+LOCK_CHECK_INTERVAL_S = 5.0
+EXIT_OK = 0
+EXIT_FAILURE = 1
+API_KEY_PREFIX = "sk-kirod-"
+
+
+@dataclass
+class StopRequest:
+    """The first reason to stop wins; later signals join the shutdown already under way."""
+
+    event: asyncio.Event
+    code: int = EXIT_OK
+    reason: str = ""
+
+    def request(self, code: int, reason: str) -> None:
+        if self.event.is_set():
+            log.event(logger, "shutdown_in_progress", signal=reason)
+            return
+        self.code, self.reason = code, reason
+        self.event.set()
+
+
+def new_api_key() -> str:
+    return API_KEY_PREFIX + secrets.token_urlsafe(32)
+
+
+def _write_private(path: os.PathLike[str], text: str) -> None:
+    old = os.umask(0o077)
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    finally:
+        os.umask(old)
+    with os.fdopen(fd, "w") as handle:
+        os.fchmod(handle.fileno(), 0o600)
+        handle.write(text)
+
+
+async def ensure_api_key(settings: Settings, keys: KeyStore, gate: KeyGate) -> None:
+    """Load stored key digests; with no key anywhere, create one and write it to a 0600 file.
+
+    The file is written before the digest is stored: if either step fails the next start tries
+    again, and the user is never left with a stored key nobody can read.
+    """
+    gate.replace_store_digests(digest for _, digest in await keys.all_hashes())
+    if not gate.empty:
+        return
+    key = new_api_key()
+    ensure_private_dir(settings.api_key_file.parent)
+    try:
+        _write_private(settings.api_key_file, key + "\n")
+    except OSError as exc:
+        raise StartupError(
+            f"cannot write the new API key to {settings.api_key_file}: {exc.strerror}"
+        ) from None
+    await keys.insert("default", key)
+    gate.replace_store_digests(digest for _, digest in await keys.all_hashes())
+    log.event(logger, "api_key_created", path=str(settings.api_key_file))
+
+
+async def _watch_lock(lock: InstanceLock, stop: StopRequest) -> None:
+    while True:
+        await asyncio.sleep(LOCK_CHECK_INTERVAL_S)
+        if not lock.intact():
+            log.event(
+                logger, "single_instance_lock_compromised", level=logging.ERROR, path=str(lock.path)
+            )
+            stop.request(EXIT_FAILURE, "lock_compromised")
+            return
+
+
+async def _watchdog(notifier: Notifier, interval_s: float) -> None:
+    while True:
+        notifier.watchdog()
+        await asyncio.sleep(interval_s)
+
+
+async def _acquire_lock(lock: InstanceLock, timeout_s: float, stop: StopRequest) -> bool:
+    """Wait for the lock, unless asked to stop meanwhile. Returns whether we hold it."""
+    acquire = asyncio.ensure_future(lock.acquire(timeout_s))
+    stopped = asyncio.ensure_future(stop.event.wait())
+    try:
+        await asyncio.wait({acquire, stopped}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        stopped.cancel()
+        if not acquire.done():
+            acquire.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await acquire
+    return acquire.done() and not acquire.cancelled() and acquire.result() is None
+
+
+async def run(
+    settings: Settings, service_env: ServiceEnv, extra_routes: tuple[Route, ...] = ()
+) -> int:
+    """Serve until a signal or a compromised lock; return the process exit code.
+
+    `extra_routes` lets an embedding program (and the lifecycle tests) serve more public routes
+    behind the same ingress and key gate.
+    """
+    loop = asyncio.get_running_loop()
+    stop = StopRequest(asyncio.Event())
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.request, EXIT_OK, sig.name)
+    notifier = Notifier()
+    started = time.time()
+    state = "starting"
+    try:
+        async with AsyncExitStack() as stack:
+            ensure_private_dir(settings.state_dir)
+            lock = InstanceLock(settings.state.lock)
+            notifier.status("waiting for the instance lock")
+            if not await _acquire_lock(lock, settings.lock_timeout_s, stop):
+                return stop.code
+            stack.callback(lock.release)
+
+            db = await stack.enter_async_context(Database(settings.state.database))
+            accounts = AccountStore(db)
+            gate = KeyGate(settings.api_keys)
+            await ensure_api_key(settings, KeyStore(db), gate)
+
+            unix = bind_unix(settings.socket_path)
+            stack.callback(unix.close)
+            tcp = bind_tcp(settings.host, settings.port)
+            stack.callback(tcp.close)
+            public_address = tcp_address(tcp)
+            listeners = (
+                Listener("tcp", public_address),
+                Listener("unix", str(settings.socket_path)),
+            )
+
+            background = await stack.enter_async_context(TaskOwner("daemon"))
+
+            def status() -> Status:
+                return Status(
+                    version=__version__,
+                    pid=os.getpid(),
+                    uptime_s=round(time.time() - started, 3),
+                    state=state,
+                    listeners=listeners,
+                    lock_path=str(lock.path),
+                )
+
+            control_runner = web.AppRunner(
+                build_control_app(Control(status=status)),
+                handle_signals=False,
+                access_log=None,
+                shutdown_timeout=settings.shutdown_drain_s,
+            )
+            await control_runner.setup()
+            stack.push_async_callback(control_runner.cleanup)
+            await web.SockSite(control_runner, unix.sock).start()
+
+            services = Services(settings=settings, db=db, accounts=accounts, gate=gate)
+            public_runner = web.AppRunner(
+                build_public_app(services, extra_routes),
+                handle_signals=False,
+                access_log=None,
+                shutdown_timeout=settings.shutdown_drain_s,
+            )
+            await public_runner.setup()
+            stack.push_async_callback(public_runner.cleanup)
+            await web.SockSite(public_runner, tcp).start()
+
+            background.spawn(_watch_lock(lock, stop), name="lock-watch")
+            if service_env.watchdog_interval_s:
+                background.spawn(
+                    _watchdog(notifier, service_env.watchdog_interval_s), name="watchdog"
+                )
+            state = "serving"
+            summary = f"serving on http://{public_address}; control socket {settings.socket_path}"
+            log.event(
+                logger,
+                "ready",
+                version=__version__,
+                public=public_address,
+                control=str(settings.socket_path),
+            )
+            notifier.ready(summary)
+
+            await stop.event.wait()
+            state = "draining"
+            notifier.stopping(f"draining ({stop.reason})")
+            log.event(
+                logger,
+                "shutdown",
+                reason=stop.reason,
+                drain_s=settings.shutdown_drain_s,
+            )
+    finally:
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.remove_signal_handler(sig)
+    log.event(logger, "stopped", exit_code=stop.code)
+    return stop.code

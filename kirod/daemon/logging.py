@@ -1,0 +1,66 @@
+"""Log formatting: one line per event, text or JSON, journald-friendly."""
+
+from __future__ import annotations
+
+import json
+import logging
+import sys
+import time
+from typing import Any
+
+from kirod.log import FIELDS_ATTR, request_id_var
+
+
+def _render_value(value: Any) -> str:
+    text = value if isinstance(value, str) else json.dumps(value, default=str)
+    if text == "" or any(c in text for c in ' "=\n'):
+        return json.dumps(text)
+    return text
+
+
+def _fields(record: logging.LogRecord) -> dict[str, Any]:
+    fields: dict[str, Any] = dict(getattr(record, FIELDS_ATTR, None) or {})
+    request_id = request_id_var.get()
+    if request_id is not None and "request_id" not in fields:
+        fields["request_id"] = request_id
+    return fields
+
+
+def _timestamp(record: logging.LogRecord) -> str:
+    seconds = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(record.created))
+    return f"{seconds}.{int(record.msecs):03d}Z"
+
+
+class TextFormatter(logging.Formatter):
+    def format(self, record: logging.LogRecord) -> str:
+        parts = [_timestamp(record), record.levelname.lower(), record.name, record.getMessage()]
+        parts += [f"{key}={_render_value(value)}" for key, value in _fields(record).items()]
+        if record.exc_info and record.exc_info[0] is not None:
+            parts.append(f"exc_type={record.exc_info[0].__name__}")
+        return " ".join(parts)
+
+
+class JsonFormatter(logging.Formatter):
+    def format(self, record: logging.LogRecord) -> str:
+        doc: dict[str, Any] = {
+            "ts": _timestamp(record),
+            "level": record.levelname.lower(),
+            "logger": record.name,
+            "event": record.getMessage(),
+        }
+        doc.update(_fields(record))
+        if record.exc_info and record.exc_info[0] is not None:
+            doc["exc_type"] = record.exc_info[0].__name__
+        return json.dumps(doc, default=str, separators=(",", ":"))
+
+
+def configure(level: str, fmt: str) -> None:
+    """Send kirod's events to stderr; third-party loggers are kept at warning."""
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(JsonFormatter() if fmt == "json" else TextFormatter())
+    root = logging.getLogger()
+    for old in list(root.handlers):
+        root.removeHandler(old)
+    root.addHandler(handler)
+    root.setLevel(logging.WARNING)
+    logging.getLogger("kirod").setLevel(level.upper())

@@ -1,0 +1,58 @@
+"""The public API application: route table and middleware stack."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+
+from aiohttp import web
+from aiohttp.typedefs import Middleware
+
+from kirod.http.ingress import Handler, add_request_id_header, make_ingress
+from kirod.http.routes import health
+from kirod.http.services import SERVICES, Services
+
+# Paths served without an API key.
+OPEN_PATHS = frozenset({"/health"})
+
+
+@dataclass(frozen=True)
+class Route:
+    path: str
+    methods: dict[str, Callable[[web.Request], Awaitable[web.StreamResponse]]]
+
+
+ROUTES: tuple[Route, ...] = (
+    Route("/health", {"GET": health.health, "HEAD": health.health}),
+    Route("/ready", {"GET": health.ready}),
+)
+
+
+def _gate() -> Middleware:
+    @web.middleware
+    async def gate(request: web.Request, handler: Handler) -> web.StreamResponse:
+        if request.path.rstrip("/") not in OPEN_PATHS:
+            request.app[SERVICES].gate.check(request)
+        return await handler(request)
+
+    return gate
+
+
+def add_routes(app: web.Application, routes: tuple[Route, ...]) -> None:
+    """Register each route with and without one trailing slash (no redirects: POSTs must work)."""
+    for route in routes:
+        for path in (route.path, route.path + "/"):
+            for method, handler in route.methods.items():
+                app.router.add_route(method, path, handler)
+
+
+def build_public_app(services: Services, extra_routes: tuple[Route, ...] = ()) -> web.Application:
+    app = web.Application(
+        middlewares=[make_ingress(), _gate()],
+        client_max_size=services.settings.max_request_body_bytes,
+        handler_args={"handler_cancellation": True},
+    )
+    app[SERVICES] = services
+    app.on_response_prepare.append(add_request_id_header)
+    add_routes(app, ROUTES + extra_routes)
+    return app

@@ -1,0 +1,60 @@
+"""Bounded request-body reads."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from aiohttp import web
+
+from kirod.errors import ApiError, ClientDisconnected, ErrorKind
+
+READ_CHUNK = 64 * 1024
+
+
+def _too_large(limit: int) -> ApiError:
+    return ApiError(
+        ErrorKind.REQUEST_TOO_LARGE,
+        f"request body exceeds the limit of {limit} bytes",
+        code="request_too_large",
+    )
+
+
+async def read_body(request: web.Request, limit: int) -> bytes:
+    """Read at most `limit` bytes; a declared or actual larger body is a 413 before buffering it."""
+    declared = request.content_length
+    if declared is not None and declared > limit:
+        raise _too_large(limit)
+    chunks: list[bytes] = []
+    total = 0
+    try:
+        while chunk := await request.content.read(READ_CHUNK):
+            total += len(chunk)
+            if total > limit:
+                raise _too_large(limit)
+            chunks.append(chunk)
+    except ConnectionError:
+        raise ClientDisconnected() from None
+    if declared is not None and total < declared:
+        raise ClientDisconnected()
+    return b"".join(chunks)
+
+
+def _reject_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not valid JSON")
+
+
+def parse_json(data: bytes) -> Any:
+    """Strict JSON: invalid UTF-8, NaN/Infinity and absurd nesting are all a 400."""
+    try:
+        return json.loads(data.decode("utf-8"), parse_constant=_reject_constant)
+    except (ValueError, RecursionError):
+        raise ApiError(
+            ErrorKind.INVALID_REQUEST,
+            "request body is not valid JSON",
+            code="malformed_request_body",
+        ) from None
+
+
+async def read_json(request: web.Request, limit: int) -> Any:
+    return parse_json(await read_body(request, limit))

@@ -1,0 +1,144 @@
+"""The outermost middleware: request id, access log, and every error rendered in its envelope."""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import logging
+import secrets
+import traceback
+from collections.abc import Awaitable, Callable
+
+from aiohttp import web
+from aiohttp.typedefs import Middleware
+
+from kirod import log
+from kirod.errors import ApiError, ClientDisconnected, ErrorKind
+from kirod.protocols.envelopes import Family, render
+
+logger = logging.getLogger("kirod.http")
+
+REQUEST_ID = web.RequestKey("request_id", str)
+CLIENT_CLOSED = 499
+MAX_CORRELATION_ID = 128
+
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+
+def new_request_id() -> str:
+    return "req_" + secrets.token_hex(12)
+
+
+def family_for(request: web.Request) -> Family:
+    """Anthropic routes, and shared routes asked in Anthropic's dialect, get its envelope."""
+    if request.path.startswith("/v1/messages") or "anthropic-version" in request.headers:
+        return Family.ANTHROPIC
+    return Family.OPENAI
+
+
+def error_response(request: web.Request, error: ApiError) -> web.Response:
+    body = render(family_for(request), error, request[REQUEST_ID])
+    response = web.json_response(body, status=error.status, dumps=json.dumps)
+    response.headers.update(error.headers)
+    return response
+
+
+def _from_http_exception(request: web.Request, exc: web.HTTPException) -> ApiError:
+    if isinstance(exc, web.HTTPMethodNotAllowed):
+        allowed = ", ".join(sorted(exc.allowed_methods))
+        return ApiError(
+            ErrorKind.METHOD_NOT_ALLOWED,
+            f"method {request.method} is not allowed on {request.path}; allowed: {allowed}",
+            code="method_not_allowed",
+            headers={"Allow": allowed},
+        )
+    if isinstance(exc, web.HTTPNotFound):
+        return ApiError(
+            ErrorKind.NOT_FOUND, f"no such route: {request.method} {request.path}", code="not_found"
+        )
+    if isinstance(exc, web.HTTPRequestEntityTooLarge):
+        return ApiError(
+            ErrorKind.REQUEST_TOO_LARGE, "request body is too large", code="request_too_large"
+        )
+    kind = next((k for k in ErrorKind if k.status == exc.status), ErrorKind.INVALID_REQUEST)
+    return ApiError(kind, exc.reason, code=None)
+
+
+def _fingerprint(exc: BaseException) -> tuple[str, str]:
+    """A short hash of the failure, and where it happened, for logs without exception text."""
+    frames = traceback.extract_tb(exc.__traceback__)
+    where = f"{frames[-1].filename.rsplit('/', 1)[-1]}:{frames[-1].lineno}" if frames else "?"
+    detail = f"{type(exc).__qualname__}|{where}|{exc}"
+    return hashlib.sha256(detail.encode("utf-8", "replace")).hexdigest()[:12], where
+
+
+def _correlation_id(request: web.Request) -> str | None:
+    value = request.headers.get("x-request-id")
+    if value is None:
+        return None
+    return "".join(c for c in value[:MAX_CORRELATION_ID] if c.isprintable())
+
+
+def make_ingress() -> Middleware:
+    @web.middleware
+    async def ingress(request: web.Request, handler: Handler) -> web.StreamResponse:
+        request_id = new_request_id()
+        request[REQUEST_ID] = request_id
+        token = log.request_id_var.set(request_id)
+        loop = asyncio.get_running_loop()
+        started = loop.time()
+        status = 500
+        try:
+            try:
+                response = await handler(request)
+            except ClientDisconnected:
+                status = CLIENT_CLOSED
+                return web.Response(status=400)
+            except ApiError as error:
+                response = error_response(request, error)
+            except web.HTTPException as exc:
+                response = error_response(request, _from_http_exception(request, exc))
+            except asyncio.CancelledError:
+                status = CLIENT_CLOSED
+                raise
+            except Exception as exc:
+                digest, where = _fingerprint(exc)
+                log.event(
+                    logger,
+                    "unhandled_error",
+                    level=logging.ERROR,
+                    error=type(exc).__name__,
+                    where=where,
+                    detail_hash=digest,
+                )
+                response = error_response(
+                    request,
+                    ApiError(
+                        ErrorKind.INTERNAL,
+                        f"internal error (request {request_id}, ref {digest})",
+                        code="internal_error",
+                    ),
+                )
+            status = response.status
+            return response
+        finally:
+            log.event(
+                logger,
+                "request",
+                method=request.method,
+                path=request.path,
+                status=status,
+                duration_ms=round((loop.time() - started) * 1000, 1),
+                client_request_id=_correlation_id(request),
+            )
+            log.request_id_var.reset(token)
+
+    return ingress
+
+
+async def add_request_id_header(request: web.Request, response: web.StreamResponse) -> None:
+    """Runs on every response, streamed ones included, before its headers go out."""
+    request_id = request.get(REQUEST_ID)
+    if request_id is not None:
+        response.headers["x-request-id"] = request_id

@@ -1,0 +1,1 @@
+"""Handlers, one module per endpoint family."""

@@ -1,0 +1,32 @@
+"""`/health` (liveness, unauthenticated) and `/ready` (can this daemon serve a model request?)."""
+
+from __future__ import annotations
+
+from aiohttp import web
+
+from kirod.http.ingress import REQUEST_ID
+from kirod.http.services import SERVICES
+
+
+async def health(request: web.Request) -> web.Response:
+    return web.json_response({"status": "ok"})
+
+
+async def ready(request: web.Request) -> web.Response:
+    services = request.app[SERVICES]
+    reasons: list[str] = []
+    if not await services.db.ping():
+        reasons.append("authentication_store_unavailable")
+    elif await services.accounts.count_active() == 0:
+        reasons.append("no_active_accounts")
+    if not reasons:
+        return web.json_response({"status": "ready"})
+    return web.json_response(
+        {
+            "status": "unavailable",
+            "reason": reasons[0],
+            "reasons": reasons,
+            "request_id": request[REQUEST_ID],
+        },
+        status=503,
+    )

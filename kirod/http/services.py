@@ -1,0 +1,23 @@
+"""What the public handlers need, built once by the daemon's composition root."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from aiohttp import web
+
+from kirod.config import Settings
+from kirod.http.auth import KeyGate
+from kirod.storage.accounts import AccountStore
+from kirod.storage.db import Database
+
+
+@dataclass(frozen=True)
+class Services:
+    settings: Settings
+    db: Database
+    accounts: AccountStore
+    gate: KeyGate
+
+
+SERVICES = web.AppKey("services", Services)

@@ -1,0 +1,1 @@
+"""The local control API: served on the Unix socket, consumed by kiroctl."""

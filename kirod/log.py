@@ -1,0 +1,25 @@
+"""Structured log events and the request id they carry.
+
+A log line is an event name plus fields: `log.event(logger, "request", status=200)`. The request id
+lives in a context variable set by the HTTP ingress, so every line of a request carries it without
+threading it through every call. Callers pass only safe fields: never tokens, keys, prompts or
+tool arguments.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import logging
+from typing import Any
+
+request_id_var: contextvars.ContextVar[str | None] = contextvars.ContextVar(
+    "kirod_request_id", default=None
+)
+
+FIELDS_ATTR = "kirod_fields"
+
+
+def event(logger: logging.Logger, name: str, *, level: int = logging.INFO, **fields: Any) -> None:
+    """Log `name` with structured `fields` at `level`."""
+    if logger.isEnabledFor(level):
+        logger.log(level, name, extra={FIELDS_ATTR: fields})

@@ -1,0 +1,93 @@
+"""Default locations for configuration, state and the control socket.
+
+Linux follows the XDG base directory spec. macOS keeps config and state under
+`~/Library/Application Support/kirod` unless XDG variables are set explicitly, and puts the
+socket under the per-user `$TMPDIR`. Every function takes the environment as an argument so that
+callers (and tests) decide which environment is meant; only this module and `config` read it.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+APP = "kirod"
+CONFIG_FILE = "config.toml"
+API_KEY_FILE = "api-key"
+LOCK_FILE = "kirod.lock"
+DATABASE_FILE = "kirod.db"
+SOCKET_FILE = "kirod.sock"
+
+
+def _home(env: Mapping[str, str]) -> Path:
+    home = env.get("HOME")
+    return Path(home) if home else Path.home()
+
+
+def _is_macos(platform: str) -> bool:
+    return platform == "darwin"
+
+
+def config_dir(env: Mapping[str, str], platform: str = sys.platform) -> Path:
+    xdg = env.get("XDG_CONFIG_HOME")
+    if xdg:
+        return Path(xdg) / APP
+    if _is_macos(platform):
+        return _home(env) / "Library" / "Application Support" / APP
+    return _home(env) / ".config" / APP
+
+
+def state_dir(env: Mapping[str, str], platform: str = sys.platform) -> Path:
+    xdg = env.get("XDG_STATE_HOME")
+    if xdg:
+        return Path(xdg) / APP
+    if _is_macos(platform):
+        return _home(env) / "Library" / "Application Support" / APP
+    return _home(env) / ".local" / "state" / APP
+
+
+def socket_path(env: Mapping[str, str], platform: str = sys.platform) -> Path:
+    """`$XDG_RUNTIME_DIR/kirod/kirod.sock`; without a runtime dir, a private per-user place.
+
+    The fallback never uses a shared directory such as /tmp directly, where another user could
+    create the path first: on macOS `$TMPDIR` is already per-user, elsewhere the state dir is.
+    """
+    runtime = env.get("XDG_RUNTIME_DIR")
+    if runtime:
+        return Path(runtime) / APP / SOCKET_FILE
+    if _is_macos(platform) and env.get("TMPDIR"):
+        return Path(env["TMPDIR"]) / APP / SOCKET_FILE
+    return state_dir(env, platform) / "run" / SOCKET_FILE
+
+
+def config_file(env: Mapping[str, str], platform: str = sys.platform) -> Path:
+    return config_dir(env, platform) / CONFIG_FILE
+
+
+@dataclass(frozen=True)
+class StatePaths:
+    """Files kept in the state directory."""
+
+    root: Path
+
+    @property
+    def lock(self) -> Path:
+        return self.root / LOCK_FILE
+
+    @property
+    def database(self) -> Path:
+        return self.root / DATABASE_FILE
+
+
+def ensure_private_dir(path: Path) -> None:
+    """Create `path` (and parents) as 0700, and tighten it if it already exists."""
+    old = os.umask(0o077)
+    try:
+        path.mkdir(mode=0o700, parents=True, exist_ok=True)
+    finally:
+        os.umask(old)
+    if os.name == "posix":
+        os.chmod(path, 0o700)

@@ -1,0 +1,1 @@
+"""Client protocol codecs (pure, sans-IO): decode to the canonical model, encode its events."""

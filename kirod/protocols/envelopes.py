@@ -1,0 +1,73 @@
+"""Error envelopes of the two API families, rendered from protocol-neutral `ApiError`s.
+
+Anthropic: `{"type":"error","error":{"type","message"},"request_id"}`.
+OpenAI (Responses and Chat): `{"error":{"message","type","param","code"},"request_id"}`.
+Both codecs of the OpenAI family share one envelope, so it lives here rather than in either.
+"""
+
+from __future__ import annotations
+
+import enum
+from typing import Any
+
+from kirod.errors import ApiError, ErrorKind
+
+
+class Family(enum.Enum):
+    ANTHROPIC = "anthropic"
+    OPENAI = "openai"
+
+
+_ANTHROPIC_TYPES: dict[ErrorKind, str] = {
+    ErrorKind.INVALID_REQUEST: "invalid_request_error",
+    ErrorKind.AUTHENTICATION: "authentication_error",
+    ErrorKind.PERMISSION: "permission_error",
+    ErrorKind.NOT_FOUND: "not_found_error",
+    ErrorKind.METHOD_NOT_ALLOWED: "invalid_request_error",
+    ErrorKind.REQUEST_TOO_LARGE: "request_too_large",
+    ErrorKind.RATE_LIMIT: "rate_limit_error",
+    ErrorKind.INTERNAL: "api_error",
+    ErrorKind.UPSTREAM: "api_error",
+    ErrorKind.UNAVAILABLE: "overloaded_error",
+    ErrorKind.OVERLOADED: "overloaded_error",
+}
+
+_OPENAI_TYPES: dict[ErrorKind, str] = {
+    ErrorKind.INVALID_REQUEST: "invalid_request_error",
+    ErrorKind.AUTHENTICATION: "invalid_request_error",
+    ErrorKind.PERMISSION: "permission_error",
+    ErrorKind.NOT_FOUND: "invalid_request_error",
+    ErrorKind.METHOD_NOT_ALLOWED: "invalid_request_error",
+    ErrorKind.REQUEST_TOO_LARGE: "invalid_request_error",
+    ErrorKind.RATE_LIMIT: "rate_limit_error",
+    ErrorKind.INTERNAL: "server_error",
+    ErrorKind.UPSTREAM: "server_error",
+    ErrorKind.UNAVAILABLE: "service_unavailable",
+    ErrorKind.OVERLOADED: "service_unavailable",
+}
+
+
+def anthropic_error(error: ApiError, request_id: str) -> dict[str, Any]:
+    return {
+        "type": "error",
+        "error": {"type": _ANTHROPIC_TYPES[error.kind], "message": error.message},
+        "request_id": request_id,
+    }
+
+
+def openai_error(error: ApiError, request_id: str) -> dict[str, Any]:
+    return {
+        "error": {
+            "message": error.message,
+            "type": _OPENAI_TYPES[error.kind],
+            "param": error.param,
+            "code": error.code,
+        },
+        "request_id": request_id,
+    }
+
+
+def render(family: Family, error: ApiError, request_id: str) -> dict[str, Any]:
+    if family is Family.ANTHROPIC:
+        return anthropic_error(error, request_id)
+    return openai_error(error, request_id)

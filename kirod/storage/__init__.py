@@ -1,0 +1,1 @@
+"""The SQLite store: one file, one connection, one writer; sqlite errors never leave here."""

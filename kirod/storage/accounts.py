@@ -1,0 +1,212 @@
+"""Kiro accounts as stored: credentials, status and usage snapshots.
+
+Credentials are an opaque JSON object to the store. Their updates are compare-and-swap on
+`generation`, so a token refresh that raced another refresh (or a removal) loses loudly instead of
+overwriting a newer refresh token. Removed accounts are tombstoned: hidden, with credentials wiped.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import time
+import uuid
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal, cast, get_args
+
+from kirod.errors import GenerationConflict
+from kirod.storage.db import Database
+
+AuthKind = Literal["social", "idc", "builder_id", "api_key", "external_idp"]
+Status = Literal["active", "cooling_down", "exhausted", "suspended", "needs_login", "disabled"]
+
+AUTH_KINDS: frozenset[str] = frozenset(get_args(AuthKind))
+STATUSES: frozenset[str] = frozenset(get_args(Status))
+
+
+@dataclass(frozen=True, slots=True)
+class AccountRecord:
+    """One live account row. `credentials` is left out of repr so it cannot reach a log."""
+
+    id: str
+    label: str
+    auth_kind: AuthKind
+    region: str
+    auth_region: str
+    profile_arn: str | None
+    credentials: Mapping[str, Any] = field(repr=False)
+    status: Status
+    status_reason: str | None
+    status_since: float | None
+    status_until: float | None
+    usage: Mapping[str, Any] | None
+    usage_at: float | None
+    generation: int
+    created_at: float
+    updated_at: float
+
+    def redacted(self) -> dict[str, Any]:
+        """The account as the control API shows it: everything but the secrets."""
+        return {
+            "id": self.id,
+            "label": self.label,
+            "auth_kind": self.auth_kind,
+            "region": self.region,
+            "auth_region": self.auth_region,
+            "profile_arn": self.profile_arn,
+            "status": self.status,
+            "status_reason": self.status_reason,
+            "status_since": self.status_since,
+            "status_until": self.status_until,
+            "usage": self.usage,
+            "usage_at": self.usage_at,
+            "generation": self.generation,
+            "created_at": self.created_at,
+            "updated_at": self.updated_at,
+            "expires_at": self.credentials.get("expires_at"),
+        }
+
+
+def _record(row: sqlite3.Row) -> AccountRecord:
+    return AccountRecord(
+        id=row["id"],
+        label=row["label"],
+        auth_kind=cast(AuthKind, row["auth_kind"]),
+        region=row["region"],
+        auth_region=row["auth_region"],
+        profile_arn=row["profile_arn"],
+        credentials=json.loads(row["credentials"]),
+        status=cast(Status, row["status"]),
+        status_reason=row["status_reason"],
+        status_since=row["status_since"],
+        status_until=row["status_until"],
+        usage=None if row["usage"] is None else json.loads(row["usage"]),
+        usage_at=row["usage_at"],
+        generation=row["generation"],
+        created_at=row["created_at"],
+        updated_at=row["updated_at"],
+    )
+
+
+def _dump(value: Mapping[str, Any]) -> str:
+    return json.dumps(dict(value), separators=(",", ":"))
+
+
+class AccountStore:
+    """Account rows in the kirod database; every write survives its caller's cancellation."""
+
+    def __init__(self, db: Database) -> None:
+        self._db = db
+
+    async def insert(
+        self,
+        *,
+        label: str,
+        auth_kind: AuthKind,
+        region: str,
+        auth_region: str,
+        credentials: Mapping[str, Any],
+        profile_arn: str | None = None,
+    ) -> AccountRecord:
+        if auth_kind not in AUTH_KINDS:
+            raise ValueError(f"unknown auth kind {auth_kind!r}")
+        now = time.time()
+        params = (
+            uuid.uuid4().hex,
+            label,
+            auth_kind,
+            region,
+            auth_region,
+            profile_arn,
+            _dump(credentials),
+            now,
+            now,
+        )
+        rows = await self._db.execute(
+            "INSERT INTO accounts (id, label, auth_kind, region, auth_region, profile_arn,"
+            " credentials, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
+            " RETURNING *",
+            params,
+        )
+        return _record(rows[0])
+
+    async def get(self, account_id: str) -> AccountRecord | None:
+        row = await self._db.read_one(
+            "SELECT * FROM accounts WHERE id = ? AND removed_at IS NULL", (account_id,)
+        )
+        return None if row is None else _record(row)
+
+    async def update_credentials(
+        self, account_id: str, credentials: Mapping[str, Any], expected_generation: int
+    ) -> AccountRecord:
+        """Store refreshed credentials if nobody else did since `expected_generation`.
+
+        Raises GenerationConflict when the account changed or was removed meanwhile; the caller
+        should re-read the account and use (or refresh) the newer credentials.
+        """
+        rows = await self._db.execute(
+            "UPDATE accounts SET credentials = ?, generation = generation + 1, updated_at = ?"
+            " WHERE id = ? AND generation = ? AND removed_at IS NULL RETURNING *",
+            (_dump(credentials), time.time(), account_id, expected_generation),
+        )
+        if not rows:
+            raise GenerationConflict(
+                f"account {account_id} changed or was removed since generation "
+                f"{expected_generation}"
+            )
+        return _record(rows[0])
+
+    async def set_status(
+        self, account_id: str, status: Status, reason: str | None, until: float | None = None
+    ) -> AccountRecord | None:
+        """Record a status; `status_since` moves only when the status actually changes."""
+        if status not in STATUSES:
+            raise ValueError(f"unknown account status {status!r}")
+        now = time.time()
+        rows = await self._db.execute(
+            "UPDATE accounts SET"
+            " status_since = CASE WHEN status = ? THEN status_since ELSE ? END,"
+            " status = ?, status_reason = ?, status_until = ?, updated_at = ?"
+            " WHERE id = ? AND removed_at IS NULL RETURNING *",
+            (status, now, status, reason, until, now, account_id),
+        )
+        return _record(rows[0]) if rows else None
+
+    async def set_usage(self, account_id: str, usage: Mapping[str, Any]) -> AccountRecord | None:
+        now = time.time()
+        rows = await self._db.execute(
+            "UPDATE accounts SET usage = ?, usage_at = ?, updated_at = ?"
+            " WHERE id = ? AND removed_at IS NULL RETURNING *",
+            (_dump(usage), now, now, account_id),
+        )
+        return _record(rows[0]) if rows else None
+
+    async def remove(self, account_id: str) -> bool:
+        """Tombstone the account and wipe its secrets.
+
+        The generation bump makes a refresh still in flight for it fail its compare-and-swap; the
+        checkpoint drops the old row's copy from the WAL.
+        """
+        now = time.time()
+        rows = await self._db.execute(
+            "UPDATE accounts SET removed_at = ?, updated_at = ?, credentials = '{}',"
+            " generation = generation + 1 WHERE id = ? AND removed_at IS NULL RETURNING id",
+            (now, now, account_id),
+        )
+        if rows:
+            await self._db.checkpoint()
+        return bool(rows)
+
+    async def count_active(self) -> int:
+        """Accounts not removed whose status is `active`."""
+        row = await self._db.read_one(
+            "SELECT count(*) FROM accounts WHERE removed_at IS NULL AND status = 'active'"
+        )
+        return int(row[0]) if row is not None else 0
+
+    async def list(self) -> list[AccountRecord]:
+        rows = await self._db.read(
+            "SELECT * FROM accounts WHERE removed_at IS NULL ORDER BY created_at, id"
+        )
+        return [_record(row) for row in rows]

@@ -1,0 +1,95 @@
+"""API keys for the public listener, stored only as SHA-256 hashes.
+
+Keys are long random tokens, so a plain (unsalted, fast) hash suffices: nothing can be brute-forced
+from it, and lookups stay a cheap comparison. Only a short prefix is kept for display.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import sqlite3
+import time
+import uuid
+from dataclasses import dataclass
+
+from kirod.storage.db import Database
+
+PREFIX_LENGTH = 12
+TOUCH_INTERVAL = 60.0  # seconds; last_used_at is informative, so at most one write a minute
+
+
+def hash_key(key: str) -> str:
+    return hashlib.sha256(key.encode()).hexdigest()
+
+
+@dataclass(frozen=True, slots=True)
+class ApiKeyRecord:
+    """A key as listed; neither the key nor its hash is part of it."""
+
+    id: str
+    name: str
+    prefix: str
+    created_at: float
+    last_used_at: float | None
+
+
+def _record(row: sqlite3.Row) -> ApiKeyRecord:
+    return ApiKeyRecord(
+        id=row["id"],
+        name=row["name"],
+        prefix=row["prefix"],
+        created_at=row["created_at"],
+        last_used_at=row["last_used_at"],
+    )
+
+
+class KeyStore:
+    """API key rows in the kirod database; revoked keys are kept but never listed or matched."""
+
+    def __init__(self, db: Database) -> None:
+        self._db = db
+        self._touched: dict[str, float] = {}
+
+    async def insert(self, name: str, key: str) -> ApiKeyRecord:
+        # Never show more than half of the key, however short it is.
+        prefix = key[: min(PREFIX_LENGTH, len(key) // 2)]
+        rows = await self._db.execute(
+            "INSERT INTO api_keys (id, name, key_hash, prefix, created_at)"
+            " VALUES (?, ?, ?, ?, ?) RETURNING *",
+            (uuid.uuid4().hex, name, hash_key(key), prefix, time.time()),
+        )
+        return _record(rows[0])
+
+    async def all_hashes(self) -> list[tuple[str, str]]:
+        """(id, key_hash) of every usable key, for the request gate to match against."""
+        rows = await self._db.read("SELECT id, key_hash FROM api_keys WHERE revoked_at IS NULL")
+        return [(row["id"], row["key_hash"]) for row in rows]
+
+    async def touch(self, key_id: str) -> None:
+        """Note that the key was used; called per request, so writes at most once a minute."""
+        now = time.time()
+        if now - self._touched.get(key_id, 0.0) < TOUCH_INTERVAL:
+            return
+        self._touched[key_id] = now
+        await self._db.execute(
+            "UPDATE api_keys SET last_used_at = ? WHERE id = ? AND revoked_at IS NULL",
+            (now, key_id),
+        )
+
+    async def revoke(self, key_id: str) -> bool:
+        rows = await self._db.execute(
+            "UPDATE api_keys SET revoked_at = ? WHERE id = ? AND revoked_at IS NULL RETURNING id",
+            (time.time(), key_id),
+        )
+        self._touched.pop(key_id, None)
+        return bool(rows)
+
+    async def count(self) -> int:
+        row = await self._db.read_one("SELECT count(*) FROM api_keys WHERE revoked_at IS NULL")
+        return int(row[0]) if row is not None else 0
+
+    async def list(self) -> list[ApiKeyRecord]:
+        rows = await self._db.read(
+            "SELECT * FROM api_keys WHERE revoked_at IS NULL ORDER BY created_at, id"
+        )
+        return [_record(row) for row in rows]

@@ -1,0 +1,1 @@
+"""Test support shipped with kirod, used by its tests, benchmarks and demo."""

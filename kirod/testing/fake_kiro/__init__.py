@@ -1,0 +1,1 @@
+"""A faithful fake of the Kiro service, speaking genuine AWS event-stream frames."""

@@ -1,0 +1,190 @@
+"""Incremental, sans-IO decoder for the AWS binary event stream Kiro answers with.
+
+Feed it the response body in chunks of any size, down to single bytes; it returns each frame as
+soon as its last byte arrives. Wire format: kiro-protocol.md §3.1.
+
+The decoder assembles each frame itself, so the size guard runs on the 12-byte prelude before a
+large frame is buffered and a truncated stream is detected exactly. Each complete frame then goes
+through botocore's `EventStreamBuffer`, the reference decoder, which checks the message CRC and
+parses the headers. No botocore exception leaves this module: every failure is an
+`UpstreamProtocolError`.
+"""
+
+from __future__ import annotations
+
+import json
+import struct
+import zlib
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from botocore.eventstream import ChecksumMismatch, EventStreamBuffer, ParserError
+
+from kirod.upstream.errors import UpstreamProtocolError
+
+MAX_FRAME_SIZE = 16 * 1024 * 1024
+"""Largest frame accepted, as in peer decoders; a larger length means a corrupt or hostile peer."""
+
+MessageType = Literal["event", "exception", "error"]
+
+_PRELUDE = struct.Struct("!III")  # total length, headers length, prelude CRC
+_MESSAGE_CRC_SIZE = 4
+_MIN_FRAME_SIZE = _PRELUDE.size + _MESSAGE_CRC_SIZE
+
+
+@dataclass(frozen=True, slots=True)
+class Frame:
+    """One event-stream message, reduced to what the translator needs.
+
+    Only the fields of its own `message_type` are set: `event_type` for events, `exception_type`
+    for exceptions, `error_code` and `error_message` for errors.
+    """
+
+    message_type: MessageType
+    event_type: str | None = None
+    exception_type: str | None = None
+    error_code: str | None = None
+    error_message: str | None = None
+    payload: dict[str, Any] = field(default_factory=dict)
+
+
+class FrameDecoder:
+    """Turns event-stream bytes into `Frame`s; call `finish()` once the body has ended.
+
+    Frames decoded from a chunk before a malformed one are still returned, so the output never
+    depends on how the body was chunked; the error is raised by the next `feed()` or `finish()`.
+    After an error every call raises it again.
+    """
+
+    def __init__(self) -> None:
+        self._frame = bytearray()  # the bytes received so far of the frame being assembled
+        self._frame_size = 0  # its total length, once its prelude is complete and valid
+        self._failure: UpstreamProtocolError | None = None
+
+    def feed(self, chunk: bytes) -> list[Frame]:
+        """Add the next bytes of the body; return the frames they complete."""
+        self._raise_if_failed()
+        frames: list[Frame] = []
+        try:
+            self._consume(memoryview(chunk), frames)
+        except UpstreamProtocolError as exc:
+            self._failure = exc
+            if not frames:
+                raise
+        return frames
+
+    def finish(self) -> None:
+        """Declare the end of the body; raise if it ended inside a frame."""
+        self._raise_if_failed()
+        if self._frame:
+            expected = self._frame_size or "at least 16"
+            self._failure = UpstreamProtocolError(
+                f"event stream truncated: {len(self._frame)} of {expected} frame bytes received"
+            )
+            raise self._failure
+
+    def _raise_if_failed(self) -> None:
+        if self._failure is not None:
+            raise self._failure
+
+    def _consume(self, data: memoryview, frames: list[Frame]) -> None:
+        while data:
+            if not self._frame_size:
+                missing = _PRELUDE.size - len(self._frame)
+                self._frame += data[:missing]
+                data = data[missing:]
+                if len(self._frame) < _PRELUDE.size:
+                    return
+                self._frame_size = _checked_frame_size(bytes(self._frame))
+            missing = self._frame_size - len(self._frame)
+            self._frame += data[:missing]
+            data = data[missing:]
+            if len(self._frame) == self._frame_size:
+                frames.append(_decode_frame(bytes(self._frame)))
+                self._frame.clear()
+                self._frame_size = 0
+
+
+def _checked_frame_size(prelude: bytes) -> int:
+    """Validate a prelude before trusting its lengths; return the frame's total length."""
+    total_length, headers_length, prelude_crc = _PRELUDE.unpack(prelude)
+    if zlib.crc32(prelude[:8]) != prelude_crc:
+        raise UpstreamProtocolError("event stream prelude CRC mismatch")
+    if not _MIN_FRAME_SIZE <= total_length <= MAX_FRAME_SIZE:
+        raise UpstreamProtocolError(f"event stream frame length {total_length} out of bounds")
+    if headers_length > total_length - _MIN_FRAME_SIZE:
+        raise UpstreamProtocolError(
+            f"event stream headers length {headers_length} exceeds frame length {total_length}"
+        )
+    return int(total_length)
+
+
+def _decode_frame(data: bytes) -> Frame:
+    headers, payload = _parse_with_botocore(data)
+    message_type = _string_header(headers, ":message-type")
+    if message_type == "event":
+        return Frame(
+            "event",
+            event_type=_required_header(headers, ":event-type"),
+            payload=_json_object(payload),
+        )
+    if message_type == "exception":
+        return Frame(
+            "exception",
+            exception_type=_required_header(headers, ":exception-type"),
+            payload=_json_object(payload),
+        )
+    if message_type == "error":
+        return Frame(
+            "error",
+            error_code=_required_header(headers, ":error-code"),
+            error_message=_string_header(headers, ":error-message"),
+            payload=_json_object(payload),
+        )
+    raise UpstreamProtocolError(f"unknown event stream message type {message_type!r}")
+
+
+def _parse_with_botocore(data: bytes) -> tuple[dict[str, object], bytes]:
+    """Check the message CRC and parse the headers of one complete frame."""
+    buffer = EventStreamBuffer()
+    buffer.add_data(data)
+    try:
+        message = buffer.next()
+    except ChecksumMismatch as exc:
+        raise UpstreamProtocolError("event stream message CRC mismatch") from exc
+    except ParserError as exc:  # duplicate header, oversized headers
+        raise UpstreamProtocolError(f"malformed event stream headers: {exc}") from exc
+    except KeyError as exc:  # botocore's lookup of the header value type
+        raise UpstreamProtocolError(f"unknown event stream header type {exc}") from exc
+    except (struct.error, ValueError) as exc:  # headers cut short, names or strings not UTF-8
+        raise UpstreamProtocolError("malformed event stream headers") from exc
+    # botocore-stubs declares `headers` as int; at runtime it is the dict of parsed headers.
+    headers: object = message.headers
+    assert isinstance(headers, dict)
+    return headers, message.payload
+
+
+def _string_header(headers: dict[str, object], name: str) -> str | None:
+    value = headers.get(name)
+    if value is not None and not isinstance(value, str):
+        raise UpstreamProtocolError(f"event stream header {name} is not a string")
+    return value
+
+
+def _required_header(headers: dict[str, object], name: str) -> str:
+    value = _string_header(headers, name)
+    if value is None:
+        raise UpstreamProtocolError(f"event stream header {name} is missing")
+    return value
+
+
+def _json_object(payload: bytes) -> dict[str, Any]:
+    if not payload:
+        return {}
+    try:
+        value = json.loads(payload.decode("utf-8"))
+    except (ValueError, RecursionError) as exc:  # includes UnicodeDecodeError
+        raise UpstreamProtocolError("event stream payload is not JSON") from exc
+    if not isinstance(value, dict):
+        raise UpstreamProtocolError("event stream payload is not a JSON object")
+    return value
