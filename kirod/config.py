@@ -9,6 +9,7 @@ from __future__ import annotations
 import dataclasses
 import enum
 import ipaddress
+import json
 import os
 import sys
 import tomllib
@@ -260,8 +261,9 @@ _FALSE = {"0", "false", "no", "off"}
 
 def _bad(option: Option, value: object, source: str) -> ConfigError:
     expected = option.describe_type()
+    shown = repr(value) if isinstance(value, str) else json.dumps(value, default=str)
     return ConfigError(
-        f"invalid value for {option.name!r} from {source}: {value!r} (expected {expected})"
+        f"invalid value for {option.name!r} from {source}: {shown} (expected {expected})"
     )
 
 

@@ -142,3 +142,4 @@ async def add_request_id_header(request: web.Request, response: web.StreamRespon
     request_id = request.get(REQUEST_ID)
     if request_id is not None:
         response.headers["x-request-id"] = request_id
+    response.headers["Server"] = "kirod"

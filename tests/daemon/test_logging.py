@@ -1,0 +1,50 @@
+"""Log lines: one per event, carrying the request id, in text or JSON."""
+
+from __future__ import annotations
+
+import json
+import logging
+import sys
+
+from kirod import log
+from kirod.daemon.logging import JsonFormatter, TextFormatter
+
+
+def record(name: str, **fields: object) -> logging.LogRecord:
+    logger = logging.getLogger("kirod.test")
+    rec = logger.makeRecord("kirod.test", logging.INFO, __file__, 1, name, (), None)
+    setattr(rec, log.FIELDS_ATTR, fields)
+    return rec
+
+
+def test_text_lines_quote_values_that_need_it() -> None:
+    token = log.request_id_var.set("req_abc")
+    try:
+        line = TextFormatter().format(record("request", path="/v1/x", note="two words", n=3))
+    finally:
+        log.request_id_var.reset(token)
+    assert "\n" not in line
+    assert ' info kirod.test request path=/v1/x note="two words" n=3 request_id=req_abc' in line
+
+
+def test_json_lines_are_one_object_per_event() -> None:
+    line = JsonFormatter().format(record("ready", public="127.0.0.1:1", multi="a\nb"))
+    assert "\n" not in line
+    doc = json.loads(line)
+    assert doc["event"] == "ready"
+    assert doc["public"] == "127.0.0.1:1"
+    assert doc["multi"] == "a\nb"
+    assert "request_id" not in doc
+
+
+def test_exceptions_are_reduced_to_their_type() -> None:
+    try:
+        raise ValueError("secret detail sk-123")
+    except ValueError:
+        rec = logging.getLogger("kirod.test").makeRecord(
+            "kirod.test", logging.ERROR, __file__, 1, "failed", (), sys.exc_info()
+        )
+    for formatter in (TextFormatter(), JsonFormatter()):
+        line = formatter.format(rec)
+        assert "ValueError" in line
+        assert "secret detail" not in line
