@@ -12,7 +12,7 @@ from kirod import __version__
 from kirod.config import OPTIONS, Kind, load_service_env, load_settings
 from kirod.daemon import lifecycle
 from kirod.daemon.logging import configure
-from kirod.errors import ConfigError, StartupError
+from kirod.errors import ConfigError, KirodError
 
 EXIT_USAGE = 2
 
@@ -54,7 +54,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     configure(settings.log_level, settings.log_format)
     try:
         return asyncio.run(lifecycle.run(settings, load_service_env()))
-    except StartupError as exc:
+    except KirodError as exc:
         print(f"kirod: cannot start: {exc}", file=sys.stderr)
         return lifecycle.EXIT_FAILURE
     except KeyboardInterrupt:

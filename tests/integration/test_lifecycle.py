@@ -224,6 +224,18 @@ def test_config_errors_name_the_key_and_exit_2(short_tmp: Path) -> None:
     assert "use `host` and `port` instead" in proc.log()
 
 
+def test_unreadable_database_is_a_startup_error_naming_the_file(short_tmp: Path) -> None:
+    database = short_tmp / "state" / "kirod" / "kirod.db"
+    database.parent.mkdir(parents=True, mode=0o700)
+    database.write_bytes(b"this is not a database" * 100)
+    proc = DaemonProcess(short_tmp)
+    assert proc.wait(15) == 1
+    log = proc.log()
+    assert f"kirod: cannot start: cannot open database {database}" in log
+    assert "Traceback" not in log
+    assert database.read_bytes() == b"this is not a database" * 100
+
+
 def test_non_loopback_host_is_refused(short_tmp: Path) -> None:
     proc = DaemonProcess(short_tmp, args=["--host", "0.0.0.0"])
     assert proc.wait(15) == 2
