@@ -163,6 +163,27 @@ OPTIONS: tuple[Option, ...] = (
         maximum=10,
     ),
     Option(
+        "refresh_window_s",
+        Kind.FLOAT,
+        "Refresh an access token this long before it expires.",
+        600.0,
+        minimum=0,
+    ),
+    Option(
+        "parameter_policy",
+        Kind.CHOICE,
+        "What to do with sampling parameters Kiro cannot honour (temperature, top_p, top_k, "
+        "stop sequences): drop them (logged) or answer 400.",
+        "drop",
+        choices=("drop", "error"),
+    ),
+    Option(
+        "upstream_keep_alive",
+        Kind.BOOL,
+        "Reuse upstream connections (default: a fresh connection per request, as Kiro IDE).",
+        False,
+    ),
+    Option(
         "enable_chat_completions",
         Kind.BOOL,
         "Serve the legacy /v1/chat/completions route.",
@@ -226,6 +247,9 @@ class Settings:
     shutdown_drain_s: float
     lock_timeout_s: float
     account_inference_concurrency: int
+    refresh_window_s: float
+    parameter_policy: str
+    upstream_keep_alive: bool
     enable_chat_completions: bool
     proxy_url: str | None = dataclasses.field(repr=False)
     allow_remote: bool

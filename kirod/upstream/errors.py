@@ -1,22 +1,208 @@
-"""Errors raised while talking to Kiro.
+"""Errors raised while talking to Kiro, classified by what the dispatch pipeline should do.
 
 This is the upstream branch of the tree drawn in `kirod.errors`. Foreign exceptions met on the way
-(aiohttp, botocore) are mapped into it by the upstream module that calls the foreign library.
+(aiohttp, botocore, JSON) are mapped into it by the upstream module that calls the foreign library.
 
     KirodError
-    └── UpstreamError              talking to Kiro failed
-        └── UpstreamProtocolError  the response stream is malformed: bad framing or CRC,
-                                   oversized frame, truncated stream, undecodable payload
+    ├── UpstreamError              talking to Kiro failed; `failure` says what to do about it
+    │   ├── UpstreamProtocolError  the response stream is malformed: bad framing or CRC,
+    │   │                          oversized frame, truncated stream, undecodable payload
+    │   ├── UpstreamHttpError      Kiro answered with an error status
+    │   ├── UpstreamConnectionError  no connection, or it broke
+    │   ├── UpstreamTimeout        no answer, or silence past the idle timeout
+    │   ├── RefreshError           a token refresh failed (`permanent`: the account needs login)
+    │   └── LoginError             a device-code login ended without tokens
+    └── CredentialImportError      a credential file saved by another Kiro tool is unreadable,
+                                   incomplete or inconsistent
+
+`UpstreamError.to_api_error()` renders a failure for the client. Upstream credential failures are
+never reported as the *client's* key being wrong (they are 502s, not 401s), and the upstream's own
+message text is kept only where it helps the user (quota reason, prompt too long).
 """
 
 from __future__ import annotations
 
-from kirod.errors import KirodError
+import enum
+
+from kirod.errors import ApiError, ErrorKind, KirodError
+
+
+class Failure(enum.Enum):
+    """The §4 classification: what a failure means for the request and for the account."""
+
+    BAD_REQUEST = "bad_request"  # the payload was rejected: fatal, never retried
+    CONTEXT_TOO_LONG = "context_too_long"  # the prompt exceeds the model's window
+    INVALID_MODEL = "invalid_model"  # unknown model, or not in this account's plan
+    BEARER = "bearer"  # access token rejected: refresh once, then retry
+    SUSPENDED = "suspended"  # the account is locked; do not retry on it
+    FORBIDDEN = "forbidden"  # not authorized (profile/region mismatch, feature)
+    QUOTA = "quota"  # monthly credits exhausted
+    THROTTLED = "throttled"  # rate limited; honour Retry-After
+    CAPACITY = "capacity"  # the model is overloaded
+    SERVER = "server"  # 5xx from Kiro
+    NETWORK = "network"  # connection refused, reset, DNS
+    TIMEOUT = "timeout"  # no answer in time
+    PROTOCOL = "protocol"  # the stream itself is broken
+
+    @property
+    def retryable(self) -> bool:
+        """May another attempt (same account after refresh, or another account) succeed?"""
+        return self not in (
+            Failure.BAD_REQUEST,
+            Failure.CONTEXT_TOO_LONG,
+            Failure.INVALID_MODEL,
+        )
 
 
 class UpstreamError(KirodError):
     """Base of every failure of the upstream Kiro service or of our exchange with it."""
 
+    failure: Failure = Failure.SERVER
+    retry_after_s: float | None = None
+
+    def to_api_error(self) -> ApiError:
+        return _render(self)
+
 
 class UpstreamProtocolError(UpstreamError):
     """Kiro's response violated the event-stream protocol; the stream cannot be trusted further."""
+
+    failure = Failure.PROTOCOL
+
+
+class UpstreamHttpError(UpstreamError):
+    """An error status from Kiro, with its reason code and a short, sanitized message."""
+
+    def __init__(
+        self,
+        status: int,
+        failure: Failure,
+        *,
+        reason: str | None = None,
+        message: str = "",
+        retry_after_s: float | None = None,
+    ) -> None:
+        super().__init__(f"Kiro answered {status} ({reason or failure.value})")
+        self.status = status
+        self.failure = failure
+        self.reason = reason
+        self.upstream_message = message
+        self.retry_after_s = retry_after_s
+
+
+class UpstreamConnectionError(UpstreamError):
+    failure = Failure.NETWORK
+
+
+class UpstreamTimeout(UpstreamError):
+    failure = Failure.TIMEOUT
+
+
+class RefreshError(UpstreamError):
+    """A token refresh failed. `permanent` means the refresh token is dead: log in again."""
+
+    failure = Failure.BEARER
+
+    def __init__(self, message: str, *, permanent: bool) -> None:
+        super().__init__(message)
+        self.permanent = permanent
+
+
+class LoginError(UpstreamError):
+    """A device-code login ended: `code` is access_denied, expired_token or a transport error."""
+
+    failure = Failure.BEARER
+
+    def __init__(self, code: str, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+class CredentialImportError(KirodError):
+    """An imported credential file cannot become an account.
+
+    The message names the kind of file and the field at fault and is safe to show to the user: it
+    never quotes a token or secret, only field names, lengths and non-secret values.
+    """
+
+
+def _retry_headers(error: UpstreamError) -> dict[str, str]:
+    if error.retry_after_s is None:
+        return {}
+    return {"Retry-After": str(max(1, round(error.retry_after_s)))}
+
+
+def _render(error: UpstreamError) -> ApiError:
+    failure = error.failure
+    upstream_message = getattr(error, "upstream_message", "") or ""
+    reason = getattr(error, "reason", None)
+    if failure is Failure.CONTEXT_TOO_LONG:
+        return ApiError(
+            ErrorKind.INVALID_REQUEST,
+            "prompt is too long: it exceeds the model's context window; compact the "
+            "conversation and try again",
+            code="context_length_exceeded",
+        )
+    if failure is Failure.INVALID_MODEL:
+        return ApiError(
+            ErrorKind.INVALID_REQUEST,
+            "Kiro rejected the model for this account (unknown, or not in its plan)",
+            code="model_not_available",
+            param="model",
+        )
+    if failure is Failure.BAD_REQUEST:
+        return ApiError(
+            ErrorKind.INVALID_REQUEST,
+            "Kiro rejected the request as improperly formed" + (f" ({reason})" if reason else ""),
+            code="upstream_rejected_request",
+        )
+    if failure is Failure.QUOTA:
+        return ApiError(
+            ErrorKind.RATE_LIMIT,
+            "the Kiro account's usage limit is reached"
+            + (f": {upstream_message}" if upstream_message else "")
+            + (f" ({reason})" if reason else ""),
+            code="quota_exhausted",
+            headers=_retry_headers(error),
+        )
+    if failure is Failure.THROTTLED:
+        return ApiError(
+            ErrorKind.RATE_LIMIT,
+            "Kiro is rate limiting this account; retry later",
+            code="upstream_rate_limited",
+            headers=_retry_headers(error),
+        )
+    if failure is Failure.CAPACITY:
+        return ApiError(
+            ErrorKind.OVERLOADED,
+            "the model is overloaded upstream; retry shortly",
+            code="upstream_overloaded",
+            headers=_retry_headers(error),
+        )
+    if failure is Failure.BEARER:
+        return ApiError(
+            ErrorKind.UPSTREAM,
+            "Kiro rejected the account's credentials; log in again with 'kiroctl accounts login'",
+            code="upstream_auth_failed",
+        )
+    if failure is Failure.SUSPENDED:
+        return ApiError(
+            ErrorKind.UPSTREAM,
+            "the Kiro account is suspended" + (f": {upstream_message}" if upstream_message else ""),
+            code="account_suspended",
+        )
+    if failure is Failure.FORBIDDEN:
+        return ApiError(
+            ErrorKind.UPSTREAM,
+            "Kiro refused the call for this account (profile or region mismatch?)",
+            code="upstream_forbidden",
+        )
+    if failure is Failure.TIMEOUT:
+        return ApiError(ErrorKind.UPSTREAM, "Kiro did not answer in time", code="upstream_timeout")
+    if failure is Failure.NETWORK:
+        return ApiError(ErrorKind.UPSTREAM, "cannot reach Kiro", code="upstream_unreachable")
+    if failure is Failure.PROTOCOL:
+        return ApiError(
+            ErrorKind.UPSTREAM, "Kiro sent a malformed response stream", code="upstream_protocol"
+        )
+    return ApiError(ErrorKind.UPSTREAM, "Kiro failed to answer", code="upstream_error")

@@ -1,1 +1,44 @@
-"""A faithful fake of the Kiro service, speaking genuine AWS event-stream frames."""
+"""A faithful fake of the Kiro service, speaking genuine AWS event-stream frames.
+
+Start with `running_fake()` (inside an event loop) or `ThreadedFake` (synchronous code), mint an
+account with `FakeKiro.issue_social_account()` / `issue_idc_account()`, script answers with
+`FakeKiro.enqueue(Reply(...))` or `Script(fault=Fault...)`, and read what kirod sent with
+`FakeKiro.requests()`. `python -m kirod.testing.fake_kiro` serves it standalone; `RemoteFake`
+drives such a fake from another process.
+"""
+
+from kirod.testing.fake_kiro.catalog import DEFAULT_MODELS, Model
+from kirod.testing.fake_kiro.remote import RemoteFake, RemoteFakeError
+from kirod.testing.fake_kiro.runner import ThreadedFake, running_fake
+from kirod.testing.fake_kiro.script import Fault, Latency, Reply, Script, ToolCall
+from kirod.testing.fake_kiro.server import FakeKiro, RecordedRequest, build_app
+from kirod.testing.fake_kiro.tokens import AuthKind, DeviceFlow, DeviceOutcome, TokenSet
+from kirod.testing.fake_kiro.usage import Bonus, FreeTrial, Usage
+from kirod.testing.fake_kiro.validate import RULES, Rejection, validate_chat
+
+__all__ = [
+    "DEFAULT_MODELS",
+    "RULES",
+    "AuthKind",
+    "Bonus",
+    "DeviceFlow",
+    "DeviceOutcome",
+    "FakeKiro",
+    "Fault",
+    "FreeTrial",
+    "Latency",
+    "Model",
+    "RecordedRequest",
+    "Rejection",
+    "RemoteFake",
+    "RemoteFakeError",
+    "Reply",
+    "Script",
+    "ThreadedFake",
+    "TokenSet",
+    "ToolCall",
+    "Usage",
+    "build_app",
+    "running_fake",
+    "validate_chat",
+]

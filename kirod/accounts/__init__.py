@@ -1,0 +1,1 @@
+"""The account layer: choosing an account, keeping its tokens fresh, dispatching requests."""

@@ -1,0 +1,95 @@
+"""Keeps access tokens fresh: proactive, single-flight refresh persisted with compare-and-swap.
+
+Concurrent requests for one account share one refresh. A caller that goes away does not cancel
+the shared refresh (it is shielded and owned here), so a rotated refresh token is always stored.
+A rotation that loses the compare-and-swap (another writer stored newer credentials first) adopts
+the stored ones instead of overwriting them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+from kirod import log
+from kirod.accounts.account import to_upstream
+from kirod.errors import GenerationConflict
+from kirod.storage.accounts import AccountStore
+from kirod.tasks import TaskOwner
+from kirod.upstream import auth
+from kirod.upstream.client import KiroClient, UpstreamAccount
+from kirod.upstream.errors import RefreshError
+
+logger = logging.getLogger("kirod.accounts")
+
+DEFAULT_REFRESH_WINDOW_S = 600.0
+
+
+class TokenKeeper:
+    def __init__(
+        self,
+        store: AccountStore,
+        client: KiroClient,
+        tasks: TaskOwner,
+        refresh_window_s: float = DEFAULT_REFRESH_WINDOW_S,
+    ) -> None:
+        self._store = store
+        self._client = client
+        self._tasks = tasks
+        self._window = refresh_window_s
+        self._inflight: dict[str, asyncio.Task[UpstreamAccount]] = {}
+        self.refresh_count = 0
+
+    async def fresh(
+        self, account: UpstreamAccount, *, rejected_token: str | None = None
+    ) -> UpstreamAccount:
+        """The account with a usable access token.
+
+        `rejected_token` forces a refresh because Kiro refused that token; it is skipped when
+        the stored token has already moved on (another request refreshed meanwhile).
+        """
+        if rejected_token is None and not auth.needs_refresh(account.credentials, self._window):
+            return account
+        task = self._inflight.get(account.id)
+        if task is None:
+            task = self._tasks.spawn(
+                self._refresh(account.id, rejected_token), name=f"refresh:{account.id}"
+            )
+            self._inflight[account.id] = task
+            task.add_done_callback(lambda _: self._inflight.pop(account.id, None))
+        return await asyncio.shield(task)
+
+    async def _refresh(self, account_id: str, rejected_token: str | None) -> UpstreamAccount:
+        record = await self._store.get(account_id)
+        if record is None:
+            raise RefreshError("the account was removed", permanent=True)
+        current = to_upstream(record)
+        stale = current.credentials.access_token == rejected_token
+        if not stale and not auth.needs_refresh(current.credentials, self._window):
+            return current
+        try:
+            refreshed = await auth.refresh(self._client, current)
+        except RefreshError as exc:
+            log.event(
+                logger,
+                "token_refresh_failed",
+                level=logging.WARNING,
+                account=account_id,
+                permanent=exc.permanent,
+            )
+            if exc.permanent:
+                await self._store.set_status(account_id, "needs_login", str(exc))
+            raise
+        self.refresh_count += 1
+        try:
+            record = await self._store.update_credentials(
+                account_id, refreshed.credentials.to_json(), expected_generation=record.generation
+            )
+        except GenerationConflict:
+            latest = await self._store.get(account_id)
+            if latest is None:
+                raise RefreshError("the account was removed", permanent=True) from None
+            log.event(logger, "token_refresh_superseded", account=account_id)
+            return to_upstream(latest)
+        log.event(logger, "token_refreshed", account=account_id, generation=record.generation)
+        return to_upstream(record)

@@ -1,0 +1,287 @@
+"""The model catalog: public ids ↔ Kiro ids, limits and capabilities (kiro-protocol §2.5, §6.2).
+
+Clients name models the way Anthropic and OpenAI do (`claude-sonnet-4-5-20250929`,
+`claude-opus-4-6[1m]`); Kiro wants its own lowercase dotted ids (`claude-sonnet-4.5`). This module
+turns one into the other and knows what each model can do. It is pure: the static catalog is the
+fallback for accounts whose `ListAvailableModels` cannot be read, and
+`catalog_from_list_available_models` builds the same shape from what an account reports.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal, TypeAlias
+
+from kirod.errors import ApiError, ErrorKind
+
+ReasoningFieldStyle: TypeAlias = Literal["none", "output_config", "reasoning"]
+"""Which root `additionalModelRequestFields` key carries an effort (§2.4b): Claude takes
+`output_config`, GPT-5.6 takes `reasoning`, and the 4.5 generation rejects any such field."""
+
+DEFAULT_CONTEXT_WINDOW = 200_000
+_CLAUDE_MAX_OUTPUT = 64_000
+_GPT_MAX_OUTPUT = 128_000
+_OPEN_WEIGHT_MAX_OUTPUT = 32_000
+
+
+@dataclass(frozen=True, slots=True)
+class ModelInfo:
+    """One model as kirod serves it.
+
+    `public_id` is the Anthropic-style name listed on /v1/models; `kiro_id` is the upstream
+    `modelId`. `native_reasoning` says the model honours `userInputMessage.reasoning` (§2.4b);
+    other models get prompt-tag thinking (§2.4a).
+    """
+
+    public_id: str
+    kiro_id: str
+    display_name: str
+    context_window: int = DEFAULT_CONTEXT_WINDOW
+    max_output_tokens: int = _CLAUDE_MAX_OUTPUT
+    supports_images: bool = True
+    native_reasoning: bool = False
+    reasoning_field_style: ReasoningFieldStyle = "none"
+
+
+@dataclass(frozen=True, slots=True)
+class ModelCatalog:
+    """The models one account (or the static fallback) offers, in listing order."""
+
+    models: tuple[ModelInfo, ...]
+    _index: Mapping[str, ModelInfo] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        index: dict[str, ModelInfo] = {}
+        for info in self.models:
+            index.setdefault(info.kiro_id, info)
+        for info in self.models:
+            index.setdefault(info.public_id, info)
+        object.__setattr__(self, "_index", index)
+
+    def __iter__(self) -> Iterator[ModelInfo]:
+        return iter(self.models)
+
+    def __len__(self) -> int:
+        return len(self.models)
+
+    def get(self, model_id: str) -> ModelInfo | None:
+        """The model whose Kiro id (preferred) or public id is exactly `model_id`."""
+        return self._index.get(model_id)
+
+
+@dataclass(frozen=True, slots=True)
+class ListedModel:
+    """One row of /v1/models: an id a client may send, and the model it names."""
+
+    id: str
+    info: ModelInfo
+
+
+_NATIVE_REASONING = re.compile(r"^(claude-opus-4\.[78]|claude-opus-5|gpt-5\.6-[a-z0-9]+)$")
+_MILLION_CONTEXT = re.compile(
+    r"^(claude-sonnet-4\.6|claude-opus-4\.[678]|claude-opus-5|claude-sonnet-5|.*-1m)$"
+)
+
+
+def _native_reasoning(kiro_id: str) -> bool:
+    """§2.4b: only opus-4.7/4.8/5 and gpt-5.6-* honour `userInputMessage.reasoning`."""
+    return _NATIVE_REASONING.match(kiro_id) is not None
+
+
+def _field_style(kiro_id: str) -> ReasoningFieldStyle:
+    """§2.4b: GPT-5.6 takes `reasoning`, Claude newer than the 4.5 generation `output_config`."""
+    if kiro_id.startswith("gpt-"):
+        return "reasoning"
+    if kiro_id.startswith("claude-") and not re.match(r"^claude-\w+-4(\.5)?(-1m)?$", kiro_id):
+        return "output_config"
+    return "none"
+
+
+def _public_id(kiro_id: str) -> str:
+    """Claude ids are listed Anthropic-style (`claude-sonnet-4-5`); others keep Kiro's spelling."""
+    return kiro_id.replace(".", "-") if kiro_id.startswith("claude-") else kiro_id
+
+
+def _static(
+    kiro_id: str,
+    display_name: str,
+    *,
+    max_output_tokens: int = _CLAUDE_MAX_OUTPUT,
+    supports_images: bool = True,
+) -> ModelInfo:
+    if kiro_id.startswith("gpt-"):
+        window = 272_000
+    elif _MILLION_CONTEXT.match(kiro_id):
+        window = 1_000_000
+    else:
+        window = DEFAULT_CONTEXT_WINDOW
+    return ModelInfo(
+        public_id=_public_id(kiro_id),
+        kiro_id=kiro_id,
+        display_name=display_name,
+        context_window=window,
+        max_output_tokens=max_output_tokens,
+        supports_images=supports_images,
+        native_reasoning=_native_reasoning(kiro_id),
+        reasoning_field_style=_field_style(kiro_id),
+    )
+
+
+STATIC_CATALOG = ModelCatalog(
+    (
+        _static("claude-sonnet-4.5", "Claude Sonnet 4.5"),
+        _static("claude-sonnet-4.6", "Claude Sonnet 4.6"),
+        _static("claude-sonnet-4", "Claude Sonnet 4"),
+        _static("claude-haiku-4.5", "Claude Haiku 4.5"),
+        _static("claude-opus-4.5", "Claude Opus 4.5"),
+        _static("claude-opus-4.6", "Claude Opus 4.6"),
+        _static("claude-opus-4.7", "Claude Opus 4.7"),
+        _static("claude-opus-4.8", "Claude Opus 4.8"),
+        _static("claude-opus-5", "Claude Opus 5"),
+        _static("claude-sonnet-5", "Claude Sonnet 5"),
+        _static("claude-sonnet-4.5-1m", "Claude Sonnet 4.5 (1M context)"),
+        _static("claude-sonnet-4.6-1m", "Claude Sonnet 4.6 (1M context)"),
+        _static("claude-opus-4.6-1m", "Claude Opus 4.6 (1M context)"),
+        _static("auto", "Auto (Kiro picks the model)"),
+        _static("gpt-5.6-sol", "GPT-5.6 Sol", max_output_tokens=_GPT_MAX_OUTPUT),
+        _static("gpt-5.6-terra", "GPT-5.6 Terra", max_output_tokens=_GPT_MAX_OUTPUT),
+        _static("gpt-5.6-luna", "GPT-5.6 Luna", max_output_tokens=_GPT_MAX_OUTPUT),
+        *(
+            _static(kiro_id, name, max_output_tokens=_OPEN_WEIGHT_MAX_OUTPUT, supports_images=False)
+            for kiro_id, name in (
+                ("deepseek-3.2", "DeepSeek 3.2"),
+                ("glm-5", "GLM-5"),
+                ("minimax-m2.1", "MiniMax M2.1"),
+                ("minimax-m2.5", "MiniMax M2.5"),
+                ("qwen3-coder-next", "Qwen3 Coder Next"),
+            )
+        ),
+    )
+)
+"""Fallback for accounts whose ListAvailableModels cannot be read (runtime.kiro.dev, §1.2)."""
+
+
+_FAMILY = r"(?P<family>sonnet|opus|haiku)"
+_CONTEXT_SUFFIX = re.compile(r"\[\d+[km]\]$")
+_LEGACY_ENUM = re.compile(r"^(?P<body>claude_[a-z0-9_]+?)_v\d+_\d+$")
+_FAMILY_MAJOR_MINOR = re.compile(
+    rf"^claude-{_FAMILY}-(?P<major>\d+)-(?P<minor>\d{{1,2}})(?:-(?:\d{{8}}|latest))?(?P<m1>-1m)?$"
+)
+_FAMILY_MAJOR = re.compile(rf"^claude-{_FAMILY}-(?P<major>\d+)(?:-(?:\d{{8}}|latest))?$")
+_MAJOR_MINOR_FAMILY = re.compile(
+    rf"^claude-(?P<major>\d+)[-.](?P<minor>\d{{1,2}})-{_FAMILY}(?:-[a-z0-9-]+)?$"
+)
+
+
+def _candidates(name: str) -> tuple[str, ...]:
+    """The Kiro ids `name` may mean, most likely first (jwadow's normalizer, §2.5).
+
+    `[1m]`/`[200k]` suffixes are Claude Code's context-size hints, not part of the id; legacy
+    2025 enum ids (`CLAUDE_SONNET_4_5_20250929_V1_0`) are read as their dashed spelling.
+    """
+    normal = _CONTEXT_SUFFIX.sub("", name.strip()).strip().lower()
+    if normal == "auto-kiro":
+        return ("auto",)
+    if legacy := _LEGACY_ENUM.match(normal):
+        normal = legacy["body"].replace("_", "-")
+    if m := _FAMILY_MAJOR_MINOR.match(normal):
+        return (f"claude-{m['family']}-{m['major']}.{m['minor']}{m['m1'] or ''}",)
+    if m := _FAMILY_MAJOR.match(normal):
+        return (f"claude-{m['family']}-{m['major']}",)
+    if m := _MAJOR_MINOR_FAMILY.match(normal):
+        # `claude-3-7-sonnet` was Kiro's own spelling; `claude-4.5-opus-high` means opus 4.5.
+        return (
+            f"claude-{m['major']}.{m['minor']}-{m['family']}",
+            f"claude-{m['family']}-{m['major']}.{m['minor']}",
+        )
+    return (normal,)
+
+
+def resolve_model(name: str, catalog: ModelCatalog) -> ModelInfo:
+    """The catalog entry a client's model name means.
+
+    Unknown names are a client error rather than a silent substitution (DESIGN §1: nothing is
+    approximated), and the message lists what the client may use instead.
+    """
+    for candidate in _candidates(name):
+        if (info := catalog.get(candidate)) is not None:
+            return info
+    shown = name if len(name) <= 100 else name[:100] + "…"
+    available = ", ".join(dict.fromkeys(info.public_id for info in catalog))
+    raise ApiError(
+        ErrorKind.INVALID_REQUEST,
+        f"model '{shown}' is not available; available models: {available}",
+        code="model_not_found",
+        param="model",
+    )
+
+
+def public_models(catalog: ModelCatalog) -> tuple[ListedModel, ...]:
+    """The /v1/models rows: every public id, then every Kiro id that is spelled differently."""
+    rows: dict[str, ListedModel] = {}
+    for info in catalog:
+        rows.setdefault(info.public_id, ListedModel(info.public_id, info))
+    for info in catalog:
+        rows.setdefault(info.kiro_id, ListedModel(info.kiro_id, info))
+    return tuple(rows.values())
+
+
+def catalog_from_list_available_models(pages: Iterable[Mapping[str, Any]]) -> ModelCatalog:
+    """Build a catalog from ListAvailableModels response pages (§6.2).
+
+    Fields the response leaves out fall back to the static entry for the same id, so a sparse
+    answer still yields usable limits; entries without a string `modelId` are skipped.
+    """
+    models: dict[str, ModelInfo] = {}
+    for page in pages:
+        entries = page.get("models")
+        if not isinstance(entries, list):
+            continue
+        for entry in entries:
+            if isinstance(entry, Mapping) and isinstance(entry.get("modelId"), str):
+                info = _from_listing(entry)
+                models.setdefault(info.kiro_id, info)
+    return ModelCatalog(tuple(models.values()))
+
+
+def _from_listing(entry: Mapping[str, Any]) -> ModelInfo:
+    kiro_id: str = entry["modelId"]
+    base = STATIC_CATALOG.get(kiro_id) or _static(kiro_id, kiro_id)
+    limits = entry.get("tokenLimits")
+    limits = limits if isinstance(limits, Mapping) else {}
+    name = entry.get("modelName")
+    inputs = entry.get("supportedInputTypes")
+    return ModelInfo(
+        public_id=base.public_id,
+        kiro_id=kiro_id,
+        display_name=name if isinstance(name, str) and name else base.display_name,
+        context_window=_positive_int(limits.get("maxInputTokens"), base.context_window),
+        max_output_tokens=_positive_int(limits.get("maxOutputTokens"), base.max_output_tokens),
+        supports_images="IMAGE" in inputs if isinstance(inputs, list) else base.supports_images,
+        native_reasoning=base.native_reasoning,
+        reasoning_field_style=_advertised_style(
+            entry.get("additionalModelRequestFieldsSchema"), base.reasoning_field_style
+        ),
+    )
+
+
+def _positive_int(value: object, default: int) -> int:
+    if isinstance(value, int | float) and not isinstance(value, bool) and value > 0:
+        return int(value)
+    return default
+
+
+def _advertised_style(schema: object, default: ReasoningFieldStyle) -> ReasoningFieldStyle:
+    """The effort field a model's `additionalModelRequestFieldsSchema` allows, if it says."""
+    if not isinstance(schema, Mapping):
+        return default
+    properties = schema.get("properties")
+    if not isinstance(properties, Mapping):
+        return "none"
+    if "output_config" in properties:
+        return "output_config"
+    if "reasoning" in properties:
+        return "reasoning"
+    return "none"

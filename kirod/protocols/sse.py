@@ -1,0 +1,22 @@
+"""Server-sent events framing, shared by every streaming codec."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+
+def encode_event(data: Any, event: str | None = None) -> bytes:
+    """One SSE event: an optional `event:` line and a compact single-line JSON `data:` line."""
+    payload = json.dumps(data, ensure_ascii=False, separators=(",", ":"))
+    head = f"event: {event}\n" if event else ""
+    return f"{head}data: {payload}\n\n".encode()
+
+
+def encode_raw(data: str, event: str | None = None) -> bytes:
+    """An event whose data is not JSON, such as OpenAI's terminal `[DONE]`."""
+    head = f"event: {event}\n" if event else ""
+    return f"{head}data: {data}\n\n".encode()
+
+
+COMMENT_KEEPALIVE = b": keep-alive\n\n"

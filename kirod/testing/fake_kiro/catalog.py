@@ -1,0 +1,176 @@
+"""The fake's model catalog, served paged by ListAvailableModels (kiro-protocol.md §2.5, §6.2).
+
+Figures are plausible rather than authoritative: context windows follow what peers use for token
+math (200 000 by default, 1 000 000 for the 1M and newest models, 272 000 for GPT-5.6), rate
+multipliers follow the kiro-cli capture (`auto` 1.0, `claude-opus-4.7` 2.2).
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+_EFFORTS = ["low", "medium", "high", "xhigh", "max"]
+
+CLAUDE_REQUEST_FIELDS: Mapping[str, Any] = {
+    "type": "object",
+    "additionalProperties": False,
+    "properties": {
+        "thinking": {
+            "type": "object",
+            "additionalProperties": False,
+            "properties": {
+                "type": {"type": "string", "enum": ["adaptive", "disabled"]},
+                "display": {"type": "string", "enum": ["summarized", "omitted"]},
+            },
+        },
+        "output_config": {
+            "type": "object",
+            "additionalProperties": False,
+            "properties": {"effort": {"type": "string", "enum": _EFFORTS}},
+        },
+    },
+}
+"""Extra request keys the newest Claude models accept (`additionalModelRequestFields`, §2.4b)."""
+
+GPT_REQUEST_FIELDS: Mapping[str, Any] = {
+    "type": "object",
+    "additionalProperties": False,
+    "properties": {
+        "reasoning": {
+            "type": "object",
+            "additionalProperties": False,
+            "properties": {"effort": {"type": "string", "enum": _EFFORTS}},
+        },
+    },
+}
+"""GPT-5.6 takes `reasoning` instead of `output_config`; each family rejects the other's key."""
+
+
+@dataclass(frozen=True)
+class Model:
+    """One catalog entry.
+
+    `honors_reasoning_effort`: `userInputMessage.reasoning` turns on native reasoning (kiro-cli
+    wire); other models ignore it silently. `redacted_reasoning`: native reasoning arrives as an
+    opaque `redactedContent` blob (GPT-5.6) instead of text + signature. `premium`: not available
+    on Free plans (Opus).
+    """
+
+    model_id: str
+    name: str
+    max_input_tokens: int
+    max_output_tokens: int
+    rate_multiplier: float
+    input_types: tuple[str, ...] = ("TEXT", "IMAGE")
+    request_fields_schema: Mapping[str, Any] | None = field(default=None, compare=False)
+    honors_reasoning_effort: bool = False
+    redacted_reasoning: bool = False
+    premium: bool = False
+    provider: str = "anthropic"
+
+    def to_json(self) -> dict[str, Any]:
+        """The model as ListAvailableModels serializes it."""
+        data: dict[str, Any] = {
+            "modelId": self.model_id,
+            "modelName": self.name,
+            "description": f"{self.name} (fake Kiro)",
+            "modelProvider": self.provider,
+            "rateMultiplier": self.rate_multiplier,
+            "rateUnit": "credit",
+            "supportedInputTypes": list(self.input_types),
+            "tokenLimits": {
+                "maxInputTokens": self.max_input_tokens,
+                "maxOutputTokens": self.max_output_tokens,
+            },
+            "supportsPromptCache": False,
+        }
+        if self.request_fields_schema is not None:
+            data["additionalModelRequestFieldsSchema"] = self.request_fields_schema
+        return data
+
+
+DEFAULT_MODEL_ID = "auto"
+
+DEFAULT_MODELS: tuple[Model, ...] = (
+    Model("auto", "Auto", 1_000_000, 64_000, 1.0),
+    Model("claude-sonnet-4.5", "Claude Sonnet 4.5", 200_000, 64_000, 1.3),
+    Model(
+        "claude-sonnet-4.6",
+        "Claude Sonnet 4.6",
+        1_000_000,
+        64_000,
+        1.3,
+        request_fields_schema=CLAUDE_REQUEST_FIELDS,
+    ),
+    Model("claude-sonnet-4", "Claude Sonnet 4", 200_000, 64_000, 1.3),
+    Model("claude-haiku-4.5", "Claude Haiku 4.5", 200_000, 64_000, 0.4),
+    Model("claude-opus-4.5", "Claude Opus 4.5", 200_000, 32_000, 2.2, premium=True),
+    Model(
+        "claude-opus-4.6",
+        "Claude Opus 4.6",
+        1_000_000,
+        32_000,
+        2.2,
+        request_fields_schema=CLAUDE_REQUEST_FIELDS,
+        premium=True,
+    ),
+    Model(
+        "claude-opus-4.7",
+        "Claude Opus 4.7",
+        1_000_000,
+        64_000,
+        2.2,
+        request_fields_schema=CLAUDE_REQUEST_FIELDS,
+        honors_reasoning_effort=True,
+        premium=True,
+    ),
+    Model("claude-sonnet-4.5-1m", "Claude Sonnet 4.5 (1M)", 1_000_000, 64_000, 1.3),
+    Model("deepseek-3.2", "DeepSeek 3.2", 128_000, 8_000, 0.25, ("TEXT",), provider="deepseek"),
+    Model(
+        "gpt-5.6-sol",
+        "GPT-5.6 Sol",
+        272_000,
+        128_000,
+        1.5,
+        request_fields_schema=GPT_REQUEST_FIELDS,
+        honors_reasoning_effort=True,
+        redacted_reasoning=True,
+        provider="openai",
+    ),
+)
+
+
+class InvalidNextToken(ValueError):
+    """A `nextToken` the fake did not issue."""
+
+
+def models_page(
+    models: Sequence[Model], *, next_token: str | None, max_results: int
+) -> dict[str, Any]:
+    """One ListAvailableModels page; `nextToken` is opaque to clients and absent on the last."""
+    start = _decode_token(next_token) if next_token else 0
+    if start > len(models):
+        raise InvalidNextToken(next_token)
+    end = start + max(1, max_results)
+    page: dict[str, Any] = {
+        "models": [model.to_json() for model in models[start:end]],
+        "defaultModel": {"modelId": DEFAULT_MODEL_ID},
+    }
+    if end < len(models):
+        page["nextToken"] = base64.urlsafe_b64encode(f"offset:{end}".encode()).decode()
+    return page
+
+
+def _decode_token(token: str) -> int:
+    try:
+        kind, _, offset = base64.urlsafe_b64decode(token.encode()).decode().partition(":")
+        start = int(offset)
+    except (binascii.Error, UnicodeDecodeError, ValueError) as exc:
+        raise InvalidNextToken(token) from exc
+    if kind != "offset" or start < 0:
+        raise InvalidNextToken(token)
+    return start

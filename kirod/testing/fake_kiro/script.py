@@ -1,0 +1,435 @@
+"""The fake's deterministic model: what it answers to a chat request, and how it misbehaves.
+
+A `Script` is one scripted answer: a `Reply` (what the model says), how it is delivered (chunk
+size, delays) and an optional `Fault`. `plan_stream` turns it into the exact frames to send,
+as a pure function, so the wire shape can be asserted without a server. Event order and shapes
+follow kiro-protocol.md §3.2-3.4; the faults are the misbehaviours of §3.3, §4.2 and §8.
+"""
+
+from __future__ import annotations
+
+import base64
+import enum
+import hashlib
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from kirod.testing.fake_kiro.catalog import Model
+from kirod.testing.fake_kiro.eventstream import (
+    corrupt_crc,
+    encode_error,
+    encode_event,
+    encode_exception,
+)
+from kirod.testing.fake_kiro.validate import THINKING_TAG, estimate_tokens, reasoning_signature
+
+DEFAULT_PROMPT_ECHO = 200
+"""The default reply repeats this many characters of the prompt."""
+
+
+class Fault(enum.Enum):
+    """Scriptable upstream misbehaviours; the value says what the client receives."""
+
+    QUOTA_402 = "402 MONTHLY_REQUEST_COUNT"
+    THROTTLE_429 = "429 ThrottlingException with Retry-After"
+    THROTTLE_429_NO_RETRY_AFTER = "429 ThrottlingException without Retry-After"
+    CAPACITY_429 = "429 INSUFFICIENT_MODEL_CAPACITY"
+    SUSPENDED_403 = "403 AccessDeniedException TEMPORARILY_SUSPENDED"
+    BEARER_INVALID_403 = "403 bearer token invalid (server-side expiry)"
+    SERVER_500 = "500 MODEL_TEMPORARILY_UNAVAILABLE"
+    INTERNAL_500 = "500 generic unexpected error"
+    MIDSTREAM_EXCEPTION = "exception frame of `exception_type` after `fault_at` frames, no tail"
+    ERROR_FRAME = "unmodelled error frame after `fault_at` frames, no tail"
+    TRUNCATED_TOOL_INPUT = "last tool call's input stops mid-JSON: no stop, no tail frames"
+    CORRUPT_CRC = "frame number `fault_at` has a damaged message CRC"
+    EMPTY_STREAM = "200 with zero frames"
+    CONNECTION_CUT = "connection closed inside the frame after `fault_at` frames"
+    DUPLICATED_DELTAS = "text delta number `fault_at` is sent twice"
+    LEAKED_TOOL_CALL_TEXT = "tool calls written as `[Called X with args: {...}]` text"
+    STALL = "pause `stall_s` seconds after `fault_at` frames, then finish"
+
+
+@dataclass(frozen=True)
+class ToolCall:
+    """One tool call. `fragments`, when given, are sent verbatim as the input deltas (they need
+    not be valid JSON); otherwise the compact JSON of `arguments` is split by the chunk size."""
+
+    name: str
+    arguments: Mapping[str, Any] = field(default_factory=dict)
+    fragments: tuple[str, ...] | None = None
+    tool_use_id: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "arguments": dict(self.arguments),
+            "fragments": None if self.fragments is None else list(self.fragments),
+            "tool_use_id": self.tool_use_id,
+        }
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> ToolCall:
+        fragments = data.get("fragments")
+        return cls(
+            name=data["name"],
+            arguments=data.get("arguments", {}),
+            fragments=None if fragments is None else tuple(fragments),
+            tool_use_id=data.get("tool_use_id"),
+        )
+
+
+@dataclass(frozen=True)
+class Reply:
+    """What the model says. `thinking` is only emitted when the request asked for it (prompt
+    tags or native reasoning). `credits` and `context_usage` (a percentage) default to values
+    derived from the request and the model."""
+
+    text: str = ""
+    thinking: str | None = None
+    tool_calls: tuple[ToolCall, ...] = ()
+    credits: float | None = None
+    context_usage: float | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "text": self.text,
+            "thinking": self.thinking,
+            "tool_calls": [call.to_json() for call in self.tool_calls],
+            "credits": self.credits,
+            "context_usage": self.context_usage,
+        }
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> Reply:
+        calls = tuple(ToolCall.from_json(call) for call in data.get("tool_calls", ()))
+        return cls(**{**data, "tool_calls": calls})
+
+
+@dataclass(frozen=True)
+class Latency:
+    """Delivery timing: before the first frame, and between frames (benchmarks set these)."""
+
+    first_s: float = 0.0
+    between_s: float = 0.0
+
+
+@dataclass(frozen=True)
+class Script:
+    """One scripted answer. `reply=None` means the default echo of the prompt; delays of None
+    use the fake's latency profile; `fault_at`, `exception_type`, `retry_after_s` and `stall_s`
+    parameterize the faults that mention them."""
+
+    reply: Reply | None = None
+    fault: Fault | None = None
+    chunk_size: int = 8
+    delay_first_s: float | None = None
+    delay_between_s: float | None = None
+    fault_at: int = 1
+    exception_type: str = "ThrottlingException"
+    retry_after_s: int = 2
+    stall_s: float = 2.0
+
+    def __post_init__(self) -> None:
+        if self.chunk_size < 1 or self.fault_at < 0:
+            raise ValueError("chunk_size must be >= 1 and fault_at >= 0")
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "reply": None if self.reply is None else self.reply.to_json(),
+            "fault": None if self.fault is None else self.fault.name,
+            "chunk_size": self.chunk_size,
+            "delay_first_s": self.delay_first_s,
+            "delay_between_s": self.delay_between_s,
+            "fault_at": self.fault_at,
+            "exception_type": self.exception_type,
+            "retry_after_s": self.retry_after_s,
+            "stall_s": self.stall_s,
+        }
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> Script:
+        reply, fault = data.get("reply"), data.get("fault")
+        return cls(
+            **{
+                **data,
+                "reply": None if reply is None else Reply.from_json(reply),
+                "fault": None if fault is None else Fault[fault],
+            }
+        )
+
+
+@dataclass(frozen=True)
+class ChatRequest:
+    """What an answer depends on, read from a body that passed validation."""
+
+    model: Model
+    prompt: str
+    tool_results: str
+    thinking_tags: bool
+    native_reasoning: bool
+    estimated_tokens: int
+    seed: str
+
+    @classmethod
+    def parse(cls, root: Mapping[str, Any], model: Model) -> ChatRequest:
+        state = root["conversationState"]
+        user = state["currentMessage"]["userInputMessage"]
+        history = state.get("history", [])
+        user_texts = [
+            entry["userInputMessage"].get("content", "")
+            for entry in history
+            if "userInputMessage" in entry
+        ]
+        results = user.get("userInputMessageContext", {}).get("toolResults", [])
+        result_text = " ".join(
+            block["text"]
+            for result in results
+            for block in result.get("content", [])
+            if "text" in block
+        )
+        fields = root.get("additionalModelRequestFields") or {}
+        via_fields = ("output_config" in fields or "reasoning" in fields) and fields.get(
+            "thinking", {}
+        ).get("type") != "disabled"
+        via_effort = "reasoning" in user and model.honors_reasoning_effort
+        prompt = user.get("content", "")
+        seed_source = f"{state.get('conversationId')}|{len(history)}|{prompt}"
+        return cls(
+            model=model,
+            prompt=prompt,
+            tool_results=result_text,
+            thinking_tags=any(THINKING_TAG in text for text in [*user_texts, prompt]),
+            native_reasoning=via_fields or via_effort,
+            estimated_tokens=estimate_tokens(state),
+            seed=hashlib.sha256(seed_source.encode()).hexdigest(),
+        )
+
+
+def default_reply(request: ChatRequest) -> Reply:
+    """The reply when nothing is scripted: an echo, so runs are reproducible."""
+    said = request.prompt or f"(tool results) {request.tool_results}"
+    return Reply(
+        text=f"You said: {said[:DEFAULT_PROMPT_ECHO]}",
+        thinking=f"The user wrote {len(said)} characters; I will echo them.",
+    )
+
+
+DEFAULT_TOOL_CALL = ToolCall(
+    "write_file", {"path": "notes.md", "content": "All work and no play. " * 40}
+)
+"""Used by the faults that need a tool call when the reply has none."""
+
+
+@dataclass(frozen=True)
+class Send:
+    """Write one frame (or a damaged one) after waiting `delay_s`."""
+
+    data: bytes
+    delay_s: float = 0.0
+
+
+@dataclass(frozen=True)
+class Pause:
+    """Send nothing for `seconds`."""
+
+    seconds: float
+
+
+@dataclass(frozen=True)
+class Cut:
+    """Write these bytes (part of a frame), then close the connection without finishing."""
+
+    data: bytes
+
+
+Step = Send | Pause | Cut
+
+
+@dataclass(frozen=True)
+class StreamPlan:
+    """The exact response body; `credits` are charged to the account if it completes."""
+
+    steps: tuple[Step, ...]
+    credits: float
+
+
+@dataclass(frozen=True)
+class HttpFailure:
+    """A scripted non-200 answer, shaped like the service's JSON errors (§4.2)."""
+
+    status: int
+    body: Mapping[str, Any]
+    error_type: str
+    headers: Mapping[str, str] = field(default_factory=dict)
+
+
+def http_failure(script: Script, user_id: str) -> HttpFailure | None:
+    """The error response for an HTTP-level fault, or None for streamed outcomes."""
+    fault = script.fault
+    body: dict[str, Any]
+    if fault is Fault.QUOTA_402:
+        body = {"message": "You have reached the limit.", "reason": "MONTHLY_REQUEST_COUNT"}
+        return HttpFailure(402, body, "ServiceQuotaExceededException")
+    if fault in (Fault.THROTTLE_429, Fault.THROTTLE_429_NO_RETRY_AFTER):
+        body = {"message": "Too many requests, please wait before trying again.", "reason": None}
+        retry = {"Retry-After": str(script.retry_after_s)} if fault is Fault.THROTTLE_429 else {}
+        return HttpFailure(429, body, "ThrottlingException", retry)
+    if fault is Fault.CAPACITY_429:
+        body = {
+            "message": "I am experiencing high traffic, please try again shortly.",
+            "reason": "INSUFFICIENT_MODEL_CAPACITY",
+        }
+        return HttpFailure(429, body, "ThrottlingException")
+    if fault is Fault.SUSPENDED_403:
+        return HttpFailure(403, suspended_body(user_id), "AccessDeniedException")
+    if fault is Fault.BEARER_INVALID_403:
+        return HttpFailure(403, BEARER_INVALID_BODY, "AccessDeniedException")
+    if fault is Fault.SERVER_500:
+        body = {
+            "message": "Encountered unexpectedly high load when processing the request, "
+            "please try again.",
+            "reason": "MODEL_TEMPORARILY_UNAVAILABLE",
+        }
+        return HttpFailure(500, body, "InternalServerException")
+    if fault is Fault.INTERNAL_500:
+        body = {
+            "message": "Encountered an unexpected error when processing the request, "
+            "please try again.",
+            "reason": None,
+        }
+        return HttpFailure(500, body, "InternalServerException")
+    return None
+
+
+BEARER_INVALID_BODY: Mapping[str, Any] = {
+    "message": "The bearer token included in the request is invalid."
+}
+
+
+def suspended_body(user_id: str) -> dict[str, Any]:
+    return {
+        "message": f"Your User ID ({user_id}) temporarily is suspended. We've locked your account "
+        "as a security precaution. To restore access, please contact our support team.",
+        "reason": "TEMPORARILY_SUSPENDED",
+    }
+
+
+def plan_stream(script: Script, request: ChatRequest, latency: Latency) -> StreamPlan:
+    """The frames answering `request`, with the script's fault applied."""
+    if script.fault is Fault.EMPTY_STREAM:
+        return StreamPlan((), 0.0)
+    reply = script.reply or default_reply(request)
+    fault = script.fault
+    if fault in (Fault.TRUNCATED_TOOL_INPUT, Fault.LEAKED_TOOL_CALL_TEXT) and not reply.tool_calls:
+        reply = replace(reply, tool_calls=(DEFAULT_TOOL_CALL,))
+    content = _reasoning_frames(reply, request, script.chunk_size)
+    text = reply.text
+    if reply.thinking and request.thinking_tags and not request.native_reasoning:
+        text = f"<thinking>{reply.thinking}</thinking>\n\n{text}"
+    calls = reply.tool_calls
+    if fault is Fault.LEAKED_TOOL_CALL_TEXT:
+        text += "".join(f"[Called {c.name} with args: {_compact(c.arguments)}]" for c in calls)
+        calls = ()
+    deltas = _chunks(text, script.chunk_size)
+    if fault is Fault.DUPLICATED_DELTAS and deltas:
+        at = min(script.fault_at, len(deltas) - 1)
+        deltas.insert(at, deltas[at])
+    content += [encode_event("assistantResponseEvent", {"content": d}) for d in deltas]
+    for index, call in enumerate(calls):
+        truncate = fault is Fault.TRUNCATED_TOOL_INPUT and index == len(calls) - 1
+        tool_use_id = call.tool_use_id or _tool_use_id(request.seed, index)
+        content += _tool_frames(call, tool_use_id, script.chunk_size, truncate=truncate)
+    if fault is Fault.TRUNCATED_TOOL_INPUT:
+        return _timed(script, latency, content, 0.0)
+    credits = reply.credits if reply.credits is not None else _default_credits(request, text)
+    usage = reply.context_usage
+    if usage is None:
+        usage = round(100 * request.estimated_tokens / request.model.max_input_tokens, 4)
+    tail = [
+        encode_event(
+            "meteringEvent", {"unit": "credit", "unitPlural": "credits", "usage": credits}
+        ),
+        encode_event("contextUsageEvent", {"contextUsagePercentage": usage}),
+    ]
+    at = min(script.fault_at, len(content))
+    if fault is Fault.MIDSTREAM_EXCEPTION:
+        message = f"Fake Kiro scripted {script.exception_type}."
+        return _timed(
+            script, latency, [*content[:at], encode_exception(script.exception_type, message)], 0.0
+        )
+    if fault is Fault.ERROR_FRAME:
+        error = encode_error("InternalFailure", "Fake Kiro scripted error frame.")
+        return _timed(script, latency, [*content[:at], error], 0.0)
+    frames = content + tail
+    if fault is Fault.CORRUPT_CRC:
+        bad = min(script.fault_at, len(frames) - 1)
+        frames[bad] = corrupt_crc(frames[bad])
+    if fault is Fault.CONNECTION_CUT:
+        steps = _timed(script, latency, frames[:at], 0.0).steps
+        return StreamPlan((*steps, Cut(frames[at][: len(frames[at]) // 2])), 0.0)
+    plan = _timed(script, latency, frames, credits)
+    if fault is Fault.STALL:
+        return replace(plan, steps=(*plan.steps[:at], Pause(script.stall_s), *plan.steps[at:]))
+    return plan
+
+
+def _timed(script: Script, latency: Latency, frames: list[bytes], credits: float) -> StreamPlan:
+    first = latency.first_s if script.delay_first_s is None else script.delay_first_s
+    between = latency.between_s if script.delay_between_s is None else script.delay_between_s
+    steps = tuple(Send(frame, first if i == 0 else between) for i, frame in enumerate(frames))
+    return StreamPlan(steps, credits)
+
+
+def _reasoning_frames(reply: Reply, request: ChatRequest, chunk_size: int) -> list[bytes]:
+    """Native reasoning: text deltas then a signature (Claude), or one opaque blob (GPT)."""
+    if not (reply.thinking and request.native_reasoning):
+        return []
+    if request.model.redacted_reasoning:
+        blob = base64.b64encode(reply.thinking.encode("utf-8")).decode("ascii")
+        return [encode_event("reasoningContentEvent", {"redactedContent": blob})]
+    frames = [
+        encode_event("reasoningContentEvent", {"text": chunk})
+        for chunk in _chunks(reply.thinking, chunk_size)
+    ]
+    signature = reasoning_signature(reply.thinking)
+    return [*frames, encode_event("reasoningContentEvent", {"signature": signature})]
+
+
+def _tool_frames(
+    call: ToolCall, tool_use_id: str, chunk_size: int, *, truncate: bool
+) -> list[bytes]:
+    """Open frame, input fragments, `stop:true`, each repeating name and id (§3.3)."""
+    head = {"name": call.name, "toolUseId": tool_use_id}
+    if call.fragments is None and not call.arguments and not truncate:
+        return [encode_event("toolUseEvent", {**head, "input": "", "stop": True})]
+    if call.fragments is not None:
+        fragments = list(call.fragments)
+    else:
+        fragments = _chunks(_compact(call.arguments), chunk_size)
+    if truncate:
+        whole = "".join(fragments)
+        fragments = _chunks(whole[: max(1, len(whole) // 2)], chunk_size)
+    frames = [encode_event("toolUseEvent", {**head, "input": ""})]
+    frames += [encode_event("toolUseEvent", {**head, "input": f}) for f in fragments]
+    if not truncate:
+        frames.append(encode_event("toolUseEvent", {**head, "stop": True}))
+    return frames
+
+
+def _tool_use_id(seed: str, index: int) -> str:
+    digest = hashlib.sha256(f"{seed}:{index}".encode()).digest()[:16]
+    return "tooluse_" + base64.urlsafe_b64encode(digest).decode("ascii").rstrip("=")
+
+
+def _default_credits(request: ChatRequest, output: str) -> float:
+    return round(request.model.rate_multiplier * (0.01 + len(output) / 100_000), 6)
+
+
+def _chunks(text: str, size: int) -> list[str]:
+    return [text[i : i + size] for i in range(0, len(text), size)]
+
+
+def _compact(value: Mapping[str, Any]) -> str:
+    return json.dumps(dict(value), ensure_ascii=False, separators=(",", ":"))

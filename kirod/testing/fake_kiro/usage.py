@@ -1,0 +1,124 @@
+"""An account's plan and credit usage, as getUsageLimits reports it (kiro-protocol.md §6.1).
+
+Successful chats consume their metered credits, and an account with nothing left is refused
+with 402 MONTHLY_REQUEST_COUNT, so quota exhaustion happens on its own in long tests.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
+from typing import Any
+
+PLANS: Mapping[str, tuple[str, float]] = {
+    "KIRO FREE": ("Q_DEVELOPER_STANDALONE_FREE", 50.0),
+    "KIRO PRO": ("Q_DEVELOPER_STANDALONE_PRO", 1000.0),
+    "KIRO PRO+": ("Q_DEVELOPER_STANDALONE_PRO_PLUS", 2000.0),
+    "KIRO POWER": ("Q_DEVELOPER_STANDALONE_POWER", 10000.0),
+}
+"""Subscription title → (subscription type, monthly credit limit)."""
+
+
+@dataclass(frozen=True)
+class Bonus:
+    current: float
+    limit: float
+    status: str = "ACTIVE"  # or EXPIRED
+
+    def to_json(self) -> dict[str, Any]:
+        return {"currentUsage": self.current, "usageLimit": self.limit, "status": self.status}
+
+
+@dataclass(frozen=True)
+class FreeTrial:
+    current: float
+    limit: float
+    expiry: float  # epoch seconds
+    status: str = "ACTIVE"  # or EXPIRED
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "freeTrialStatus": self.status,
+            "freeTrialExpiry": self.expiry,
+            "currentUsage": round(self.current),
+            "currentUsageWithPrecision": self.current,
+            "usageLimit": round(self.limit),
+            "usageLimitWithPrecision": self.limit,
+        }
+
+
+@dataclass(frozen=True)
+class Usage:
+    """Credit usage of one account; `next_date_reset` is epoch seconds."""
+
+    subscription: str
+    current: float
+    limit: float
+    next_date_reset: float
+    bonuses: tuple[Bonus, ...] = ()
+    free_trial: FreeTrial | None = None
+    overage_rate: float = 0.04
+
+    @classmethod
+    def for_plan(cls, subscription: str, now: float) -> Usage:
+        _, limit = PLANS[subscription]
+        return cls(subscription, 0.0, limit, _first_of_next_month(now))
+
+    def remaining(self) -> float:
+        """Base credits left, plus active trial and bonuses (as peers compute it)."""
+        left = self.limit - self.current
+        if self.free_trial is not None and self.free_trial.status == "ACTIVE":
+            left += self.free_trial.limit - self.free_trial.current
+        return left + sum(b.limit - b.current for b in self.bonuses if b.status == "ACTIVE")
+
+    def consume(self, credits: float) -> Usage:
+        return replace(self, current=round(self.current + credits, 6))
+
+    def to_json(self, *, email: str | None, user_id: str, now: float) -> dict[str, Any]:
+        """The getUsageLimits response; `email` is null unless the caller asked for it."""
+        subscription_type, _ = PLANS.get(self.subscription, ("Q_DEVELOPER_STANDALONE", 0.0))
+        days = max(0, int((self.next_date_reset - now) // 86400))
+        breakdown = {
+            "resourceType": "CREDIT",
+            "unit": "INVOCATIONS",
+            "displayName": "Credit",
+            "displayNamePlural": "Credits",
+            "currentUsage": round(self.current),
+            "currentUsageWithPrecision": self.current,
+            "usageLimit": round(self.limit),
+            "usageLimitWithPrecision": self.limit,
+            "nextDateReset": self.next_date_reset,
+            "currency": "USD",
+            "overageRate": self.overage_rate,
+            "overageCap": round(self.limit),
+            "overageCapWithPrecision": self.limit,
+            "overageCharges": 0,
+            "currentOverages": 0,
+            "currentOveragesWithPrecision": 0,
+            "freeTrialInfo": None if self.free_trial is None else self.free_trial.to_json(),
+            "bonuses": [bonus.to_json() for bonus in self.bonuses],
+        }
+        return {
+            "daysUntilReset": days,
+            "limits": [],
+            "nextDateReset": self.next_date_reset,
+            "overageConfiguration": {"overageStatus": "DISABLED", "overageLimit": None},
+            "subscriptionInfo": {
+                "subscriptionTitle": self.subscription,
+                "type": subscription_type,
+                "overageCapability": "OVERAGE_CAPABLE",
+                "upgradeCapability": "UPGRADE_CAPABLE",
+                "subscriptionManagementTarget": "MANAGE",
+            },
+            "totalUsage": None,
+            "usageBreakdown": None,
+            "usageBreakdownList": [breakdown],
+            "userInfo": {"email": email, "userId": user_id},
+        }
+
+
+def _first_of_next_month(now: float) -> float:
+    today = dt.datetime.fromtimestamp(now, dt.UTC)
+    year, month = (today.year + 1, 1) if today.month == 12 else (today.year, today.month + 1)
+    return dt.datetime(year, month, 1, tzinfo=dt.UTC).timestamp()

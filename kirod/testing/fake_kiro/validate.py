@@ -1,0 +1,416 @@
+"""The checks Kiro applies to a GenerateAssistantResponse body before answering (pure).
+
+Each rule is one 400 that peers hit and documented (kiro-protocol.md §2.3, §2.4, §4.2, §8); the
+fake enforces all of them so that kirod's payload builder is tested against the same walls. Most
+produce the service's famously unhelpful `{"message":"Improperly formed request.","reason":null}`.
+
+Token estimate: every character of every string (keys included) in `conversationState`, images
+excluded, divided by 4 and rounded up. Crude, but deterministic and in the right order of
+magnitude for English text and JSON.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import hmac
+import itertools
+import json
+import math
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from kirod.testing.fake_kiro.catalog import Model
+
+MAX_BODY_BYTES = 600_000
+"""Bodies above this fail (jwadow measured failures above ~615 KB)."""
+
+MAX_TOOL_NAME_LENGTH = 64
+THINKING_TAG = "<thinking_mode>"
+"""The prompt tag that asks Claude for `<thinking>` text (§2.4a)."""
+CHAT_TRIGGER_TYPES = frozenset({"MANUAL", "DIAGNOSTIC", "INLINE_CHAT"})
+IMAGE_FORMATS = frozenset({"png", "jpeg", "gif", "webp"})
+
+_REASONING_KEY = b"fake-kiro reasoning signature key"
+_MALFORMED = {"message": "Improperly formed request.", "reason": None}
+
+
+@dataclass(frozen=True)
+class Rule:
+    """What one rule rejects and the response the service gives for it."""
+
+    description: str
+    status: int = 400
+    body: Mapping[str, Any] = field(default_factory=lambda: dict(_MALFORMED))
+    error_type: str = "ValidationException"
+
+
+RULES: dict[str, Rule] = {
+    "body_too_large": Rule(f"body larger than {MAX_BODY_BYTES} bytes"),
+    "malformed_json": Rule("body is not a JSON object"),
+    "malformed_field": Rule("a field has the wrong JSON type or a history entry is not one role"),
+    "missing_current_message": Rule("no conversationState.currentMessage.userInputMessage"),
+    "current_not_user": Rule("currentMessage is an assistant message"),
+    "invalid_model_id": Rule(
+        "modelId unknown to the catalog",
+        body={
+            "message": "Invalid model. Please select a different model to continue.",
+            "reason": "INVALID_MODEL_ID",
+        },
+    ),
+    "invalid_chat_trigger_type": Rule("chatTriggerType not MANUAL, DIAGNOSTIC or INLINE_CHAT"),
+    "history_starts_with_assistant": Rule("history's first entry is an assistant message"),
+    "history_not_alternating": Rule("two consecutive history entries of the same role"),
+    "history_ends_with_user": Rule("non-empty history whose last entry is a user message"),
+    "empty_assistant_content": Rule("assistant content empty or missing (toolUses-only too)"),
+    "empty_user_content": Rule("user content empty without toolResults"),
+    "cache_point_in_tools": Rule("a cachePoint element in tools"),
+    "tool_name_too_long": Rule(f"tool name longer than {MAX_TOOL_NAME_LENGTH} characters"),
+    "invalid_tool_schema": Rule("tool inputSchema with a null value or a non-string type"),
+    "tool_results_without_tools": Rule("toolResults in a request that declares no tools"),
+    "duplicate_tool_result": Rule("one toolUseId twice in a message's toolResults"),
+    "orphan_tool_result": Rule("toolResult not answering the preceding assistant's toolUses"),
+    "thinking_tags_on_tool_results": Rule(
+        "<thinking_mode> prompt tags in a user turn that carries toolResults"
+    ),
+    "unanswered_tool_use": Rule("assistant toolUses not answered by the next user toolResults"),
+    "undeclared_history_tool": Rule("history uses a tool the current tools do not declare"),
+    "tool_input_not_object": Rule(
+        "toolUses input is not a JSON object",
+        body={"message": "Invalid tool use format.", "reason": "REQUEST_BODY_INVALID"},
+    ),
+    "empty_input_key": Rule("tool input object with an empty-string key"),
+    "misplaced_images": Rule("images anywhere but userInputMessage.images"),
+    "invalid_image": Rule("image without a known format or base64 source.bytes"),
+    "images_unsupported": Rule("images sent to a text-only model"),
+    "unsupported_request_fields": Rule(
+        "additionalModelRequestFields not allowed by the model's schema"
+    ),
+    "flat_reasoning_content": Rule(
+        "reasoningContent not nested as reasoningText{text, signature}",
+        body={"message": "Improperly formed request.", "reason": "REQUEST_BODY_INVALID"},
+    ),
+    "reasoning_signature_invalid": Rule(
+        "reasoningContent signature missing or not issued by the fake",
+        body={"message": "Improperly formed request.", "reason": "THINKING_SIGNATURE_INVALID"},
+    ),
+    "context_too_long": Rule(
+        "estimated input tokens above the model's maxInputTokens",
+        body={"message": "Input is too long.", "reason": "CONTENT_LENGTH_EXCEEDS_THRESHOLD"},
+    ),
+}
+"""Every rule by name, in the order they are checked."""
+
+
+@dataclass(frozen=True)
+class Rejection:
+    """A 400 the fake answers instead of streaming; `rule` names the broken rule."""
+
+    rule: str
+    status: int
+    body: Mapping[str, Any]
+    error_type: str
+
+
+def validate_chat(body: bytes, models: Mapping[str, Model]) -> Rejection | None:
+    """Return why Kiro would reject this GenerateAssistantResponse body, or None."""
+    try:
+        _check(body, models)
+    except _Broken as broken:
+        rule = RULES[broken.rule]
+        return Rejection(broken.rule, rule.status, rule.body, rule.error_type)
+    return None
+
+
+def estimate_tokens(conversation_state: Any) -> int:
+    """Estimated input tokens of a conversation: string characters / 4 (see module docstring)."""
+    return math.ceil(_string_chars(conversation_state) / 4)
+
+
+def reasoning_signature(text: str) -> str:
+    """The signature the fake puts on native reasoning, and checks when it comes back."""
+    digest = hmac.new(_REASONING_KEY, text.encode("utf-8"), hashlib.sha256).digest()
+    return base64.b64encode(digest).decode("ascii")
+
+
+class _Broken(Exception):
+    def __init__(self, rule: str) -> None:
+        super().__init__(rule)
+        self.rule = rule
+
+
+def _check(body: bytes, models: Mapping[str, Model]) -> None:
+    if len(body) > MAX_BODY_BYTES:
+        raise _Broken("body_too_large")
+    try:
+        root = json.loads(body)
+    except (ValueError, RecursionError):
+        raise _Broken("malformed_json") from None
+    if not isinstance(root, dict):
+        raise _Broken("malformed_json")
+    state = root.get("conversationState")
+    current = state.get("currentMessage") if isinstance(state, dict) else None
+    if not isinstance(state, dict) or not isinstance(current, dict):
+        raise _Broken("missing_current_message")
+    if "userInputMessage" not in current:
+        has_assistant = "assistantResponseMessage" in current
+        raise _Broken("current_not_user" if has_assistant else "missing_current_message")
+    user = _object(current["userInputMessage"])
+    model_id = user.get("modelId")
+    model = models.get(model_id) if isinstance(model_id, str) else None
+    if model is None:
+        raise _Broken("invalid_model_id")
+    trigger = state.get("chatTriggerType")
+    if not isinstance(trigger, str) or trigger not in CHAT_TRIGGER_TYPES:
+        raise _Broken("invalid_chat_trigger_type")
+    turns = [*_history(state.get("history", [])), ("user", user)]
+    _check_order([role for role, _ in turns[:-1]])
+    for role, message in turns:
+        _check_content(role, message)
+    declared = _check_tools(_list(_context(user).get("tools", [])))
+    _check_tool_pairing(turns, declared)
+    _check_images(turns, model)
+    _check_request_fields(root.get("additionalModelRequestFields"), model)
+    for role, message in turns:
+        if role == "assistant" and "reasoningContent" in message:
+            _check_reasoning(message["reasoningContent"])
+    if estimate_tokens(state) > model.max_input_tokens:
+        raise _Broken("context_too_long")
+
+
+def _object(value: Any) -> dict[str, Any]:
+    if not isinstance(value, dict):
+        raise _Broken("malformed_field")
+    return value
+
+
+def _list(value: Any) -> list[Any]:
+    if not isinstance(value, list):
+        raise _Broken("malformed_field")
+    return value
+
+
+def _string(value: Any) -> str:
+    if not isinstance(value, str):
+        raise _Broken("malformed_field")
+    return value
+
+
+def _context(user: dict[str, Any]) -> dict[str, Any]:
+    return _object(user.get("userInputMessageContext", {}))
+
+
+def _history(history: Any) -> Iterator[tuple[str, dict[str, Any]]]:
+    for entry in _list(history):
+        entry = _object(entry)
+        if len(entry) != 1:
+            raise _Broken("malformed_field")
+        if "userInputMessage" in entry:
+            yield "user", _object(entry["userInputMessage"])
+        elif "assistantResponseMessage" in entry:
+            yield "assistant", _object(entry["assistantResponseMessage"])
+        else:
+            raise _Broken("malformed_field")
+
+
+def _check_order(roles: list[str]) -> None:
+    if not roles:
+        return
+    if roles[0] != "user":
+        raise _Broken("history_starts_with_assistant")
+    if any(a == b for a, b in itertools.pairwise(roles)):
+        raise _Broken("history_not_alternating")
+    if roles[-1] != "assistant":
+        raise _Broken("history_ends_with_user")
+
+
+def _check_content(role: str, message: dict[str, Any]) -> None:
+    content = _string(message.get("content", ""))
+    if content:
+        return
+    if role == "assistant":
+        raise _Broken("empty_assistant_content")
+    if not _list(_context(message).get("toolResults", [])):
+        raise _Broken("empty_user_content")
+
+
+def _check_tools(tools: list[Any]) -> set[str]:
+    """Validate tool declarations; return their names, lower-cased."""
+    declared: set[str] = set()
+    for item in tools:
+        item = _object(item)
+        if "cachePoint" in item:
+            raise _Broken("cache_point_in_tools")
+        spec = _object(item.get("toolSpecification"))
+        name = _string(spec.get("name"))
+        if len(name) > MAX_TOOL_NAME_LENGTH:
+            raise _Broken("tool_name_too_long")
+        schema = _object(_object(spec.get("inputSchema")).get("json"))
+        if _has_null(schema) or not _schema_types_are_strings(schema):
+            raise _Broken("invalid_tool_schema")
+        declared.add(name.lower())
+    return declared
+
+
+def _has_null(value: Any) -> bool:
+    if value is None:
+        return True
+    if isinstance(value, dict):
+        return any(_has_null(item) for item in value.values())
+    if isinstance(value, list):
+        return any(_has_null(item) for item in value)
+    return False
+
+
+def _schema_types_are_strings(schema: Any) -> bool:
+    """Walk schema keywords only, so a property *named* `type` is not mistaken for one."""
+    if not isinstance(schema, dict):
+        return True
+    if "type" in schema and not isinstance(schema["type"], str):
+        return False
+    children: list[Any] = []
+    for keyword in ("properties", "$defs", "definitions", "patternProperties"):
+        if isinstance(schema.get(keyword), dict):
+            children.extend(schema[keyword].values())
+    for keyword in ("anyOf", "oneOf", "allOf", "prefixItems"):
+        if isinstance(schema.get(keyword), list):
+            children.extend(schema[keyword])
+    children.extend(schema.get(keyword) for keyword in ("items", "additionalProperties", "not"))
+    return all(_schema_types_are_strings(child) for child in children)
+
+
+def _check_tool_pairing(turns: list[tuple[str, dict[str, Any]]], declared: set[str]) -> None:
+    results = {
+        index: [_object(result) for result in _list(_context(message).get("toolResults", []))]
+        for index, (role, message) in enumerate(turns)
+        if role == "user"
+    }
+    if not declared and any(results.values()):
+        raise _Broken("tool_results_without_tools")
+    previous_uses: set[str] = set()
+    for index, (role, message) in enumerate(turns):
+        if role == "assistant":
+            previous_uses = _check_tool_uses(_list(message.get("toolUses", [])), declared)
+            continue
+        for result in results[index]:
+            _check_result_shape(result)
+        if results[index] and THINKING_TAG in _string(message.get("content", "")):
+            raise _Broken("thinking_tags_on_tool_results")
+        ids = [_string(result.get("toolUseId")) for result in results[index]]
+        if len(ids) != len(set(ids)):
+            raise _Broken("duplicate_tool_result")
+        if not set(ids) <= previous_uses:
+            raise _Broken("orphan_tool_result")
+        if previous_uses - set(ids):
+            raise _Broken("unanswered_tool_use")
+        previous_uses = set()
+
+
+def _check_result_shape(result: dict[str, Any]) -> None:
+    """`content` is a list of `{"text": str}` / `{"json": …}` blocks; `status` an enum."""
+    if result.get("status", "success") not in ("success", "error"):
+        raise _Broken("malformed_field")
+    for block in _list(result.get("content", [])):
+        block = _object(block)
+        if "text" in block:
+            _string(block["text"])
+        elif "json" not in block and "image" not in block:  # images: misplaced_images
+            raise _Broken("malformed_field")
+
+
+def _check_tool_uses(uses: list[Any], declared: set[str]) -> set[str]:
+    ids: set[str] = set()
+    for use in uses:
+        use = _object(use)
+        ids.add(_string(use.get("toolUseId")))
+        if _string(use.get("name")).lower() not in declared:
+            raise _Broken("undeclared_history_tool")
+        tool_input = use.get("input", {})
+        if not isinstance(tool_input, dict):
+            raise _Broken("tool_input_not_object")
+        if _has_empty_key(tool_input):
+            raise _Broken("empty_input_key")
+    return ids
+
+
+def _has_empty_key(value: Any) -> bool:
+    if isinstance(value, dict):
+        return "" in value or any(_has_empty_key(item) for item in value.values())
+    if isinstance(value, list):
+        return any(_has_empty_key(item) for item in value)
+    return False
+
+
+def _check_images(turns: list[tuple[str, dict[str, Any]]], model: Model) -> None:
+    images: list[Any] = []
+    for role, message in turns:
+        if role == "assistant":
+            if "images" in message:
+                raise _Broken("misplaced_images")
+            continue
+        images.extend(_list(message.get("images", [])))
+        context = _context(message)
+        results = [_object(result) for result in _list(context.get("toolResults", []))]
+        if "images" in context or any(_result_has_image(result) for result in results):
+            raise _Broken("misplaced_images")
+    if images and "IMAGE" not in model.input_types:
+        raise _Broken("images_unsupported")
+    for image in images:
+        image = _object(image)
+        source = _object(image.get("source"))
+        image_format = image.get("format")
+        known = isinstance(image_format, str) and image_format in IMAGE_FORMATS
+        if not known or not isinstance(source.get("bytes"), str):
+            raise _Broken("invalid_image")
+
+
+def _result_has_image(result: dict[str, Any]) -> bool:
+    blocks = _list(result.get("content", []))
+    return "images" in result or any(isinstance(b, dict) and "image" in b for b in blocks)
+
+
+def _check_request_fields(fields: Any, model: Model) -> None:
+    if fields is None:
+        return
+    schema = model.request_fields_schema
+    if schema is None or not _conforms(fields, schema):
+        raise _Broken("unsupported_request_fields")
+
+
+def _conforms(value: Any, schema: Mapping[str, Any]) -> bool:
+    """The subset of JSON Schema the catalog's request-field schemas use."""
+    if "enum" in schema and value not in schema["enum"]:
+        return False
+    expected = schema.get("type")
+    if expected == "string":
+        return isinstance(value, str)
+    if expected != "object":
+        return True
+    if not isinstance(value, dict):
+        return False
+    properties: Mapping[str, Any] = schema.get("properties", {})
+    return all(key in properties and _conforms(v, properties[key]) for key, v in value.items())
+
+
+def _check_reasoning(reasoning: Any) -> None:
+    if isinstance(reasoning, dict) and set(reasoning) == {"redactedContent"}:
+        return
+    nested = reasoning.get("reasoningText") if isinstance(reasoning, dict) else None
+    if not isinstance(nested, dict):
+        raise _Broken("flat_reasoning_content")
+    text, signature = nested.get("text"), nested.get("signature")
+    if not isinstance(text, str) or not isinstance(signature, str):
+        raise _Broken("reasoning_signature_invalid")
+    if not hmac.compare_digest(signature, reasoning_signature(text)):
+        raise _Broken("reasoning_signature_invalid")
+
+
+def _string_chars(value: Any) -> int:
+    if isinstance(value, str):
+        return len(value)
+    if isinstance(value, list):
+        return sum(_string_chars(item) for item in value)
+    if isinstance(value, dict):
+        return sum(len(key) + _string_chars(item) for key, item in value.items() if key != "images")
+    return 0

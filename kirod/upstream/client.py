@@ -1,0 +1,376 @@
+"""KiroClient: every HTTP exchange with Kiro (chat, usage, models, token refresh, device login).
+
+One aiohttp `ClientSession` per account transport (account, base URL), cached; credentials travel
+per call, so a token rotation never rebuilds a transport. The client makes no hidden retries: the
+dispatch pipeline owns them. aiohttp, JSON and decoding errors are mapped into
+`kirod.upstream.errors` here and nowhere else.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import email.utils
+import hashlib
+import io
+import json
+import time
+import uuid
+from collections.abc import AsyncIterator, Mapping
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import quote
+
+import aiohttp
+
+from kirod.upstream.credentials import AuthKind, Credentials
+from kirod.upstream.errors import (
+    Failure,
+    UpstreamConnectionError,
+    UpstreamHttpError,
+    UpstreamProtocolError,
+    UpstreamTimeout,
+)
+from kirod.upstream.frames import Frame, FrameDecoder
+
+KIRO_IDE_VERSION = "0.9.2"
+SDK_VERSION = "1.0.34"
+MAX_ERROR_BODY = 64 * 1024
+MAX_MESSAGE_CHARS = 300
+
+
+@dataclass(frozen=True)
+class Endpoints:
+    """Base URL templates; `{region}` is replaced per call (tests point them at loopback)."""
+
+    kiro: str
+    auth: str
+    oidc: str
+
+    def kiro_url(self, region: str) -> str:
+        return self.kiro.replace("{region}", region).rstrip("/")
+
+    def auth_url(self, region: str) -> str:
+        return self.auth.replace("{region}", region).rstrip("/")
+
+    def oidc_url(self, region: str) -> str:
+        return self.oidc.replace("{region}", region).rstrip("/")
+
+
+@dataclass(frozen=True)
+class UpstreamAccount:
+    """What the client needs to act for one account."""
+
+    id: str
+    region: str
+    auth_region: str
+    auth_kind: AuthKind
+    profile_arn: str | None
+    credentials: Credentials
+
+
+@dataclass(frozen=True)
+class ClientOptions:
+    proxy_url: str | None = None
+    keep_alive: bool = False
+    connect_timeout_s: float = 10.0
+    idle_timeout_s: float = 120.0
+    request_timeout_s: float = 600.0
+
+
+def machine_id(account_id: str) -> str:
+    """A stable per-account machine id, as Kiro IDE sends; derived, never identifying the host."""
+    return hashlib.sha256(f"kirod/{account_id}".encode()).hexdigest()
+
+
+def _clean_message(text: object) -> str:
+    if not isinstance(text, str):
+        return ""
+    printable = "".join(c if c.isprintable() else " " for c in text)
+    return printable[:MAX_MESSAGE_CHARS]
+
+
+def _retry_after(value: str | None) -> float | None:
+    if not value:
+        return None
+    value = value.strip()
+    if value.replace(".", "", 1).isdigit():
+        return float(value)
+    with contextlib.suppress(TypeError, ValueError):
+        when = email.utils.parsedate_to_datetime(value)
+        return max(0.0, when.timestamp() - time.time())
+    return None
+
+
+def classify(status: int, headers: Mapping[str, str], body: bytes) -> UpstreamHttpError:
+    """Turn an error response into a classified `UpstreamHttpError` (kiro-protocol §4)."""
+    try:
+        doc = json.loads(body) if body else {}
+    except ValueError:
+        doc = {}
+    if not isinstance(doc, dict):
+        doc = {}
+    error_value = doc.get("error")
+    nested: dict[str, Any] = error_value if isinstance(error_value, dict) else {}
+    oauth_code = error_value if isinstance(error_value, str) else None
+    message = _clean_message(
+        doc.get("message")
+        or doc.get("Message")
+        or doc.get("errorMessage")
+        or doc.get("error_description")
+        or nested.get("message")
+    )
+    # Kiro sends {"message", "reason"}; the OAuth hosts send {"error", "error_description"}.
+    reason_value = doc.get("reason") or nested.get("reason") or oauth_code
+    reason = reason_value if isinstance(reason_value, str) else None
+    lowered = message.lower()
+    retry_after = _retry_after(headers.get("Retry-After"))
+
+    failure: Failure
+    if status == 400:
+        if (
+            reason == "CONTENT_LENGTH_EXCEEDS_THRESHOLD"
+            or "too long" in lowered
+            or ("context window" in lowered)
+        ):
+            failure = Failure.CONTEXT_TOO_LONG
+        elif reason == "INVALID_MODEL_ID" or "invalid model" in lowered:
+            failure = Failure.INVALID_MODEL
+        else:
+            failure = Failure.BAD_REQUEST
+    elif status == 401 or (status == 403 and "bearer token" in lowered):
+        failure = Failure.BEARER
+    elif status == 403:
+        suspended = reason == "TEMPORARILY_SUSPENDED" or "suspended" in lowered
+        failure = Failure.SUSPENDED if suspended else Failure.FORBIDDEN
+    elif status == 402 or reason in ("MONTHLY_REQUEST_COUNT", "OVERAGE_REQUEST_LIMIT_EXCEEDED"):
+        failure = Failure.QUOTA
+    elif reason in ("INSUFFICIENT_MODEL_CAPACITY", "MODEL_TEMPORARILY_UNAVAILABLE"):
+        failure = Failure.CAPACITY
+    elif status == 429:
+        failure = Failure.THROTTLED
+    else:
+        failure = Failure.SERVER
+    return UpstreamHttpError(
+        status, failure, reason=reason, message=message, retry_after_s=retry_after
+    )
+
+
+class KiroClient:
+    def __init__(self, endpoints: Endpoints, options: ClientOptions) -> None:
+        self.endpoints = endpoints
+        self.options = options
+        self._sessions: dict[tuple[str, str], aiohttp.ClientSession] = {}
+
+    async def __aenter__(self) -> KiroClient:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.close()
+
+    async def close(self) -> None:
+        sessions, self._sessions = list(self._sessions.values()), {}
+        for session in sessions:
+            await session.close()
+
+    async def forget_account(self, account_id: str) -> None:
+        """Close the transports of a removed account."""
+        for key in [key for key in self._sessions if key[0] == account_id]:
+            await self._sessions.pop(key).close()
+
+    def _session(self, owner: str, base_url: str) -> aiohttp.ClientSession:
+        key = (owner, base_url)
+        session = self._sessions.get(key)
+        if session is None or session.closed:
+            connector = aiohttp.TCPConnector(force_close=not self.options.keep_alive)
+            timeout = aiohttp.ClientTimeout(
+                total=self.options.request_timeout_s,
+                sock_connect=self.options.connect_timeout_s,
+                sock_read=self.options.idle_timeout_s,
+            )
+            session = aiohttp.ClientSession(
+                base_url=None, connector=connector, timeout=timeout, trust_env=False
+            )
+            self._sessions[key] = session
+        return session
+
+    # -- the Kiro API -------------------------------------------------------------------------
+
+    def _api_headers(self, account: UpstreamAccount, api: str) -> dict[str, str]:
+        mid = machine_id(account.id)
+        agent = f"KiroIDE-{KIRO_IDE_VERSION}-{mid}"
+        headers = {
+            "Authorization": f"Bearer {account.credentials.access_token}",
+            "Content-Type": "application/json",
+            "Accept": "application/json",
+            "x-amzn-codewhisperer-optout": "true",
+            "x-amzn-kiro-agent-mode": "vibe",
+            "x-amz-user-agent": f"aws-sdk-js/{SDK_VERSION} {agent}",
+            "User-Agent": (
+                f"aws-sdk-js/{SDK_VERSION} ua/2.1 os/linux lang/js md/nodejs#20.0.0 "
+                f"api/{api}#{SDK_VERSION} m/E {agent}"
+            ),
+            "amz-sdk-invocation-id": str(uuid.uuid4()),
+            "amz-sdk-request": "attempt=1; max=1",
+        }
+        if account.auth_kind is AuthKind.API_KEY:
+            headers["tokentype"] = "API_KEY"
+        elif account.auth_kind is AuthKind.EXTERNAL_IDP:
+            headers["TokenType"] = "EXTERNAL_IDP"
+        return headers
+
+    @contextlib.asynccontextmanager
+    async def chat(
+        self, account: UpstreamAccount, body: Mapping[str, Any]
+    ) -> AsyncIterator[AsyncIterator[Frame]]:
+        """POST generateAssistantResponse and yield its decoded frames.
+
+        Leaving the context before the stream ended (consumer cancelled, idle timeout, client
+        gone) aborts the upstream response instead of draining it.
+        """
+        base = self.endpoints.kiro_url(account.region)
+        session = self._session(account.id, base)
+        data = json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode()
+        headers = self._api_headers(account, "codewhispererstreaming")
+        response = await self._send(
+            session, "POST", f"{base}/generateAssistantResponse", headers=headers, data=data
+        )
+        completed = False
+        try:
+            yield self._frames(response)
+            completed = True
+        finally:
+            if completed and response.content.at_eof():
+                response.release()
+            else:
+                response.close()
+
+    async def _frames(self, response: aiohttp.ClientResponse) -> AsyncIterator[Frame]:
+        decoder = FrameDecoder()
+        try:
+            async for chunk in response.content.iter_any():
+                for frame in decoder.feed(chunk):
+                    yield frame
+        except (TimeoutError, aiohttp.ServerTimeoutError):
+            raise UpstreamTimeout("Kiro's stream went silent past the idle timeout") from None
+        except aiohttp.ClientPayloadError:
+            raise UpstreamProtocolError("Kiro's response body ended abnormally") from None
+        except aiohttp.ClientError as exc:
+            raise UpstreamConnectionError(
+                f"connection to Kiro broke: {type(exc).__name__}"
+            ) from None
+        decoder.finish()
+
+    async def _send(
+        self,
+        session: aiohttp.ClientSession,
+        method: str,
+        url: str,
+        *,
+        headers: Mapping[str, str],
+        data: bytes | None = None,
+    ) -> aiohttp.ClientResponse:
+        """Send one request; an error status is read (bounded) and raised as classified."""
+        try:
+            response = await session.request(
+                method,
+                url,
+                headers=headers,
+                # A file-like body is streamed in chunks instead of one blocking write.
+                data=None if data is None else io.BytesIO(data),
+                proxy=self.options.proxy_url,
+            )
+        except (TimeoutError, aiohttp.ServerTimeoutError):
+            raise UpstreamTimeout("Kiro did not answer in time") from None
+        except aiohttp.ClientError as exc:
+            raise UpstreamConnectionError(f"cannot reach Kiro: {type(exc).__name__}") from None
+        if response.status >= 400:
+            try:
+                body = await response.content.read(MAX_ERROR_BODY)
+            except (TimeoutError, aiohttp.ClientError):
+                body = b""
+            finally:
+                response.close()
+            raise classify(response.status, response.headers, body)
+        return response
+
+    async def _json(
+        self,
+        session: aiohttp.ClientSession,
+        method: str,
+        url: str,
+        *,
+        headers: Mapping[str, str],
+        body: Mapping[str, Any] | None = None,
+    ) -> dict[str, Any]:
+        data = None if body is None else json.dumps(body).encode()
+        response = await self._send(session, method, url, headers=headers, data=data)
+        try:
+            raw = await response.read()
+        except (TimeoutError, aiohttp.ServerTimeoutError):
+            raise UpstreamTimeout("Kiro did not finish its answer in time") from None
+        except aiohttp.ClientError as exc:
+            raise UpstreamConnectionError(
+                f"connection to Kiro broke: {type(exc).__name__}"
+            ) from None
+        finally:
+            response.release()
+        try:
+            doc = json.loads(raw)
+        except ValueError:
+            raise UpstreamProtocolError("Kiro answered with invalid JSON") from None
+        if not isinstance(doc, dict):
+            raise UpstreamProtocolError("Kiro answered with a non-object JSON document")
+        return doc
+
+    def _profile_query(self, account: UpstreamAccount) -> str:
+        return f"&profileArn={quote(account.profile_arn, safe='')}" if account.profile_arn else ""
+
+    async def usage_limits(self, account: UpstreamAccount) -> dict[str, Any]:
+        """getUsageLimits (kiro-protocol §6.1)."""
+        base = self.endpoints.kiro_url(account.region)
+        url = (
+            f"{base}/getUsageLimits?origin=AI_EDITOR&resourceType=AGENTIC_REQUEST"
+            f"&isEmailRequired=true{self._profile_query(account)}"
+        )
+        headers = self._api_headers(account, "codewhispererruntime")
+        return await self._json(self._session(account.id, base), "GET", url, headers=headers)
+
+    async def list_models(
+        self, account: UpstreamAccount, max_pages: int = 20
+    ) -> list[dict[str, Any]]:
+        """ListAvailableModels, all pages (kiro-protocol §6.2)."""
+        base = self.endpoints.kiro_url(account.region)
+        headers = self._api_headers(account, "codewhispererruntime")
+        pages: list[dict[str, Any]] = []
+        token: str | None = None
+        for _ in range(max_pages):
+            url = f"{base}/ListAvailableModels?origin=AI_EDITOR{self._profile_query(account)}"
+            if token:
+                url += f"&nextToken={quote(token, safe='')}"
+            page = await self._json(self._session(account.id, base), "GET", url, headers=headers)
+            pages.append(page)
+            next_token = page.get("nextToken")
+            token = next_token if isinstance(next_token, str) and next_token else None
+            if token is None:
+                break
+        return pages
+
+    # -- auth hosts ---------------------------------------------------------------------------
+
+    async def post_json(
+        self,
+        owner: str,
+        url: str,
+        body: Mapping[str, Any],
+        *,
+        headers: Mapping[str, str] | None = None,
+    ) -> dict[str, Any]:
+        """POST JSON to an auth host (refresh, OIDC) through the same proxy and timeouts.
+
+        Error statuses surface as `UpstreamHttpError` whose `.reason` is the OAuth `error` code
+        when the body carries one (`invalid_grant`, `authorization_pending`, …).
+        """
+        origin = "/".join(url.split("/", 3)[:3])
+        sent = {"Content-Type": "application/json", "Accept": "application/json"}
+        sent.update(headers or {})
+        return await self._json(self._session(owner, origin), "POST", url, headers=sent, body=body)

@@ -1,0 +1,719 @@
+"""Build the GenerateAssistantResponse body (IDE persona) from a CanonicalRequest.
+
+Kiro rejects many conversations that Anthropic and OpenAI accept, mostly with an unexplained
+`400 Improperly formed request.`. Every construction rule peers learned (kiro-protocol §2.3) is one
+small function here, named in its docstring by rule number, and the builder applies them in an
+order where each rule's output satisfies the ones before it. Nothing the client said is dropped
+silently: what Kiro cannot carry structurally becomes text (orphan tool results, tool traffic under
+`tool_choice: none`, old images) or a clear 400 (forced tool choice, unsupported parameters under
+the "error" policy, oversized prompts).
+
+Rule 12 (never send `cachePoint`) needs no code: the canonical request carries no cache points and
+nothing here creates one. Rule 15 is `_check_tool_choice`; rule 16 is `_check_size`.
+
+The builder is pure: no I/O, no clock, no randomness; the caller supplies the conversation id.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal, TypeAlias
+
+from kirod.canonical.models import ModelInfo
+from kirod.canonical.request import (
+    CanonicalRequest,
+    Effort,
+    ImageBlock,
+    Message,
+    Reasoning,
+    RedactedThinkingBlock,
+    Role,
+    TextBlock,
+    ThinkingBlock,
+    ToolChoiceMode,
+    ToolResultBlock,
+    ToolSpec,
+    ToolUseBlock,
+)
+from kirod.errors import ApiError, ErrorKind
+
+ThinkingMode: TypeAlias = Literal["none", "tags", "native"]
+ParameterPolicy: TypeAlias = Literal["drop", "error"]
+
+ORIGIN = "AI_EDITOR"
+CHAT_TRIGGER = "MANUAL"
+AGENT_TASK_TYPE = "vibe"
+DEFAULT_MAX_PAYLOAD_BYTES = 600_000
+MAX_TOOL_NAME = 64
+MAX_DESCRIPTION = 10_000
+RAW_IMAGE_HISTORY = 5
+TAG_BUDGET_MIN = 1_024
+TAG_BUDGET_MAX = 24_576
+
+PLACEHOLDER = "(empty)"
+"""Stands in for empty content (rule 5), as jwadow does. kiro.rs's lone space is not used: peers
+report whitespace-only content as risky, and a visible marker tells the model nothing was said."""
+CONTINUE = "Continue"
+SYSTEM_ACK = "I will follow these instructions."
+UNANSWERED = "tool call was not answered"
+TRUNCATED = "\n\n[description truncated]"
+TOOL_RESULT_IMAGE = "(image attached to this message)"
+
+_IMAGE_FORMATS = {"png": "png", "jpeg": "jpeg", "jpg": "jpeg", "gif": "gif", "webp": "webp"}
+_EFFORT_BUDGETS: tuple[tuple[int, Effort], ...] = (
+    (4_096, "low"),
+    (16_384, "medium"),
+    (32_768, "high"),
+)
+_DEFAULT_EFFORT: Effort = "high"
+
+
+@dataclass(frozen=True, slots=True)
+class ToolNameMap:
+    """Names sent to Kiro → the client's names, for tool calls on the way out (rule 10)."""
+
+    originals: Mapping[str, str] = field(default_factory=dict)
+
+    def original(self, name: str) -> str:
+        """The client's name for the tool Kiro calls `name`; unshortened names map to themselves."""
+        return self.originals.get(name, name)
+
+
+@dataclass(frozen=True, slots=True)
+class BuiltPayload:
+    """A GenerateAssistantResponse body and what the response path must know about it.
+
+    `thinking_mode` tells the translator whether to split `<thinking>` tags out of the text
+    ("tags"), expect reasoning events ("native"), or neither.
+    """
+
+    body: dict[str, Any]
+    tool_names: ToolNameMap
+    dropped_parameters: tuple[str, ...]
+    thinking_mode: ThinkingMode
+
+
+@dataclass(slots=True)
+class _Use:
+    id: str
+    name: str
+    input: dict[str, Any]
+
+
+@dataclass(slots=True)
+class _Result:
+    tool_use_id: str
+    text: str
+    is_error: bool
+
+
+@dataclass(slots=True)
+class _Turn:
+    """A message being shaped for Kiro; tool names are already the ones Kiro will see."""
+
+    role: Role
+    texts: list[str] = field(default_factory=list)
+    images: list[ImageBlock] = field(default_factory=list)
+    uses: list[_Use] = field(default_factory=list)
+    results: list[_Result] = field(default_factory=list)
+    reasoning: ThinkingBlock | RedactedThinkingBlock | None = None
+
+    @property
+    def content(self) -> str:
+        return "\n\n".join(text for text in self.texts if text)
+
+
+def build_payload(
+    request: CanonicalRequest,
+    model: ModelInfo,
+    *,
+    conversation_id: str,
+    profile_arn: str | None,
+    parameter_policy: ParameterPolicy = "drop",
+    max_payload_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES,
+) -> BuiltPayload:
+    """The Kiro request body for `request` on `model`; raises ApiError for what Kiro cannot do.
+
+    Rule 20: `conversation_id` is the caller's (any UUID works; one per conversation is fine).
+    """
+    dropped = _check_parameters(request, parameter_policy)
+    tools_enabled = _check_tool_choice(request)
+    mode = _thinking_mode(request, model)
+    names = _shorten_tool_names(_tool_names(request) if tools_enabled else ())
+
+    turns = [_to_turn(message, names, tools_enabled, mode) for message in request.messages]
+    turns = _merge_adjacent(turns)
+    _continue_after_prefill(turns)
+    _dedupe_tool_results(turns)
+    _pair_tools(turns)
+    turns = _start_with_user(turns)
+    _limit_images(turns, model)
+    _fill_empty(turns)
+    system = "\n\n".join(text for text in request.system if text)
+    if mode == "tags" and request.reasoning is not None:
+        system = _inject_thinking_tags(_thinking_tags(request.reasoning), system, turns[0])
+    history, current = _split_current(turns)
+    history = _system_pair(system) + history
+
+    tools = _tool_specs(request.tools, names, turns) if tools_enabled else []
+    current_entry = _user_entry(current, model.kiro_id, tools)
+    if mode == "native" and request.reasoning is not None:
+        current_entry["userInputMessage"]["reasoning"] = {"effort": _effort(request.reasoning)}
+
+    state: dict[str, Any] = {
+        "conversationId": conversation_id,
+        "agentTaskType": AGENT_TASK_TYPE,
+        "chatTriggerType": CHAT_TRIGGER,
+        "currentMessage": current_entry,
+    }
+    if history:
+        state["history"] = [
+            _user_entry(turn, model.kiro_id) if turn.role is Role.USER else _assistant_entry(turn)
+            for turn in history
+        ]
+    body: dict[str, Any] = {"conversationState": state}
+    if profile_arn is not None:
+        body["profileArn"] = profile_arn
+    _check_size(body, max_payload_bytes)
+    return BuiltPayload(
+        body=body,
+        tool_names=ToolNameMap({short: orig for orig, short in names.items() if short != orig}),
+        dropped_parameters=dropped,
+        thinking_mode=mode,
+    )
+
+
+# -- request-level checks --------------------------------------------------------------------------
+
+
+def _check_parameters(request: CanonicalRequest, policy: ParameterPolicy) -> tuple[str, ...]:
+    """Sampling controls and stop sequences have no field in Kiro's request: record or refuse."""
+    present = tuple(
+        name
+        for name, value in (
+            ("temperature", request.sampling.temperature),
+            ("top_p", request.sampling.top_p),
+            ("top_k", request.sampling.top_k),
+            ("stop_sequences", request.stop_sequences or None),
+        )
+        if value is not None
+    )
+    if present and policy == "error":
+        raise ApiError(
+            ErrorKind.INVALID_REQUEST,
+            f"'{present[0]}' is not supported by Kiro models; remove it from the request",
+            code="unsupported_parameter",
+            param=present[0],
+        )
+    return present
+
+
+def _check_tool_choice(request: CanonicalRequest) -> bool:
+    """Rule 15: Kiro cannot force a tool. Returns whether tools may be offered at all."""
+    mode = request.tool_choice.mode
+    if mode in (ToolChoiceMode.ANY, ToolChoiceMode.TOOL):
+        raise ApiError(
+            ErrorKind.INVALID_REQUEST,
+            "forcing a tool call is not supported by Kiro; use tool_choice auto or none",
+            code="unsupported_capability",
+            param="tool_choice",
+        )
+    return mode is not ToolChoiceMode.NONE
+
+
+def _check_size(body: Mapping[str, Any], limit: int) -> None:
+    """Rule 16: bodies above ~600 KB fail upstream with a cryptic 400, so refuse them clearly."""
+    size = len(json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode())
+    if size > limit:
+        raise ApiError(
+            ErrorKind.REQUEST_TOO_LARGE,
+            f"the prompt is too large for Kiro ({size} bytes, limit {limit}); compact the "
+            "conversation or remove large attachments and retry",
+            code="request_too_large",
+        )
+
+
+# -- tool names (rule 10) --------------------------------------------------------------------------
+
+
+def _tool_names(request: CanonicalRequest) -> list[str]:
+    """Every tool name the payload will mention: declared tools, then tools used in history."""
+    used = (
+        block.name
+        for message in request.messages
+        for block in message.content
+        if isinstance(block, ToolUseBlock)
+    )
+    return [*(tool.name for tool in request.tools), *used]
+
+
+def _shorten_tool_names(names: Iterable[str]) -> dict[str, str]:
+    """Rule 10: names over 64 chars become prefix + "_" + 8 hex of SHA-256, unique per request.
+
+    Kiro matches tool names case-insensitively (rule 8), so uniqueness is checked that way; a
+    collision re-hashes with a counter, which keeps the result deterministic for a given tool set.
+    """
+    unique = list(dict.fromkeys(names))
+    taken = {name.lower() for name in unique if len(name) <= MAX_TOOL_NAME}
+    short: dict[str, str] = {}
+    for name in unique:
+        if len(name) <= MAX_TOOL_NAME:
+            short[name] = name
+            continue
+        salt = 0
+        while True:
+            seed = name if salt == 0 else f"{name}#{salt}"
+            digest = hashlib.sha256(seed.encode()).hexdigest()[:8]
+            candidate = f"{name[: MAX_TOOL_NAME - 9]}_{digest}"
+            if candidate.lower() not in taken:
+                break
+            salt += 1
+        taken.add(candidate.lower())
+        short[name] = candidate
+    return short
+
+
+# -- messages → turns ------------------------------------------------------------------------------
+
+
+def _to_turn(
+    message: Message, names: Mapping[str, str], tools_enabled: bool, mode: ThinkingMode
+) -> _Turn:
+    """One client message as a turn; reasoning is kept only where §2.4b can replay it."""
+    turn = _Turn(message.role)
+    for block in message.content:
+        if isinstance(block, TextBlock):
+            turn.texts.append(block.text)
+        elif isinstance(block, ImageBlock):
+            if message.role is Role.USER:
+                turn.images.append(block)
+            else:
+                turn.texts.append(_image_placeholder(block))
+        elif isinstance(block, ToolUseBlock):
+            use = _Use(block.id, names.get(block.name, block.name), _clean_input(block.input))
+            if tools_enabled:
+                turn.uses.append(use)
+            else:
+                turn.texts.append(_use_as_text(use))
+        elif isinstance(block, ToolResultBlock):
+            result = _result_from_block(block, turn.images)
+            if tools_enabled:
+                turn.results.append(result)
+            else:
+                turn.texts.append(_result_as_text(result))
+        elif (
+            isinstance(block, ThinkingBlock | RedactedThinkingBlock)
+            and mode == "native"
+            and message.role is Role.ASSISTANT
+            and turn.reasoning is None
+            and (isinstance(block, RedactedThinkingBlock) or block.signature)
+        ):
+            turn.reasoning = block
+        # Other thinking is neither replayed nor re-sent as prompt text (§2.4).
+    return turn
+
+
+def _result_from_block(block: ToolResultBlock, images: list[ImageBlock]) -> _Result:
+    """Rule 17: images inside a tool result move to the user turn's `images`."""
+    texts: list[str] = []
+    for part in block.content:
+        if isinstance(part, TextBlock):
+            texts.append(part.text)
+        else:
+            images.append(part)
+            texts.append(TOOL_RESULT_IMAGE)
+    return _Result(block.tool_use_id, "\n\n".join(texts), block.is_error)
+
+
+def _use_as_text(use: _Use) -> str:
+    arguments = json.dumps(use.input, ensure_ascii=False, separators=(",", ":"))
+    return f"[Tool call {use.id}: {use.name} {arguments}]"
+
+
+def _result_as_text(result: _Result) -> str:
+    status = " (error)" if result.is_error else ""
+    return f"[Tool result {result.tool_use_id}{status}]\n{result.text}"
+
+
+def _image_placeholder(image: ImageBlock) -> str:
+    return f"[image ({image.media_type}) omitted]"
+
+
+def _clean_input(value: Mapping[str, Any]) -> dict[str, Any]:
+    """Rule 14: Kiro rejects tool inputs holding an empty-string key, at any depth."""
+
+    def clean(node: Any) -> Any:
+        if isinstance(node, Mapping):
+            return {key: clean(item) for key, item in node.items() if key != ""}
+        if isinstance(node, list):
+            return [clean(item) for item in node]
+        return node
+
+    cleaned: dict[str, Any] = clean(value)
+    return cleaned
+
+
+# -- conversation shape (rules 1-6, 9, 17) ---------------------------------------------------------
+
+
+def _merge_adjacent(turns: Sequence[_Turn]) -> list[_Turn]:
+    """Rule 2: consecutive same-role entries are a 400, so they become one turn.
+
+    Merging (rather than inserting synthetic turns between them) also keeps every tool result in
+    the turn right after the assistant turn that asked for it, as rule 6 requires. Only the first
+    signed reasoning block survives: Kiro's entry has one `reasoningContent`.
+    """
+    merged: list[_Turn] = []
+    for turn in turns:
+        if merged and merged[-1].role is turn.role:
+            last = merged[-1]
+            last.texts.extend(turn.texts)
+            last.images.extend(turn.images)
+            last.uses.extend(turn.uses)
+            last.results.extend(turn.results)
+            last.reasoning = last.reasoning or turn.reasoning
+        else:
+            merged.append(turn)
+    return merged
+
+
+def _continue_after_prefill(turns: list[_Turn]) -> None:
+    """Rule 1: the current message is a user turn; a trailing assistant turn is a prefill.
+
+    The prefill stays in history and the model is asked to "Continue" from it.
+    """
+    if not turns:
+        raise ApiError(ErrorKind.INVALID_REQUEST, "the request has no messages", param="messages")
+    if turns[-1].role is Role.ASSISTANT:
+        turns.append(_Turn(Role.USER, texts=[CONTINUE]))
+
+
+def _dedupe_tool_results(turns: Sequence[_Turn]) -> None:
+    """Rule 9: a repeated toolUseId in one turn's results is rejected; repeats become text."""
+    for turn in turns:
+        seen: set[str] = set()
+        kept: list[_Result] = []
+        for result in turn.results:
+            if result.tool_use_id in seen:
+                turn.texts.append(_result_as_text(result))
+            else:
+                seen.add(result.tool_use_id)
+                kept.append(result)
+        turn.results = kept
+
+
+def _pair_tools(turns: Sequence[_Turn]) -> None:
+    """Rule 6: results answer exactly the tool uses of the assistant turn just before them.
+
+    A result with no matching use there becomes text in its turn (nothing is lost); a use left
+    unanswered gets an error result, since Kiro rejects dangling uses. Results follow the order of
+    the uses. Rule 1 guarantees every assistant turn is followed by a user turn.
+    """
+    for index, turn in enumerate(turns):
+        if turn.role is not Role.USER:
+            continue
+        before = turns[index - 1] if index > 0 else None
+        asked = list(dict.fromkeys(use.id for use in before.uses)) if before else []
+        answers: dict[str, _Result] = {}
+        for result in turn.results:
+            if result.tool_use_id in asked:
+                answers[result.tool_use_id] = result
+            else:
+                turn.texts.append(_result_as_text(result))
+        turn.results = [
+            answers.get(use_id) or _Result(use_id, UNANSWERED, True) for use_id in asked
+        ]
+
+
+def _start_with_user(turns: list[_Turn]) -> list[_Turn]:
+    """Rule 3: history must open with a user entry; a leading assistant gets one before it."""
+    if turns[0].role is Role.ASSISTANT:
+        return [_Turn(Role.USER, texts=[PLACEHOLDER]), *turns]
+    return turns
+
+
+def _limit_images(turns: Sequence[_Turn], model: ModelInfo) -> None:
+    """Rule 17: raw images only in the current message and the last 5 history entries.
+
+    Older images (and, on a model without image input, every history image) become a text
+    placeholder; an image in the current message for such a model is refused.
+    """
+    current = turns[-1]
+    if current.images and not model.supports_images:
+        raise ApiError(
+            ErrorKind.INVALID_REQUEST,
+            f"model '{model.public_id}' does not accept images",
+            code="unsupported_capability",
+            param="messages",
+        )
+    recent = len(turns) - 1 - RAW_IMAGE_HISTORY
+    for index, turn in enumerate(turns[:-1]):
+        if index < recent or not model.supports_images:
+            turn.texts.extend(_image_placeholder(image) for image in turn.images)
+            turn.images = []
+
+
+def _image_format(image: ImageBlock) -> str:
+    """Rule 17: `format` is the media subtype, one of png, jpeg, gif, webp."""
+    kind, _, subtype = image.media_type.lower().partition("/")
+    image_format = _IMAGE_FORMATS.get(subtype) if kind == "image" else None
+    if image_format is None:
+        raise ApiError(
+            ErrorKind.INVALID_REQUEST,
+            f"image type '{image.media_type}' is not supported; use PNG, JPEG, GIF or WebP",
+            code="unsupported_image_format",
+            param="messages",
+        )
+    return image_format
+
+
+def _fill_empty(turns: Sequence[_Turn]) -> None:
+    """Rule 5: no empty content, except a user turn carrying toolResults (kiro-cli sends "").
+
+    Whitespace-only content counts as empty (so a tool-use-only assistant turn gets PLACEHOLDER,
+    not kiro.rs's " "); every other empty turn gets PLACEHOLDER too.
+    """
+    for turn in turns:
+        if turn.content.strip():
+            continue
+        turn.texts = [] if turn.role is Role.USER and turn.results else [PLACEHOLDER]
+
+
+def _split_current(turns: Sequence[_Turn]) -> tuple[list[_Turn], _Turn]:
+    """Rule 4: history ends with an assistant entry before the current user turn.
+
+    Rules 1 and 2 already make the last turn the whole trailing user run, so no "OK" filler is
+    ever needed — and one would sit between tool results and the uses that asked for them.
+    """
+    history, current = list(turns[:-1]), turns[-1]
+    assert current.role is Role.USER
+    assert not history or history[-1].role is Role.ASSISTANT
+    return history, current
+
+
+def _system_pair(system: str) -> list[_Turn]:
+    """Rule 18: Kiro has no system field; the system text is a first user/assistant pair."""
+    if not system:
+        return []
+    return [_Turn(Role.USER, texts=[system]), _Turn(Role.ASSISTANT, texts=[SYSTEM_ACK])]
+
+
+# -- thinking (§2.4) -------------------------------------------------------------------------------
+
+
+def _thinking_mode(request: CanonicalRequest, model: ModelInfo) -> ThinkingMode:
+    """§2.4: native reasoning where the model honours it, prompt tags elsewhere, never both."""
+    if request.reasoning is None:
+        return "none"
+    return "native" if model.native_reasoning else "tags"
+
+
+def _effort(reasoning: Reasoning) -> Effort:
+    """§2.4b: the effort for `userInputMessage.reasoning`; budgets map onto effort bands."""
+    if reasoning.effort is not None:
+        return reasoning.effort
+    if reasoning.budget_tokens is None:
+        return _DEFAULT_EFFORT
+    for ceiling, effort in _EFFORT_BUDGETS:
+        if reasoning.budget_tokens <= ceiling:
+            return effort
+    return "max"
+
+
+def _thinking_tags(reasoning: Reasoning) -> str:
+    """§2.4a: a budget asks for budgeted thinking (clamped), an effort for adaptive thinking.
+
+    The tags know no `xhigh`; it becomes `max`, which is also the level that reliably triggers
+    thinking (kiro.rs issue #86).
+    """
+    if reasoning.budget_tokens is not None:
+        budget = min(max(reasoning.budget_tokens, TAG_BUDGET_MIN), TAG_BUDGET_MAX)
+        return (
+            "<thinking_mode>enabled</thinking_mode>"
+            f"<max_thinking_length>{budget}</max_thinking_length>"
+        )
+    effort = reasoning.effort or _DEFAULT_EFFORT
+    effort = "max" if effort == "xhigh" else effort
+    return f"<thinking_mode>adaptive</thinking_mode><thinking_effort>{effort}</thinking_effort>"
+
+
+def _inject_thinking_tags(tags: str, system: str, first: _Turn) -> str:
+    """§2.4a: tags open the system text, or else the conversation's first user turn.
+
+    Both are plain user turns by construction — rule 6 turns results without a preceding
+    assistant into text and rule 3 puts a placeholder user before a leading assistant — so tags
+    never land on a turn carrying toolResults (jwadow PR #158). Returns the new system text.
+    """
+    if system:
+        return f"{tags}\n{system}"
+    first.texts.insert(0, tags)
+    return system
+
+
+# -- tools (rules 7, 8, 11, 13) --------------------------------------------------------------------
+
+
+def _tool_specs(
+    declared: Sequence[ToolSpec], names: Mapping[str, str], turns: Sequence[_Turn]
+) -> list[dict[str, Any]]:
+    """Rules 7 and 8: declare the client's tools plus every tool used in history.
+
+    Kiro rejects toolResults without tools and uses of undeclared tools (matched
+    case-insensitively); undeclared ones get a placeholder spec with an empty object schema.
+    """
+    specs: list[dict[str, Any]] = []
+    known: set[str] = set()
+    for tool in declared:
+        name = names[tool.name]
+        if name.lower() not in known:
+            known.add(name.lower())
+            specs.append(_spec(name, _description(tool), _clean_schema_root(tool.input_schema)))
+    for turn in turns:
+        for use in turn.uses:
+            if use.name.lower() not in known:
+                known.add(use.name.lower())
+                specs.append(_spec(use.name, f"Tool: {use.name}", _clean_schema_root({})))
+    return specs
+
+
+def _spec(name: str, description: str, schema: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "toolSpecification": {
+            "name": name,
+            "description": description,
+            "inputSchema": {"json": schema},
+        }
+    }
+
+
+def _description(tool: ToolSpec) -> str:
+    """Rule 11: at most 10 000 chars (truncated with a marker); empty becomes "Tool: {name}"."""
+    text = tool.description.strip()
+    if not text:
+        return f"Tool: {tool.name}"
+    if len(text) > MAX_DESCRIPTION:
+        return text[: MAX_DESCRIPTION - len(TRUNCATED)] + TRUNCATED
+    return text
+
+
+_SCHEMA_MAPS = frozenset({"properties", "patternProperties", "$defs", "definitions"})
+_SCHEMA_LISTS = frozenset({"anyOf", "oneOf", "allOf", "prefixItems"})
+_SCHEMA_VALUES = frozenset(
+    {"items", "additionalProperties", "not", "contains", "if", "then", "else", "propertyNames"}
+)
+
+
+def _clean_schema_root(schema: Mapping[str, Any]) -> dict[str, Any]:
+    """Rule 13: the common ground of peers' schema fixes, rooted as an object schema.
+
+    Where peers conflict (jwadow strips `required: []`, empty `properties` and
+    `additionalProperties`; kiro.rs forces them) we follow kiro.rs and the §2.1 skeleton: the root
+    is `type: object` with a `properties` object, and other keywords are kept when well-formed.
+    """
+    cleaned = _clean_schema(schema)
+    cleaned["type"] = "object"
+    cleaned.setdefault("properties", {})
+    return cleaned
+
+
+def _clean_schema(schema: Mapping[str, Any]) -> dict[str, Any]:
+    """Rule 13: no nulls, `type` a string, `properties` an object, `required` strings only."""
+    cleaned: dict[str, Any] = {}
+    for key, value in schema.items():
+        if value is None or key == "$schema":  # Kiro rejects both (jwadow, kiro.rs)
+            continue
+        if key == "type":
+            if (kind := _schema_type(value)) is not None:
+                cleaned[key] = kind
+        elif key == "required":
+            if isinstance(value, list):
+                cleaned[key] = [item for item in value if isinstance(item, str)]
+        elif key in _SCHEMA_MAPS:
+            if isinstance(value, Mapping):
+                cleaned[key] = {
+                    name: _clean_schema(sub)
+                    for name, sub in value.items()
+                    if isinstance(sub, Mapping)
+                }
+            elif key == "properties":
+                cleaned[key] = {}
+        elif key in _SCHEMA_LISTS and isinstance(value, list):
+            cleaned[key] = [_clean_schema(sub) for sub in value if isinstance(sub, Mapping)]
+        elif key in _SCHEMA_VALUES and isinstance(value, Mapping):
+            cleaned[key] = _clean_schema(value)
+        else:
+            cleaned[key] = _drop_nulls(value)
+    return cleaned
+
+
+def _schema_type(value: Any) -> str | None:
+    """A `type` list (`["string", "null"]`) becomes its first non-null member."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, list):
+        kinds = [item for item in value if isinstance(item, str)]
+        return next((kind for kind in kinds if kind != "null"), kinds[0] if kinds else None)
+    return None
+
+
+def _drop_nulls(value: Any) -> Any:
+    if isinstance(value, Mapping):
+        return {key: _drop_nulls(item) for key, item in value.items() if item is not None}
+    if isinstance(value, list):
+        return [_drop_nulls(item) for item in value if item is not None]
+    return value
+
+
+# -- serialisation (rules 17, 19, 20) --------------------------------------------------------------
+
+
+def _user_entry(
+    turn: _Turn, model_id: str, tools: Sequence[Mapping[str, Any]] = ()
+) -> dict[str, Any]:
+    """Rule 19: modelId and origin on every user entry; rule 17: images in `images` only.
+
+    Tools are declared on the current message only; an empty context is left out.
+    """
+    message: dict[str, Any] = {"content": turn.content, "modelId": model_id, "origin": ORIGIN}
+    if turn.images:
+        message["images"] = [
+            {"format": _image_format(image), "source": {"bytes": image.data_base64}}
+            for image in turn.images
+        ]
+    context: dict[str, Any] = {}
+    if tools:
+        context["tools"] = list(tools)
+    if turn.results:
+        context["toolResults"] = [
+            {
+                "toolUseId": result.tool_use_id,
+                "content": [{"text": result.text or PLACEHOLDER}],
+                "status": "error" if result.is_error else "success",
+            }
+            for result in turn.results
+        ]
+    if context:
+        message["userInputMessageContext"] = context
+    return {"userInputMessage": message}
+
+
+def _assistant_entry(turn: _Turn) -> dict[str, Any]:
+    """§2.4b: signed reasoning replays as nested `reasoningContent.reasoningText`.
+
+    Redacted reasoning (GPT-5.6's opaque blob) replays as `reasoningContent.redactedContent`, the
+    other member of the Bedrock-style reasoning union, as `reasoningContentEvent` delivers it.
+    """
+    message: dict[str, Any] = {"content": turn.content}
+    if turn.uses:
+        message["toolUses"] = [
+            {"toolUseId": use.id, "name": use.name, "input": use.input} for use in turn.uses
+        ]
+    if isinstance(turn.reasoning, ThinkingBlock):
+        text, signature = turn.reasoning.thinking, turn.reasoning.signature
+        message["reasoningContent"] = {"reasoningText": {"text": text, "signature": signature}}
+    elif isinstance(turn.reasoning, RedactedThinkingBlock):
+        message["reasoningContent"] = {"redactedContent": turn.reasoning.data}
+    return {"assistantResponseMessage": message}

@@ -1,0 +1,76 @@
+"""Usage limits: what an account has left this billing window (kiro-protocol §6.1).
+
+Remaining credits = base (limit - used) + an ACTIVE free trial + ACTIVE bonuses, taken from the
+`CREDIT` entry of `usageBreakdownList`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from kirod.upstream.errors import UpstreamProtocolError
+
+
+@dataclass(frozen=True)
+class UsageSnapshot:
+    remaining: float
+    limit: float
+    used: float
+    resets_at: float | None  # epoch seconds
+    subscription: str | None  # e.g. "KIRO PRO"
+    email: str | None
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def _number(value: object) -> float:
+    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else 0.0
+
+
+def _precise(entry: dict[str, Any], key: str) -> float:
+    precise = entry.get(f"{key}WithPrecision")
+    return _number(precise if precise is not None else entry.get(key))
+
+
+def parse_usage_limits(doc: dict[str, Any]) -> UsageSnapshot:
+    entries = doc.get("usageBreakdownList")
+    if not isinstance(entries, list):
+        raise UpstreamProtocolError("getUsageLimits answer has no usageBreakdownList")
+    credit = next(
+        (e for e in entries if isinstance(e, dict) and e.get("resourceType") == "CREDIT"),
+        next((e for e in entries if isinstance(e, dict)), None),
+    )
+    if credit is None:
+        raise UpstreamProtocolError("getUsageLimits answer has no usage entry")
+    limit = _precise(credit, "usageLimit")
+    used = _precise(credit, "currentUsage")
+    remaining = max(0.0, limit - used)
+    trial = credit.get("freeTrialInfo")
+    if isinstance(trial, dict) and trial.get("freeTrialStatus") == "ACTIVE":
+        trial_limit = _precise(trial, "usageLimit")
+        trial_used = _precise(trial, "currentUsage")
+        limit += trial_limit
+        used += trial_used
+        remaining += max(0.0, trial_limit - trial_used)
+    for bonus in credit.get("bonuses") or ():
+        if isinstance(bonus, dict) and bonus.get("status") == "ACTIVE":
+            bonus_limit = _precise(bonus, "usageLimit")
+            bonus_used = _precise(bonus, "currentUsage")
+            limit += bonus_limit
+            used += bonus_used
+            remaining += max(0.0, bonus_limit - bonus_used)
+    reset = credit.get("nextDateReset", doc.get("nextDateReset"))
+    subscription = doc.get("subscriptionInfo")
+    user = doc.get("userInfo")
+    return UsageSnapshot(
+        remaining=round(remaining, 4),
+        limit=round(limit, 4),
+        used=round(used, 4),
+        resets_at=_number(reset) or None,
+        subscription=str(subscription.get("subscriptionTitle"))
+        if isinstance(subscription, dict) and subscription.get("subscriptionTitle")
+        else None,
+        email=str(user["email"]) if isinstance(user, dict) and user.get("email") else None,
+    )

@@ -1,0 +1,410 @@
+"""The fake's request validator: one accepted and one rejected body per rule."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import random
+from typing import Any
+
+import pytest
+from fake_bodies import PNG, SONNET, assistant, body, encode, result, tool, use, user
+
+from kirod.testing.fake_kiro.catalog import DEFAULT_MODELS
+from kirod.testing.fake_kiro.script import ChatRequest, Latency, Script, plan_stream
+from kirod.testing.fake_kiro.validate import (
+    MAX_BODY_BYTES,
+    RULES,
+    estimate_tokens,
+    reasoning_signature,
+    validate_chat,
+)
+
+TINY = dataclasses.replace(DEFAULT_MODELS[0], model_id="tiny", max_input_tokens=100)
+MODELS = {model.model_id: model for model in (*DEFAULT_MODELS, TINY)}
+
+WEATHER = [tool()]
+TOOL_TURN = [user("Weather?", tools=WEATHER), assistant("Checking.", uses=[use("t1")])]
+
+
+def answered(*results: dict[str, Any], tools: list[dict[str, Any]] = WEATHER) -> dict[str, Any]:
+    """A body whose current message answers TOOL_TURN's tool use."""
+    return body(user("", tools=tools, results=results), TOOL_TURN)
+
+
+def sized(size: int) -> bytes:
+    """A valid body of exactly `size` bytes."""
+    skeleton = encode(body(user("", model="auto")))
+    filler = "a" * (size - len(skeleton))
+    return encode(body(user(filler, model="auto")))
+
+
+def reasoning(content: dict[str, Any]) -> dict[str, Any]:
+    return body(user("Go on"), [user("Think"), assistant("Done.", reasoningContent=content)])
+
+
+SIGNED = {"reasoningText": {"text": "Let me see.", "signature": reasoning_signature("Let me see.")}}
+
+
+def without_trigger() -> dict[str, Any]:
+    data = body()
+    del data["conversationState"]["chatTriggerType"]
+    return data
+
+
+# (rule, case id, accepted body, rejected body); bodies are dicts or raw bytes.
+CASES: list[tuple[str, str, Any, Any]] = [
+    ("body_too_large", "600000 bytes", sized(MAX_BODY_BYTES), sized(MAX_BODY_BYTES + 1)),
+    ("malformed_json", "not json", body(), b'{"conversationState":'),
+    ("malformed_json", "array", body(), b"[]"),
+    ("malformed_field", "content not a string", body(user("Hi")), body(user(42))),
+    (
+        "malformed_field",
+        "history entry with two roles",
+        body(),
+        body(history=[{**user(), **assistant()}]),
+    ),
+    (
+        "missing_current_message",
+        "no currentMessage",
+        body(),
+        {"conversationState": {"chatTriggerType": "MANUAL"}},
+    ),
+    ("missing_current_message", "no conversationState", body(), {"profileArn": "x"}),
+    ("current_not_user", "assistant current", body(), body(assistant("Prefill"))),
+    (
+        "invalid_model_id",
+        "unknown model",
+        body(user(model="claude-opus-4.7")),
+        body(user(model="claude-opus-9")),
+    ),
+    ("invalid_chat_trigger_type", "AUTO", body(trigger="INLINE_CHAT"), body(trigger="AUTO")),
+    (
+        "invalid_chat_trigger_type",
+        "missing",
+        body(trigger="DIAGNOSTIC"),
+        without_trigger(),
+    ),
+    (
+        "history_starts_with_assistant",
+        "assistant first",
+        body(history=[user(), assistant()]),
+        body(history=[assistant(), user(), assistant()]),
+    ),
+    (
+        "history_not_alternating",
+        "two assistants",
+        body(history=[user(), assistant(), user("More"), assistant()]),
+        body(history=[user(), assistant(), assistant()]),
+    ),
+    (
+        "history_ends_with_user",
+        "trailing user",
+        body(history=[user(), assistant()]),
+        body(history=[user(), assistant(), user("More")]),
+    ),
+    (
+        "empty_assistant_content",
+        "toolUses only",
+        answered(result("t1")),
+        body(
+            user("", tools=WEATHER, results=[result("t1")]),
+            [user("Weather?", tools=WEATHER), assistant("", uses=[use("t1")])],
+        ),
+    ),
+    (
+        "empty_assistant_content",
+        "plain",
+        body(history=[user(), assistant(" ")]),
+        body(history=[user(), assistant("")]),
+    ),
+    ("empty_user_content", "no tool results", answered(result("t1")), body(user(""))),
+    (
+        "malformed_field",
+        "tool result content not blocks",
+        answered(result("t1")),
+        answered({"toolUseId": "t1", "content": "Sunny"}),
+    ),
+    (
+        "malformed_field",
+        "tool result status",
+        answered({**result("t1"), "status": "error"}),
+        answered({**result("t1"), "status": "failed"}),
+    ),
+    (
+        "thinking_tags_on_tool_results",
+        "tags with results",
+        body(user("<thinking_mode>enabled</thinking_mode>Weather?", tools=WEATHER)),
+        body(
+            user("<thinking_mode>enabled</thinking_mode>", tools=WEATHER, results=[result("t1")]),
+            TOOL_TURN,
+        ),
+    ),
+    (
+        "cache_point_in_tools",
+        "cachePoint element",
+        body(user(tools=WEATHER)),
+        body(user(tools=[*WEATHER, {"cachePoint": {"type": "default"}}])),
+    ),
+    (
+        "tool_name_too_long",
+        "65 characters",
+        body(user(tools=[tool("t" * 64)])),
+        body(user(tools=[tool("t" * 65)])),
+    ),
+    (
+        "invalid_tool_schema",
+        "null required",
+        body(user(tools=[tool(schema={"type": "object", "required": []})])),
+        body(user(tools=[tool(schema={"type": "object", "required": None})])),
+    ),
+    (
+        "invalid_tool_schema",
+        "type list",
+        body(
+            user(
+                tools=[tool(schema={"type": "object", "properties": {"type": {"type": "string"}}})]
+            )
+        ),
+        body(
+            user(
+                tools=[
+                    tool(
+                        schema={
+                            "type": "object",
+                            "properties": {"x": {"type": ["string", "integer"]}},
+                        }
+                    )
+                ]
+            )
+        ),
+    ),
+    (
+        "tool_results_without_tools",
+        "no tools",
+        answered(result("t1")),
+        answered(result("t1"), tools=[]),
+    ),
+    (
+        "duplicate_tool_result",
+        "same id twice",
+        answered(result("t1")),
+        answered(result("t1"), result("t1")),
+    ),
+    (
+        "orphan_tool_result",
+        "unknown id",
+        answered(result("t1")),
+        answered(result("t1"), result("t9")),
+    ),
+    (
+        "orphan_tool_result",
+        "no preceding assistant",
+        body(user("Hi", tools=WEATHER)),
+        body(user("", tools=WEATHER, results=[result("t1")])),
+    ),
+    (
+        "unanswered_tool_use",
+        "no results",
+        answered(result("t1")),
+        body(user("Next", tools=WEATHER), TOOL_TURN),
+    ),
+    (
+        "undeclared_history_tool",
+        "not declared",
+        body(user("", tools=[tool("Get_Weather")], results=[result("t1")]), TOOL_TURN),
+        body(user("", tools=[tool("read_file")], results=[result("t1")]), TOOL_TURN),
+    ),
+    (
+        "tool_input_not_object",
+        "input string",
+        answered(result("t1")),
+        body(
+            user("", tools=WEATHER, results=[result("t1")]),
+            [user("Weather?"), assistant("On it.", uses=[use("t1", arguments='{"city":"Paris"}')])],
+        ),
+    ),
+    (
+        "empty_input_key",
+        "nested empty key",
+        body(
+            user("", tools=WEATHER, results=[result("t1")]),
+            [user("Weather?"), assistant("On it.", uses=[use("t1", arguments={"a": {"b": 1}})])],
+        ),
+        body(
+            user("", tools=WEATHER, results=[result("t1")]),
+            [user("Weather?"), assistant("On it.", uses=[use("t1", arguments={"a": {"": 1}})])],
+        ),
+    ),
+    (
+        "misplaced_images",
+        "in context",
+        body(user(images=[PNG])),
+        body(user(userInputMessageContext={"images": [PNG]})),
+    ),
+    (
+        "misplaced_images",
+        "in tool result",
+        answered(result("t1")),
+        answered({"toolUseId": "t1", "content": [{"image": PNG}], "status": "success"}),
+    ),
+    (
+        "misplaced_images",
+        "on assistant",
+        body(history=[user(images=[PNG]), assistant()]),
+        body(history=[user(), assistant(images=[PNG])]),
+    ),
+    (
+        "invalid_image",
+        "media type as format",
+        body(user(images=[PNG])),
+        body(user(images=[{**PNG, "format": "image/png"}])),
+    ),
+    (
+        "images_unsupported",
+        "text-only model",
+        body(user(model="deepseek-3.2")),
+        body(user(model="deepseek-3.2", images=[PNG])),
+    ),
+    (
+        "unsupported_request_fields",
+        "4.5 rejects any",
+        body(
+            user(model="claude-opus-4.7"),
+            additionalModelRequestFields={"output_config": {"effort": "high"}},
+        ),
+        body(
+            user(model=SONNET), additionalModelRequestFields={"output_config": {"effort": "high"}}
+        ),
+    ),
+    (
+        "unsupported_request_fields",
+        "gpt rejects output_config",
+        body(
+            user(model="gpt-5.6-sol"), additionalModelRequestFields={"reasoning": {"effort": "max"}}
+        ),
+        body(
+            user(model="gpt-5.6-sol"),
+            additionalModelRequestFields={"output_config": {"effort": "max"}},
+        ),
+    ),
+    (
+        "unsupported_request_fields",
+        "unknown effort",
+        body(
+            user(model="claude-sonnet-4.6"),
+            additionalModelRequestFields={"thinking": {"type": "adaptive"}},
+        ),
+        body(
+            user(model="claude-sonnet-4.6"),
+            additionalModelRequestFields={"output_config": {"effort": "extreme"}},
+        ),
+    ),
+    ("flat_reasoning_content", "flat", reasoning(SIGNED), reasoning(SIGNED["reasoningText"])),
+    (
+        "reasoning_signature_invalid",
+        "wrong signature",
+        reasoning({"redactedContent": "b3BhcXVl"}),
+        reasoning(
+            {
+                "reasoningText": {
+                    "text": "Let me see!",
+                    "signature": SIGNED["reasoningText"]["signature"],
+                }
+            }
+        ),
+    ),
+    (
+        "reasoning_signature_invalid",
+        "unsigned",
+        reasoning(SIGNED),
+        reasoning({"reasoningText": {"text": "Let me see."}}),
+    ),
+    (
+        "context_too_long",
+        "tiny window",
+        body(user("a" * 100, model="tiny")),
+        body(user("a" * 1000, model="tiny")),
+    ),
+]
+
+
+def as_bytes(value: Any) -> bytes:
+    return value if isinstance(value, bytes) else encode(value)
+
+
+@pytest.mark.parametrize(
+    ("rule", "good", "bad"),
+    [pytest.param(rule, good, bad, id=f"{rule}: {case}") for rule, case, good, bad in CASES],
+)
+def test_rule(rule: str, good: Any, bad: Any) -> None:
+    assert validate_chat(as_bytes(good), MODELS) is None
+    rejection = validate_chat(as_bytes(bad), MODELS)
+    assert rejection is not None
+    assert rejection.rule == rule
+    expected = RULES[rule]
+    assert (rejection.status, rejection.body, rejection.error_type) == (
+        expected.status,
+        expected.body,
+        expected.error_type,
+    )
+
+
+def test_every_rule_has_a_case() -> None:
+    assert {rule for rule, *_ in CASES} == set(RULES)
+
+
+def test_malformed_requests_get_the_services_unhelpful_answer() -> None:
+    rejection = validate_chat(encode(body(trigger="AUTO")), MODELS)
+    assert rejection is not None
+    assert rejection.status == 400
+    assert json.dumps(rejection.body) == '{"message": "Improperly formed request.", "reason": null}'
+    assert rejection.error_type == "ValidationException"
+
+
+def test_special_reasons() -> None:
+    reasons = {name: rule.body.get("reason") for name, rule in RULES.items()}
+    assert reasons["invalid_model_id"] == "INVALID_MODEL_ID"
+    assert reasons["context_too_long"] == "CONTENT_LENGTH_EXCEEDS_THRESHOLD"
+    assert RULES["context_too_long"].body["message"] == "Input is too long."
+    assert reasons["flat_reasoning_content"] == "REQUEST_BODY_INVALID"
+    assert reasons["reasoning_signature_invalid"] == "THINKING_SIGNATURE_INVALID"
+
+
+def test_token_estimate_counts_string_characters_without_images() -> None:
+    state = {"content": "a" * 39, "images": [{"source": {"bytes": "x" * 10_000}}]}
+    assert estimate_tokens(state) == 12  # (7 + 39) / 4, rounded up
+
+
+def test_kiro_cli_shapes_are_accepted() -> None:
+    """kiro-cli sends empty content on tool-result turns and origin KIRO_CLI."""
+    current = user("", tools=WEATHER, results=[result("t1")], origin="KIRO_CLI")
+    assert validate_chat(encode(body(current, TOOL_TURN)), MODELS) is None
+
+
+def mutations(value: Any, rng: random.Random) -> Any:
+    """`value` with one randomly chosen node replaced by a random JSON value."""
+    replacements: list[Any] = [None, 0, 1.5, "", "x", True, [], {}, [None], {"": None}, ["x"]]
+    if isinstance(value, dict) and value and rng.random() < 0.8:
+        key = rng.choice(list(value))
+        return {**value, key: mutations(value[key], rng)}
+    if isinstance(value, list) and value and rng.random() < 0.8:
+        index = rng.randrange(len(value))
+        return [*value[:index], mutations(value[index], rng), *value[index + 1 :]]
+    return rng.choice(replacements)
+
+
+def test_the_validator_never_crashes() -> None:
+    """Whatever the JSON, the answer is a verdict, never an exception (it runs in a handler),
+    and whatever passes can be answered."""
+    rng = random.Random(20260801)
+    seeds = [good for _, _, good, _ in CASES if isinstance(good, dict)]
+    accepted = 0
+    for _ in range(3000):
+        mutated = mutations(rng.choice(seeds), rng)
+        if validate_chat(encode(mutated), MODELS) is None:
+            accepted += 1
+            model_id = mutated["conversationState"]["currentMessage"]["userInputMessage"]["modelId"]
+            request = ChatRequest.parse(mutated, MODELS[model_id])
+            plan_stream(Script(), request, Latency())
+    assert accepted > 100

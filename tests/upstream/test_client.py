@@ -1,0 +1,397 @@
+"""KiroClient, refresh, login and the token keeper against the fake Kiro service on loopback."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import socket
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+
+from kirod.accounts.account import to_upstream
+from kirod.accounts.tokens import TokenKeeper
+from kirod.canonical.assemble import assemble
+from kirod.canonical.models import catalog_from_list_available_models
+from kirod.storage.accounts import AccountStore
+from kirod.storage.db import Database
+from kirod.tasks import TaskOwner
+from kirod.testing.fake_kiro import (
+    DeviceFlow,
+    DeviceOutcome,
+    FakeKiro,
+    Fault,
+    Reply,
+    Script,
+    TokenSet,
+    ToolCall,
+    running_fake,
+)
+from kirod.upstream import auth, login
+from kirod.upstream.client import ClientOptions, Endpoints, KiroClient, UpstreamAccount
+from kirod.upstream.credentials import AuthKind, Credentials
+from kirod.upstream.errors import (
+    Failure,
+    LoginError,
+    RefreshError,
+    UpstreamError,
+    UpstreamHttpError,
+)
+from kirod.upstream.translate import translate_all
+from kirod.upstream.usage import parse_usage_limits
+
+
+def endpoints(base: str) -> Endpoints:
+    return Endpoints(kiro=base, auth=base, oidc=base)
+
+
+@pytest.fixture
+async def fake() -> AsyncIterator[tuple[FakeKiro, str]]:
+    async with running_fake() as (service, base_url):
+        yield service, base_url
+
+
+@pytest.fixture
+async def client(fake: tuple[FakeKiro, str]) -> AsyncIterator[KiroClient]:
+    async with KiroClient(endpoints(fake[1]), ClientOptions(idle_timeout_s=1.0)) as kiro:
+        yield kiro
+
+
+def account_from(tokens: TokenSet, kind: AuthKind = AuthKind.SOCIAL) -> UpstreamAccount:
+    return UpstreamAccount(
+        id=tokens.account_id,
+        region=tokens.region,
+        auth_region=tokens.region,
+        auth_kind=kind,
+        profile_arn=tokens.profile_arn,
+        credentials=Credentials(
+            access_token=tokens.access_token,
+            refresh_token=tokens.refresh_token,
+            expires_at=tokens.expires_at,
+            client_id=tokens.client_id,
+            client_secret=tokens.client_secret,
+        ),
+    )
+
+
+def chat_body(text: str, tokens: TokenSet, model: str = "claude-sonnet-4.5") -> dict[str, object]:
+    body: dict[str, object] = {
+        "conversationState": {
+            "conversationId": "3f1c1f55-3fd0-4c7d-9d36-2b4a6bd0c9a1",
+            "chatTriggerType": "MANUAL",
+            "currentMessage": {
+                "userInputMessage": {"content": text, "modelId": model, "origin": "AI_EDITOR"}
+            },
+        }
+    }
+    if tokens.profile_arn:
+        body["profileArn"] = tokens.profile_arn
+    return body
+
+
+async def collect(client: KiroClient, account: UpstreamAccount, body: dict[str, object]) -> list:
+    async with client.chat(account, body) as frames:
+        return [frame async for frame in frames]
+
+
+async def test_chat_stream_decodes_to_the_scripted_reply(
+    fake: tuple[FakeKiro, str], client: KiroClient
+) -> None:
+    service, _ = fake
+    tokens = service.issue_social_account()
+    service.enqueue(
+        Reply(text="Hello there, world!", tool_calls=(ToolCall("get_weather", {"city": "Paris"}),))
+    )
+    frames = await collect(client, account_from(tokens), chat_body("hi", tokens))
+    completion = assemble(
+        translate_all(
+            frames,
+            message_id="m1",
+            model="claude-sonnet-4-5",
+            context_window=200_000,
+            input_tokens_estimate=10,
+        )
+    )
+    assert completion.content[0].text == "Hello there, world!"  # type: ignore[union-attr]
+    assert completion.content[1].input == {"city": "Paris"}  # type: ignore[union-attr]
+    recorded = service.requests("chat")[-1]
+    assert recorded.headers["authorization"] == f"Bearer {tokens.access_token}"
+    assert recorded.headers["x-amzn-codewhisperer-optout"] == "true"
+
+
+@pytest.mark.parametrize(
+    ("fault", "failure", "retry_after"),
+    [
+        (Fault.QUOTA_402, Failure.QUOTA, None),
+        (Fault.THROTTLE_429, Failure.THROTTLED, 2.0),
+        (Fault.THROTTLE_429_NO_RETRY_AFTER, Failure.THROTTLED, None),
+        (Fault.CAPACITY_429, Failure.CAPACITY, None),
+        (Fault.SUSPENDED_403, Failure.SUSPENDED, None),
+        (Fault.BEARER_INVALID_403, Failure.BEARER, None),
+        (Fault.SERVER_500, Failure.CAPACITY, None),
+        (Fault.INTERNAL_500, Failure.SERVER, None),
+    ],
+)
+async def test_error_statuses_are_classified(
+    fake: tuple[FakeKiro, str],
+    client: KiroClient,
+    fault: Fault,
+    failure: Failure,
+    retry_after: float | None,
+) -> None:
+    service, _ = fake
+    tokens = service.issue_social_account()
+    service.enqueue(Script(fault=fault))
+    with pytest.raises(UpstreamHttpError) as error:
+        await collect(client, account_from(tokens), chat_body("hi", tokens))
+    assert error.value.failure is failure
+    if retry_after is None:
+        assert fault is Fault.THROTTLE_429 or error.value.retry_after_s is None
+    else:
+        assert error.value.retry_after_s == retry_after
+    api = error.value.to_api_error()
+    assert tokens.access_token not in api.message
+    assert api.status != 401  # never the client's key
+
+
+async def test_rejections_are_classified(fake: tuple[FakeKiro, str], client: KiroClient) -> None:
+    service, _ = fake
+    tokens = service.issue_social_account()
+    account = account_from(tokens)
+    with pytest.raises(UpstreamHttpError) as error:
+        await collect(client, account, chat_body("hi", tokens, model="claude-nonexistent-9"))
+    assert error.value.failure is Failure.INVALID_MODEL
+    with pytest.raises(UpstreamHttpError) as error:
+        await collect(client, account, chat_body("word " * 300_000, tokens))
+    assert error.value.failure in (Failure.CONTEXT_TOO_LONG, Failure.BAD_REQUEST)
+    body = chat_body("hi", tokens)
+    body["conversationState"]["chatTriggerType"] = "AUTO"  # type: ignore[index]
+    with pytest.raises(UpstreamHttpError) as error:
+        await collect(client, account, body)
+    assert error.value.failure is Failure.BAD_REQUEST
+    expired = service.issue_social_account()
+    service.expire_access_token(expired.access_token)
+    with pytest.raises(UpstreamHttpError) as error:
+        await collect(client, account_from(expired), chat_body("hi", expired))
+    assert error.value.failure is Failure.BEARER
+
+
+@pytest.mark.parametrize(
+    ("fault", "failure"),
+    [
+        (Fault.CORRUPT_CRC, Failure.PROTOCOL),
+        (Fault.STALL, Failure.TIMEOUT),
+    ],
+)
+async def test_broken_streams_raise_classified_errors(
+    fake: tuple[FakeKiro, str], client: KiroClient, fault: Fault, failure: Failure
+) -> None:
+    service, _ = fake
+    tokens = service.issue_social_account()
+    service.enqueue(Script(fault=fault, stall_s=3.0))
+    with pytest.raises(UpstreamError) as error:
+        await collect(client, account_from(tokens), chat_body("hi", tokens))
+    assert error.value.failure is failure
+
+
+async def test_connection_cut_mid_stream(fake: tuple[FakeKiro, str], client: KiroClient) -> None:
+    service, _ = fake
+    tokens = service.issue_social_account()
+    service.enqueue(Script(fault=Fault.CONNECTION_CUT))
+    with pytest.raises(UpstreamError) as error:
+        await collect(client, account_from(tokens), chat_body("hi", tokens))
+    assert error.value.failure in (Failure.PROTOCOL, Failure.NETWORK)
+
+
+async def test_connection_refused_is_a_network_failure() -> None:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    async with KiroClient(endpoints(f"http://127.0.0.1:{port}"), ClientOptions()) as kiro:
+        account = UpstreamAccount(
+            id="a",
+            region="us-east-1",
+            auth_region="us-east-1",
+            auth_kind=AuthKind.SOCIAL,
+            profile_arn=None,
+            credentials=Credentials(access_token="x"),
+        )
+        with pytest.raises(UpstreamError) as error:
+            async with kiro.chat(account, {"conversationState": {}}):
+                pass
+    assert error.value.failure is Failure.NETWORK
+
+
+async def test_leaving_early_aborts_the_upstream_stream(
+    fake: tuple[FakeKiro, str], client: KiroClient
+) -> None:
+    service, _ = fake
+    tokens = service.issue_social_account()
+    service.enqueue(Script(reply=Reply(text="x" * 2000), chunk_size=4, delay_between_s=0.01))
+    async with client.chat(account_from(tokens), chat_body("hi", tokens)) as frames:
+        async for _ in frames:
+            break
+    await asyncio.sleep(0.2)
+    assert service.counters().get("streams_completed", 0) == 0
+
+
+async def test_usage_and_models(fake: tuple[FakeKiro, str], client: KiroClient) -> None:
+    service, _ = fake
+    tokens = service.issue_social_account(subscription="KIRO PRO")
+    account = account_from(tokens)
+    snapshot = parse_usage_limits(await client.usage_limits(account))
+    assert snapshot.subscription == "KIRO PRO"
+    assert snapshot.remaining > 0
+    assert snapshot.limit >= snapshot.remaining
+    pages = await client.list_models(account)
+    assert len(pages) > 1  # paged
+    catalog = catalog_from_list_available_models(pages)
+    assert catalog.get("claude-sonnet-4.5") is not None
+
+
+async def test_social_and_oidc_refresh(fake: tuple[FakeKiro, str], client: KiroClient) -> None:
+    service, _ = fake
+    social = service.issue_social_account()
+    refreshed = await auth.refresh(client, account_from(social))
+    assert refreshed.credentials.access_token != social.access_token
+    assert refreshed.profile_arn == social.profile_arn
+    idc = service.issue_idc_account()
+    refreshed = await auth.refresh(client, account_from(idc, AuthKind.BUILDER_ID))
+    assert refreshed.credentials.access_token != idc.access_token
+    assert refreshed.credentials.client_secret == idc.client_secret
+
+
+async def test_invalid_refresh_tokens_are_permanent(
+    fake: tuple[FakeKiro, str], client: KiroClient
+) -> None:
+    service, _ = fake
+    for tokens, kind in (
+        (service.issue_social_account(), AuthKind.SOCIAL),
+        (service.issue_idc_account(), AuthKind.IDC),
+    ):
+        assert tokens.refresh_token is not None
+        service.revoke_refresh_token(tokens.refresh_token)
+        with pytest.raises(RefreshError) as error:
+            await auth.refresh(client, account_from(tokens, kind))
+        assert error.value.permanent
+        assert tokens.refresh_token not in str(error.value)
+
+
+async def test_device_login_pending_slow_down_then_success(
+    fake: tuple[FakeKiro, str], client: KiroClient
+) -> None:
+    service, _ = fake
+    service.set_device_flow(DeviceFlow(pending_polls=2, slow_down_polls=1, interval_s=1))
+    started = await login.start(client)
+    assert started.user_code
+    assert started.verification_uri_complete.startswith("http")
+    assert started.auth_kind is AuthKind.BUILDER_ID
+    interval = started.interval_s
+    results = []
+    for _ in range(6):
+        results.append(await login.poll(client, started))
+        if results[-1] is not None:
+            break
+    assert results[:3] == [None, None, None]  # pending, pending, slow_down
+    credentials = results[-1]
+    assert credentials is not None
+    assert started.interval_s == interval + login.SLOW_DOWN_STEP_S
+    assert credentials.refresh_token
+    assert credentials.client_id == started.client_id
+    account = UpstreamAccount(
+        id="new",
+        region="us-east-1",
+        auth_region="us-east-1",
+        auth_kind=AuthKind.BUILDER_ID,
+        profile_arn=None,
+        credentials=credentials,
+    )
+    snapshot = parse_usage_limits(await client.usage_limits(account))
+    assert snapshot.remaining > 0
+
+
+@pytest.mark.parametrize(
+    ("outcome", "code"),
+    [
+        (DeviceOutcome.ACCESS_DENIED, "access_denied"),
+        (DeviceOutcome.EXPIRED_TOKEN, "expired_token"),
+    ],
+)
+async def test_device_login_denied_or_expired(
+    fake: tuple[FakeKiro, str], client: KiroClient, outcome: DeviceOutcome, code: str
+) -> None:
+    service, _ = fake
+    service.set_device_flow(DeviceFlow(pending_polls=0, outcome=outcome))
+    started = await login.start(client)
+    with pytest.raises(LoginError) as error:
+        await login.poll(client, started)
+    assert error.value.code == code
+
+
+async def test_refresh_is_single_flight_and_persisted(
+    fake: tuple[FakeKiro, str], client: KiroClient, tmp_path: Path
+) -> None:
+    service, _ = fake
+    tokens = service.issue_social_account()
+    async with Database(tmp_path / "kirod.db") as db, TaskOwner("test") as tasks:
+        store = AccountStore(db)
+        record = await store.insert(
+            label="t",
+            auth_kind="social",
+            region="us-east-1",
+            auth_region="us-east-1",
+            credentials=Credentials(
+                access_token=tokens.access_token,
+                refresh_token=tokens.refresh_token,
+                expires_at=1.0,  # long expired: every caller wants a refresh
+            ).to_json(),
+            profile_arn=tokens.profile_arn,
+        )
+        keeper = TokenKeeper(store, client, tasks)
+        account = to_upstream(record)
+        results = await asyncio.gather(*(keeper.fresh(account) for _ in range(50)))
+        assert len(service.requests("social_refresh")) == 1
+        assert keeper.refresh_count == 1
+        assert len({result.credentials.access_token for result in results}) == 1
+        stored = await store.get(record.id)
+        assert stored is not None
+        assert stored.credentials["access_token"] == results[0].credentials.access_token
+        assert stored.generation == record.generation + 1
+
+        # A token Kiro rejected forces one more refresh; callers holding the new one don't.
+        fresh = results[0]
+        again = await asyncio.gather(
+            *(keeper.fresh(fresh, rejected_token=fresh.credentials.access_token) for _ in range(10))
+        )
+        assert len(service.requests("social_refresh")) == 2
+        assert len({item.credentials.access_token for item in again}) == 1
+        await keeper.fresh(fresh, rejected_token=fresh.credentials.access_token)
+        assert len(service.requests("social_refresh")) == 2
+
+
+async def test_permanent_refresh_failure_marks_the_account(
+    fake: tuple[FakeKiro, str], client: KiroClient, tmp_path: Path
+) -> None:
+    service, _ = fake
+    tokens = service.issue_social_account()
+    assert tokens.refresh_token is not None
+    service.revoke_refresh_token(tokens.refresh_token)
+    async with Database(tmp_path / "kirod.db") as db, TaskOwner("test") as tasks:
+        store = AccountStore(db)
+        record = await store.insert(
+            label="t",
+            auth_kind="social",
+            region="us-east-1",
+            auth_region="us-east-1",
+            credentials=Credentials(
+                access_token=tokens.access_token, refresh_token=tokens.refresh_token, expires_at=1.0
+            ).to_json(),
+        )
+        with pytest.raises(RefreshError):
+            await TokenKeeper(store, client, tasks).fresh(to_upstream(record))
+        stored = await store.get(record.id)
+        assert stored is not None
+        assert stored.status == "needs_login"
+        assert stored.status_reason is not None
+        assert tokens.refresh_token not in json.dumps(stored.redacted())
