@@ -20,6 +20,7 @@ API_KEY_FILE = "api-key"
 LOCK_FILE = "kirod.lock"
 DATABASE_FILE = "kirod.db"
 SOCKET_FILE = "kirod.sock"
+INSTALL_KEY_FILE = "install.key"
 
 
 def _home(env: Mapping[str, str]) -> Path:
@@ -80,6 +81,10 @@ class StatePaths:
     @property
     def database(self) -> Path:
         return self.root / DATABASE_FILE
+
+    @property
+    def install_key(self) -> Path:
+        return self.root / INSTALL_KEY_FILE
 
 
 def ensure_private_dir(path: Path) -> None:

@@ -21,7 +21,10 @@ from dataclasses import dataclass
 from aiohttp import web
 
 from kirod import __version__, log
+from kirod.accounts.dispatch import CatalogCache, Dispatcher
+from kirod.accounts.tokens import TokenKeeper
 from kirod.config import ServiceEnv, Settings
+from kirod.daemon.install_key import derive, load_or_create
 from kirod.daemon.lock import InstanceLock
 from kirod.daemon.notify import Notifier
 from kirod.daemon.sockets import bind_tcp, bind_unix, tcp_address
@@ -32,10 +35,12 @@ from kirod.http.services import Services
 from kirod.localapi.schema import Listener, Status
 from kirod.localapi.server import Control, build_control_app
 from kirod.paths import ensure_private_dir
+from kirod.protocols.anthropic import ThinkingSigner
 from kirod.storage.accounts import AccountStore
 from kirod.storage.db import Database
 from kirod.storage.keys import KeyStore
 from kirod.tasks import TaskOwner
+from kirod.upstream.client import ClientOptions, Endpoints, KiroClient
 
 logger = logging.getLogger("kirod.daemon")
 
@@ -158,6 +163,21 @@ async def run(
             accounts = AccountStore(db)
             gate = KeyGate(settings.api_keys)
             await ensure_api_key(settings, KeyStore(db), gate)
+            client = await stack.enter_async_context(
+                KiroClient(
+                    Endpoints(
+                        kiro=settings.kiro_endpoint,
+                        auth=settings.kiro_auth_endpoint,
+                        oidc=settings.oidc_endpoint,
+                    ),
+                    ClientOptions(
+                        proxy_url=settings.proxy_url,
+                        keep_alive=settings.upstream_keep_alive,
+                        idle_timeout_s=settings.stream_idle_timeout_s,
+                        request_timeout_s=settings.request_timeout_s,
+                    ),
+                )
+            )
 
             unix = bind_unix(settings.socket_path)
             stack.callback(unix.close)
@@ -170,6 +190,14 @@ async def run(
             )
 
             background = await stack.enter_async_context(TaskOwner("daemon"))
+            keeper = TokenKeeper(accounts, client, background, settings.refresh_window_s)
+            dispatcher = Dispatcher(
+                accounts,
+                client,
+                keeper,
+                CatalogCache(client),
+                parameter_policy="error" if settings.parameter_policy == "error" else "drop",
+            )
 
             def status() -> Status:
                 return Status(
@@ -182,7 +210,7 @@ async def run(
                 )
 
             control_runner = web.AppRunner(
-                build_control_app(Control(status=status)),
+                build_control_app(Control(status=status), accounts),
                 handle_signals=False,
                 access_log=None,
                 shutdown_timeout=settings.shutdown_drain_s,
@@ -191,7 +219,15 @@ async def run(
             stack.push_async_callback(control_runner.cleanup)
             await web.SockSite(control_runner, unix.sock).start()
 
-            services = Services(settings=settings, db=db, accounts=accounts, gate=gate)
+            install_key = load_or_create(settings.state.install_key)
+            services = Services(
+                settings=settings,
+                db=db,
+                accounts=accounts,
+                gate=gate,
+                dispatcher=dispatcher,
+                signer=ThinkingSigner(derive(install_key, "anthropic-thinking-signature")),
+            )
             public_runner = web.AppRunner(
                 build_public_app(services, extra_routes),
                 handle_signals=False,

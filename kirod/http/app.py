@@ -9,7 +9,7 @@ from aiohttp import web
 from aiohttp.typedefs import Middleware
 
 from kirod.http.ingress import Handler, add_request_id_header, make_ingress
-from kirod.http.routes import health
+from kirod.http.routes import health, messages
 from kirod.http.services import SERVICES, Services
 
 # Paths served without an API key.
@@ -25,6 +25,8 @@ class Route:
 ROUTES: tuple[Route, ...] = (
     Route("/health", {"GET": health.health, "HEAD": health.health}),
     Route("/ready", {"GET": health.ready}),
+    Route("/v1/messages", {"POST": messages.create_message}),
+    Route("/v1/messages/count_tokens", {"POST": messages.count_tokens}),
 )
 
 

@@ -6,8 +6,10 @@ from dataclasses import dataclass
 
 from aiohttp import web
 
+from kirod.accounts.dispatch import Dispatcher
 from kirod.config import Settings
 from kirod.http.auth import KeyGate
+from kirod.protocols.anthropic import ThinkingSigner
 from kirod.storage.accounts import AccountStore
 from kirod.storage.db import Database
 
@@ -18,6 +20,8 @@ class Services:
     db: Database
     accounts: AccountStore
     gate: KeyGate
+    dispatcher: Dispatcher
+    signer: ThinkingSigner
 
 
 SERVICES = web.AppKey("services", Services)

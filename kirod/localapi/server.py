@@ -9,7 +9,10 @@ from dataclasses import dataclass
 from aiohttp import web
 
 from kirod import log
+from kirod.localapi import accounts
+from kirod.localapi.accounts import ACCOUNTS, ControlError
 from kirod.localapi.schema import PREFIX, Status, error_body
+from kirod.storage.accounts import AccountStore
 
 logger = logging.getLogger("kirod.localapi")
 
@@ -40,6 +43,8 @@ async def guard(request: web.Request, handler: Handler) -> web.StreamResponse:
         return _error(403, "forbidden", "requests from a browser context are refused")
     try:
         return await handler(request)
+    except ControlError as exc:
+        return _error(exc.status, exc.code, exc.message)
     except web.HTTPMethodNotAllowed as exc:
         allowed = ", ".join(sorted(exc.allowed_methods))
         return _error(405, "method_not_allowed", f"allowed: {allowed}", {"Allow": allowed})
@@ -56,8 +61,13 @@ async def status(request: web.Request) -> web.Response:
     return web.json_response(request.app[CONTROL].status().to_json())
 
 
-def build_control_app(control: Control) -> web.Application:
-    app = web.Application(middlewares=[guard], client_max_size=1024 * 1024)
+def build_control_app(control: Control, account_store: AccountStore) -> web.Application:
+    app = web.Application(middlewares=[guard], client_max_size=accounts.MAX_IMPORT_BYTES * 2)
     app[CONTROL] = control
+    app[ACCOUNTS] = account_store
     app.router.add_get(PREFIX + "/status", status)
+    app.router.add_get(PREFIX + "/accounts", accounts.list_accounts)
+    app.router.add_post(PREFIX + "/accounts/import", accounts.import_accounts)
+    app.router.add_get(PREFIX + "/accounts/{account_id}", accounts.get_account)
+    app.router.add_delete(PREFIX + "/accounts/{account_id}", accounts.remove_account)
     return app

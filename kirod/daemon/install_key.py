@@ -1,0 +1,45 @@
+"""The per-install secret: 32 random bytes in the state dir (0600), created on first start.
+
+Purpose-specific keys are derived from it (HMAC-SHA256 of a label), so a key used to sign
+thinking blocks is never the one that encrypts reasoning.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import os
+import secrets
+from pathlib import Path
+
+from kirod.errors import StartupError
+
+KEY_BYTES = 32
+
+
+def load_or_create(path: Path) -> bytes:
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        data = b""
+    except OSError as exc:
+        raise StartupError(f"cannot read the install key {path}: {exc.strerror}") from None
+    if len(data) == KEY_BYTES:
+        return data
+    if data:
+        raise StartupError(f"the install key {path} is damaged; remove it to create a new one")
+    data = secrets.token_bytes(KEY_BYTES)
+    old = os.umask(0o077)
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except OSError as exc:
+        raise StartupError(f"cannot create the install key {path}: {exc.strerror}") from None
+    finally:
+        os.umask(old)
+    with os.fdopen(fd, "wb") as handle:
+        handle.write(data)
+    return data
+
+
+def derive(secret: bytes, purpose: str) -> bytes:
+    return hmac.new(secret, purpose.encode(), hashlib.sha256).digest()

@@ -1,0 +1,52 @@
+"""Anthropic Messages: `POST /v1/messages` and `POST /v1/messages/count_tokens`."""
+
+from __future__ import annotations
+
+from aiohttp import web
+
+from kirod.canonical.tokens import estimate_request_tokens
+from kirod.http.body import read_json
+from kirod.http.ingress import REQUEST_ID
+from kirod.http.services import SERVICES
+from kirod.http.streaming import collect, stream_sse
+from kirod.protocols.anthropic import (
+    MessagesStreamEncoder,
+    decode_count_tokens,
+    decode_messages,
+    message_json,
+)
+
+
+async def create_message(request: web.Request) -> web.StreamResponse:
+    services = request.app[SERVICES]
+    body = await read_json(request, services.settings.max_request_body_bytes)
+    canonical = decode_messages(
+        body, request.headers, request_id=request[REQUEST_ID], signer=services.signer
+    )
+    async with services.dispatcher.open(canonical) as dispatch:
+        if canonical.stream:
+            encoder = MessagesStreamEncoder(
+                message_id=dispatch.message_id,
+                model=canonical.model,
+                signer=services.signer,
+                request_id=request[REQUEST_ID],
+            )
+            return await stream_sse(
+                request, dispatch.events, encoder.feed, heartbeat=encoder.ping()
+            )
+        completion = await collect(dispatch.events)
+    return web.json_response(
+        message_json(
+            completion,
+            message_id=dispatch.message_id,
+            model=canonical.model,
+            signer=services.signer,
+        )
+    )
+
+
+async def count_tokens(request: web.Request) -> web.Response:
+    services = request.app[SERVICES]
+    body = await read_json(request, services.settings.max_request_body_bytes)
+    canonical = decode_count_tokens(body, request.headers, request[REQUEST_ID], services.signer)
+    return web.json_response({"input_tokens": estimate_request_tokens(canonical)})

@@ -1,0 +1,497 @@
+"""Anthropic Messages requests → CanonicalRequest.
+
+Validation follows the API's shapes and reports the first problem as a 400 whose message and
+`param` name the field path (`messages.2.content.0.source.type`). Unknown keys are ignored, so
+newer clients keep working; known keys with the wrong type are errors. Capabilities kirod cannot
+provide (server tools, forced tool choice, URL and file sources, documents, structured output,
+MCP servers) are refused with code `unsupported_capability` rather than approximated.
+
+Accepted and deliberately without effect: `cache_control` anywhere, `context_management`,
+`disable_parallel_tool_use`, and the tool flags `defer_loading`, `strict`,
+`eager_input_streaming` and `input_examples` (every declared tool is offered to the model).
+
+Thinking blocks in history are replayed only if kirod signed them (see `signatures`); foreign or
+altered ones are dropped, never forwarded.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+from collections.abc import Mapping
+from typing import Any, Final, NoReturn, get_args
+
+from kirod.canonical.request import (
+    Block,
+    CanonicalRequest,
+    ClientProtocol,
+    Effort,
+    ImageBlock,
+    Message,
+    Reasoning,
+    RedactedThinkingBlock,
+    Role,
+    Sampling,
+    TextBlock,
+    ThinkingBlock,
+    ToolChoice,
+    ToolChoiceMode,
+    ToolResultBlock,
+    ToolSpec,
+    ToolUseBlock,
+)
+from kirod.errors import ApiError, ErrorKind
+from kirod.protocols.anthropic.signatures import ThinkingSigner
+
+UNSUPPORTED: Final = "unsupported_capability"
+IMAGE_MEDIA_TYPES: Final = frozenset({"image/png", "image/jpeg", "image/gif", "image/webp"})
+EMPTY_SCHEMA: Final[Mapping[str, Any]] = {"type": "object", "properties": {}}
+
+_EFFORTS: Final[frozenset[str]] = frozenset(get_args(Effort))
+_DISPLAYS: Final = frozenset({"summarized", "omitted"})
+_ROLES: Final = {"user": Role.USER, "assistant": Role.ASSISTANT}
+_TOOL_CHOICES: Final = {mode.value: mode for mode in ToolChoiceMode}
+_SERVER_BLOCKS: Final = frozenset(
+    {
+        "server_tool_use",
+        "web_search_tool_result",
+        "web_fetch_tool_result",
+        "code_execution_tool_result",
+        "bash_code_execution_tool_result",
+        "text_editor_code_execution_tool_result",
+        "tool_search_tool_result",
+        "mcp_tool_use",
+        "mcp_tool_result",
+        "container_upload",
+    }
+)
+_ASSISTANT_ONLY: Final = frozenset({"tool_use", "thinking", "redacted_thinking"})
+
+_SESSION_HEADER: Final = "x-claude-code-session-id"
+_AGENT_HEADER: Final = "x-claude-code-agent-id"
+_AFFINITY_HEADERS: Final = ("x-session-affinity", "x-session-id")
+
+
+def decode_messages(
+    body: object,
+    headers: Mapping[str, str],
+    *,
+    request_id: str,
+    signer: ThinkingSigner,
+    stream_default: bool = False,
+) -> CanonicalRequest:
+    """A `POST /v1/messages` body; `stream_default` applies when the body omits `stream`."""
+    root = _root(body)
+    request = _decode(root, headers, request_id, signer, stream_default, counting=False)
+    if request.tool_choice.mode in (ToolChoiceMode.ANY, ToolChoiceMode.TOOL):
+        _unsupported(
+            "tool_choice.type",
+            f"'{request.tool_choice.mode.value}' (forcing a tool call) is not supported; "
+            "use 'auto' or 'none'",
+        )
+    return request
+
+
+def decode_count_tokens(
+    body: object, headers: Mapping[str, str], request_id: str, signer: ThinkingSigner
+) -> CanonicalRequest:
+    """A `POST /v1/messages/count_tokens` body: a Messages body without `max_tokens`.
+
+    A forced tool choice is counted rather than refused: counting needs no way to force it.
+    """
+    return _decode(_root(body), headers, request_id, signer, False, counting=True)
+
+
+def _root(body: object) -> Mapping[str, Any]:
+    if not isinstance(body, Mapping):
+        raise ApiError(ErrorKind.INVALID_REQUEST, "request body must be a JSON object")
+    return body
+
+
+def _decode(
+    root: Mapping[str, Any],
+    headers: Mapping[str, str],
+    request_id: str,
+    signer: ThinkingSigner,
+    stream_default: bool,
+    *,
+    counting: bool,
+) -> CanonicalRequest:
+    _refuse_unsupported_top_level(root)
+    max_tokens = root.get("max_tokens")
+    if max_tokens is not None or not counting:
+        max_tokens = _positive_int(max_tokens, "max_tokens")
+    stream = root.get("stream")
+    return CanonicalRequest(
+        request_id=request_id,
+        protocol=ClientProtocol.ANTHROPIC_MESSAGES,
+        model=_nonempty_string(root.get("model"), "model"),
+        messages=_messages(root.get("messages"), signer),
+        system=_system(root.get("system")),
+        tools=_tools(root.get("tools")),
+        tool_choice=_tool_choice(root.get("tool_choice")),
+        reasoning=_reasoning(root.get("thinking"), root.get("output_config")),
+        max_output_tokens=max_tokens,
+        stop_sequences=_stop_sequences(root.get("stop_sequences")),
+        sampling=Sampling(
+            temperature=_unit_number(root.get("temperature"), "temperature"),
+            top_p=_unit_number(root.get("top_p"), "top_p"),
+            top_k=_top_k(root.get("top_k")),
+        ),
+        affinity_key=_affinity_key(headers),
+        stream=stream_default if stream is None else _bool(stream, "stream"),
+        metadata=_metadata(root.get("metadata")),
+    )
+
+
+def _affinity_key(headers: Mapping[str, str]) -> str | None:
+    """The conversation key for account stickiness, from the headers clients send.
+
+    Claude Code: its session id, joined with the agent id for subagents; opencode:
+    `x-session-affinity`, else `x-session-id`. Header names match case-insensitively.
+    """
+    lowered = {name.lower(): value for name, value in headers.items()}
+    if session := lowered.get(_SESSION_HEADER):
+        agent = lowered.get(_AGENT_HEADER)
+        return f"{session}:{agent}" if agent else session
+    for name in _AFFINITY_HEADERS:
+        if value := lowered.get(name):
+            return value
+    return None
+
+
+# -- errors and primitives -------------------------------------------------------------------------
+
+
+def _invalid(path: str, problem: str) -> NoReturn:
+    raise ApiError(ErrorKind.INVALID_REQUEST, f"{path}: {problem}", param=path)
+
+
+def _unsupported(path: str, problem: str) -> NoReturn:
+    raise ApiError(ErrorKind.INVALID_REQUEST, f"{path}: {problem}", code=UNSUPPORTED, param=path)
+
+
+def _object(value: object, path: str) -> Mapping[str, Any]:
+    if not isinstance(value, Mapping):
+        _invalid(path, "must be an object")
+    return value
+
+
+def _list(value: object, path: str) -> list[Any]:
+    if not isinstance(value, list):
+        _invalid(path, "must be an array")
+    return value
+
+
+def _string(value: object, path: str) -> str:
+    if not isinstance(value, str):
+        _invalid(path, "must be a string")
+    return value
+
+
+def _nonempty_string(value: object, path: str) -> str:
+    text = _string(value, path)
+    if not text:
+        _invalid(path, "must not be empty")
+    return text
+
+
+def _bool(value: object, path: str) -> bool:
+    if not isinstance(value, bool):
+        _invalid(path, "must be a boolean")
+    return value
+
+
+def _int(value: object, path: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        _invalid(path, "must be an integer")
+    return value
+
+
+def _positive_int(value: object, path: str) -> int:
+    if value is None:
+        _invalid(path, "is required")
+    number = _int(value, path)
+    if number < 1:
+        _invalid(path, "must be at least 1")
+    return number
+
+
+def _unit_number(value: object, path: str) -> float | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        _invalid(path, "must be a number")
+    if not 0 <= value <= 1:
+        _invalid(path, "must be between 0 and 1")
+    return float(value)
+
+
+def _top_k(value: object) -> int | None:
+    if value is None:
+        return None
+    number = _int(value, "top_k")
+    if number < 0:
+        _invalid("top_k", "must not be negative")
+    return number
+
+
+def _type_of(block: Mapping[str, Any], path: str) -> str:
+    return _string(block.get("type"), f"{path}.type")
+
+
+# -- top level -------------------------------------------------------------------------------------
+
+
+def _refuse_unsupported_top_level(root: Mapping[str, Any]) -> None:
+    if root.get("mcp_servers"):
+        _unsupported("mcp_servers", "MCP servers are not supported; declare the tools instead")
+    if root.get("output_format") is not None:
+        _unsupported("output_format", "structured output is not supported")
+    context = root.get("context_management")
+    if context is not None:
+        _object(context, "context_management")
+
+
+def _system(value: object) -> tuple[str, ...]:
+    if value is None:
+        return ()
+    if isinstance(value, str):
+        return (value,) if value else ()
+    texts: list[str] = []
+    for i, block in enumerate(_list(value, "system")):
+        path = f"system.{i}"
+        block = _object(block, path)
+        if _type_of(block, path) != "text":
+            _invalid(f"{path}.type", "system blocks must be of type 'text'")
+        texts.append(_string(block.get("text"), f"{path}.text"))
+    return tuple(texts)
+
+
+def _stop_sequences(value: object) -> tuple[str, ...]:
+    if value is None:
+        return ()
+    return tuple(
+        _string(item, f"stop_sequences.{i}")
+        for i, item in enumerate(_list(value, "stop_sequences"))
+    )
+
+
+def _metadata(value: object) -> dict[str, str]:
+    if value is None:
+        return {}
+    user_id = _object(value, "metadata").get("user_id")
+    return {} if user_id is None else {"user_id": _string(user_id, "metadata.user_id")}
+
+
+def _reasoning(thinking: object, output_config: object) -> Reasoning | None:
+    """`thinking` decides whether to reason; `output_config.effort` tunes it when it does.
+
+    Adaptive thinking without an effort leaves the default to the payload builder, so the
+    default lives in one place.
+    """
+    effort: Effort | None = None
+    if output_config is not None:
+        config = _object(output_config, "output_config")
+        if config.get("format") is not None:
+            _unsupported("output_config.format", "structured output is not supported")
+        if (value := config.get("effort")) is not None:
+            if value not in _EFFORTS:
+                _invalid("output_config.effort", f"must be one of {_choices(_EFFORTS)}")
+            effort = value
+    if thinking is None:
+        return None
+    config = _object(thinking, "thinking")
+    kind = _string(config.get("type"), "thinking.type")
+    display = config.get("display")
+    if display is not None and display not in _DISPLAYS:
+        _invalid("thinking.display", f"must be one of {_choices(_DISPLAYS)}")
+    if kind == "disabled":
+        return None
+    if kind == "enabled":
+        # Anthropic wants at least 1 024; any positive budget is meaningful here.
+        budget = _positive_int(config.get("budget_tokens"), "thinking.budget_tokens")
+        return Reasoning(effort=effort, budget_tokens=budget, summary=display)
+    if kind == "adaptive":
+        return Reasoning(effort=effort, summary=display)
+    _invalid("thinking.type", "must be 'enabled', 'adaptive' or 'disabled'")
+
+
+def _choices(values: frozenset[str]) -> str:
+    return ", ".join(f"'{value}'" for value in sorted(values))
+
+
+# -- tools -----------------------------------------------------------------------------------------
+
+
+def _tools(value: object) -> tuple[ToolSpec, ...]:
+    """Custom tools; a tool with any other `type` is a server tool kirod cannot run.
+
+    Claude Code also sends tools without a schema (its `DeferredToolPlaceholder`); they are custom
+    tools taking no input.
+    """
+    if value is None:
+        return ()
+    tools: list[ToolSpec] = []
+    seen: set[str] = set()
+    for i, item in enumerate(_list(value, "tools")):
+        path = f"tools.{i}"
+        tool = _object(item, path)
+        kind = tool.get("type")
+        if kind is not None and kind != "custom":
+            _unsupported(
+                f"{path}.type",
+                f"tool type '{_string(kind, f'{path}.type')}' is a server tool, which kirod "
+                "cannot run; declare a custom tool (name, description, input_schema) instead",
+            )
+        name = _nonempty_string(tool.get("name"), f"{path}.name")
+        if name in seen:
+            _invalid(f"{path}.name", f"tool name '{name}' is declared twice")
+        seen.add(name)
+        description = tool.get("description")
+        if description is not None:
+            description = _string(description, f"{path}.description")
+        schema = tool.get("input_schema")
+        if schema is not None:
+            schema = _object(schema, f"{path}.input_schema")
+        tools.append(ToolSpec(name, description or "", schema or EMPTY_SCHEMA))
+    return tuple(tools)
+
+
+def _tool_choice(value: object) -> ToolChoice:
+    if value is None:
+        return ToolChoice()
+    choice = _object(value, "tool_choice")
+    kind = _string(choice.get("type"), "tool_choice.type")
+    mode = _TOOL_CHOICES.get(kind)
+    if mode is None:
+        _invalid("tool_choice.type", "must be 'auto', 'none', 'any' or 'tool'")
+    if mode is ToolChoiceMode.TOOL:
+        return ToolChoice(mode, _nonempty_string(choice.get("name"), "tool_choice.name"))
+    return ToolChoice(mode)
+
+
+# -- messages --------------------------------------------------------------------------------------
+
+
+def _messages(value: object, signer: ThinkingSigner) -> tuple[Message, ...]:
+    if value is None:
+        _invalid("messages", "is required")
+    items = _list(value, "messages")
+    if not items:
+        _invalid("messages", "must contain at least one message")
+    messages: list[Message] = []
+    for i, item in enumerate(items):
+        path = f"messages.{i}"
+        message = _object(item, path)
+        role = _ROLES.get(_string(message.get("role"), f"{path}.role"))
+        if role is None:
+            _invalid(f"{path}.role", "must be 'user' or 'assistant'")
+        content = message.get("content")
+        if isinstance(content, str):
+            blocks: tuple[Block, ...] = (TextBlock(content),)
+        else:
+            blocks = _content(_list(content, f"{path}.content"), role, f"{path}.content", signer)
+        messages.append(Message(role, blocks))
+    return tuple(messages)
+
+
+def _content(items: list[Any], role: Role, path: str, signer: ThinkingSigner) -> tuple[Block, ...]:
+    blocks: list[Block] = []
+    for i, item in enumerate(items):
+        block = _block(_object(item, f"{path}.{i}"), role, f"{path}.{i}", signer)
+        if block is not None:
+            blocks.append(block)
+    return tuple(blocks)
+
+
+def _block(block: Mapping[str, Any], role: Role, path: str, signer: ThinkingSigner) -> Block | None:
+    """One content block; None for echoed reasoning kirod did not sign."""
+    kind = _type_of(block, path)
+    if kind in _ASSISTANT_ONLY and role is not Role.ASSISTANT:
+        _invalid(f"{path}.type", f"'{kind}' blocks belong in assistant messages")
+    if kind == "tool_result" and role is not Role.USER:
+        _invalid(f"{path}.type", "'tool_result' blocks belong in user messages")
+    match kind:
+        case "text":
+            return TextBlock(_string(block.get("text"), f"{path}.text"))
+        case "image":
+            return _image(block, path)
+        case "tool_use":
+            return ToolUseBlock(
+                id=_nonempty_string(block.get("id"), f"{path}.id"),
+                name=_nonempty_string(block.get("name"), f"{path}.name"),
+                input=_object(block.get("input"), f"{path}.input"),
+            )
+        case "tool_result":
+            return _tool_result(block, path)
+        case "thinking":
+            return _thinking(block, path, signer)
+        case "redacted_thinking":
+            data = signer.unwrap_redacted(_string(block.get("data"), f"{path}.data"))
+            return None if data is None else RedactedThinkingBlock(data)
+        case "document" | "search_result":
+            _unsupported(f"{path}.type", f"'{kind}' blocks are not supported; send text instead")
+        case _ if kind in _SERVER_BLOCKS:
+            _unsupported(f"{path}.type", f"'{kind}' blocks belong to server tools kirod cannot run")
+        case _:
+            _invalid(f"{path}.type", f"unknown content block type '{kind}'")
+
+
+def _thinking(block: Mapping[str, Any], path: str, signer: ThinkingSigner) -> ThinkingBlock | None:
+    thinking = _string(block.get("thinking"), f"{path}.thinking")
+    verified = signer.verify(thinking, _string(block.get("signature"), f"{path}.signature"))
+    return None if verified is None else ThinkingBlock(thinking, verified.upstream_signature)
+
+
+def _image(block: Mapping[str, Any], path: str) -> ImageBlock:
+    source = _object(block.get("source"), f"{path}.source")
+    kind = _string(source.get("type"), f"{path}.source.type")
+    if kind == "url":
+        _unsupported(f"{path}.source.type", "image URLs are not supported; send base64 data")
+    if kind == "file":
+        _unsupported(f"{path}.source.type", "Files API images are not supported; send base64 data")
+    if kind != "base64":
+        _invalid(f"{path}.source.type", "must be 'base64'")
+    media_type = _string(source.get("media_type"), f"{path}.source.media_type")
+    if media_type not in IMAGE_MEDIA_TYPES:
+        _invalid(f"{path}.source.media_type", f"must be one of {_choices(IMAGE_MEDIA_TYPES)}")
+    data = _nonempty_string(source.get("data"), f"{path}.source.data")
+    try:
+        base64.b64decode(data, validate=True)
+    except (binascii.Error, ValueError):
+        _invalid(f"{path}.source.data", "is not valid base64")
+    return ImageBlock(media_type, data)
+
+
+def _tool_result(block: Mapping[str, Any], path: str) -> ToolResultBlock:
+    tool_use_id = _nonempty_string(block.get("tool_use_id"), f"{path}.tool_use_id")
+    is_error = block.get("is_error")
+    content = block.get("content")
+    parts: list[TextBlock | ImageBlock] = []
+    if isinstance(content, str):
+        if content:
+            parts.append(TextBlock(content))
+    elif content is not None:
+        for i, item in enumerate(_list(content, f"{path}.content")):
+            parts.append(_result_part(_object(item, f"{path}.content.{i}"), f"{path}.content.{i}"))
+    return ToolResultBlock(
+        tool_use_id=tool_use_id,
+        content=tuple(parts),
+        is_error=False if is_error is None else _bool(is_error, f"{path}.is_error"),
+    )
+
+
+def _result_part(part: Mapping[str, Any], path: str) -> TextBlock | ImageBlock:
+    kind = _type_of(part, path)
+    if kind == "text":
+        return TextBlock(_string(part.get("text"), f"{path}.text"))
+    if kind == "image":
+        return _image(part, path)
+    if kind == "tool_reference":
+        # Claude Code's ToolSearch answers with references to deferred tools. Every declared
+        # tool is already offered to the model, so the reference is just the tool's name.
+        return TextBlock(_nonempty_string(part.get("tool_name"), f"{path}.tool_name"))
+    if kind in ("document", "search_result"):
+        _unsupported(f"{path}.type", f"'{kind}' blocks are not supported; send text instead")
+    _invalid(f"{path}.type", "must be 'text', 'image' or 'tool_reference'")

@@ -1,0 +1,371 @@
+"""Anthropic Messages end to end: the official SDK → the real daemon → the fake Kiro service."""
+
+from __future__ import annotations
+
+import base64
+import dataclasses
+import json
+import sys
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import anthropic
+import pytest
+
+from kirod.testing.daemon import DaemonProcess
+from kirod.testing.fake_kiro import FakeKiro, Fault, Reply, Script, ThreadedFake, ToolCall
+
+sys.path.insert(0, str(Path(__file__).parent))
+from kiro_env import import_account, start_daemon
+
+MODEL = "claude-sonnet-4-6"
+PNG_1X1 = base64.b64encode(
+    bytes.fromhex(
+        "89504e470d0a1a0a0000000d4948445200000001000000010806000000"
+        "1f15c4890000000d49444154789c6360000002000100e221bc330000000049454e44ae426082"
+    )
+).decode()
+
+
+@pytest.fixture(scope="module")
+def fake() -> Iterator[ThreadedFake]:
+    with ThreadedFake() as server:
+        yield server
+
+
+@pytest.fixture(scope="module")
+def daemon(fake: ThreadedFake) -> Iterator[DaemonProcess]:
+    root = Path(tempfile.mkdtemp(prefix="kd-"))
+    proc = start_daemon(root, fake)
+    tokens = fake.fake.issue_social_account()
+    import_account(proc, tokens)
+    try:
+        yield proc
+    finally:
+        proc.kill()
+        log = proc.log()
+        for secret in fake.fake.issued_secrets():
+            assert secret not in log
+        assert proc.api_key not in log
+
+
+@pytest.fixture
+def service(fake: ThreadedFake) -> FakeKiro:
+    fake.fake.clear_scripts()
+    fake.fake.clear_requests()
+    return fake.fake
+
+
+@pytest.fixture
+def claude(daemon: DaemonProcess) -> anthropic.Anthropic:
+    return anthropic.Anthropic(base_url=daemon.base_url, api_key=daemon.api_key, max_retries=0)
+
+
+def last_chat(service: FakeKiro) -> dict[str, Any]:
+    body = service.requests("chat")[-1].json
+    assert isinstance(body, dict)
+    return body
+
+
+def test_plain_text(claude: anthropic.Anthropic, service: FakeKiro) -> None:
+    service.enqueue(Reply(text="Hello from Kiro."))
+    message = claude.messages.create(
+        model=MODEL, max_tokens=100, messages=[{"role": "user", "content": "hi"}]
+    )
+    assert message.id.startswith("msg_")
+    assert message.model == MODEL
+    assert [block.type for block in message.content] == ["text"]
+    assert message.content[0].text == "Hello from Kiro."  # type: ignore[union-attr]
+    assert message.stop_reason == "end_turn"
+    assert message.usage.input_tokens > 0
+    assert message.usage.output_tokens > 0
+    sent = last_chat(service)["conversationState"]["currentMessage"]["userInputMessage"]
+    assert sent["content"] == "hi"
+    assert sent["modelId"] == "claude-sonnet-4.6"
+
+
+def test_streaming_text(claude: anthropic.Anthropic, service: FakeKiro) -> None:
+    service.enqueue(Script(reply=Reply(text="one two three four five"), chunk_size=3))
+    with claude.messages.stream(
+        model=MODEL, max_tokens=100, messages=[{"role": "user", "content": "count"}]
+    ) as stream:
+        text = "".join(stream.text_stream)
+        final = stream.get_final_message()
+    assert text == "one two three four five"
+    assert final.content[0].text == text  # type: ignore[union-attr]
+
+
+def test_thinking_then_tool_call_then_tool_result(
+    claude: anthropic.Anthropic, service: FakeKiro
+) -> None:
+    tools: list[Any] = [
+        {
+            "name": "get_weather",
+            "description": "Weather for a city",
+            "input_schema": {"type": "object", "properties": {"city": {"type": "string"}}},
+        }
+    ]
+    service.enqueue(
+        Reply(
+            thinking="The user wants the weather; call the tool.",
+            tool_calls=(ToolCall("get_weather", {"city": "Paris"}),),
+        )
+    )
+    question: Any = {"role": "user", "content": "Weather in Paris?"}
+    with claude.messages.stream(
+        model=MODEL,
+        max_tokens=4000,
+        thinking={"type": "enabled", "budget_tokens": 2048},
+        tools=tools,
+        messages=[question],
+    ) as stream:
+        first = stream.get_final_message()
+    kinds = [block.type for block in first.content]
+    assert kinds == ["thinking", "tool_use"]
+    thinking, tool_use = first.content
+    assert thinking.thinking == "The user wants the weather; call the tool."  # type: ignore[union-attr]
+    assert thinking.signature.startswith("kirod.")  # type: ignore[union-attr]
+    assert tool_use.input == {"city": "Paris"}  # type: ignore[union-attr]
+    assert first.stop_reason == "tool_use"
+    sent = last_chat(service)["conversationState"]["currentMessage"]["userInputMessage"]
+    assert sent["content"].startswith("<thinking_mode>enabled</thinking_mode>")
+
+    service.enqueue(Reply(text="It is sunny in Paris."))
+    second = claude.messages.create(
+        model=MODEL,
+        max_tokens=4000,
+        thinking={"type": "enabled", "budget_tokens": 2048},
+        tools=tools,
+        messages=[
+            question,
+            {"role": "assistant", "content": first.content},  # type: ignore[typeddict-item]
+            {
+                "role": "user",
+                "content": [
+                    {
+                        "type": "tool_result",
+                        "tool_use_id": tool_use.id,  # type: ignore[union-attr]
+                        "content": "18°C and sunny",
+                    }
+                ],
+            },
+        ],
+    )
+    assert second.content[0].text == "It is sunny in Paris."  # type: ignore[union-attr]
+    state = last_chat(service)["conversationState"]
+    assistant = state["history"][-1]["assistantResponseMessage"]
+    assert assistant["toolUses"][0]["toolUseId"] == tool_use.id  # type: ignore[union-attr]
+    result = state["currentMessage"]["userInputMessage"]["userInputMessageContext"]["toolResults"]
+    assert result[0]["toolUseId"] == tool_use.id  # type: ignore[union-attr]
+    assert result[0]["content"] == [{"text": "18°C and sunny"}]
+    assert "The user wants the weather" not in json.dumps(state)  # thinking is not replayed as text
+
+
+def test_tampered_thinking_is_dropped_not_forwarded(
+    claude: anthropic.Anthropic, service: FakeKiro
+) -> None:
+    service.enqueue(Reply(text="ok"))
+    claude.messages.create(
+        model=MODEL,
+        max_tokens=100,
+        messages=[
+            {"role": "user", "content": "a"},
+            {
+                "role": "assistant",
+                "content": [
+                    {"type": "thinking", "thinking": "forged", "signature": "kirod.t1.AAAA"},
+                    {"type": "text", "text": "b"},
+                ],
+            },
+            {"role": "user", "content": "c"},
+        ],
+    )
+    assert "forged" not in json.dumps(last_chat(service))
+
+
+def test_image_and_tool_error_result(claude: anthropic.Anthropic, service: FakeKiro) -> None:
+    service.enqueue(Reply(text="I see a pixel."))
+    claude.messages.create(
+        model=MODEL,
+        max_tokens=100,
+        tools=[{"name": "look", "description": "look", "input_schema": {"type": "object"}}],
+        messages=[
+            {"role": "user", "content": "look"},
+            {
+                "role": "assistant",
+                "content": [{"type": "tool_use", "id": "tooluse_1", "name": "look", "input": {}}],
+            },
+            {
+                "role": "user",
+                "content": [
+                    {
+                        "type": "tool_result",
+                        "tool_use_id": "tooluse_1",
+                        "is_error": True,
+                        "content": "camera offline",
+                    },
+                    {
+                        "type": "image",
+                        "source": {"type": "base64", "media_type": "image/png", "data": PNG_1X1},
+                    },
+                ],
+            },
+        ],
+    )
+    current = last_chat(service)["conversationState"]["currentMessage"]["userInputMessage"]
+    assert current["images"] == [{"format": "png", "source": {"bytes": PNG_1X1}}]
+    result = current["userInputMessageContext"]["toolResults"][0]
+    assert result["status"] == "error"
+
+
+def test_many_tools_with_a_long_name(claude: anthropic.Anthropic, service: FakeKiro) -> None:
+    long_name = "t" * 100
+    tools: list[Any] = [
+        {"name": f"tool_{i}", "description": f"tool {i}", "input_schema": {"type": "object"}}
+        for i in range(24)
+    ]
+    tools.append({"name": long_name, "description": "long", "input_schema": {"type": "object"}})
+    service.enqueue(Reply(text="placeholder"))
+    claude.messages.create(
+        model=MODEL, max_tokens=100, tools=tools, messages=[{"role": "user", "content": "x"}]
+    )
+    context = last_chat(service)["conversationState"]["currentMessage"]["userInputMessage"]
+    sent_tools = [
+        t["toolSpecification"]["name"] for t in context["userInputMessageContext"]["tools"]
+    ]
+    assert len(sent_tools) == 25
+    short = next(name for name in sent_tools if name.startswith("ttt"))
+    assert len(short) <= 64
+
+    service.enqueue(Reply(tool_calls=(ToolCall(short, {"a": 1}),)))
+    message = claude.messages.create(
+        model=MODEL, max_tokens=100, tools=tools, messages=[{"role": "user", "content": "x"}]
+    )
+    assert message.content[0].name == long_name  # type: ignore[union-attr]
+    assert message.content[0].input == {"a": 1}  # type: ignore[union-attr]
+
+
+def test_count_tokens(claude: anthropic.Anthropic) -> None:
+    small = claude.messages.count_tokens(
+        model=MODEL, messages=[{"role": "user", "content": "Hello, Claude"}]
+    )
+    large = claude.messages.count_tokens(
+        model=MODEL, messages=[{"role": "user", "content": "Hello, Claude " * 500}]
+    )
+    assert 0 < small.input_tokens < 30
+    assert large.input_tokens > 50 * small.input_tokens // 10
+
+
+def test_mid_stream_failure_ends_with_an_error_event(
+    claude: anthropic.Anthropic, service: FakeKiro
+) -> None:
+    service.enqueue(
+        Script(reply=Reply(text="partial answer " * 5), fault=Fault.MIDSTREAM_EXCEPTION, fault_at=3)
+    )
+    with (
+        pytest.raises(anthropic.APIStatusError) as error,
+        claude.messages.stream(
+            model=MODEL, max_tokens=100, messages=[{"role": "user", "content": "x"}]
+        ) as stream,
+    ):
+        for _ in stream.text_stream:
+            pass
+    assert error.value.body["type"] == "error"  # type: ignore[index]
+
+
+def test_quota_exhaustion_is_429(claude: anthropic.Anthropic, service: FakeKiro) -> None:
+    service.enqueue(Script(fault=Fault.QUOTA_402))
+    with pytest.raises(anthropic.RateLimitError) as error:
+        claude.messages.create(
+            model=MODEL, max_tokens=100, messages=[{"role": "user", "content": "x"}]
+        )
+    assert error.value.body["error"]["type"] == "rate_limit_error"  # type: ignore[index]
+    assert "MONTHLY_REQUEST_COUNT" in error.value.body["error"]["message"]  # type: ignore[index]
+
+
+def test_context_too_long_tells_the_client_to_compact(
+    claude: anthropic.Anthropic, service: FakeKiro
+) -> None:
+    original = next(model for model in service.models() if model.model_id == "claude-sonnet-4")
+    service.set_model(dataclasses.replace(original, max_input_tokens=2_000))
+    try:
+        with pytest.raises(anthropic.BadRequestError) as error:
+            claude.messages.create(
+                model="claude-sonnet-4",
+                max_tokens=100,
+                messages=[{"role": "user", "content": "lorem ipsum dolor " * 1_000}],
+            )
+    finally:
+        service.set_model(original)
+    assert error.value.body["error"]["type"] == "invalid_request_error"  # type: ignore[index]
+    assert "prompt is too long" in error.value.body["error"]["message"]  # type: ignore[index]
+
+
+def test_payload_over_kiros_size_limit_is_413(
+    claude: anthropic.Anthropic, service: FakeKiro
+) -> None:
+    with pytest.raises(anthropic.APIStatusError) as error:
+        claude.messages.create(
+            model=MODEL,
+            max_tokens=100,
+            messages=[{"role": "user", "content": "lorem ipsum dolor " * 40_000}],
+        )
+    assert error.value.status_code == 413
+    assert error.value.body["error"]["type"] == "request_too_large"  # type: ignore[index]
+    assert service.requests("chat") == []
+
+
+@pytest.mark.parametrize(
+    ("extra", "needle"),
+    [
+        ({"tool_choice": {"type": "any"}}, "not supported"),
+        ({"tools": [{"type": "web_search_20250305", "name": "web_search"}]}, "web_search"),
+        (
+            {
+                "messages": [
+                    {
+                        "role": "user",
+                        "content": [
+                            {"type": "image", "source": {"type": "url", "url": "https://x/y.png"}}
+                        ],
+                    }
+                ]
+            },
+            "image URLs are not supported",
+        ),
+        ({"model": "gpt-nonexistent"}, "gpt-nonexistent"),
+    ],
+)
+def test_rejected_capabilities(
+    claude: anthropic.Anthropic, service: FakeKiro, extra: dict[str, Any], needle: str
+) -> None:
+    request: dict[str, Any] = {
+        "model": MODEL,
+        "max_tokens": 100,
+        "messages": [{"role": "user", "content": "x"}],
+        "tools": [{"name": "a", "description": "a", "input_schema": {"type": "object"}}],
+    }
+    request.update(extra)
+    with pytest.raises(anthropic.BadRequestError) as error:
+        claude.messages.create(**request)
+    assert error.value.body["error"]["type"] == "invalid_request_error"  # type: ignore[index]
+    assert needle in error.value.body["error"]["message"]  # type: ignore[index]
+    assert service.requests("chat") == []
+
+
+def test_expired_access_token_is_refreshed_transparently(
+    claude: anthropic.Anthropic, service: FakeKiro, daemon: DaemonProcess
+) -> None:
+    account = daemon.client.request("GET", "/accounts")["accounts"][0]
+    for record in service.tokens.accounts():
+        service.expire_account_tokens(record.account_id)
+    service.enqueue(Reply(text="after refresh"))
+    message = claude.messages.create(
+        model=MODEL, max_tokens=100, messages=[{"role": "user", "content": "x"}]
+    )
+    assert message.content[0].text == "after refresh"  # type: ignore[union-attr]
+    assert len(service.requests("social_refresh")) == 1
+    after = daemon.client.request("GET", f"/accounts/{account['id']}")
+    assert after["generation"] > account["generation"]
