@@ -184,6 +184,20 @@ OPTIONS: tuple[Option, ...] = (
         False,
     ),
     Option(
+        "responses_retention_s",
+        Kind.FLOAT,
+        "How long stored OpenAI responses (for previous_response_id) are kept.",
+        30 * 24 * 3600.0,
+        minimum=0,
+    ),
+    Option(
+        "responses_max_bytes",
+        Kind.INT,
+        "Total size of stored OpenAI responses; the oldest are dropped beyond it.",
+        256 * 1024 * 1024,
+        minimum=0,
+    ),
+    Option(
         "enable_chat_completions",
         Kind.BOOL,
         "Serve the legacy /v1/chat/completions route.",
@@ -250,6 +264,8 @@ class Settings:
     refresh_window_s: float
     parameter_policy: str
     upstream_keep_alive: bool
+    responses_retention_s: float
+    responses_max_bytes: int
     enable_chat_completions: bool
     proxy_url: str | None = dataclasses.field(repr=False)
     allow_remote: bool

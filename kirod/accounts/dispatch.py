@@ -121,7 +121,8 @@ class Dispatcher:
             raise exc.to_api_error() from None
 
     @contextlib.asynccontextmanager
-    async def open(self, request: CanonicalRequest) -> AsyncIterator[Dispatch]:
+    async def open(self, request: CanonicalRequest, *, tenant: str) -> AsyncIterator[Dispatch]:
+        """Open an upstream exchange for `request` on behalf of API key `tenant`."""
         account = await self._account()
         catalog = await self._catalogs.get(account)
         model = resolve_model(request.model, catalog)

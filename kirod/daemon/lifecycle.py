@@ -87,7 +87,7 @@ async def ensure_api_key(settings: Settings, keys: KeyStore, gate: KeyGate) -> N
     The file is written before the digest is stored: if either step fails the next start tries
     again, and the user is never left with a stored key nobody can read.
     """
-    gate.replace_store_digests(digest for _, digest in await keys.all_hashes())
+    gate.replace_store_digests(await keys.all_hashes())
     if not gate.empty:
         return
     key = new_api_key()
@@ -99,7 +99,7 @@ async def ensure_api_key(settings: Settings, keys: KeyStore, gate: KeyGate) -> N
             f"cannot write the new API key to {settings.api_key_file}: {exc.strerror}"
         ) from None
     await keys.insert("default", key)
-    gate.replace_store_digests(digest for _, digest in await keys.all_hashes())
+    gate.replace_store_digests(await keys.all_hashes())
     log.event(logger, "api_key_created", path=str(settings.api_key_file))
 
 

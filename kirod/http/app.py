@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from aiohttp import web
 from aiohttp.typedefs import Middleware
 
-from kirod.http.ingress import Handler, add_request_id_header, make_ingress
+from kirod.http.ingress import API_KEY_ID, Handler, add_request_id_header, make_ingress
 from kirod.http.routes import health, messages
 from kirod.http.services import SERVICES, Services
 
@@ -34,7 +34,7 @@ def _gate() -> Middleware:
     @web.middleware
     async def gate(request: web.Request, handler: Handler) -> web.StreamResponse:
         if request.path.rstrip("/") not in OPEN_PATHS:
-            request.app[SERVICES].gate.check(request)
+            request[API_KEY_ID] = request.app[SERVICES].gate.check(request)
         return await handler(request)
 
     return gate

@@ -28,28 +28,35 @@ def presented_keys(request: web.Request) -> list[str]:
 
 
 class KeyGate:
-    """Holds the digests of every accepted key: configured ones and those in the store."""
+    """Holds (key id, digest) for every accepted key: configured ones and those in the store.
+
+    A configured key's id is `config-` plus a prefix of its digest, stable across restarts.
+    """
 
     def __init__(self, config_keys: Iterable[str] = ()) -> None:
-        self._config_digests = [hash_key(key) for key in config_keys]
-        self._store_digests: list[str] = []
+        digests = [hash_key(key) for key in config_keys]
+        self._config = [(f"config-{digest[:12]}", digest) for digest in digests]
+        self._store: list[tuple[str, str]] = []
 
-    def replace_store_digests(self, digests: Iterable[str]) -> None:
-        self._store_digests = list(digests)
+    def replace_store_digests(self, keys: Iterable[tuple[str, str]]) -> None:
+        self._store = list(keys)
 
     @property
     def empty(self) -> bool:
-        return not self._config_digests and not self._store_digests
+        return not self._config and not self._store
 
-    def accepts(self, key: str) -> bool:
+    def match(self, key: str) -> str | None:
+        """The id of the key, if accepted."""
         digest = hash_key(key)
         # Compare against every digest without stopping early, so timing does not reveal which.
-        matched = False
-        for known in (*self._config_digests, *self._store_digests):
-            matched |= hmac.compare_digest(digest, known)
-        return matched
+        found: str | None = None
+        for key_id, known in (*self._config, *self._store):
+            if hmac.compare_digest(digest, known):
+                found = key_id
+        return found
 
-    def check(self, request: web.Request) -> None:
+    def check(self, request: web.Request) -> str:
+        """The id of the presented key; raises a 401 `ApiError` otherwise."""
         keys = presented_keys(request)
         if not keys:
             raise ApiError(
@@ -58,10 +65,13 @@ class KeyGate:
                 code="missing_api_key",
                 headers={"WWW-Authenticate": "Bearer"},
             )
-        if not any(self.accepts(key) for key in keys):
-            raise ApiError(
-                ErrorKind.AUTHENTICATION,
-                "invalid API key",
-                code="invalid_api_key",
-                headers={"WWW-Authenticate": "Bearer"},
-            )
+        for key in keys:
+            key_id = self.match(key)
+            if key_id is not None:
+                return key_id
+        raise ApiError(
+            ErrorKind.AUTHENTICATION,
+            "invalid API key",
+            code="invalid_api_key",
+            headers={"WWW-Authenticate": "Bearer"},
+        )

@@ -20,6 +20,7 @@ from kirod.protocols.envelopes import Family, render
 logger = logging.getLogger("kirod.http")
 
 REQUEST_ID = web.RequestKey("request_id", str)
+API_KEY_ID = web.RequestKey("api_key_id", str)  # set by the key gate: the tenant of the request
 CLIENT_CLOSED = 499
 MAX_CORRELATION_ID = 128
 

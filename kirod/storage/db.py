@@ -61,6 +61,20 @@ MIGRATIONS: tuple[str, ...] = (
         revoked_at   REAL
     );
     """,
+    """
+    CREATE TABLE responses (
+        id           TEXT PRIMARY KEY,
+        tenant       TEXT NOT NULL,
+        created_at   REAL NOT NULL,
+        model        TEXT NOT NULL,
+        previous_id  TEXT,
+        response     TEXT NOT NULL,
+        input_items  TEXT NOT NULL,
+        history      TEXT NOT NULL,
+        size         INTEGER NOT NULL
+    );
+    CREATE INDEX responses_by_age ON responses (created_at);
+    """,
 )
 
 _SIBLINGS = ("", "-wal", "-shm", "-journal")

@@ -269,13 +269,13 @@ async def test_client_disconnect_mid_upload_is_logged_as_499(daemon: DaemonProce
 
 def test_official_sdks_parse_the_envelopes(daemon: DaemonProcess) -> None:
     claude = anthropic.Anthropic(base_url=daemon.base_url, api_key="wrong", max_retries=0)
-    with pytest.raises(anthropic.AuthenticationError) as anthropic_error:
+    with claude, pytest.raises(anthropic.AuthenticationError) as anthropic_error:
         claude.messages.create(
             model="claude-sonnet-4-6", max_tokens=10, messages=[{"role": "user", "content": "hi"}]
         )
     assert anthropic_error.value.body["error"]["type"] == "authentication_error"  # type: ignore[index]
 
     gpt = openai.OpenAI(base_url=daemon.base_url + "/v1", api_key="wrong", max_retries=0)
-    with pytest.raises(openai.AuthenticationError) as openai_error:
+    with gpt, pytest.raises(openai.AuthenticationError) as openai_error:
         gpt.models.list()
     assert openai_error.value.code == "invalid_api_key"

@@ -59,8 +59,11 @@ def service(fake: ThreadedFake) -> FakeKiro:
 
 
 @pytest.fixture
-def claude(daemon: DaemonProcess) -> anthropic.Anthropic:
-    return anthropic.Anthropic(base_url=daemon.base_url, api_key=daemon.api_key, max_retries=0)
+def claude(daemon: DaemonProcess) -> Iterator[anthropic.Anthropic]:
+    with anthropic.Anthropic(
+        base_url=daemon.base_url, api_key=daemon.api_key, max_retries=0
+    ) as client:
+        yield client
 
 
 def last_chat(service: FakeKiro) -> dict[str, Any]:

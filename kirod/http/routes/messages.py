@@ -6,7 +6,7 @@ from aiohttp import web
 
 from kirod.canonical.tokens import estimate_request_tokens
 from kirod.http.body import read_json
-from kirod.http.ingress import REQUEST_ID
+from kirod.http.ingress import API_KEY_ID, REQUEST_ID
 from kirod.http.services import SERVICES
 from kirod.http.streaming import collect, stream_sse
 from kirod.protocols.anthropic import (
@@ -23,7 +23,7 @@ async def create_message(request: web.Request) -> web.StreamResponse:
     canonical = decode_messages(
         body, request.headers, request_id=request[REQUEST_ID], signer=services.signer
     )
-    async with services.dispatcher.open(canonical) as dispatch:
+    async with services.dispatcher.open(canonical, tenant=request[API_KEY_ID]) as dispatch:
         if canonical.stream:
             encoder = MessagesStreamEncoder(
                 message_id=dispatch.message_id,

@@ -1,0 +1,106 @@
+"""Stored OpenAI Responses, for `previous_response_id`, `GET`/`DELETE /v1/responses/{id}`.
+
+Each row keeps the Response object, this request's input items, and the whole conversation up to
+and including this response's output (`history`), so a continuation reads one row. Rows belong to
+the API key that created them. Retention is bounded by age and by total size, oldest first.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import aiosqlite
+
+from kirod.storage.db import Database
+
+
+@dataclass(frozen=True)
+class StoredResponse:
+    id: str
+    tenant: str
+    created_at: float
+    model: str
+    previous_id: str | None
+    response: dict[str, Any]
+    input_items: list[dict[str, Any]]
+    history: list[dict[str, Any]]
+
+
+def _dumps(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+
+
+class ResponseStore:
+    def __init__(self, db: Database, *, max_age_s: float, max_bytes: int) -> None:
+        self._db = db
+        self.max_age_s = max_age_s
+        self.max_bytes = max_bytes
+
+    async def put(self, stored: StoredResponse) -> None:
+        response = _dumps(stored.response)
+        inputs = _dumps(stored.input_items)
+        history = _dumps(stored.history)
+        size = len(response) + len(inputs) + len(history)
+
+        async def write(conn: aiosqlite.Connection) -> None:
+            await conn.execute(
+                "INSERT OR REPLACE INTO responses (id, tenant, created_at, model, previous_id,"
+                " response, input_items, history, size) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (
+                    stored.id,
+                    stored.tenant,
+                    stored.created_at,
+                    stored.model,
+                    stored.previous_id,
+                    response,
+                    inputs,
+                    history,
+                    size,
+                ),
+            )
+            await self._prune(conn)
+
+        await self._db.run_write(write)
+
+    async def _prune(self, conn: aiosqlite.Connection) -> None:
+        await conn.execute(
+            "DELETE FROM responses WHERE created_at < ?", (time.time() - self.max_age_s,)
+        )
+        cursor = await conn.execute("SELECT COALESCE(SUM(size), 0) FROM responses")
+        row = await cursor.fetchone()
+        if row is None or row[0] <= self.max_bytes:
+            return
+        # Drop the oldest rows until the total fits again.
+        await conn.execute(
+            "DELETE FROM responses WHERE id IN (SELECT id FROM ("
+            " SELECT id, SUM(size) OVER (ORDER BY created_at DESC, id) AS kept FROM responses"
+            ") WHERE kept > ?)",
+            (self.max_bytes,),
+        )
+
+    async def get(self, response_id: str, tenant: str) -> StoredResponse | None:
+        row = await self._db.read_one(
+            "SELECT * FROM responses WHERE id = ? AND tenant = ? AND created_at >= ?",
+            (response_id, tenant, time.time() - self.max_age_s),
+        )
+        if row is None:
+            return None
+        return StoredResponse(
+            id=row["id"],
+            tenant=row["tenant"],
+            created_at=row["created_at"],
+            model=row["model"],
+            previous_id=row["previous_id"],
+            response=json.loads(row["response"]),
+            input_items=json.loads(row["input_items"]),
+            history=json.loads(row["history"]),
+        )
+
+    async def delete(self, response_id: str, tenant: str) -> bool:
+        rows = await self._db.execute(
+            "DELETE FROM responses WHERE id = ? AND tenant = ? RETURNING id", (response_id, tenant)
+        )
+        return bool(rows)
