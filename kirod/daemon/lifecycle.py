@@ -36,9 +36,11 @@ from kirod.localapi.schema import Listener, Status
 from kirod.localapi.server import Control, build_control_app
 from kirod.paths import ensure_private_dir
 from kirod.protocols.anthropic import ThinkingSigner
+from kirod.protocols.responses import ReasoningBox
 from kirod.storage.accounts import AccountStore
 from kirod.storage.db import Database
 from kirod.storage.keys import KeyStore
+from kirod.storage.responses import ResponseStore
 from kirod.tasks import TaskOwner
 from kirod.upstream.client import ClientOptions, Endpoints, KiroClient
 
@@ -191,11 +193,12 @@ async def run(
 
             background = await stack.enter_async_context(TaskOwner("daemon"))
             keeper = TokenKeeper(accounts, client, background, settings.refresh_window_s)
+            catalogs = CatalogCache(client)
             dispatcher = Dispatcher(
                 accounts,
                 client,
                 keeper,
-                CatalogCache(client),
+                catalogs,
                 parameter_policy="error" if settings.parameter_policy == "error" else "drop",
             )
 
@@ -226,7 +229,14 @@ async def run(
                 accounts=accounts,
                 gate=gate,
                 dispatcher=dispatcher,
+                catalogs=catalogs,
                 signer=ThinkingSigner(derive(install_key, "anthropic-thinking-signature")),
+                reasoning_box=ReasoningBox(derive(install_key, "responses-reasoning")),
+                responses=ResponseStore(
+                    db,
+                    max_age_s=settings.responses_retention_s,
+                    max_bytes=settings.responses_max_bytes,
+                ),
             )
             public_runner = web.AppRunner(
                 build_public_app(services, extra_routes),

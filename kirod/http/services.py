@@ -6,12 +6,14 @@ from dataclasses import dataclass
 
 from aiohttp import web
 
-from kirod.accounts.dispatch import Dispatcher
+from kirod.accounts.dispatch import CatalogCache, Dispatcher
 from kirod.config import Settings
 from kirod.http.auth import KeyGate
 from kirod.protocols.anthropic import ThinkingSigner
+from kirod.protocols.responses import ReasoningBox
 from kirod.storage.accounts import AccountStore
 from kirod.storage.db import Database
+from kirod.storage.responses import ResponseStore
 
 
 @dataclass(frozen=True)
@@ -21,7 +23,10 @@ class Services:
     accounts: AccountStore
     gate: KeyGate
     dispatcher: Dispatcher
+    catalogs: CatalogCache
     signer: ThinkingSigner
+    reasoning_box: ReasoningBox
+    responses: ResponseStore
 
 
 SERVICES = web.AppKey("services", Services)

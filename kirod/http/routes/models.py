@@ -1,0 +1,88 @@
+"""`GET /v1/models` and `GET /v1/models/{id}`, in a shape both OpenAI and Anthropic SDKs accept.
+
+The list is the union of the catalogs fetched from the accounts' ListAvailableModels, or the
+static catalog before any was fetched. Public ids are the dashed names clients know.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from aiohttp import web
+
+from kirod.canonical.models import STATIC_CATALOG, ListedModel, ModelCatalog, public_models
+from kirod.errors import ApiError, ErrorKind
+from kirod.http.services import SERVICES
+
+# Models carry no release date upstream; a fixed one keeps the list stable across restarts.
+CREATED = 1_735_689_600  # 2025-01-01T00:00:00Z
+CREATED_AT = "2025-01-01T00:00:00Z"
+MAX_LIMIT = 1000
+
+
+async def _catalog(request: web.Request) -> ModelCatalog:
+    services = request.app[SERVICES]
+    fetched = [
+        catalog
+        for record in await services.accounts.list()
+        if (catalog := services.catalogs.cached(record.id)) is not None
+    ]
+    if not fetched:
+        return STATIC_CATALOG
+    seen: dict[str, Any] = {}
+    for catalog in fetched:
+        for info in catalog:
+            seen.setdefault(info.kiro_id, info)
+    return ModelCatalog(tuple(seen.values()))
+
+
+def _entry(listed: ListedModel) -> dict[str, Any]:
+    owner = "anthropic" if listed.id.startswith("claude") else "kiro"
+    return {
+        "id": listed.id,
+        "object": "model",
+        "created": CREATED,
+        "owned_by": owner,
+        "type": "model",
+        "display_name": listed.info.display_name,
+        "created_at": CREATED_AT,
+        "context_window": listed.info.context_window,
+        "max_output_tokens": listed.info.max_output_tokens,
+        "kiro_id": listed.info.kiro_id,
+    }
+
+
+async def list_models(request: web.Request) -> web.Response:
+    rows = [_entry(listed) for listed in public_models(await _catalog(request))]
+    after = request.query.get("after_id")
+    if after is not None:
+        ids = [row["id"] for row in rows]
+        rows = rows[ids.index(after) + 1 :] if after in ids else []
+    try:
+        limit = int(request.query.get("limit", MAX_LIMIT))
+    except ValueError:
+        raise ApiError(
+            ErrorKind.INVALID_REQUEST, "limit must be an integer", param="limit"
+        ) from None
+    if not 1 <= limit <= MAX_LIMIT:
+        raise ApiError(
+            ErrorKind.INVALID_REQUEST, f"limit must be from 1 to {MAX_LIMIT}", param="limit"
+        )
+    page, more = rows[:limit], len(rows) > limit
+    return web.json_response(
+        {
+            "object": "list",
+            "data": page,
+            "has_more": more,
+            "first_id": page[0]["id"] if page else None,
+            "last_id": page[-1]["id"] if page else None,
+        }
+    )
+
+
+async def get_model(request: web.Request) -> web.Response:
+    wanted = request.match_info["model_id"]
+    for listed in public_models(await _catalog(request)):
+        if listed.id == wanted:
+            return web.json_response(_entry(listed))
+    raise ApiError(ErrorKind.NOT_FOUND, f"no model {wanted!r}", code="model_not_found")

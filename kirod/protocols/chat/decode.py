@@ -1,0 +1,436 @@
+"""OpenAI Chat Completions request body → `CanonicalRequest` (legacy API, opt-in).
+
+Translated straight to canonical, never through the Responses codec (DESIGN §1). `system` and
+`developer` messages become system text in order; user and assistant content, assistant
+`tool_calls` and `tool` messages become canonical blocks, consecutive blocks of one role merged
+into one message. An assistant's `reasoning_content` is dropped: Chat carries no signature, so it
+could never be replayed upstream.
+
+What cannot be honoured is a 400, never approximated: forced `tool_choice`, `n` > 1,
+`response_format` json_object/json_schema, log probabilities, audio, web search, image URLs and
+the pre-`tools` `functions` API. Validation errors name the field path in the message and `param`.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Final
+
+from kirod.canonical.request import (
+    Block,
+    CanonicalRequest,
+    ClientProtocol,
+    Effort,
+    ImageBlock,
+    Message,
+    Reasoning,
+    Role,
+    Sampling,
+    TextBlock,
+    ToolChoice,
+    ToolChoiceMode,
+    ToolResultBlock,
+    ToolSpec,
+    ToolUseBlock,
+)
+from kirod.errors import ApiError, ErrorKind
+
+_EFFORTS: Final[Mapping[str, Effort]] = {
+    "minimal": "low",
+    "low": "low",
+    "medium": "medium",
+    "high": "high",
+    "xhigh": "xhigh",
+    "max": "max",
+}
+_DATA_URL: Final = re.compile(r"data:(image/[\w.+-]+);base64,(.+)", re.DOTALL)
+_EMPTY_SCHEMA: Final[Mapping[str, Any]] = {"type": "object", "properties": {}}
+_MAX_STOP_SEQUENCES: Final = 4
+_UNSUPPORTED_FIELDS: Final[Mapping[str, str]] = {
+    "functions": "the legacy 'functions' API is not supported; declare 'tools' instead",
+    "function_call": "the legacy 'function_call' API is not supported; use 'tool_choice'",
+    "audio": "audio output is not supported",
+    "web_search_options": "web search is not supported: Kiro runs no hosted tools",
+    "top_logprobs": "log probabilities are not supported",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class DecodedChat:
+    """A decoded `/v1/chat/completions` body; `include_usage` asks for a final usage chunk."""
+
+    request: CanonicalRequest
+    include_usage: bool = False
+
+
+def decode_chat(body: object, headers: Mapping[str, str], *, request_id: str) -> DecodedChat:
+    """Decode a Chat Completions request body; raises `ApiError` (400) naming the field."""
+    if not isinstance(body, dict):
+        raise _invalid("", "the request body must be a JSON object", "invalid_type")
+    for name, message in _UNSUPPORTED_FIELDS.items():
+        if body.get(name) is not None:
+            raise _unsupported(name, message)
+    _check_options(body)
+    model = _string(body, "model", "model", required=True)
+    assert model is not None
+    system, messages = _messages(body.get("messages"))
+    metadata = _metadata(body.get("metadata"))
+    max_tokens = _integer(body, "max_completion_tokens")
+    if max_tokens is None:
+        max_tokens = _integer(body, "max_tokens")
+    stream = _boolean(body, "stream", default=False)
+    request = CanonicalRequest(
+        request_id=request_id,
+        protocol=ClientProtocol.OPENAI_CHAT,
+        model=model,
+        messages=messages,
+        system=system,
+        tools=_tools(body.get("tools")),
+        tool_choice=_tool_choice(body.get("tool_choice")),
+        reasoning=_reasoning(body.get("reasoning_effort")),
+        max_output_tokens=max_tokens,
+        stop_sequences=_stop(body.get("stop")),
+        sampling=Sampling(
+            temperature=_number(body, "temperature", 0.0, 2.0),
+            top_p=_number(body, "top_p", 0.0, 1.0),
+        ),
+        affinity_key=_affinity(body, metadata, headers),
+        stream=stream,
+        metadata=metadata,
+    )
+    return DecodedChat(request, include_usage=stream and _include_usage(body))
+
+
+def _check_options(body: Mapping[str, Any]) -> None:
+    n = _integer(body, "n")
+    if n is not None and n != 1:
+        raise _unsupported("n", "only one choice per request is supported (n = 1)")
+    if _boolean(body, "logprobs", default=False):
+        raise _unsupported("logprobs", "log probabilities are not supported")
+    modalities = body.get("modalities")
+    if isinstance(modalities, list) and "audio" in modalities:
+        raise _unsupported("modalities", "audio output is not supported")
+    fmt = body.get("response_format")
+    if fmt is None:
+        return
+    kind = fmt.get("type") if isinstance(fmt, Mapping) else None
+    if kind in ("json_object", "json_schema"):
+        raise _unsupported(
+            "response_format",
+            f"response_format type {kind!r} is not supported: Kiro cannot guarantee structured "
+            "output; use type 'text'",
+        )
+    if kind != "text":
+        raise _invalid("response_format.type", "must be 'text', 'json_object' or 'json_schema'")
+
+
+# -- messages ------------------------------------------------------------------------------------
+
+
+def _messages(value: object) -> tuple[tuple[str, ...], tuple[Message, ...]]:
+    if not isinstance(value, list) or not value:
+        raise _invalid("messages", "must be a non-empty list of messages", "invalid_type")
+    system: list[str] = []
+    merged: list[tuple[Role, list[Block]]] = []
+
+    def append(role: Role, blocks: list[Block]) -> None:
+        if merged and merged[-1][0] is role:
+            merged[-1][1].extend(blocks)
+        else:
+            merged.append((role, blocks))
+
+    for index, message in enumerate(value):
+        path = f"messages[{index}]"
+        if not isinstance(message, Mapping):
+            raise _invalid(path, "each message must be an object", "invalid_type")
+        role = _string(message, "role", f"{path}.role", required=True)
+        content = message.get("content")
+        if role in ("system", "developer"):
+            system.extend(block.text for block in _text_parts(content, f"{path}.content"))
+        elif role == "user":
+            append(Role.USER, list(_user_parts(content, f"{path}.content")))
+        elif role == "assistant":
+            blocks: list[Block] = [*_text_parts(content, f"{path}.content", refusal=True)]
+            blocks += _tool_calls(message.get("tool_calls"), f"{path}.tool_calls")
+            append(Role.ASSISTANT, blocks)
+        elif role == "tool":
+            call_id = _string(message, "tool_call_id", f"{path}.tool_call_id", required=True)
+            assert call_id is not None
+            result = _text_parts(content, f"{path}.content")
+            append(Role.USER, [ToolResultBlock(call_id, tuple(result))])
+        elif role == "function":
+            raise _unsupported(f"{path}.role", "the legacy 'function' role is not supported")
+        else:
+            raise _invalid(
+                f"{path}.role",
+                f"role {role!r} is not one of system, developer, user, assistant, tool",
+            )
+    messages = tuple(Message(role, tuple(blocks)) for role, blocks in merged if blocks)
+    if not messages:
+        raise _invalid("messages", "the conversation has no user or assistant message")
+    return tuple(system), messages
+
+
+def _parts(content: object, path: str) -> list[tuple[str, Mapping[str, Any]]]:
+    """Content as (part path, part) pairs; a string is one text part, null none."""
+    if content is None:
+        return []
+    if isinstance(content, str):
+        return [(path, {"type": "text", "text": content})]
+    if not isinstance(content, list):
+        raise _invalid(path, "content must be a string or a list of content parts", "invalid_type")
+    parts = []
+    for index, part in enumerate(content):
+        if not isinstance(part, Mapping):
+            raise _invalid(
+                f"{path}[{index}]", "each content part must be an object", "invalid_type"
+            )
+        parts.append((f"{path}[{index}]", part))
+    return parts
+
+
+def _text_parts(content: object, path: str, *, refusal: bool = False) -> list[TextBlock]:
+    blocks = []
+    for part_path, part in _parts(content, path):
+        kind = part.get("type")
+        if kind == "text" or (refusal and kind == "refusal"):
+            field = "refusal" if kind == "refusal" else "text"
+            text = _string(part, field, f"{part_path}.{field}", required=True)
+            if text:
+                blocks.append(TextBlock(text))
+        else:
+            raise _invalid(f"{part_path}.type", f"content part type {kind!r} is not allowed here")
+    return blocks
+
+
+def _user_parts(content: object, path: str) -> list[TextBlock | ImageBlock]:
+    blocks: list[TextBlock | ImageBlock] = []
+    for part_path, part in _parts(content, path):
+        kind = part.get("type")
+        if kind == "text":
+            text = _string(part, "text", f"{part_path}.text", required=True)
+            if text:
+                blocks.append(TextBlock(text))
+        elif kind == "image_url":
+            blocks.append(_image(part.get("image_url"), f"{part_path}.image_url"))
+        elif kind in ("input_audio", "file"):
+            raise _unsupported(f"{part_path}.type", f"{kind} content is not supported")
+        else:
+            raise _invalid(f"{part_path}.type", f"content part type {kind!r} is not supported")
+    return blocks
+
+
+def _image(value: object, path: str) -> ImageBlock:
+    url = value.get("url") if isinstance(value, Mapping) else value
+    if not isinstance(url, str):
+        raise _invalid(f"{path}.url", "is required", "missing_required_parameter")
+    match = _DATA_URL.fullmatch(url)
+    if match is None:
+        raise _invalid(
+            f"{path}.url",
+            "images must be base64 data URLs (data:image/png;base64,…); kirod fetches no URLs",
+        )
+    return ImageBlock(match[1], match[2])
+
+
+def _tool_calls(value: object, path: str) -> list[Block]:
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        raise _invalid(path, "must be a list", "invalid_type")
+    calls: list[Block] = []
+    for index, call in enumerate(value):
+        call_path = f"{path}[{index}]"
+        if not isinstance(call, Mapping) or not isinstance(call.get("function"), Mapping):
+            raise _invalid(call_path, "must be a function tool call object", "invalid_type")
+        if call.get("type", "function") != "function":
+            raise _invalid(f"{call_path}.type", "only function tool calls are supported")
+        call_id = _string(call, "id", f"{call_path}.id", required=True)
+        function = call["function"]
+        name = _string(function, "name", f"{call_path}.function.name", required=True)
+        arguments = _string(function, "arguments", f"{call_path}.function.arguments") or ""
+        assert call_id is not None
+        assert name is not None
+        calls.append(ToolUseBlock(call_id, name, _arguments(arguments, call_path)))
+    return calls
+
+
+def _arguments(text: str, path: str) -> Mapping[str, Any]:
+    if not text.strip():
+        return {}
+    try:
+        value = json.loads(text)
+    except ValueError:
+        value = None
+    if not isinstance(value, dict):
+        raise _invalid(f"{path}.function.arguments", "must be a JSON object encoded as a string")
+    return value
+
+
+# -- tools and options ---------------------------------------------------------------------------
+
+
+def _tools(value: object) -> tuple[ToolSpec, ...]:
+    """Function tools; `strict` is accepted but not enforced (the model sees the schema)."""
+    if value is None:
+        return ()
+    if not isinstance(value, list):
+        raise _invalid("tools", "must be a list", "invalid_type")
+    specs: list[ToolSpec] = []
+    for index, tool in enumerate(value):
+        path = f"tools[{index}]"
+        if not isinstance(tool, Mapping):
+            raise _invalid(path, "each tool must be an object", "invalid_type")
+        if tool.get("type") != "function":
+            raise _unsupported(f"{path}.type", f"tool type {tool.get('type')!r} is not supported")
+        function = tool.get("function")
+        if not isinstance(function, Mapping):
+            raise _invalid(f"{path}.function", "is required", "missing_required_parameter")
+        name = _string(function, "name", f"{path}.function.name", required=True)
+        if not name:
+            raise _invalid(f"{path}.function.name", "must be a non-empty string")
+        if any(spec.name == name for spec in specs):
+            raise _invalid(f"{path}.function.name", f"tool name {name!r} is declared twice")
+        description = _string(function, "description", f"{path}.function.description") or ""
+        parameters = function.get("parameters")
+        if parameters is None:
+            parameters = _EMPTY_SCHEMA
+        elif not isinstance(parameters, Mapping):
+            raise _invalid(
+                f"{path}.function.parameters", "must be a JSON schema object", "invalid_type"
+            )
+        specs.append(ToolSpec(name, description, parameters))
+    return tuple(specs)
+
+
+def _tool_choice(value: object) -> ToolChoice:
+    """auto and none are honoured; Kiro cannot force a tool, so forcing is a 400."""
+    if value is None or value == "auto":
+        return ToolChoice(ToolChoiceMode.AUTO)
+    if value == "none":
+        return ToolChoice(ToolChoiceMode.NONE)
+    if value == "required" or isinstance(value, Mapping):
+        raise _unsupported(
+            "tool_choice",
+            "forcing a tool call is not supported by Kiro; use tool_choice auto or none",
+        )
+    raise _invalid("tool_choice", "must be 'auto', 'none', 'required' or a tool choice object")
+
+
+def _reasoning(value: object) -> Reasoning | None:
+    if value is None or value == "none":
+        return None
+    if not isinstance(value, str) or value not in _EFFORTS:
+        raise _invalid(
+            "reasoning_effort", "must be one of none, minimal, low, medium, high, xhigh, max"
+        )
+    return Reasoning(effort=_EFFORTS[value])
+
+
+def _stop(value: object) -> tuple[str, ...]:
+    if value is None:
+        return ()
+    stops = [value] if isinstance(value, str) else value
+    if not isinstance(stops, list) or not all(isinstance(stop, str) for stop in stops):
+        raise _invalid("stop", "must be a string or a list of strings", "invalid_type")
+    if len(stops) > _MAX_STOP_SEQUENCES:
+        raise _invalid("stop", f"at most {_MAX_STOP_SEQUENCES} stop sequences are allowed")
+    return tuple(stops)
+
+
+def _include_usage(body: Mapping[str, Any]) -> bool:
+    options = body.get("stream_options")
+    if options is None:
+        return False
+    if not isinstance(options, Mapping):
+        raise _invalid("stream_options", "must be an object", "invalid_type")
+    value = options.get("include_usage")
+    if value is not None and not isinstance(value, bool):
+        raise _invalid("stream_options.include_usage", "must be a boolean", "invalid_type")
+    return bool(value)
+
+
+def _metadata(value: object) -> dict[str, str]:
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping):
+        raise _invalid("metadata", "must be an object of strings", "invalid_type")
+    for key, entry in value.items():
+        if not isinstance(entry, str):
+            raise _invalid(f"metadata.{key}", "metadata values must be strings", "invalid_type")
+    return dict(value)
+
+
+def _affinity(
+    body: Mapping[str, Any], metadata: Mapping[str, str], headers: Mapping[str, str]
+) -> str | None:
+    """The conversation key: prompt_cache_key, metadata.kiro_session_id, then a session header."""
+    key = body.get("prompt_cache_key")
+    if isinstance(key, str) and key:
+        return key
+    if key := metadata.get("kiro_session_id"):
+        return key
+    lowered = {name.lower(): value for name, value in headers.items()}
+    return lowered.get("session-id") or lowered.get("x-session-id") or None
+
+
+# -- primitives ----------------------------------------------------------------------------------
+
+
+def _invalid(param: str, message: str, code: str = "invalid_value") -> ApiError:
+    text = f"'{param}': {message}" if param else message
+    return ApiError(ErrorKind.INVALID_REQUEST, text, code=code, param=param or None)
+
+
+def _unsupported(param: str, message: str) -> ApiError:
+    return ApiError(
+        ErrorKind.INVALID_REQUEST,
+        f"'{param}': {message}",
+        code="unsupported_capability",
+        param=param,
+    )
+
+
+def _string(obj: Mapping[str, Any], key: str, path: str, *, required: bool = False) -> str | None:
+    value = obj.get(key)
+    if value is None:
+        if required:
+            raise _invalid(path, "is required", "missing_required_parameter")
+        return None
+    if not isinstance(value, str):
+        raise _invalid(path, "must be a string", "invalid_type")
+    return value
+
+
+def _boolean(obj: Mapping[str, Any], key: str, *, default: bool) -> bool:
+    value = obj.get(key)
+    if value is None:
+        return default
+    if not isinstance(value, bool):
+        raise _invalid(key, "must be a boolean", "invalid_type")
+    return value
+
+
+def _integer(obj: Mapping[str, Any], key: str) -> int | None:
+    value = obj.get(key)
+    if value is None:
+        return None
+    if not isinstance(value, int) or isinstance(value, bool):
+        raise _invalid(key, "must be an integer", "invalid_type")
+    if value < 1:
+        raise _invalid(key, "must be at least 1")
+    return value
+
+
+def _number(obj: Mapping[str, Any], key: str, low: float, high: float) -> float | None:
+    value = obj.get(key)
+    if value is None:
+        return None
+    if not isinstance(value, int | float) or isinstance(value, bool):
+        raise _invalid(key, "must be a number", "invalid_type")
+    if not low <= value <= high:
+        raise _invalid(key, f"must be between {low:g} and {high:g}")
+    return float(value)

@@ -1,0 +1,624 @@
+"""OpenAI Responses request body → `CanonicalRequest`, plus what the encoder and store need.
+
+Conversation: `history` (the stored items of `previous_response_id`, loaded by the caller) then
+`input`, both as Responses items. `instructions` and every `system`/`developer` message become
+system text in order; user and assistant content, `function_call`/`function_call_output` pairs
+and replayable `reasoning` items become canonical blocks, consecutive blocks of one role merged
+into one message. Reasoning replays only when its `encrypted_content` was sealed by this
+install's `ReasoningBox`; anything else is dropped (and counted for the log line).
+
+Tools. `function` tools map one to one. A `namespace` tool (Codex: `{type: "namespace", name,
+description, tools: [function tools]}`) is flattened into its functions named
+`<namespace>__<function>` (Codex's own flattening: trailing `_` of the namespace and leading `_`
+of the function trimmed); `ResponseEcho.tool_names` maps each flat name back, and the encoder
+emits such calls as `function_call` items with `namespace` and `name` split again, which is how
+Codex routes them. An input `function_call` carrying a `namespace` is flattened the same way.
+
+Hosted tools (every other tool type: `web_search`, `file_search`, `code_interpreter`, `mcp`,
+`custom`, …) cannot run behind Kiro. The rule: a hosted tool is dropped — named in
+`dropped_tools` for the log line — when the request declares at least one function tool (plain
+or namespaced) and `tool_choice` does not force a tool (forcing is rejected anyway); this is the
+shape Codex always sends (`web_search` beside its function tools). A request whose only tools
+are hosted gets a 400 naming the type, because dropping would leave it with no tools at all.
+
+What cannot be honoured structurally is a 400, never approximated (DESIGN §1): forced
+`tool_choice`, `text.format` json_object/json_schema, image URLs and file ids, item references,
+`background`, `conversation` and prompt templates. Validation errors name the field path in
+both the message and `param`.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Final
+
+from kirod.canonical.request import (
+    Block,
+    CanonicalRequest,
+    ClientProtocol,
+    Effort,
+    ImageBlock,
+    Message,
+    Reasoning,
+    Role,
+    Sampling,
+    TextBlock,
+    ToolChoice,
+    ToolChoiceMode,
+    ToolResultBlock,
+    ToolSpec,
+    ToolUseBlock,
+)
+from kirod.errors import ApiError, ErrorKind
+from kirod.protocols.responses.encode import ResponseEcho, ToolNames
+from kirod.protocols.responses.reasoning import ReasoningBox
+
+ENCRYPTED_REASONING: Final = "reasoning.encrypted_content"
+NAMESPACE_DELIMITER: Final = "__"
+
+_EFFORTS: Final[Mapping[str, Effort]] = {
+    "minimal": "low",
+    "low": "low",
+    "medium": "medium",
+    "high": "high",
+    "xhigh": "xhigh",
+    "max": "max",
+}
+_SUMMARIES: Final = frozenset({"auto", "concise", "detailed"})
+_TEXT_TYPES: Final = frozenset({"input_text", "output_text", "refusal"})
+_DATA_URL: Final = re.compile(r"data:(image/[\w.+-]+);base64,(.+)", re.DOTALL)
+_EMPTY_SCHEMA: Final[Mapping[str, Any]] = {"type": "object", "properties": {}}
+_SESSION_FIELDS: Final = ("session_id", "thread_id")
+_UNSUPPORTED_FIELDS: Final[Mapping[str, str]] = {
+    "background": "background responses are not supported; omit 'background'",
+    "conversation": "conversations are not supported; use previous_response_id",
+    "prompt": "prompt templates are not supported; send instructions and input instead",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class DecodedResponses:
+    """A decoded `/v1/responses` body.
+
+    `input_items` are this request's input items, normalized (a string input becomes a user
+    message, string contents become parts) so that they decode again unchanged as `history`.
+    """
+
+    request: CanonicalRequest
+    input_items: tuple[dict[str, Any], ...]
+    echo: ResponseEcho
+    dropped_tools: tuple[str, ...] = ()
+    dropped_reasoning: int = 0
+
+    @property
+    def store(self) -> bool:
+        return self.echo.store
+
+    @property
+    def previous_response_id(self) -> str | None:
+        return self.echo.previous_response_id
+
+    @property
+    def include_encrypted_reasoning(self) -> bool:
+        return self.echo.include_encrypted
+
+    @property
+    def reasoning_summary(self) -> bool:
+        return self.echo.summary
+
+    @property
+    def tool_names(self) -> ToolNames:
+        return self.echo.tool_names
+
+
+def decode_responses(
+    body: object,
+    headers: Mapping[str, str],
+    *,
+    request_id: str,
+    history: Sequence[Mapping[str, Any]] = (),
+    reasoning_box: ReasoningBox,
+) -> DecodedResponses:
+    """Decode a Responses request body; raises `ApiError` (400) naming the offending field."""
+    if not isinstance(body, dict):
+        raise _invalid("", "the request body must be a JSON object", "invalid_type")
+    for name, message in _UNSUPPORTED_FIELDS.items():
+        if body.get(name) not in (None, False):
+            raise _unsupported(name, message)
+    model = _string(body, "model", "model", required=True)
+    assert model is not None
+    instructions = _string(body, "instructions", "instructions")
+    tool_choice, choice_echo = _tool_choice(body.get("tool_choice"))
+    tools = _Tools(body.get("tools"))
+    reasoning, reasoning_echo, summary = _reasoning(body.get("reasoning"))
+    _check_text(body.get("text"))
+    metadata = _metadata(body.get("metadata"))
+    prompt_cache_key = _string(body, "prompt_cache_key", "prompt_cache_key")
+    previous_response_id = _string(body, "previous_response_id", "previous_response_id")
+
+    items = _normalize_input(body.get("input"))
+    conversation = _Conversation(reasoning_box, tools.flat_names)
+    for index, item in enumerate(history):
+        conversation.add(item, f"previous_response_id[{index}]")
+    for index, item in enumerate(items):
+        conversation.add(item, f"input[{index}]")
+    if instructions:
+        conversation.system.insert(0, instructions)
+    messages = conversation.messages()
+    if not messages:
+        raise _invalid(
+            "input", "the conversation has no user or assistant message", "invalid_value"
+        )
+
+    request = CanonicalRequest(
+        request_id=request_id,
+        protocol=ClientProtocol.OPENAI_RESPONSES,
+        model=model,
+        messages=messages,
+        system=tuple(conversation.system),
+        tools=tuple(tools.specs),
+        tool_choice=tool_choice,
+        reasoning=reasoning,
+        max_output_tokens=_positive_integer(body, "max_output_tokens"),
+        sampling=Sampling(
+            temperature=_number(body, "temperature", 0.0, 2.0),
+            top_p=_number(body, "top_p", 0.0, 1.0),
+        ),
+        affinity_key=_affinity(body, metadata, headers),
+        stream=_boolean(body, "stream", default=False),
+        metadata=metadata,
+    )
+    echo = ResponseEcho(
+        model=model,
+        instructions=instructions,
+        tools=tuple(tools.echo),
+        tool_choice=choice_echo,
+        parallel_tool_calls=_boolean(body, "parallel_tool_calls", default=True),
+        reasoning=reasoning_echo,
+        metadata=metadata,
+        store=_boolean(body, "store", default=True),
+        previous_response_id=previous_response_id,
+        max_output_tokens=request.max_output_tokens,
+        temperature=request.sampling.temperature,
+        top_p=request.sampling.top_p,
+        truncation=_string(body, "truncation", "truncation") or "disabled",
+        prompt_cache_key=prompt_cache_key,
+        user=_string(body, "user", "user"),
+        include_encrypted=ENCRYPTED_REASONING in _include(body.get("include")),
+        summary=summary,
+        tool_names=tools.names,
+    )
+    return DecodedResponses(
+        request=request,
+        input_items=tuple(items),
+        echo=echo,
+        dropped_tools=tools.dropped,
+        dropped_reasoning=conversation.dropped_reasoning,
+    )
+
+
+# -- conversation --------------------------------------------------------------------------------
+
+
+class _Conversation:
+    """Folds Responses items into system text and role-merged canonical messages."""
+
+    def __init__(self, box: ReasoningBox, flat_names: Mapping[tuple[str, str], str]) -> None:
+        self._box = box
+        self._flat_names = flat_names
+        self.system: list[str] = []
+        self._messages: list[tuple[Role, list[Block]]] = []
+        self.dropped_reasoning = 0
+
+    def messages(self) -> tuple[Message, ...]:
+        return tuple(Message(role, tuple(blocks)) for role, blocks in self._messages if blocks)
+
+    def add(self, item: Mapping[str, Any], path: str) -> None:
+        if not isinstance(item, Mapping):
+            raise _invalid(path, "each input item must be an object", "invalid_type")
+        kind = item.get("type", "message")
+        if kind == "message":
+            self._message(item, path)
+        elif kind == "function_call":
+            self._append(Role.ASSISTANT, [self._function_call(item, path)])
+        elif kind == "function_call_output":
+            self._append(Role.USER, [_function_call_output(item, path)])
+        elif kind == "reasoning":
+            self._reasoning(item, path)
+        elif kind == "item_reference":
+            raise _unsupported(
+                f"{path}.type",
+                "item references are not supported; send the referenced item itself, or "
+                "continue with previous_response_id",
+            )
+        else:
+            raise _invalid(f"{path}.type", f"input item type {kind!r} is not supported")
+
+    def _append(self, role: Role, blocks: list[Block]) -> None:
+        if self._messages and self._messages[-1][0] is role:
+            self._messages[-1][1].extend(blocks)
+        else:
+            self._messages.append((role, blocks))
+
+    def _message(self, item: Mapping[str, Any], path: str) -> None:
+        role = _string(item, "role", f"{path}.role", required=True)
+        parts = _content_parts(item.get("content"), f"{path}.content", images=role == "user")
+        if role in ("system", "developer"):
+            self.system.extend(part.text for part in parts if isinstance(part, TextBlock))
+        elif role == "user":
+            self._append(Role.USER, list(parts))
+        elif role == "assistant":
+            self._append(Role.ASSISTANT, list(parts))
+        else:
+            raise _invalid(
+                f"{path}.role", f"role {role!r} is not one of user, assistant, system, developer"
+            )
+
+    def _function_call(self, item: Mapping[str, Any], path: str) -> ToolUseBlock:
+        call_id = _string(item, "call_id", f"{path}.call_id", required=True)
+        name = _string(item, "name", f"{path}.name", required=True)
+        namespace = _string(item, "namespace", f"{path}.namespace")
+        arguments = _string(item, "arguments", f"{path}.arguments", required=True)
+        assert call_id is not None
+        assert name is not None
+        assert arguments is not None
+        if namespace is not None:
+            name = self._flat_names.get((namespace, name)) or flat_tool_name(namespace, name)
+        return ToolUseBlock(call_id, name, _arguments(arguments, f"{path}.arguments"))
+
+    def _reasoning(self, item: Mapping[str, Any], path: str) -> None:
+        token = _string(item, "encrypted_content", f"{path}.encrypted_content")
+        block = self._box.open_block(token) if token else None
+        if block is None:
+            self.dropped_reasoning += 1
+        else:
+            self._append(Role.ASSISTANT, [block])
+
+
+def _content_parts(content: object, path: str, *, images: bool) -> list[TextBlock | ImageBlock]:
+    """Text parts (and images where `images`); empty texts carry nothing and are skipped."""
+    if isinstance(content, str):
+        return [TextBlock(content)] if content else []
+    if not isinstance(content, list):
+        raise _invalid(path, "content must be a string or a list of content parts", "invalid_type")
+    blocks: list[TextBlock | ImageBlock] = []
+    for index, part in enumerate(content):
+        part_path = f"{path}[{index}]"
+        if not isinstance(part, Mapping):
+            raise _invalid(part_path, "each content part must be an object", "invalid_type")
+        kind = part.get("type")
+        if kind in _TEXT_TYPES:
+            field = "refusal" if kind == "refusal" else "text"
+            text = _string(part, field, f"{part_path}.{field}", required=True)
+            if text:
+                blocks.append(TextBlock(text))
+        elif kind == "input_image" and images:
+            blocks.append(_image(part, part_path))
+        elif kind == "input_file":
+            raise _unsupported(f"{part_path}.type", "file inputs are not supported")
+        else:
+            raise _invalid(f"{part_path}.type", f"content part type {kind!r} is not allowed here")
+    return blocks
+
+
+def _image(part: Mapping[str, Any], path: str) -> ImageBlock:
+    if part.get("file_id") is not None:
+        raise _unsupported(
+            f"{path}.file_id",
+            "file ids are not supported; send the image inline as a base64 data URL",
+        )
+    url = _string(part, "image_url", f"{path}.image_url", required=True)
+    assert url is not None
+    match = _DATA_URL.fullmatch(url)
+    if match is None:
+        raise _invalid(
+            f"{path}.image_url",
+            "images must be base64 data URLs (data:image/png;base64,…); kirod fetches no URLs",
+        )
+    return ImageBlock(match[1], match[2])
+
+
+def _function_call_output(item: Mapping[str, Any], path: str) -> ToolResultBlock:
+    call_id = _string(item, "call_id", f"{path}.call_id", required=True)
+    assert call_id is not None
+    output = item.get("output")
+    if output is None:
+        raise _invalid(f"{path}.output", "is required", "missing_required_parameter")
+    return ToolResultBlock(call_id, tuple(_content_parts(output, f"{path}.output", images=True)))
+
+
+def _arguments(text: str, path: str) -> Mapping[str, Any]:
+    if not text.strip():
+        return {}
+    try:
+        value = json.loads(text)
+    except ValueError:
+        value = None
+    if not isinstance(value, dict):
+        raise _invalid(path, "must be a JSON object encoded as a string")
+    return value
+
+
+def _normalize_input(value: object) -> list[dict[str, Any]]:
+    """The input as a list of items, string contents expanded into parts."""
+    if value is None:
+        return []
+    if isinstance(value, str):
+        value = [{"role": "user", "content": value}]
+    if not isinstance(value, list):
+        raise _invalid("input", "must be a string or a list of items", "invalid_type")
+    items = []
+    for index, item in enumerate(value):
+        if not isinstance(item, dict):
+            raise _invalid(f"input[{index}]", "each input item must be an object", "invalid_type")
+        item = {"type": "message", **item} if "type" not in item else dict(item)
+        if item["type"] == "message" and isinstance(item.get("content"), str):
+            kind = "output_text" if item.get("role") == "assistant" else "input_text"
+            item["content"] = [{"type": kind, "text": item["content"]}]
+        items.append(item)
+    return items
+
+
+# -- tools -------------------------------------------------------------------------------------
+
+
+def flat_tool_name(namespace: str, name: str) -> str:
+    """The upstream name of function `name` in `namespace` (Codex's `canonical_flat_name`)."""
+    return f"{namespace.rstrip('_')}{NAMESPACE_DELIMITER}{name.lstrip('_')}"
+
+
+class _Tools:
+    """Function and namespace tools, flattened; hosted tools dropped or refused by the rule."""
+
+    def __init__(self, value: object) -> None:
+        self.specs: list[ToolSpec] = []
+        self.echo: list[dict[str, Any]] = []
+        self.names: dict[str, tuple[str, str]] = {}
+        self.flat_names: dict[tuple[str, str], str] = {}
+        hosted: list[tuple[str, str]] = []
+        if value is None:
+            value = []
+        if not isinstance(value, list):
+            raise _invalid("tools", "must be a list", "invalid_type")
+        for index, tool in enumerate(value):
+            path = f"tools[{index}]"
+            if not isinstance(tool, Mapping):
+                raise _invalid(path, "each tool must be an object", "invalid_type")
+            kind = _string(tool, "type", f"{path}.type", required=True)
+            if kind == "function":
+                spec, echo = _function_tool(tool, path)
+                self._add(spec, path)
+                self.echo.append(echo)
+            elif kind == "namespace":
+                self.echo.append(self._namespace(tool, path, hosted))
+            else:
+                hosted.append((f"{path}.type", str(kind)))
+        if hosted and not self.specs:
+            where, kind = hosted[0]
+            raise _unsupported(
+                where,
+                f"tool type {kind!r} is not supported: Kiro runs no hosted tools. Remove it "
+                "(it is ignored when declared beside function tools)",
+            )
+        self.dropped = tuple(kind for _, kind in hosted)
+
+    def _add(self, spec: ToolSpec, path: str) -> None:
+        if any(existing.name == spec.name for existing in self.specs):
+            raise _invalid(f"{path}.name", f"tool name {spec.name!r} is declared twice")
+        self.specs.append(spec)
+
+    def _namespace(
+        self, tool: Mapping[str, Any], path: str, hosted: list[tuple[str, str]]
+    ) -> dict[str, Any]:
+        namespace = _string(tool, "name", f"{path}.name", required=True)
+        assert namespace is not None
+        description = _string(tool, "description", f"{path}.description") or ""
+        nested = tool.get("tools")
+        if not isinstance(nested, list):
+            raise _invalid(f"{path}.tools", "must be a list of tools", "invalid_type")
+        echoed = []
+        for index, inner in enumerate(nested):
+            inner_path = f"{path}.tools[{index}]"
+            if not isinstance(inner, Mapping):
+                raise _invalid(inner_path, "each tool must be an object", "invalid_type")
+            kind = _string(inner, "type", f"{inner_path}.type", required=True)
+            if kind != "function":
+                hosted.append((f"{inner_path}.type", f"{namespace}.{kind}"))
+                continue
+            spec, echo = _function_tool(inner, inner_path)
+            flat = flat_tool_name(namespace, spec.name)
+            self._add(ToolSpec(flat, _namespaced(description, spec), spec.input_schema), inner_path)
+            self.names[flat] = (namespace, spec.name)
+            self.flat_names[(namespace, spec.name)] = flat
+            echoed.append(echo)
+        return {"type": "namespace", "name": namespace, "description": description, "tools": echoed}
+
+
+def _namespaced(namespace_description: str, spec: ToolSpec) -> str:
+    """The namespace's description is the model's only context for its functions: keep it."""
+    if not namespace_description:
+        return spec.description
+    return f"{namespace_description}\n\n{spec.description}".strip()
+
+
+def _function_tool(tool: Mapping[str, Any], path: str) -> tuple[ToolSpec, dict[str, Any]]:
+    """A function tool; `strict` is accepted but not enforced (the model sees the schema)."""
+    name = _string(tool, "name", f"{path}.name", required=True)
+    if not name:
+        raise _invalid(f"{path}.name", "must be a non-empty string")
+    description = _string(tool, "description", f"{path}.description") or ""
+    parameters = tool.get("parameters")
+    if parameters is None:
+        parameters = _EMPTY_SCHEMA
+    elif not isinstance(parameters, Mapping):
+        raise _invalid(f"{path}.parameters", "must be a JSON schema object", "invalid_type")
+    strict = tool.get("strict")
+    if strict is not None and not isinstance(strict, bool):
+        raise _invalid(f"{path}.strict", "must be a boolean", "invalid_type")
+    echo = {
+        "type": "function",
+        "name": name,
+        "description": description,
+        "parameters": dict(parameters),
+        "strict": strict,
+    }
+    return ToolSpec(name, description, parameters), echo
+
+
+def _tool_choice(value: object) -> tuple[ToolChoice, str]:
+    """auto and none are honoured; Kiro cannot force a tool, so forcing is a 400."""
+    if value is None or value == "auto":
+        return ToolChoice(ToolChoiceMode.AUTO), "auto"
+    if value == "none":
+        return ToolChoice(ToolChoiceMode.NONE), "none"
+    if value == "required" or isinstance(value, Mapping):
+        raise _unsupported(
+            "tool_choice",
+            "forcing a tool call is not supported by Kiro; use tool_choice auto or none",
+        )
+    raise _invalid("tool_choice", "must be 'auto', 'none', 'required' or a tool choice object")
+
+
+# -- other fields ------------------------------------------------------------------------------
+
+
+def _reasoning(value: object) -> tuple[Reasoning | None, dict[str, Any] | None, bool]:
+    """`reasoning` → canonical Reasoning (None for effort `none`), its echo, summary wanted."""
+    if value is None:
+        return None, None, False
+    if not isinstance(value, Mapping):
+        raise _invalid("reasoning", "must be an object", "invalid_type")
+    effort = _string(value, "effort", "reasoning.effort")
+    if effort is not None and effort != "none" and effort not in _EFFORTS:
+        raise _invalid(
+            "reasoning.effort", "must be one of none, minimal, low, medium, high, xhigh, max"
+        )
+    summary = _string(value, "summary", "reasoning.summary")
+    summary = summary or _string(value, "generate_summary", "reasoning.generate_summary")
+    if summary is not None and summary not in _SUMMARIES:
+        raise _invalid("reasoning.summary", "must be one of auto, concise, detailed")
+    echo = {"effort": effort, "summary": summary}
+    if effort == "none":
+        return None, echo, False
+    canonical = Reasoning(effort=_EFFORTS[effort] if effort else None, summary=summary)
+    return canonical, echo, summary is not None
+
+
+def _check_text(value: object) -> None:
+    """Only plain text output: structured output cannot be guaranteed through Kiro."""
+    if value is None:
+        return
+    if not isinstance(value, Mapping):
+        raise _invalid("text", "must be an object", "invalid_type")
+    fmt = value.get("format")
+    if fmt is None:
+        return
+    kind = fmt.get("type") if isinstance(fmt, Mapping) else None
+    if kind in ("json_object", "json_schema"):
+        raise _unsupported(
+            "text.format",
+            f"text.format type {kind!r} is not supported: Kiro cannot guarantee structured "
+            "output; use type 'text'",
+        )
+    if kind != "text":
+        raise _invalid("text.format.type", "must be 'text', 'json_object' or 'json_schema'")
+
+
+def _include(value: object) -> frozenset[str]:
+    """Requested extras; only encrypted reasoning changes the output, others are accepted."""
+    if value is None:
+        return frozenset()
+    if not isinstance(value, list) or not all(isinstance(entry, str) for entry in value):
+        raise _invalid("include", "must be a list of strings", "invalid_type")
+    return frozenset(value)
+
+
+def _metadata(value: object) -> dict[str, str]:
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping):
+        raise _invalid("metadata", "must be an object of strings", "invalid_type")
+    for key, entry in value.items():
+        if not isinstance(entry, str):
+            raise _invalid(f"metadata.{key}", "metadata values must be strings", "invalid_type")
+    return dict(value)
+
+
+def _affinity(
+    body: Mapping[str, Any], metadata: Mapping[str, str], headers: Mapping[str, str]
+) -> str | None:
+    """The conversation key: prompt_cache_key, metadata.kiro_session_id, client_metadata
+    session_id/thread_id (Codex), then Codex's `session-id` header. Explicit inputs only."""
+    if key := body.get("prompt_cache_key"):
+        return str(key)
+    if key := metadata.get("kiro_session_id"):
+        return key
+    client = body.get("client_metadata")
+    if isinstance(client, Mapping):
+        for name in _SESSION_FIELDS:
+            if isinstance(value := client.get(name), str) and value:
+                return value
+    lowered = {name.lower(): value for name, value in headers.items()}
+    return lowered.get("session-id") or None
+
+
+# -- primitives ----------------------------------------------------------------------------------
+
+
+def _invalid(param: str, message: str, code: str = "invalid_value") -> ApiError:
+    text = f"'{param}': {message}" if param else message
+    return ApiError(ErrorKind.INVALID_REQUEST, text, code=code, param=param or None)
+
+
+def _unsupported(param: str, message: str) -> ApiError:
+    return ApiError(
+        ErrorKind.INVALID_REQUEST,
+        f"'{param}': {message}",
+        code="unsupported_capability",
+        param=param,
+    )
+
+
+def _string(obj: Mapping[str, Any], key: str, path: str, *, required: bool = False) -> str | None:
+    value = obj.get(key)
+    if value is None:
+        if required:
+            raise _invalid(path, "is required", "missing_required_parameter")
+        return None
+    if not isinstance(value, str):
+        raise _invalid(path, "must be a string", "invalid_type")
+    return value
+
+
+def _boolean(obj: Mapping[str, Any], key: str, *, default: bool) -> bool:
+    value = obj.get(key)
+    if value is None:
+        return default
+    if not isinstance(value, bool):
+        raise _invalid(key, "must be a boolean", "invalid_type")
+    return value
+
+
+def _positive_integer(obj: Mapping[str, Any], key: str) -> int | None:
+    value = obj.get(key)
+    if value is None:
+        return None
+    if not isinstance(value, int) or isinstance(value, bool):
+        raise _invalid(key, "must be an integer", "invalid_type")
+    if value < 1:
+        raise _invalid(key, "must be at least 1")
+    return value
+
+
+def _number(obj: Mapping[str, Any], key: str, low: float, high: float) -> float | None:
+    value = obj.get(key)
+    if value is None:
+        return None
+    if not isinstance(value, int | float) or isinstance(value, bool):
+        raise _invalid(key, "must be a number", "invalid_type")
+    if not low <= value <= high:
+        raise _invalid(key, f"must be between {low:g} and {high:g}")
+    return float(value)

@@ -1,0 +1,572 @@
+"""Canonical events → OpenAI Responses: the SSE stream, the Response object, stored items.
+
+Every canonical block becomes one output item at the same index: text → `message`, thinking and
+redacted thinking → `reasoning`, tool use → `function_call`. Item ids derive from the response id
+and that index (`msg_<r>_<i>`, `rs_<r>_<i>`, `fc_<r>_<i>`), so the streamed items, the
+non-streaming Response and the stored history agree without sharing state.
+
+Stream order is the one the openai SDK's `responses.stream` enforces (clients.md §2.5):
+`response.created`, `response.in_progress`, then per item `output_item.added` → its part and delta
+events → `output_item.done`, and one terminal event: `response.completed`, `response.incomplete`
+(max tokens, refusal) or `error` + `response.failed`. Every event carries a `sequence_number`
+counting from 0.
+
+Reasoning is shown as summary text only when the request asked for a summary, and carried as
+`encrypted_content` (see `reasoning.py`) only when it asked for
+`include: ["reasoning.encrypted_content"]`. Stored history items always carry it, so a
+`previous_response_id` continuation can replay the reasoning upstream.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+from kirod.canonical.assemble import CanonicalCompletion, OutputBlock
+from kirod.canonical.events import (
+    BlockKind,
+    BlockStart,
+    BlockStop,
+    CanonicalEvent,
+    ErrorEvent,
+    MessageStart,
+    MessageStop,
+    RedactedThinking,
+    SignatureDelta,
+    StopReason,
+    TextDelta,
+    ThinkingDelta,
+    ToolInputDelta,
+    Usage,
+)
+from kirod.canonical.request import (
+    RedactedThinkingBlock,
+    TextBlock,
+    ThinkingBlock,
+    ToolUseBlock,
+)
+from kirod.canonical.tokens import estimate_text_tokens
+from kirod.errors import ErrorKind
+from kirod.protocols.responses.reasoning import ReasoningBox
+from kirod.protocols.sse import encode_event
+
+ToolNames = Mapping[str, tuple[str, str]]
+"""Flattened tool name sent upstream → (namespace, function name) the client declared."""
+
+_FAILED_CODES: Final[Mapping[ErrorKind, str]] = {
+    ErrorKind.RATE_LIMIT: "rate_limit_exceeded",
+    ErrorKind.INVALID_REQUEST: "invalid_prompt",
+}
+"""`Response.error.code` is a closed set; anything else is reported as `server_error`."""
+
+
+@dataclass(frozen=True, slots=True)
+class ResponseEcho:
+    """What a Response object repeats from its request, and the output options it asked for.
+
+    Built by the decoder; the encoder never reads the request itself. `tools` are the client's
+    function and namespace tools as accepted (hosted tools kirod dropped are not echoed).
+    """
+
+    model: str
+    instructions: str | None = None
+    tools: tuple[Mapping[str, Any], ...] = ()
+    tool_choice: str = "auto"
+    parallel_tool_calls: bool = True
+    reasoning: Mapping[str, Any] | None = None
+    metadata: Mapping[str, str] = field(default_factory=dict)
+    store: bool = True
+    previous_response_id: str | None = None
+    max_output_tokens: int | None = None
+    temperature: float | None = None
+    top_p: float | None = None
+    truncation: str = "disabled"
+    prompt_cache_key: str | None = None
+    user: str | None = None
+    include_encrypted: bool = False
+    summary: bool = False
+    tool_names: ToolNames = field(default_factory=dict)
+
+
+def item_id(prefix: str, response_id: str, index: int) -> str:
+    """The id of output item `index` of `response_id` (`msg`, `rs` or `fc` prefix)."""
+    return f"{prefix}_{response_id.removeprefix('resp_')}_{index}"
+
+
+class ResponsesStreamEncoder:
+    """Renders one response's canonical event stream as Responses SSE events.
+
+    Sans-IO: `start()` and `feed()` return encoded SSE events to write. After the terminal
+    event, `response` is the final Response object (as in the terminal event) and
+    `history_items` the output items to store for `previous_response_id`.
+    """
+
+    def __init__(
+        self,
+        *,
+        response_id: str,
+        echo: ResponseEcho,
+        reasoning_box: ReasoningBox,
+        created_at: int | None = None,
+    ) -> None:
+        self._id = response_id
+        self._echo = echo
+        self._box = reasoning_box
+        self._created_at = int(time.time()) if created_at is None else created_at
+        self._sequence = 0
+        self._started = False
+        self._shown: list[dict[str, Any]] = []
+        self._stored: list[dict[str, Any]] = []
+        self._open: _OpenItem | None = None
+        self._usage = Usage(0, 0)
+        self._reasoning_text: list[str] = []
+        self.response: dict[str, Any] | None = None
+
+    @property
+    def history_items(self) -> list[dict[str, Any]]:
+        """Finished output items with `encrypted_content` always present, for storage."""
+        return list(self._stored)
+
+    def start(self) -> list[bytes]:
+        """`response.created` and `response.in_progress`, both with status `in_progress`."""
+        if self._started:
+            return []
+        self._started = True
+        snapshot = self._response("in_progress", [], usage=None)
+        return [
+            self._event("response.created", response=snapshot),
+            self._event("response.in_progress", response=snapshot),
+        ]
+
+    def feed(self, event: CanonicalEvent) -> list[bytes]:
+        """The SSE events for one canonical event; starts the stream first if needed."""
+        out = self.start()
+        match event:
+            case MessageStart():
+                self._usage = Usage(event.input_tokens, 0)
+            case BlockStart():
+                out += self._open_item(event)
+            case TextDelta():
+                out += self._text_delta(event.text)
+            case ThinkingDelta():
+                out += self._thinking_delta(event.text)
+            case SignatureDelta():
+                assert self._open is not None
+                self._open.signature.append(event.signature)
+            case ToolInputDelta():
+                out += self._arguments_delta(self._open, event.partial_json)
+            case BlockStop():
+                out += self._close_item()
+            case RedactedThinking():
+                out += self._redacted(event.data)
+            case Usage():
+                self._usage = event
+            case MessageStop():
+                out += self._finish(event.stop_reason)
+            case ErrorEvent():
+                out += self._fail(event)
+        return out
+
+    # -- items ------------------------------------------------------------------------------------
+
+    def _open_item(self, start: BlockStart) -> list[bytes]:
+        index = len(self._shown)
+        match start.kind:
+            case BlockKind.TEXT:
+                item = message_item(item_id("msg", self._id, index), None, "in_progress")
+                opened = _OpenItem(start.kind, index, item)
+                part = _text_part("")
+                return [
+                    self._added(opened),
+                    self._event("response.content_part.added", **opened.at(), part=part),
+                ]
+            case BlockKind.THINKING:
+                item = reasoning_item(item_id("rs", self._id, index), None, None)
+                return [self._added(_OpenItem(start.kind, index, item))]
+            case BlockKind.TOOL_USE:
+                assert start.tool_use_id is not None
+                assert start.tool_name is not None
+                item = function_call_item(
+                    item_id("fc", self._id, index),
+                    start.tool_use_id,
+                    start.tool_name,
+                    "",
+                    "in_progress",
+                    self._echo.tool_names,
+                )
+                return [self._added(_OpenItem(start.kind, index, item))]
+
+    def _added(self, opened: _OpenItem) -> bytes:
+        self._open = opened
+        return self._event(
+            "response.output_item.added", output_index=opened.index, item=dict(opened.item)
+        )
+
+    def _text_delta(self, text: str) -> list[bytes]:
+        assert self._open is not None
+        self._open.parts.append(text)
+        return [
+            self._event("response.output_text.delta", **self._open.at(), delta=text, logprobs=[])
+        ]
+
+    def _arguments_delta(self, opened: _OpenItem | None, partial: str) -> list[bytes]:
+        assert opened is not None
+        opened.parts.append(partial)
+        return [
+            self._event(
+                "response.function_call_arguments.delta",
+                item_id=opened.item["id"],
+                output_index=opened.index,
+                delta=partial,
+            )
+        ]
+
+    def _thinking_delta(self, text: str) -> list[bytes]:
+        opened = self._open
+        assert opened is not None
+        opened.parts.append(text)
+        self._reasoning_text.append(text)
+        if not (self._echo.summary and text):
+            return []
+        out = []
+        if not opened.summary_open:
+            opened.summary_open = True
+            out.append(
+                self._event(
+                    "response.reasoning_summary_part.added",
+                    **opened.at_summary(),
+                    part={"type": "summary_text", "text": ""},
+                )
+            )
+        out.append(
+            self._event("response.reasoning_summary_text.delta", **opened.at_summary(), delta=text)
+        )
+        return out
+
+    def _close_item(self) -> list[bytes]:
+        opened, self._open = self._open, None
+        assert opened is not None
+        text = "".join(opened.parts)
+        out: list[bytes] = []
+        match opened.kind:
+            case BlockKind.TEXT:
+                part = _text_part(text)
+                out.append(
+                    self._event("response.output_text.done", **opened.at(), text=text, logprobs=[])
+                )
+                out.append(self._event("response.content_part.done", **opened.at(), part=part))
+                shown = message_item(opened.item["id"], text, "completed")
+                stored = shown
+            case BlockKind.TOOL_USE:
+                if not text.strip():
+                    # A call without arguments streams none; clients parse the string as JSON.
+                    out += self._arguments_delta(opened, "{}")
+                    text += "{}"
+                out.append(
+                    self._event(
+                        "response.function_call_arguments.done",
+                        item_id=opened.item["id"],
+                        output_index=opened.index,
+                        arguments=text,
+                    )
+                )
+                shown = {**opened.item, "arguments": text, "status": "completed"}
+                stored = shown
+            case BlockKind.THINKING:
+                if opened.summary_open:
+                    part = {"type": "summary_text", "text": text}
+                    out.append(
+                        self._event(
+                            "response.reasoning_summary_text.done", **opened.at_summary(), text=text
+                        )
+                    )
+                    out.append(
+                        self._event(
+                            "response.reasoning_summary_part.done", **opened.at_summary(), part=part
+                        )
+                    )
+                sealed = self._box.seal(text, "".join(opened.signature) or None)
+                summary = text if self._echo.summary else None
+                shown = reasoning_item(opened.item["id"], summary, self._shown_seal(sealed))
+                stored = reasoning_item(opened.item["id"], summary, sealed)
+        return [*out, self._done(opened.index, shown, stored)]
+
+    def _redacted(self, data: str) -> list[bytes]:
+        index = len(self._shown)
+        rs_id = item_id("rs", self._id, index)
+        sealed = self._box.seal_redacted(data)
+        added = self._event(
+            "response.output_item.added", output_index=index, item=reasoning_item(rs_id, None, None)
+        )
+        shown = reasoning_item(rs_id, None, self._shown_seal(sealed))
+        return [added, self._done(index, shown, reasoning_item(rs_id, None, sealed))]
+
+    def _shown_seal(self, sealed: str) -> str | None:
+        return sealed if self._echo.include_encrypted else None
+
+    def _done(self, index: int, shown: dict[str, Any], stored: dict[str, Any]) -> bytes:
+        self._shown.append(shown)
+        self._stored.append(stored)
+        return self._event("response.output_item.done", output_index=index, item=shown)
+
+    # -- terminal events --------------------------------------------------------------------------
+
+    def _finish(self, stop_reason: StopReason) -> list[bytes]:
+        status, incomplete = terminal_status(stop_reason)
+        usage = usage_json(self._usage, "".join(self._reasoning_text))
+        self.response = self._response(status, self._shown, usage=usage, incomplete=incomplete)
+        kind = "response.completed" if status == "completed" else "response.incomplete"
+        return [self._event(kind, response=self.response)]
+
+    def _fail(self, event: ErrorEvent) -> list[bytes]:
+        output = list(self._shown)
+        if self._open is not None:
+            output.append(self._open.partial())
+        failed_code = _FAILED_CODES.get(event.kind, "server_error")
+        error = {"code": failed_code, "message": event.message}
+        usage = usage_json(self._usage, "".join(self._reasoning_text))
+        self.response = self._response("failed", output, usage=usage, error=error)
+        return [
+            self._event("error", code=event.code or failed_code, message=event.message, param=None),
+            self._event("response.failed", response=self.response),
+        ]
+
+    def _response(
+        self,
+        status: str,
+        output: list[dict[str, Any]],
+        *,
+        usage: dict[str, Any] | None,
+        incomplete: dict[str, str] | None = None,
+        error: dict[str, str] | None = None,
+    ) -> dict[str, Any]:
+        return response_object(
+            self._id,
+            self._echo,
+            self._created_at,
+            status=status,
+            output=list(output),
+            usage=usage,
+            incomplete=incomplete,
+            error=error,
+        )
+
+    def _event(self, kind: str, **fields: Any) -> bytes:
+        data = {"type": kind, "sequence_number": self._sequence, **fields}
+        self._sequence += 1
+        return encode_event(data, event=kind)
+
+
+class _OpenItem:
+    """The output item being streamed: its added form and the fragments received so far."""
+
+    __slots__ = ("index", "item", "kind", "parts", "signature", "summary_open")
+
+    def __init__(self, kind: BlockKind, index: int, item: dict[str, Any]) -> None:
+        self.kind = kind
+        self.index = index
+        self.item = item
+        self.parts: list[str] = []
+        self.signature: list[str] = []
+        self.summary_open = False
+
+    def at(self) -> dict[str, Any]:
+        """Where a content event points: item, output index and (single) content part."""
+        return {"item_id": self.item["id"], "output_index": self.index, "content_index": 0}
+
+    def at_summary(self) -> dict[str, Any]:
+        return {"item_id": self.item["id"], "output_index": self.index, "summary_index": 0}
+
+    def partial(self) -> dict[str, Any]:
+        """The item as far as it got, for the output of a failed response."""
+        text = "".join(self.parts)
+        if self.kind is BlockKind.TEXT:
+            return message_item(self.item["id"], text, "incomplete")
+        if self.kind is BlockKind.TOOL_USE:
+            return {**self.item, "arguments": text, "status": "incomplete"}
+        return reasoning_item(self.item["id"], None, None)
+
+
+# -- item and object shapes (shared by the stream and the non-streaming path) -------------------
+
+
+def _text_part(text: str) -> dict[str, Any]:
+    return {"type": "output_text", "text": text, "annotations": [], "logprobs": []}
+
+
+def message_item(msg_id: str, text: str | None, status: str) -> dict[str, Any]:
+    """An assistant message with one output_text part (none yet when `text` is None)."""
+    return {
+        "id": msg_id,
+        "type": "message",
+        "role": "assistant",
+        "status": status,
+        "content": [] if text is None else [_text_part(text)],
+    }
+
+
+def reasoning_item(rs_id: str, summary: str | None, encrypted: str | None) -> dict[str, Any]:
+    """A reasoning item; the summary is the thinking text, shown only when one was requested."""
+    item: dict[str, Any] = {
+        "id": rs_id,
+        "type": "reasoning",
+        "summary": [{"type": "summary_text", "text": summary}] if summary else [],
+    }
+    if encrypted is not None:
+        item["encrypted_content"] = encrypted
+    return item
+
+
+def function_call_item(
+    fc_id: str, call_id: str, name: str, arguments: str, status: str, tool_names: ToolNames
+) -> dict[str, Any]:
+    """A function call; flattened namespace tools get their namespace and own name back."""
+    item: dict[str, Any] = {
+        "id": fc_id,
+        "type": "function_call",
+        "call_id": call_id,
+        "name": name,
+        "arguments": arguments,
+        "status": status,
+    }
+    if name in tool_names:
+        item["namespace"], item["name"] = tool_names[name]
+    return item
+
+
+def terminal_status(stop_reason: StopReason) -> tuple[str, dict[str, str] | None]:
+    """The Response status and incomplete_details for how generation stopped."""
+    if stop_reason is StopReason.MAX_TOKENS:
+        return "incomplete", {"reason": "max_output_tokens"}
+    if stop_reason is StopReason.REFUSAL:
+        return "incomplete", {"reason": "content_filter"}
+    return "completed", None
+
+
+def usage_json(usage: Usage, reasoning_text: str) -> dict[str, Any]:
+    """Responses usage; reasoning tokens are estimated (Kiro reports none) and within output."""
+    reasoning = min(estimate_text_tokens(reasoning_text), usage.output_tokens)
+    return {
+        "input_tokens": usage.input_tokens,
+        "input_tokens_details": {"cached_tokens": 0, "cache_write_tokens": 0},
+        "output_tokens": usage.output_tokens,
+        "output_tokens_details": {"reasoning_tokens": reasoning},
+        "total_tokens": usage.input_tokens + usage.output_tokens,
+    }
+
+
+def response_object(
+    response_id: str,
+    echo: ResponseEcho,
+    created_at: int,
+    *,
+    status: str,
+    output: list[dict[str, Any]],
+    usage: dict[str, Any] | None,
+    incomplete: dict[str, str] | None = None,
+    error: dict[str, str] | None = None,
+) -> dict[str, Any]:
+    reasoning = dict(echo.reasoning) if echo.reasoning is not None else None
+    return {
+        "id": response_id,
+        "object": "response",
+        "created_at": created_at,
+        "status": status,
+        "background": False,
+        "error": error,
+        "incomplete_details": incomplete,
+        "instructions": echo.instructions,
+        "max_output_tokens": echo.max_output_tokens,
+        "metadata": dict(echo.metadata),
+        "model": echo.model,
+        "output": output,
+        "parallel_tool_calls": echo.parallel_tool_calls,
+        "previous_response_id": echo.previous_response_id,
+        "prompt_cache_key": echo.prompt_cache_key,
+        "reasoning": reasoning,
+        "store": echo.store,
+        "temperature": echo.temperature,
+        "text": {"format": {"type": "text"}},
+        "tool_choice": echo.tool_choice,
+        "tools": [dict(tool) for tool in echo.tools],
+        "top_p": echo.top_p,
+        "truncation": echo.truncation,
+        "usage": usage,
+        "user": echo.user,
+    }
+
+
+# -- non-streaming ------------------------------------------------------------------------------
+
+
+def response_items(
+    completion: CanonicalCompletion,
+    *,
+    response_id: str,
+    echo: ResponseEcho,
+    reasoning_box: ReasoningBox,
+    include_encrypted: bool = True,
+) -> list[dict[str, Any]]:
+    """The output items of a completed response; by default the stored form (always sealed)."""
+    items = []
+    for index, block in enumerate(completion.content):
+        items.append(_item(block, index, response_id, echo, reasoning_box, include_encrypted))
+    return items
+
+
+def _item(
+    block: OutputBlock,
+    index: int,
+    response_id: str,
+    echo: ResponseEcho,
+    box: ReasoningBox,
+    include_encrypted: bool,
+) -> dict[str, Any]:
+    match block:
+        case TextBlock():
+            return message_item(item_id("msg", response_id, index), block.text, "completed")
+        case ThinkingBlock():
+            sealed = box.seal(block.thinking, block.signature) if include_encrypted else None
+            summary = block.thinking if echo.summary else None
+            return reasoning_item(item_id("rs", response_id, index), summary, sealed)
+        case RedactedThinkingBlock():
+            sealed = box.seal_redacted(block.data) if include_encrypted else None
+            return reasoning_item(item_id("rs", response_id, index), None, sealed)
+        case ToolUseBlock():
+            arguments = json.dumps(block.input, ensure_ascii=False, separators=(",", ":"))
+            fc_id = item_id("fc", response_id, index)
+            return function_call_item(
+                fc_id, block.id, block.name, arguments, "completed", echo.tool_names
+            )
+
+
+def response_json(
+    completion: CanonicalCompletion,
+    *,
+    response_id: str,
+    echo: ResponseEcho,
+    reasoning_box: ReasoningBox,
+    created_at: int | None = None,
+) -> dict[str, Any]:
+    """The non-streaming Response object, identical in shape and ids to the streamed one."""
+    output = response_items(
+        completion,
+        response_id=response_id,
+        echo=echo,
+        reasoning_box=reasoning_box,
+        include_encrypted=echo.include_encrypted,
+    )
+    thinking = "".join(b.thinking for b in completion.content if isinstance(b, ThinkingBlock))
+    status, incomplete = terminal_status(completion.stop_reason)
+    return response_object(
+        response_id,
+        echo,
+        int(time.time()) if created_at is None else created_at,
+        status=status,
+        output=output,
+        usage=usage_json(completion.usage, thinking),
+        incomplete=incomplete,
+    )

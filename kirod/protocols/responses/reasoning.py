@@ -1,0 +1,101 @@
+"""Sealed reasoning: model thinking carried through the client as `encrypted_content`.
+
+A Responses client that sends `include: ["reasoning.encrypted_content"]` (Codex does, with
+`store: false`) keeps no server state; it replays each reasoning item verbatim on the next turn.
+Kiro can only continue a reasoning chain from the original text and its upstream signature, so
+both travel inside the item, encrypted and authenticated with a per-install key: the client can
+neither read the thinking it did not ask to see nor forge reasoning that kirod will replay.
+
+Token format: `krs1_` + base64url(nonce ‖ AES-256-GCM ciphertext ‖ tag), no padding, with the
+associated data `kirod-reasoning-v1`. The plaintext is compact JSON, `{"t": text, "s": signature}`
+for thinking or `{"r": data}` for redacted (opaque) reasoning. Anything that is not such a token
+under this key — OpenAI's own blobs, another install's, a truncated or edited one — opens to
+`None`, and the decoder drops it rather than failing the request.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+import os
+from typing import Final
+
+from cryptography.exceptions import InvalidTag
+from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+
+from kirod.canonical.request import RedactedThinkingBlock, ThinkingBlock
+
+PREFIX: Final = "krs1_"
+KEY_BYTES: Final = 32
+_ASSOCIATED_DATA: Final = b"kirod-reasoning-v1"
+_NONCE_BYTES: Final = 12
+_TAG_BYTES: Final = 16
+
+
+class ReasoningBox:
+    """Seals reasoning into `encrypted_content` strings and opens the ones it sealed.
+
+    `key` is 32 bytes, e.g. a purpose-specific key derived from the per-install secret.
+    """
+
+    __slots__ = ("_aead",)
+
+    def __init__(self, key: bytes) -> None:
+        if len(key) != KEY_BYTES:
+            raise ValueError(f"the reasoning key must be {KEY_BYTES} bytes, not {len(key)}")
+        self._aead = AESGCM(key)
+
+    def seal(self, text: str, signature: str | None) -> str:
+        """Seal thinking text and its upstream signature (None when the model gave none)."""
+        return self._seal({"t": text, "s": signature})
+
+    def seal_redacted(self, data: str) -> str:
+        """Seal an opaque redacted-reasoning blob, which replays upstream as it came."""
+        return self._seal({"r": data})
+
+    def open(self, token: str) -> tuple[str, str | None] | None:
+        """The thinking text and signature, or None for anything but sealed thinking."""
+        block = self.open_block(token)
+        if isinstance(block, ThinkingBlock):
+            return block.thinking, block.signature
+        return None
+
+    def open_block(self, token: str) -> ThinkingBlock | RedactedThinkingBlock | None:
+        """The sealed reasoning as a canonical block, or None when foreign/altered/truncated."""
+        if not token.startswith(PREFIX):
+            return None
+        try:
+            raw = base64.b64decode(_pad(token[len(PREFIX) :]), altchars=b"-_", validate=True)
+        except (binascii.Error, ValueError):
+            return None
+        if len(raw) < _NONCE_BYTES + _TAG_BYTES:
+            return None
+        try:
+            plain = self._aead.decrypt(raw[:_NONCE_BYTES], raw[_NONCE_BYTES:], _ASSOCIATED_DATA)
+        except InvalidTag:
+            return None
+        return _block(json.loads(plain))
+
+    def _seal(self, payload: dict[str, str | None]) -> str:
+        nonce = os.urandom(_NONCE_BYTES)
+        plain = json.dumps(payload, ensure_ascii=False, separators=(",", ":")).encode()
+        sealed = nonce + self._aead.encrypt(nonce, plain, _ASSOCIATED_DATA)
+        return PREFIX + base64.urlsafe_b64encode(sealed).rstrip(b"=").decode("ascii")
+
+
+def _pad(text: str) -> bytes:
+    """Restore the padding the token omits; non-ASCII text is not base64url (ValueError)."""
+    return (text + "=" * (-len(text) % 4)).encode("ascii")
+
+
+def _block(payload: object) -> ThinkingBlock | RedactedThinkingBlock | None:
+    """Authenticated plaintext is ours, but a shape check keeps a future format from crashing."""
+    if not isinstance(payload, dict):
+        return None
+    redacted, text, signature = payload.get("r"), payload.get("t"), payload.get("s")
+    if isinstance(redacted, str):
+        return RedactedThinkingBlock(redacted)
+    if isinstance(text, str) and (signature is None or isinstance(signature, str)):
+        return ThinkingBlock(text, signature)
+    return None
