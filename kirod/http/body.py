@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 from typing import Any
 
@@ -20,21 +21,32 @@ def _too_large(limit: int) -> ApiError:
     )
 
 
-async def read_body(request: web.Request, limit: int) -> bytes:
-    """Read at most `limit` bytes; a declared or actual larger body is a 413 before buffering it."""
+async def read_body(request: web.Request, limit: int, timeout_s: float) -> bytes:
+    """Read at most `limit` bytes within `timeout_s`.
+
+    A declared or actual larger body is a 413 before it is buffered; a client that trickles its
+    body past the deadline gets a 408 instead of holding the connection forever.
+    """
     declared = request.content_length
     if declared is not None and declared > limit:
         raise _too_large(limit)
     chunks: list[bytes] = []
     total = 0
     try:
-        while chunk := await request.content.read(READ_CHUNK):
-            total += len(chunk)
-            if total > limit:
-                raise _too_large(limit)
-            chunks.append(chunk)
+        async with asyncio.timeout(timeout_s):
+            while chunk := await request.content.read(READ_CHUNK):
+                total += len(chunk)
+                if total > limit:
+                    raise _too_large(limit)
+                chunks.append(chunk)
     except ConnectionError:
         raise ClientDisconnected() from None
+    except TimeoutError:
+        raise ApiError(
+            ErrorKind.INVALID_REQUEST,
+            f"the request body did not arrive within {timeout_s:g} s",
+            code="request_timeout",
+        ) from None
     if declared is not None and total < declared:
         raise ClientDisconnected()
     return b"".join(chunks)
@@ -56,5 +68,5 @@ def parse_json(data: bytes) -> Any:
         ) from None
 
 
-async def read_json(request: web.Request, limit: int) -> Any:
-    return parse_json(await read_body(request, limit))
+async def read_json(request: web.Request, limit: int, timeout_s: float = 60.0) -> Any:
+    return parse_json(await read_body(request, limit, timeout_s))

@@ -307,3 +307,26 @@ def test_control_routes_are_not_served_over_tcp(daemon: DaemonProcess) -> None:
     status, body = get(daemon.base_url + "/localapi/v1/status", daemon.api_key)
     assert status == 404
     assert body["error"]["code"] == "not_found"
+
+
+def test_two_daemons_started_at_once_exactly_one_serves(short_tmp: Path) -> None:
+    env = {"KIROD_LOCK_TIMEOUT_S": "1"}
+    first = DaemonProcess(short_tmp / "a", env=env)
+    second = DaemonProcess(short_tmp / "a", env=env)
+    try:
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            codes = (first.proc.poll(), second.proc.poll())
+            if codes.count(1) == 1:
+                break
+            time.sleep(0.1)
+        survivor = first if second.proc.returncode == 1 else second
+        loser = second if survivor is first else first
+        assert loser.proc.returncode == 1
+        assert survivor.proc.poll() is None
+        status = survivor.wait_ready()
+        assert status.pid == survivor.proc.pid
+        assert "holds the lock" in loser.log() or "already running" in loser.log()
+    finally:
+        first.kill()
+        second.kill()
