@@ -1,0 +1,101 @@
+"""The layering of DESIGN.md §2, checked on every module's imports: lower never imports higher."""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+PACKAGE = Path(__file__).resolve().parent.parent / "kirod"
+BASE = {"kirod", "kirod.errors", "kirod.paths", "kirod.config", "kirod.log", "kirod.tasks"}
+SERVER_LIBRARIES = ("aiohttp", "botocore", "aiosqlite")
+
+# What each layer may import from kirod (prefixes), besides itself.
+ALLOWED: dict[str, set[str]] = {
+    "kirod.canonical": BASE,
+    "kirod.protocols": BASE | {"kirod.canonical"},
+    "kirod.upstream": BASE | {"kirod.canonical"},
+    "kirod.storage": BASE,
+    "kirod.accounts": BASE | {"kirod.canonical", "kirod.upstream", "kirod.storage"},
+    "kirod.http": BASE
+    | {"kirod.canonical", "kirod.protocols", "kirod.upstream", "kirod.storage", "kirod.accounts"},
+    "kirod.localapi": BASE
+    | {"kirod.canonical", "kirod.upstream", "kirod.storage", "kirod.accounts", "kirod.localapi"},
+    "kirod.daemon": BASE
+    | {
+        "kirod.canonical",
+        "kirod.protocols",
+        "kirod.upstream",
+        "kirod.storage",
+        "kirod.accounts",
+        "kirod.http",
+        "kirod.localapi",
+    },
+    "kirod.localapi.schema": BASE,
+    "kirod.localapi.client": BASE | {"kirod.localapi.schema"},
+    "kirod.cli": {
+        "kirod",
+        "kirod.errors",
+        "kirod.paths",
+        "kirod.localapi.client",
+        "kirod.localapi.schema",
+    },
+}
+PURE = ("kirod.canonical", "kirod.protocols")
+
+
+def module_name(path: Path) -> str:
+    parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def imports(path: Path) -> Iterator[str]:
+    tree = ast.parse(path.read_text(), str(path))
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            yield from (alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            yield node.module
+            yield from (f"{node.module}.{alias.name}" for alias in node.names)
+
+
+def layer_of(name: str) -> str | None:
+    matches = [layer for layer in ALLOWED if name == layer or name.startswith(layer + ".")]
+    return max(matches, key=len) if matches else None
+
+
+MODULES = sorted(
+    (module_name(path), path)
+    for path in PACKAGE.rglob("*.py")
+    if "testing" not in path.relative_to(PACKAGE).parts
+)
+
+
+@pytest.mark.parametrize(("name", "path"), MODULES, ids=[name for name, _ in MODULES])
+def test_module_respects_its_layer(name: str, path: Path) -> None:
+    own = layer_of(name)
+    for target in imports(path):
+        if not target.startswith("kirod"):
+            if name.startswith(PURE) or name.startswith("kirod.cli"):
+                assert not target.startswith(SERVER_LIBRARIES), f"{name} imports {target}"
+            continue
+        assert not target.startswith("kirod.testing"), f"{name} imports test support {target}"
+        if own is None or target == own or target.startswith(own + "."):
+            continue
+        allowed = ALLOWED[own]
+        assert any(target == ok or target.startswith(ok + ".") for ok in allowed), (
+            f"{name} ({own}) must not import {target}"
+        )
+
+
+def test_codecs_never_import_each_other() -> None:
+    codecs = {"anthropic", "responses", "chat"}
+    for name, path in MODULES:
+        parts = name.split(".")
+        if len(parts) < 3 or parts[1] != "protocols" or parts[2] not in codecs:
+            continue
+        for target in imports(path):
+            for other in codecs - {parts[2]}:
+                assert not target.startswith(f"kirod.protocols.{other}"), (name, target)
