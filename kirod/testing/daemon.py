@@ -13,6 +13,7 @@ import sys
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import ClassVar
 
 from kirod.localapi.client import ControlError, DaemonUnreachable, LocalClient
 from kirod.localapi.schema import Status
@@ -35,7 +36,13 @@ def daemon_env(root: Path, extra: Mapping[str, str] | None = None) -> dict[str, 
 
 
 class DaemonProcess:
-    """A started daemon. `stop()` signals it and returns its exit code."""
+    """A started daemon. `stop()` signals it and returns its exit code.
+
+    `started` lists every daemon made in this process; each keeps its log and API key after its
+    directory is gone, so a test session can scan everything every daemon wrote.
+    """
+
+    started: ClassVar[list[DaemonProcess]] = []
 
     def __init__(
         self,
@@ -62,6 +69,9 @@ class DaemonProcess:
                 stderr=log,
             )
         self.status: Status | None = None
+        self._final_log: str | None = None
+        self._api_key: str | None = None
+        DaemonProcess.started.append(self)
 
     @property
     def client(self) -> LocalClient:
@@ -97,13 +107,35 @@ class DaemonProcess:
 
     @property
     def api_key(self) -> str:
-        return self.api_key_file.read_text().strip()
+        if self._api_key is None:
+            self._api_key = self.api_key_file.read_text().strip()
+        return self._api_key
+
+    @property
+    def known_api_key(self) -> str | None:
+        """The generated key if it was ever read or can still be read."""
+        if self._api_key is None and self.api_key_file.exists():
+            self._api_key = self.api_key_file.read_text().strip()
+        return self._api_key
 
     def log(self) -> str:
-        return self.log_path.read_text(errors="replace")
+        if self._final_log is not None:
+            return self._final_log
+        try:
+            return self.log_path.read_text(errors="replace")
+        except FileNotFoundError:
+            return ""
+
+    def _keep_log(self) -> None:
+        """Once the process is gone, its log no longer changes: keep it past the directory."""
+        if self.proc.poll() is not None and self._final_log is None:
+            self._api_key = self.known_api_key  # read it while the file still exists
+            self._final_log = self.log()
 
     def wait(self, timeout_s: float) -> int:
-        return self.proc.wait(timeout=timeout_s)
+        code = self.proc.wait(timeout=timeout_s)
+        self._keep_log()
+        return code
 
     def stop(self, sig: int = signal.SIGTERM, timeout_s: float = 30.0) -> int:
         if self.proc.poll() is None:
@@ -118,3 +150,4 @@ class DaemonProcess:
         if self.proc.poll() is None:
             self.proc.kill()
             self.proc.wait()
+        self._keep_log()

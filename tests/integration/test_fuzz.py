@@ -10,7 +10,6 @@ import http.client
 import json
 import socket
 import sys
-import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -82,9 +81,9 @@ def mutated(draw: st.DrawFn, route: str) -> Any:
 
 
 @pytest.fixture(scope="module")
-def daemon() -> Iterator[DaemonProcess]:
+def daemon(module_tmp: Path) -> Iterator[DaemonProcess]:
     with ThreadedFake() as fake:
-        root = Path(tempfile.mkdtemp(prefix="kd-"))
+        root = module_tmp
         proc = start_daemon(
             root,
             fake,

@@ -23,10 +23,8 @@ LIMIT = 64 * 1024
 
 
 @pytest.fixture(scope="module")
-def daemon(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DaemonProcess]:
-    import tempfile
-
-    root = Path(tempfile.mkdtemp(prefix="kd-"))
+def daemon(module_tmp: Path) -> Iterator[DaemonProcess]:
+    root = module_tmp
     proc = DaemonProcess(
         root,
         command=ROUTES_DAEMON,

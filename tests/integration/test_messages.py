@@ -6,7 +6,6 @@ import base64
 import dataclasses
 import json
 import sys
-import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -36,8 +35,8 @@ def fake() -> Iterator[ThreadedFake]:
 
 
 @pytest.fixture(scope="module")
-def daemon(fake: ThreadedFake) -> Iterator[DaemonProcess]:
-    root = Path(tempfile.mkdtemp(prefix="kd-"))
+def daemon(fake: ThreadedFake, module_tmp: Path) -> Iterator[DaemonProcess]:
+    root = module_tmp
     proc = start_daemon(root, fake)
     tokens = fake.fake.issue_social_account()
     import_account(proc, tokens)

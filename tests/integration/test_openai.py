@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import sys
-import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -39,8 +38,8 @@ def fake() -> Iterator[ThreadedFake]:
 
 
 @pytest.fixture(scope="module")
-def daemon(fake: ThreadedFake) -> Iterator[DaemonProcess]:
-    root = Path(tempfile.mkdtemp(prefix="kd-"))
+def daemon(fake: ThreadedFake, module_tmp: Path) -> Iterator[DaemonProcess]:
+    root = module_tmp
     proc = start_daemon(root, fake, {"KIROD_ENABLE_CHAT_COMPLETIONS": "true"})
     import_account(proc, fake.fake.issue_social_account(subscription="KIRO POWER"))
     try:
@@ -282,9 +281,8 @@ def test_chat_completions_with_tools_and_usage(gpt: openai.OpenAI, service: Fake
     assert chunks[-1].usage is not None
 
 
-def test_chat_completions_are_off_by_default(fake: ThreadedFake) -> None:
-    root = Path(tempfile.mkdtemp(prefix="kd-"))
-    proc = start_daemon(root, fake)
+def test_chat_completions_are_off_by_default(fake: ThreadedFake, short_tmp: Path) -> None:
+    proc = start_daemon(short_tmp, fake)
     try:
         with (
             openai.OpenAI(base_url=proc.base_url + "/v1", api_key=proc.api_key, max_retries=0) as c,

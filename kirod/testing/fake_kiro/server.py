@@ -18,7 +18,7 @@ import time
 import uuid
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 from aiohttp import web
 
@@ -80,7 +80,12 @@ class FakeKiro:
     Scripts are answered FIFO, an account's own queue before the shared one; when both are
     empty, `default_script` (or, if None, an echo of the prompt) answers. Every method is
     thread-safe, so a test thread may script a fake served by `ThreadedFake`.
+
+    `created` lists every fake made in this process, so a test session can scan everything kirod
+    wrote for any secret any fake issued.
     """
+
+    created: ClassVar[list[FakeKiro]] = []
 
     def __init__(
         self,
@@ -103,6 +108,7 @@ class FakeKiro:
         self._queue: collections.deque[Script] = collections.deque()
         self._account_queues: dict[str, collections.deque[Script]] = {}
         self._requests: list[RecordedRequest] = []
+        FakeKiro.created.append(self)
         self._counters: collections.Counter[str] = collections.Counter()
 
     # Scripting
