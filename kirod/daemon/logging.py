@@ -19,7 +19,8 @@ def _render_value(value: Any) -> str:
 
 
 def _fields(record: logging.LogRecord) -> dict[str, Any]:
-    fields: dict[str, Any] = dict(getattr(record, FIELDS_ATTR, None) or {})
+    given = getattr(record, FIELDS_ATTR, None) or {}
+    fields: dict[str, Any] = {key: value for key, value in given.items() if value is not None}
     request_id = request_id_var.get()
     if request_id is not None and "request_id" not in fields:
         fields["request_id"] = request_id
