@@ -3,8 +3,9 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP_RUN := $(VENV)/.installed-run
 STAMP_TEST := $(VENV)/.installed-test
+STAMP_BENCH := $(VENV)/.installed-bench
 
-.PHONY: run test check lint types pytest clean
+.PHONY: run demo install-service uninstall-service test check lint types pytest bench soak clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -18,15 +19,31 @@ $(STAMP_TEST): pyproject.toml | $(BIN)/python
 	$(BIN)/python -m pip install --quiet -e '.[test]'
 	touch $@ $(STAMP_RUN)
 
+$(STAMP_BENCH): pyproject.toml | $(BIN)/python
+	$(BIN)/python -m pip install --quiet -e '.[test,bench]'
+	touch $@ $(STAMP_TEST) $(STAMP_RUN)
+
 run: $(STAMP_RUN)
 	$(BIN)/kirod
 
+# The fake Kiro service and a kirod on temporary paths, with a demo account and key; Ctrl-C ends it.
+demo: $(STAMP_TEST)
+	$(BIN)/python -m kirod.testing.demo
+
+# kirod from this checkout's .venv as a per-user service (systemd or launchd).
+install-service: $(STAMP_RUN)
+	$(BIN)/kiroctl service install
+
+uninstall-service: $(STAMP_RUN)
+	$(BIN)/kiroctl service uninstall
+
 lint: $(STAMP_TEST)
-	$(BIN)/ruff check kirod tests
-	$(BIN)/ruff format --check kirod tests
+	$(BIN)/ruff check kirod tests bench
+	$(BIN)/ruff format --check kirod tests bench
 
 types: $(STAMP_TEST)
 	$(BIN)/mypy --strict kirod
+	$(BIN)/mypy --strict bench
 
 check: lint types
 
@@ -34,6 +51,14 @@ pytest: $(STAMP_TEST)
 	$(BIN)/pytest
 
 test: check pytest
+
+# The full benchmark (several minutes; see bench/README.md). `make test` runs a smoke plan of it.
+bench: $(STAMP_BENCH)
+	$(BIN)/python -m bench --plan full --json bench/results-latest.json
+
+# A longer soak than the one in `make test`: steady mixed load, then leak checks.
+soak: $(STAMP_BENCH)
+	$(BIN)/python -m bench.soak --duration 600 --concurrency 32
 
 clean:
 	rm -rf $(VENV) build *.egg-info .mypy_cache .pytest_cache .ruff_cache

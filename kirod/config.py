@@ -163,6 +163,64 @@ OPTIONS: tuple[Option, ...] = (
         maximum=10,
     ),
     Option(
+        "account_selection_strategy",
+        Kind.CHOICE,
+        "How requests are spread over accounts: sticky (keep using one account while it can "
+        "serve), round-robin (take turns), lowest-usage (most remaining credits first).",
+        "sticky",
+        choices=("sticky", "round-robin", "lowest-usage"),
+    ),
+    Option(
+        "queue_timeout_s",
+        Kind.FLOAT,
+        "How long a request waits for a free account slot before it is answered 429.",
+        60.0,
+        minimum=0,
+    ),
+    Option(
+        "max_account_attempts",
+        Kind.INT,
+        "Accounts one request may try when upstream failures happen before any output.",
+        3,
+        minimum=1,
+        maximum=10,
+    ),
+    Option(
+        "affinity_ttl_s",
+        Kind.FLOAT,
+        "How long an idle conversation stays bound to its account and Kiro conversation.",
+        24 * 3600.0,
+        minimum=0,
+    ),
+    Option(
+        "maintenance_interval_s",
+        Kind.FLOAT,
+        "Time between maintenance passes (token refresh, usage probes, pruning).",
+        60.0,
+        minimum=1,
+    ),
+    Option(
+        "usage_refresh_interval_s",
+        Kind.FLOAT,
+        "Re-read an account's usage limits when the last reading is this old.",
+        600.0,
+        minimum=1,
+    ),
+    Option(
+        "oplog_retention_s",
+        Kind.FLOAT,
+        "How long operation-log rows (kiroctl stats) are kept.",
+        30 * 24 * 3600.0,
+        minimum=0,
+    ),
+    Option(
+        "oplog_max_rows",
+        Kind.INT,
+        "Most operation-log rows kept; the oldest are dropped beyond it.",
+        200_000,
+        minimum=0,
+    ),
+    Option(
         "refresh_window_s",
         Kind.FLOAT,
         "Refresh an access token this long before it expires.",
@@ -261,6 +319,14 @@ class Settings:
     shutdown_drain_s: float
     lock_timeout_s: float
     account_inference_concurrency: int
+    account_selection_strategy: str
+    queue_timeout_s: float
+    max_account_attempts: int
+    affinity_ttl_s: float
+    maintenance_interval_s: float
+    usage_refresh_interval_s: float
+    oplog_retention_s: float
+    oplog_max_rows: int
     refresh_window_s: float
     parameter_policy: str
     upstream_keep_alive: bool

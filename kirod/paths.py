@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import sys
+import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,6 +22,10 @@ LOCK_FILE = "kirod.lock"
 DATABASE_FILE = "kirod.db"
 SOCKET_FILE = "kirod.sock"
 INSTALL_KEY_FILE = "install.key"
+SYSTEMD_UNIT = "kirod.service"
+LAUNCHD_LABEL = "dev.kirod"
+SOCKET_ENV = "KIROD_SOCKET_PATH"
+CONFIG_ENV = "KIROD_CONFIG"
 
 
 def _home(env: Mapping[str, str]) -> Path:
@@ -66,6 +71,57 @@ def socket_path(env: Mapping[str, str], platform: str = sys.platform) -> Path:
 
 def config_file(env: Mapping[str, str], platform: str = sys.platform) -> Path:
     return config_dir(env, platform) / CONFIG_FILE
+
+
+def service_file(env: Mapping[str, str], platform: str = sys.platform) -> Path:
+    """Where `kiroctl service install` puts the per-user service: a launchd agent on macOS, a
+    systemd user unit elsewhere."""
+    if _is_macos(platform):
+        return _home(env) / "Library" / "LaunchAgents" / f"{LAUNCHD_LABEL}.plist"
+    xdg = env.get("XDG_CONFIG_HOME")
+    base = Path(xdg) if xdg else _home(env) / ".config"
+    return base / "systemd" / "user" / SYSTEMD_UNIT
+
+
+def client_socket_path(env: Mapping[str, str] | None = None, platform: str = sys.platform) -> Path:
+    """Where kiroctl finds the control socket: the daemon's own precedence, minus its flags.
+
+    `KIROD_SOCKET_PATH`, then `socket_path` in the config file, then the default. A config file
+    that cannot be read is the daemon's to report; here it only means "not set there".
+    """
+    env = os.environ if env is None else env
+    if env.get(SOCKET_ENV):
+        return Path(env[SOCKET_ENV]).expanduser()
+    path = Path(env[CONFIG_ENV]) if env.get(CONFIG_ENV) else config_file(env, platform)
+    try:
+        value = tomllib.loads(path.read_text()).get("socket_path")
+    except (OSError, ValueError):
+        value = None
+    if isinstance(value, str) and value:
+        return Path(value).expanduser()
+    return socket_path(env, platform)
+
+
+def credential_files(home: Path, platform: str = sys.platform) -> dict[str, Path]:
+    """Where other Kiro tools keep their credentials by default, for `kiroctl accounts import`.
+
+    `kiro-ide-registrations` is the directory holding the `{clientIdHash}.json` files an IdC token
+    names. kiro-cli follows `dirs::data_local_dir()`; opencode-kiro-auth uses `~/.config/opencode`
+    on macOS too (neither honours XDG variables).
+    """
+    sso_cache = home / ".aws" / "sso" / "cache"
+    if _is_macos(platform):
+        kiro_cli = home / "Library" / "Application Support" / "kiro-cli"
+    else:
+        kiro_cli = home / ".local" / "share" / "kiro-cli"
+    opencode = home / ".config" / "opencode"
+    return {
+        "kiro-ide": sso_cache / "kiro-auth-token.json",
+        "kiro-ide-registrations": sso_cache,
+        "kiro-cli": kiro_cli / "data.sqlite3",
+        "opencode-kiro-auth": opencode / "kiro.db",
+        "opencode-kiro-auth-legacy": opencode / "kiro-accounts.json",
+    }
 
 
 @dataclass(frozen=True)

@@ -3,15 +3,18 @@
 Concurrent requests for one account share one refresh. A caller that goes away does not cancel
 the shared refresh (it is shielded and owned here), so a rotated refresh token is always stored.
 A rotation that loses the compare-and-swap (another writer stored newer credentials first) adopts
-the stored ones instead of overwriting them.
+the stored ones instead of overwriting them. A refresh token found dead marks the account
+`needs_login`, but only if its credentials are still the ones that failed.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import time
 
 from kirod import log
+from kirod.accounts import health
 from kirod.accounts.account import to_upstream
 from kirod.errors import GenerationConflict
 from kirod.storage.accounts import AccountStore
@@ -77,8 +80,19 @@ class TokenKeeper:
                 account=account_id,
                 permanent=exc.permanent,
             )
-            if exc.permanent:
-                await self._store.set_status(account_id, "needs_login", str(exc))
+            generation, now = record.generation, time.time()
+            permanent, detail = exc.permanent, str(exc)
+            await self._store.update_state(
+                account_id,
+                # Only the credentials that failed: a login stored meanwhile is not dead.
+                lambda latest: (
+                    health.after_refresh_failure(
+                        latest.state, permanent=permanent, detail=detail, now=now
+                    )
+                    if latest.generation == generation
+                    else None
+                ),
+            )
             raise
         self.refresh_count += 1
         try:

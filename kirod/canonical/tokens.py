@@ -29,6 +29,7 @@ import binascii
 import json
 import math
 import re
+from collections.abc import Iterable
 from typing import Final
 
 from kirod.canonical.request import (
@@ -65,8 +66,90 @@ def estimate_text_tokens(text: str) -> int:
     """Estimated Claude token count of `text`; any non-empty text costs at least one token."""
     if not text:
         return 0
-    tenths = sum(weight * len(pattern.findall(text)) for pattern, weight in _CLASSES)
+    if len(text) < _MEMO_MIN_CHARS:
+        return _estimate(text)
+    return _MEMO.get(text)
+
+
+def _estimate(text: str) -> int:
+    tenths = _ascii_tenths(text) if text.isascii() else _regex_tenths(text)
     return max(1, (tenths + 5) // 10)
+
+
+def _regex_tenths(text: str) -> int:
+    """The reference method: every class counted by its pattern."""
+    return sum(weight * len(pattern.findall(text)) for pattern, weight in _CLASSES)
+
+
+# ASCII text (most prompts, code and JSON) is counted without a regex, a few times faster, with
+# the same result: only the first four classes can match it. A class of runs capped at `cap`
+# characters makes ceil(L / cap) matches of a run of length L, which is 1 + floor((L - 1) / cap):
+# map the class to "a" and everything else to " ", count the run starts (" a", after a leading
+# space), then mark each run's first character and count the non-overlapping "a" * cap left.
+
+
+def _run_table(codes: Iterable[int]) -> bytes:
+    members = frozenset(codes)
+    return bytes(0x61 if code in members else 0x20 for code in range(256))
+
+
+_ASCII_RUNS: Final = (
+    (_run_table([*range(0x41, 0x5B), *range(0x61, 0x7B)]), 10, 10),  # letters
+    (_run_table(range(0x30, 0x3A)), 3, 14),  # digits
+    (
+        _run_table(
+            [*range(0x21, 0x30), *range(0x3A, 0x41), *range(0x5B, 0x61), *range(0x7B, 0x7F)]
+        ),
+        3,
+        10,
+    ),  # symbols
+)
+
+
+def _ascii_tenths(text: str) -> int:
+    data = b" " + text.encode("ascii")
+    tenths = 10 * data.count(b"\n")
+    for table, cap, weight in _ASCII_RUNS:
+        classes = data.translate(table)
+        starts = classes.count(b" a")
+        rest = classes.replace(b" a", b" b").count(b"a" * cap)
+        tenths += weight * (starts + rest)
+    return tenths
+
+
+_MEMO_MIN_CHARS: Final = 256
+_MEMO_MAX_CHARS: Final = 2_000_000
+
+
+class _Memo:
+    """Estimates of recent long texts, bounded by their total length, least recently used out.
+
+    Agents resend the same system prompt, tools and history with every request of a
+    conversation, so most of a large request's text was estimated moments ago. A pure-function
+    cache: it changes no result, only how often one is computed.
+    """
+
+    def __init__(self, max_chars: int) -> None:
+        self._max_chars = max_chars
+        self._chars = 0
+        self._entries: dict[str, int] = {}
+
+    def get(self, text: str) -> int:
+        tokens = self._entries.pop(text, None)
+        if tokens is None:
+            tokens = _estimate(text)
+            if len(text) > self._max_chars:
+                return tokens
+            self._chars += len(text)
+            while self._chars > self._max_chars:
+                oldest = next(iter(self._entries))
+                del self._entries[oldest]
+                self._chars -= len(oldest)
+        self._entries[text] = tokens
+        return tokens
+
+
+_MEMO: Final = _Memo(_MEMO_MAX_CHARS)
 
 
 def estimate_json_tokens(value: object) -> int:

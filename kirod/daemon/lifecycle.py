@@ -2,7 +2,8 @@
 
 Start: lock → store → API key → sockets → control and public apps → READY=1.
 Stop (signal or compromised lock): STOPPING=1 → stop accepting → drain in-flight requests up to
-`shutdown_drain_s` → cancel the rest → background tasks → store → lock. Each resource is entered
+`shutdown_drain_s` → cancel the rest → background tasks (the accounts' maintenance loop, token
+refreshes, usage probes) → upstream client → store → lock. Each resource is entered
 on one `AsyncExitStack`, so teardown runs in reverse and only for what started.
 """
 
@@ -12,7 +13,6 @@ import asyncio
 import contextlib
 import logging
 import os
-import secrets
 import signal
 import time
 from contextlib import AsyncExitStack
@@ -21,8 +21,7 @@ from dataclasses import dataclass
 from aiohttp import web
 
 from kirod import __version__, log
-from kirod.accounts.dispatch import CatalogCache, Dispatcher
-from kirod.accounts.tokens import TokenKeeper
+from kirod.accounts.layer import build_account_layer
 from kirod.config import ServiceEnv, Settings
 from kirod.daemon.install_key import derive, load_or_create
 from kirod.daemon.lock import InstanceLock
@@ -32,14 +31,17 @@ from kirod.errors import StartupError
 from kirod.http.app import Route, build_public_app
 from kirod.http.auth import KeyGate
 from kirod.http.services import Services
-from kirod.localapi.schema import Listener, Status
-from kirod.localapi.server import Control, build_control_app
+from kirod.localapi.control import Control
+from kirod.localapi.logins import Logins
+from kirod.localapi.pool import LayerReports
+from kirod.localapi.schema import DaemonInfo, Listener
+from kirod.localapi.server import build_control_app
 from kirod.paths import ensure_private_dir
 from kirod.protocols.anthropic import ThinkingSigner
 from kirod.protocols.responses import ReasoningBox
 from kirod.storage.accounts import AccountStore
 from kirod.storage.db import Database
-from kirod.storage.keys import KeyStore
+from kirod.storage.keys import KeyStore, generate_key
 from kirod.storage.responses import ResponseStore
 from kirod.tasks import TaskOwner
 from kirod.upstream.client import ClientOptions, Endpoints, KiroClient
@@ -49,7 +51,6 @@ logger = logging.getLogger("kirod.daemon")
 LOCK_CHECK_INTERVAL_S = 5.0
 EXIT_OK = 0
 EXIT_FAILURE = 1
-API_KEY_PREFIX = "sk-kirod-"
 
 
 @dataclass
@@ -68,10 +69,6 @@ class StopRequest:
         self.event.set()
 
 
-def new_api_key() -> str:
-    return API_KEY_PREFIX + secrets.token_urlsafe(32)
-
-
 def _write_private(path: os.PathLike[str], text: str) -> None:
     old = os.umask(0o077)
     try:
@@ -84,15 +81,15 @@ def _write_private(path: os.PathLike[str], text: str) -> None:
 
 
 async def ensure_api_key(settings: Settings, keys: KeyStore, gate: KeyGate) -> None:
-    """Load stored key digests; with no key anywhere, create one and write it to a 0600 file.
+    """Load the stored keys; with no key anywhere, create one and write it to a 0600 file.
 
     The file is written before the digest is stored: if either step fails the next start tries
     again, and the user is never left with a stored key nobody can read.
     """
-    gate.replace_store_digests(await keys.all_hashes())
+    await gate.reload()
     if not gate.empty:
         return
-    key = new_api_key()
+    key = generate_key()
     ensure_private_dir(settings.api_key_file.parent)
     try:
         _write_private(settings.api_key_file, key + "\n")
@@ -101,7 +98,7 @@ async def ensure_api_key(settings: Settings, keys: KeyStore, gate: KeyGate) -> N
             f"cannot write the new API key to {settings.api_key_file}: {exc.strerror}"
         ) from None
     await keys.insert("default", key)
-    gate.replace_store_digests(await keys.all_hashes())
+    await gate.reload()
     log.event(logger, "api_key_created", path=str(settings.api_key_file))
 
 
@@ -163,8 +160,9 @@ async def run(
 
             db = await stack.enter_async_context(Database(settings.state.database))
             accounts = AccountStore(db)
-            gate = KeyGate(settings.api_keys)
-            await ensure_api_key(settings, KeyStore(db), gate)
+            keys = KeyStore(db)
+            gate = KeyGate(settings.api_keys, keys)
+            await ensure_api_key(settings, keys, gate)
             client = await stack.enter_async_context(
                 KiroClient(
                     Endpoints(
@@ -192,18 +190,20 @@ async def run(
             )
 
             background = await stack.enter_async_context(TaskOwner("daemon"))
-            keeper = TokenKeeper(accounts, client, background, settings.refresh_window_s)
-            catalogs = CatalogCache(client)
-            dispatcher = Dispatcher(
+            install_key = load_or_create(settings.state.install_key)
+            layer = build_account_layer(
+                settings,
+                db,
                 accounts,
                 client,
-                keeper,
-                catalogs,
-                parameter_policy="error" if settings.parameter_policy == "error" else "drop",
+                background,
+                affinity_secret=derive(install_key, "account-affinity"),
+                authorize=gate.authorize_model,
             )
+            keeper, catalogs, dispatcher = layer.keeper, layer.catalogs, layer.dispatcher
 
-            def status() -> Status:
-                return Status(
+            def info() -> DaemonInfo:
+                return DaemonInfo(
                     version=__version__,
                     pid=os.getpid(),
                     uptime_s=round(time.time() - started, 3),
@@ -213,7 +213,21 @@ async def run(
                 )
 
             control_runner = web.AppRunner(
-                build_control_app(Control(status=status), accounts),
+                build_control_app(
+                    Control(
+                        info=info,
+                        settings=settings,
+                        accounts=accounts,
+                        keys=keys,
+                        reload_keys=gate.reload,
+                        catalogs=catalogs,
+                        keeper=keeper,
+                        logins=Logins(client, accounts, background),
+                        operations=layer.operations,
+                        reports=LayerReports(layer.maintenance, layer.oplog),
+                        shutdown=lambda: stop.request(EXIT_OK, "kiroctl"),
+                    )
+                ),
                 handle_signals=False,
                 access_log=None,
                 shutdown_timeout=settings.shutdown_drain_s,
@@ -222,7 +236,6 @@ async def run(
             stack.push_async_callback(control_runner.cleanup)
             await web.SockSite(control_runner, unix.sock).start()
 
-            install_key = load_or_create(settings.state.install_key)
             services = Services(
                 settings=settings,
                 db=db,
@@ -249,6 +262,7 @@ async def run(
             await web.SockSite(public_runner, tcp).start()
 
             background.spawn(_watch_lock(lock, stop), name="lock-watch")
+            background.spawn(layer.maintenance.run(), name="maintenance")
             if service_env.watchdog_interval_s:
                 background.spawn(
                     _watchdog(notifier, service_env.watchdog_interval_s), name="watchdog"

@@ -45,7 +45,7 @@ def _gate() -> Middleware:
     @web.middleware
     async def gate(request: web.Request, handler: Handler) -> web.StreamResponse:
         if request.path.rstrip("/") not in OPEN_PATHS:
-            request[API_KEY_ID] = request.app[SERVICES].gate.check(request)
+            request[API_KEY_ID] = await request.app[SERVICES].gate.admit(request)
         return await handler(request)
 
     return gate

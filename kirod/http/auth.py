@@ -1,14 +1,22 @@
-"""The API-key gate: keys are compared as SHA-256 digests, in constant time."""
+"""The API-key gate: keys are compared as SHA-256 digests, in constant time, then held to scope.
+
+A stored key may be limited to model patterns and to a request rate. The rate is enforced when the
+request arrives; the model only once the dispatcher has resolved the client's name to a catalog
+entry, so an alias can never reach a model outside the key's patterns.
+"""
 
 from __future__ import annotations
 
+import fnmatch
 import hmac
 from collections.abc import Iterable
 
 from aiohttp import web
 
+from kirod.canonical.models import ModelInfo
 from kirod.errors import ApiError, ErrorKind
-from kirod.storage.keys import hash_key
+from kirod.http.ratelimit import RateWindows, retry_after_header
+from kirod.storage.keys import UNRESTRICTED, KeyScope, KeyStore, UsableKey, hash_key
 
 BEARER = "bearer "
 
@@ -27,36 +35,60 @@ def presented_keys(request: web.Request) -> list[str]:
     return keys
 
 
+def _invalid_key() -> ApiError:
+    return ApiError(
+        ErrorKind.AUTHENTICATION,
+        "invalid API key",
+        code="invalid_api_key",
+        headers={"WWW-Authenticate": "Bearer"},
+    )
+
+
 class KeyGate:
-    """Holds (key id, digest) for every accepted key: configured ones and those in the store.
+    """Holds every accepted key: configured ones (unrestricted) and those in the store.
 
     A configured key's id is `config-` plus a prefix of its digest, stable across restarts.
+    `reload` re-reads the store, so a created or revoked key takes effect on the next request.
     """
 
-    def __init__(self, config_keys: Iterable[str] = ()) -> None:
+    def __init__(
+        self,
+        config_keys: Iterable[str] = (),
+        store: KeyStore | None = None,
+        rates: RateWindows | None = None,
+    ) -> None:
         digests = [hash_key(key) for key in config_keys]
-        self._config = [(f"config-{digest[:12]}", digest) for digest in digests]
-        self._store: list[tuple[str, str]] = []
+        self._config = [UsableKey(f"config-{d[:12]}", d, UNRESTRICTED) for d in digests]
+        self._keys: list[UsableKey] = list(self._config)
+        self._scopes: dict[str, KeyScope] = {key.id: key.scope for key in self._keys}
+        self._store = store
+        self._rates = rates or RateWindows()
 
-    def replace_store_digests(self, keys: Iterable[tuple[str, str]]) -> None:
-        self._store = list(keys)
+    def load(self, stored: Iterable[UsableKey]) -> None:
+        self._keys = [*self._config, *stored]
+        self._scopes = {key.id: key.scope for key in self._keys}
+        self._rates.keep_only(set(self._scopes))
+
+    async def reload(self) -> None:
+        if self._store is not None:
+            self.load(await self._store.usable())
 
     @property
     def empty(self) -> bool:
-        return not self._config and not self._store
+        return not self._keys
 
     def match(self, key: str) -> str | None:
         """The id of the key, if accepted."""
         digest = hash_key(key)
         # Compare against every digest without stopping early, so timing does not reveal which.
         found: str | None = None
-        for key_id, known in (*self._config, *self._store):
-            if hmac.compare_digest(digest, known):
-                found = key_id
+        for known in self._keys:
+            if hmac.compare_digest(digest, known.key_hash):
+                found = known.id
         return found
 
     def check(self, request: web.Request) -> str:
-        """The id of the presented key; raises a 401 `ApiError` otherwise."""
+        """The id of the presented key, within its rate; raises a 401 or 429 `ApiError`."""
         keys = presented_keys(request)
         if not keys:
             raise ApiError(
@@ -65,13 +97,40 @@ class KeyGate:
                 code="missing_api_key",
                 headers={"WWW-Authenticate": "Bearer"},
             )
-        for key in keys:
-            key_id = self.match(key)
-            if key_id is not None:
-                return key_id
+        key_id = next((found for key in keys if (found := self.match(key)) is not None), None)
+        if key_id is None:
+            raise _invalid_key()
+        rpm = self._scopes[key_id].rpm
+        if rpm is not None and (wait_s := self._rates.admit(key_id, rpm)) is not None:
+            raise ApiError(
+                ErrorKind.RATE_LIMIT,
+                f"this API key is limited to {rpm} requests per minute",
+                code="rate_limit_exceeded",
+                headers={"Retry-After": retry_after_header(wait_s)},
+            )
+        return key_id
+
+    async def admit(self, request: web.Request) -> str:
+        """`check`, then note the key's use for `kiroctl keys list`."""
+        key_id = self.check(request)
+        if self._store is not None and not key_id.startswith("config-"):
+            await self._store.touch(key_id)
+        return key_id
+
+    def authorize_model(self, key_id: str, model: ModelInfo) -> None:
+        """Raise a 403 unless the key's patterns admit the resolved model (either of its ids)."""
+        scope = self._scopes.get(key_id)
+        if scope is None:  # revoked since the request was admitted
+            raise _invalid_key()
+        if not scope.models:
+            return
+        names = (model.public_id, model.kiro_id)
+        if any(fnmatch.fnmatchcase(name, p) for p in scope.models for name in names):
+            return
         raise ApiError(
-            ErrorKind.AUTHENTICATION,
-            "invalid API key",
-            code="invalid_api_key",
-            headers={"WWW-Authenticate": "Bearer"},
+            ErrorKind.PERMISSION,
+            f"this API key may not use model '{model.public_id}'; it is limited to "
+            + ", ".join(scope.models),
+            code="model_not_allowed",
+            param="model",
         )

@@ -1,20 +1,32 @@
 """Writing a canonical event stream to a client as SSE, and folding it for non-streaming replies.
 
-Heartbeats go out while the upstream is silent, so clients and proxies keep the connection. The
-next event is awaited in one persistent task rather than with a timeout that would cancel it:
-cancelling an async generator mid-step would abort the upstream exchange.
+The handler iterates the event stream itself: nothing but the client's disconnect (aiohttp then
+cancels the handler) ever cancels a step of it, because cancelling an async generator mid-step
+aborts the upstream exchange. Two things ride along without a task per event:
+
+- **Coalescing.** One upstream frame often becomes several events (a block start and its first
+  delta; the last block's stop, the usage and the end). Each step of the stream is first run
+  synchronously; while steps complete without waiting, their bytes are gathered, and they go out
+  in one write just before a step has to wait for the upstream. Every event still leaves as soon
+  as the stream stops producing, so no latency is added; only syscalls and TCP segments are saved.
+- **Heartbeats.** One timer per stream, re-armed from the time of the last write, sends the
+  protocol's keep-alive when the upstream has been silent for `heartbeat_s`, so clients and
+  proxies keep the connection.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator, Callable, Sequence
+import types
+from collections.abc import AsyncIterator, Callable, Coroutine, Generator, Sequence
+from typing import Any, cast
 
 from aiohttp import web
 
 from kirod.canonical.assemble import Assembler, CanonicalCompletion
 from kirod.canonical.events import CanonicalEvent
+from kirod.tasks import TaskOwner
 
 DEFAULT_HEARTBEAT_S = 10.0
 
@@ -25,8 +37,83 @@ SSE_HEADERS = {
 }
 
 
-async def _next(events: AsyncIterator[CanonicalEvent]) -> CanonicalEvent:
-    return await anext(events)
+class _Heartbeat:
+    """Writes `payload` whenever nothing was written for `interval_s`; `touch()` on each write."""
+
+    def __init__(self, response: web.StreamResponse, payload: bytes, interval_s: float) -> None:
+        self._response = response
+        self._payload = payload
+        self._interval_s = interval_s
+        self._loop = asyncio.get_running_loop()
+        self._tasks = TaskOwner("sse")
+        self._beating: asyncio.Task[Any] | None = None
+        self.last_write = self._loop.time()
+        self._timer: asyncio.TimerHandle | None = self._loop.call_at(
+            self.last_write + interval_s, self._due
+        )
+
+    def touch(self) -> None:
+        self.last_write = self._loop.time()
+
+    def _due(self) -> None:
+        now = self._loop.time()
+        quiet_until = self.last_write + self._interval_s
+        if now >= quiet_until and (self._beating is None or self._beating.done()):
+            self.last_write = now
+            self._beating = self._tasks.spawn(self._beat(), name="heartbeat")
+            quiet_until = now + self._interval_s
+        self._timer = self._loop.call_at(quiet_until, self._due)
+
+    async def _beat(self) -> None:
+        # A client that went away is noticed by the handler (aiohttp cancels it), not here.
+        with contextlib.suppress(ConnectionError, RuntimeError):
+            await self._response.write(self._payload)
+
+    async def stop(self) -> None:
+        """Stop the timer and finish (or cancel) a heartbeat still being written."""
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        await self._tasks.close()
+
+
+@types.coroutine
+def _resume(step: Coroutine[Any, Any, Any], suspended_on: Any) -> Generator[Any, Any, Any]:
+    """Finish awaiting `step`, whose first `send(None)` suspended on `suspended_on`.
+
+    This is what `await` does (PEP 380 delegation) after its first step: values the step
+    suspends on go to the running task, and what the task sends or throws goes back in.
+    """
+    while True:
+        try:
+            sent = yield suspended_on
+        except GeneratorExit:
+            step.close()
+            raise
+        except BaseException as exc:
+            try:
+                suspended_on = step.throw(exc)
+            except StopIteration as stop:
+                return stop.value
+        else:
+            try:
+                suspended_on = step.send(sent)
+            except StopIteration as stop:
+                return stop.value
+
+
+_END: Any = object()
+
+
+def _abandon(step: Coroutine[Any, Any, Any]) -> None:
+    """Cancel a started step, as the task awaiting it would have been cancelled."""
+    try:
+        step.throw(asyncio.CancelledError())
+    except BaseException:  # noqa: S110 - the step ends with the cancellation (or its own error)
+        pass
+    else:
+        with contextlib.suppress(RuntimeError):  # it ignored the cancellation
+            step.close()
 
 
 async def stream_sse(
@@ -47,36 +134,45 @@ async def stream_sse(
     response = web.StreamResponse(status=200, headers=SSE_HEADERS)
     response.enable_chunked_encoding()
     await response.prepare(request)
-    if start:
-        await response.write(b"".join(start))
-    pending: asyncio.Task[CanonicalEvent] | None = None
+    beat = _Heartbeat(response, heartbeat, heartbeat_s)
+    pending: list[bytes] = list(start)
+
+    async def flush() -> None:
+        if pending:
+            data = b"".join(pending)
+            pending.clear()
+            beat.touch()
+            await response.write(data)
+
+    async def next_event() -> Any:
+        """The next event (or `_END`), flushing what is gathered if the stream must wait."""
+        step = cast("Coroutine[Any, Any, CanonicalEvent]", events.__anext__())
+        try:
+            suspended_on = step.send(None)
+        except StopIteration as ready:
+            return ready.value
+        except StopAsyncIteration:
+            return _END
+        try:
+            await flush()
+        except BaseException:
+            _abandon(step)
+            raise
+        try:
+            return await _resume(step, suspended_on)
+        except StopAsyncIteration:
+            return _END
+
     try:
-        while True:
-            pending = asyncio.ensure_future(_next(events))
-            while True:
-                done, _ = await asyncio.wait({pending}, timeout=heartbeat_s)
-                if done:
-                    break
-                await response.write(heartbeat)
-            try:
-                event = pending.result()
-            except StopAsyncIteration:
-                break
-            finally:
-                pending = None
-            chunks = encode(event)
-            if chunks:
-                await response.write(b"".join(chunks))
+        while (event := await next_event()) is not _END:
+            pending.extend(encode(event))
         if finish is not None:
-            tail = finish()
-            if tail:
-                await response.write(b"".join(tail))
+            pending.extend(finish())
+        await flush()
+        await beat.stop()
         await response.write_eof()
     finally:
-        if pending is not None and not pending.done():
-            pending.cancel()
-            with contextlib.suppress(asyncio.CancelledError, StopAsyncIteration, Exception):
-                await pending
+        await beat.stop()
     return response
 
 

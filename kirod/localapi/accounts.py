@@ -1,36 +1,32 @@
-"""Control routes for accounts: list, get, import, remove. Secrets never leave the daemon."""
+"""Control routes for accounts: list, get, import, remove, enable, disable, refresh, probe, and
+device-code logins. Secrets never leave the daemon."""
 
 from __future__ import annotations
 
 import base64
 import binascii
 import dataclasses
-import json
 import logging
+import re
+from collections.abc import Awaitable, Callable
 from typing import Any
+from urllib.parse import urlsplit
 
 from aiohttp import web
 
 from kirod import log
+from kirod.localapi.control import CONTROL, ControlError, json_body, not_found
+from kirod.localapi.logins import MAX_WAIT_S, TooManyLogins
 from kirod.storage.accounts import AccountRecord, AccountStore
 from kirod.upstream.credentials import Credentials
-from kirod.upstream.errors import CredentialImportError
+from kirod.upstream.errors import CredentialImportError, LoginError, RefreshError, UpstreamError
 from kirod.upstream.importers import ImportedAccount, detect_and_parse, parse_api_key
+from kirod.upstream.login import BUILDER_ID_START_URL, DEFAULT_REGION
 
 logger = logging.getLogger("kirod.localapi")
 
-ACCOUNTS = web.AppKey("accounts", AccountStore)
 MAX_IMPORT_BYTES = 32 * 1024 * 1024
-
-
-class ControlError(Exception):
-    """A control request failed; rendered as {"error": {"code", "message"}}."""
-
-    def __init__(self, status: int, code: str, message: str) -> None:
-        super().__init__(message)
-        self.status = status
-        self.code = code
-        self.message = message
+_REGION = re.compile(r"[a-z]{2}(?:-[a-z]+)+-\d{1,2}")
 
 
 def _decode_b64(body: dict[str, Any], key: str) -> bytes | None:
@@ -43,16 +39,6 @@ def _decode_b64(body: dict[str, Any], key: str) -> bytes | None:
         return base64.b64decode(value, validate=True)
     except (binascii.Error, ValueError):
         raise ControlError(400, "invalid_request", f"{key} is not valid base64") from None
-
-
-async def _json_body(request: web.Request) -> dict[str, Any]:
-    try:
-        body = json.loads(await request.read())
-    except (ValueError, UnicodeDecodeError):
-        raise ControlError(400, "invalid_request", "the body must be a JSON object") from None
-    if not isinstance(body, dict):
-        raise ControlError(400, "invalid_request", "the body must be a JSON object")
-    return body
 
 
 def _same_login(record: AccountRecord, imported: ImportedAccount) -> bool:
@@ -88,21 +74,21 @@ async def store_imported(
 
 
 async def list_accounts(request: web.Request) -> web.Response:
-    records = await request.app[ACCOUNTS].list()
+    records = await request.app[CONTROL].accounts.list()
     return web.json_response({"accounts": [record.redacted() for record in records]})
 
 
 async def get_account(request: web.Request) -> web.Response:
-    record = await request.app[ACCOUNTS].get(request.match_info["account_id"])
+    record = await request.app[CONTROL].accounts.get(request.match_info["account_id"])
     if record is None:
-        raise ControlError(404, "not_found", "no such account")
+        raise not_found("account")
     return web.json_response(record.redacted())
 
 
 async def remove_account(request: web.Request) -> web.Response:
-    removed = await request.app[ACCOUNTS].remove(request.match_info["account_id"])
+    removed = await request.app[CONTROL].accounts.remove(request.match_info["account_id"])
     if not removed:
-        raise ControlError(404, "not_found", "no such account")
+        raise not_found("account")
     log.event(logger, "account_removed", account=request.match_info["account_id"])
     return web.json_response({"removed": True})
 
@@ -111,7 +97,7 @@ async def import_accounts(request: web.Request) -> web.Response:
     """Body: {"content_b64", "companion_b64"?, "label"?} for a file, or {"api_key"}."""
     if (request.content_length or 0) > MAX_IMPORT_BYTES:
         raise ControlError(413, "too_large", "the import is too large")
-    body = await _json_body(request)
+    body = await json_body(request)
     try:
         if "api_key" in body:
             key = body["api_key"]
@@ -128,7 +114,7 @@ async def import_accounts(request: web.Request) -> web.Response:
     label = body.get("label")
     if label is not None and not isinstance(label, str):
         raise ControlError(400, "invalid_request", "label must be a string")
-    store = request.app[ACCOUNTS]
+    store = request.app[CONTROL].accounts
     results = []
     for item in imported:
         if label and len(imported) == 1:
@@ -144,3 +130,88 @@ async def import_accounts(request: web.Request) -> web.Response:
         )
         results.append({**record.redacted(), "created": created})
     return web.json_response({"accounts": results}, status=201)
+
+
+Operation = Callable[[str], Awaitable[AccountRecord | None]]
+
+
+async def _operate(request: web.Request, name: str, operation: Operation) -> web.Response:
+    account_id = request.match_info["account_id"]
+    try:
+        record = await operation(account_id)
+    except RefreshError as exc:
+        raise ControlError(502, "refresh_failed", str(exc)) from None
+    except UpstreamError as exc:
+        raise ControlError(
+            502, "upstream_failed", f"Kiro did not answer the {name}: {exc}"
+        ) from None
+    if record is None:
+        raise not_found("account")
+    log.event(logger, f"account_{name}", account=account_id)
+    return web.json_response(record.redacted())
+
+
+async def enable_account(request: web.Request) -> web.Response:
+    return await _operate(request, "enabled", request.app[CONTROL].operations.enable)
+
+
+async def disable_account(request: web.Request) -> web.Response:
+    return await _operate(request, "disabled", request.app[CONTROL].operations.disable)
+
+
+async def refresh_account(request: web.Request) -> web.Response:
+    return await _operate(request, "refreshed", request.app[CONTROL].operations.refresh)
+
+
+async def probe_account(request: web.Request) -> web.Response:
+    return await _operate(request, "probed", request.app[CONTROL].operations.probe)
+
+
+def _login_target(body: dict[str, Any]) -> tuple[str, str]:
+    start_url = body.get("start_url") or BUILDER_ID_START_URL
+    region = body.get("region") or DEFAULT_REGION
+    if not isinstance(start_url, str) or not isinstance(region, str):
+        raise ControlError(400, "invalid_request", "start_url and region must be strings")
+    parts = urlsplit(start_url)
+    if parts.scheme != "https" or not parts.hostname:
+        raise ControlError(
+            400, "invalid_request", "start_url must be an https URL such as https://d-…/start"
+        )
+    if not _REGION.fullmatch(region):
+        raise ControlError(400, "invalid_request", "region must look like us-east-1")
+    return start_url, region
+
+
+async def start_login(request: web.Request) -> web.Response:
+    """Body: {"start_url"?, "region"?}; Builder ID in us-east-1 by default."""
+    start_url, region = _login_target(await json_body(request))
+    try:
+        login = await request.app[CONTROL].logins.start(start_url=start_url, region=region)
+    except TooManyLogins:
+        raise ControlError(429, "too_many_logins", "too many logins are waiting") from None
+    except LoginError as exc:
+        raise ControlError(502, "login_failed", str(exc)) from None
+    return web.json_response(login.to_json(), status=201)
+
+
+async def get_login(request: web.Request) -> web.Response:
+    """`?wait=S` answers as soon as the login ends, or after S seconds (at most MAX_WAIT_S)."""
+    logins = request.app[CONTROL].logins
+    login_id = request.match_info["login_id"]
+    try:
+        wait_s = float(request.query.get("wait", "0"))
+    except ValueError:
+        raise ControlError(400, "invalid_request", "wait must be a number of seconds") from None
+    if not 0 <= wait_s <= MAX_WAIT_S:
+        raise ControlError(400, "invalid_request", f"wait must be from 0 to {MAX_WAIT_S:g}")
+    login = await logins.wait(login_id, wait_s) if wait_s else logins.get(login_id)
+    if login is None:
+        raise not_found("login")
+    return web.json_response(login.to_json())
+
+
+async def cancel_login(request: web.Request) -> web.Response:
+    login = request.app[CONTROL].logins.cancel(request.match_info["login_id"])
+    if login is None:
+        raise not_found("login")
+    return web.json_response(login.to_json())

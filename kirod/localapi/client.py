@@ -51,9 +51,15 @@ class LocalClient:
         self.socket_path = socket_path
         self.timeout = timeout
 
-    def request(self, method: str, path: str, body: Any = None) -> Any:
-        """Call `PREFIX + path`; returns the decoded JSON body or raises `ControlError`."""
-        connection = _UnixConnection(self.socket_path, self.timeout)
+    def request(
+        self, method: str, path: str, body: Any = None, *, timeout: float | None = None
+    ) -> Any:
+        """Call `PREFIX + path`; returns the decoded JSON body or raises `ControlError`.
+
+        `timeout` overrides the client's for calls that wait on purpose (a login poll) or on Kiro
+        (a refresh, a usage probe).
+        """
+        connection = _UnixConnection(self.socket_path, timeout or self.timeout)
         payload = None if body is None else json.dumps(body).encode()
         headers = {"Content-Type": "application/json"} if payload is not None else {}
         try:
@@ -64,7 +70,7 @@ class LocalClient:
             raise DaemonUnreachable(
                 f"kirod is not running (no answer on {self.socket_path})"
             ) from exc
-        except OSError as exc:
+        except (OSError, http.client.HTTPException) as exc:
             raise DaemonUnreachable(f"cannot reach kirod on {self.socket_path}: {exc}") from exc
         finally:
             connection.close()

@@ -1,32 +1,28 @@
-"""The control API application (Unix socket only; file permissions are the authorization)."""
+"""The control API application (Unix socket only; file permissions are the authorization).
+
+One route table under `/localapi/v1`; every answer is JSON, every error
+`{"error": {"code", "message"}}`. Requests carrying `Origin` or `Referer` come from a browser
+and are refused.
+"""
 
 from __future__ import annotations
 
+import collections
 import logging
+import math
+import time
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
 
 from aiohttp import web
 
 from kirod import log
-from kirod.localapi import accounts
-from kirod.localapi.accounts import ACCOUNTS, ControlError
-from kirod.localapi.schema import PREFIX, Status, error_body
-from kirod.storage.accounts import AccountStore
+from kirod.localapi import accounts, keys, models
+from kirod.localapi.control import CONTROL, Control, ControlError
+from kirod.localapi.schema import PREFIX, AccountCounts, Status, error_body
 
 logger = logging.getLogger("kirod.localapi")
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
-
-
-@dataclass(frozen=True)
-class Control:
-    """The daemon state the control API reports; `status` is read at request time."""
-
-    status: Callable[[], Status]
-
-
-CONTROL = web.AppKey("control", Control)
 
 
 def _error(
@@ -58,16 +54,69 @@ async def guard(request: web.Request, handler: Handler) -> web.StreamResponse:
 
 
 async def status(request: web.Request) -> web.Response:
-    return web.json_response(request.app[CONTROL].status().to_json())
+    control = request.app[CONTROL]
+    records = await control.accounts.list()
+    by_status = collections.Counter[str](record.status for record in records)
+    counts = AccountCounts(
+        total=len(records), usable=by_status["active"], by_status=dict(by_status)
+    )
+    maintenance = control.reports.maintenance()
+    return web.json_response(Status.of(control.info(), counts, maintenance).to_json())
 
 
-def build_control_app(control: Control, account_store: AccountStore) -> web.Application:
+async def config(request: web.Request) -> web.Response:
+    """The effective settings, secrets replaced by a marker."""
+    settings = request.app[CONTROL].settings
+    path = str(settings.config_path) if settings.config_path else None
+    return web.json_response({"config_path": path, "settings": settings.redacted()})
+
+
+async def stats(request: web.Request) -> web.Response:
+    """`?since=EPOCH`: the operation log's summary from then (default: all it keeps)."""
+    since: float | None = None
+    if "since" in request.query:
+        try:
+            since = float(request.query["since"])
+        except ValueError:
+            since = math.nan
+        if not 0 <= since <= time.time():
+            raise ControlError(400, "invalid_request", "since must be a past epoch time")
+    return web.json_response((await request.app[CONTROL].reports.stats(since)).to_json())
+
+
+async def shutdown(request: web.Request) -> web.Response:
+    """Stop the daemon as SIGTERM would: drain, then exit 0."""
+    log.event(logger, "shutdown_requested", source="localapi")
+    request.app[CONTROL].shutdown()
+    return web.json_response({"stopping": True}, status=202)
+
+
+ROUTES: tuple[tuple[str, str, Handler], ...] = (
+    ("GET", "/status", status),
+    ("GET", "/config", config),
+    ("GET", "/stats", stats),
+    ("GET", "/models", models.list_models),
+    ("POST", "/shutdown", shutdown),
+    ("GET", "/accounts", accounts.list_accounts),
+    ("POST", "/accounts/import", accounts.import_accounts),
+    ("GET", "/accounts/{account_id}", accounts.get_account),
+    ("DELETE", "/accounts/{account_id}", accounts.remove_account),
+    ("POST", "/accounts/{account_id}/enable", accounts.enable_account),
+    ("POST", "/accounts/{account_id}/disable", accounts.disable_account),
+    ("POST", "/accounts/{account_id}/refresh", accounts.refresh_account),
+    ("POST", "/accounts/{account_id}/probe", accounts.probe_account),
+    ("POST", "/logins", accounts.start_login),
+    ("GET", "/logins/{login_id}", accounts.get_login),
+    ("DELETE", "/logins/{login_id}", accounts.cancel_login),
+    ("GET", "/keys", keys.list_keys),
+    ("POST", "/keys", keys.create_key),
+    ("DELETE", "/keys/{key_id}", keys.revoke_key),
+)
+
+
+def build_control_app(control: Control) -> web.Application:
     app = web.Application(middlewares=[guard], client_max_size=accounts.MAX_IMPORT_BYTES * 2)
     app[CONTROL] = control
-    app[ACCOUNTS] = account_store
-    app.router.add_get(PREFIX + "/status", status)
-    app.router.add_get(PREFIX + "/accounts", accounts.list_accounts)
-    app.router.add_post(PREFIX + "/accounts/import", accounts.import_accounts)
-    app.router.add_get(PREFIX + "/accounts/{account_id}", accounts.get_account)
-    app.router.add_delete(PREFIX + "/accounts/{account_id}", accounts.remove_account)
+    for method, path, handler in ROUTES:
+        app.router.add_route(method, PREFIX + path, handler)
     return app

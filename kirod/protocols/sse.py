@@ -2,15 +2,15 @@
 
 from __future__ import annotations
 
-import json
 from typing import Any
+
+from kirod.canonical import wirejson
 
 
 def encode_event(data: Any, event: str | None = None) -> bytes:
     """One SSE event: an optional `event:` line and a compact single-line JSON `data:` line."""
-    payload = json.dumps(data, ensure_ascii=False, separators=(",", ":"))
-    head = f"event: {event}\n" if event else ""
-    return f"{head}data: {payload}\n\n".encode()
+    head = b"event: " + event.encode() + b"\ndata: " if event else b"data: "
+    return head + wirejson.dumps(data) + b"\n\n"
 
 
 def encode_raw(data: str, event: str | None = None) -> bytes:

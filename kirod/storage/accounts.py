@@ -1,8 +1,11 @@
-"""Kiro accounts as stored: credentials, status and usage snapshots.
+"""Kiro accounts as stored: credentials, health state and usage snapshots.
 
 Credentials are an opaque JSON object to the store. Their updates are compare-and-swap on
 `generation`, so a token refresh that raced another refresh (or a removal) loses loudly instead of
-overwriting a newer refresh token. Removed accounts are tombstoned: hidden, with credentials wiped.
+overwriting a newer refresh token. State changes (`update_state`) decide on the row as it is inside
+the write transaction and write it back only at that generation, so a decision never applies to
+credentials it did not see and never brings back a removed account. Removed accounts are
+tombstoned: hidden, with credentials wiped.
 """
 
 from __future__ import annotations
@@ -11,9 +14,11 @@ import json
 import sqlite3
 import time
 import uuid
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, cast, get_args
+
+import aiosqlite
 
 from kirod.errors import GenerationConflict
 from kirod.storage.db import Database
@@ -23,6 +28,23 @@ Status = Literal["active", "cooling_down", "exhausted", "suspended", "needs_logi
 
 AUTH_KINDS: frozenset[str] = frozenset(get_args(AuthKind))
 STATUSES: frozenset[str] = frozenset(get_args(Status))
+
+
+@dataclass(frozen=True, slots=True)
+class AccountState:
+    """An account's health: status with its reason and since/until, and the failure counters.
+
+    `failures` counts consecutive failures (the circuit breaker's n), `auth_failures` consecutive
+    rejections of freshly refreshed credentials.
+    """
+
+    status: Status = "active"
+    reason: str | None = None
+    until: float | None = None
+    failures: int = 0
+    auth_failures: int = 0
+    last_error: str | None = None
+    last_error_at: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,6 +67,22 @@ class AccountRecord:
     generation: int
     created_at: float
     updated_at: float
+    failures: int = 0
+    auth_failures: int = 0
+    last_error: str | None = None
+    last_error_at: float | None = None
+
+    @property
+    def state(self) -> AccountState:
+        return AccountState(
+            status=self.status,
+            reason=self.status_reason,
+            until=self.status_until,
+            failures=self.failures,
+            auth_failures=self.auth_failures,
+            last_error=self.last_error,
+            last_error_at=self.last_error_at,
+        )
 
     def redacted(self) -> dict[str, Any]:
         """The account as the control API shows it: everything but the secrets."""
@@ -61,6 +99,10 @@ class AccountRecord:
             "status_until": self.status_until,
             "usage": self.usage,
             "usage_at": self.usage_at,
+            "failures": self.failures,
+            "auth_failures": self.auth_failures,
+            "last_error": self.last_error,
+            "last_error_at": self.last_error_at,
             "generation": self.generation,
             "created_at": self.created_at,
             "updated_at": self.updated_at,
@@ -86,6 +128,10 @@ def _record(row: sqlite3.Row) -> AccountRecord:
         generation=row["generation"],
         created_at=row["created_at"],
         updated_at=row["updated_at"],
+        failures=row["failures"],
+        auth_failures=row["auth_failures"],
+        last_error=row["last_error"],
+        last_error_at=row["last_error_at"],
     )
 
 
@@ -143,12 +189,18 @@ class AccountStore:
         """Store refreshed credentials if nobody else did since `expected_generation`.
 
         Raises GenerationConflict when the account changed or was removed meanwhile; the caller
-        should re-read the account and use (or refresh) the newer credentials.
+        should re-read the account and use (or refresh) the newer credentials. New credentials
+        end a `needs_login` state: they are the new login.
         """
+        now = time.time()
         rows = await self._db.execute(
-            "UPDATE accounts SET credentials = ?, generation = generation + 1, updated_at = ?"
+            "UPDATE accounts SET credentials = ?, generation = generation + 1, updated_at = ?,"
+            " status_since = CASE WHEN status = 'needs_login' THEN ? ELSE status_since END,"
+            " status_reason = CASE WHEN status = 'needs_login' THEN NULL ELSE status_reason END,"
+            " auth_failures = CASE WHEN status = 'needs_login' THEN 0 ELSE auth_failures END,"
+            " status = CASE WHEN status = 'needs_login' THEN 'active' ELSE status END"
             " WHERE id = ? AND generation = ? AND removed_at IS NULL RETURNING *",
-            (_dump(credentials), time.time(), account_id, expected_generation),
+            (_dump(credentials), now, now, account_id, expected_generation),
         )
         if not rows:
             raise GenerationConflict(
@@ -157,21 +209,57 @@ class AccountStore:
             )
         return _record(rows[0])
 
-    async def set_status(
-        self, account_id: str, status: Status, reason: str | None, until: float | None = None
+    async def update_state(
+        self, account_id: str, decide: Callable[[AccountRecord], AccountState | None]
     ) -> AccountRecord | None:
-        """Record a status; `status_since` moves only when the status actually changes."""
-        if status not in STATUSES:
-            raise ValueError(f"unknown account status {status!r}")
-        now = time.time()
-        rows = await self._db.execute(
-            "UPDATE accounts SET"
-            " status_since = CASE WHEN status = ? THEN status_since ELSE ? END,"
-            " status = ?, status_reason = ?, status_until = ?, updated_at = ?"
-            " WHERE id = ? AND removed_at IS NULL RETURNING *",
-            (status, now, status, reason, until, now, account_id),
-        )
-        return _record(rows[0]) if rows else None
+        """Apply `decide(latest row)` to the account's state in one write transaction.
+
+        `decide` returns the new state, or None to leave the row alone; it runs on the row as
+        stored, so it can check that what it reacts to (a token, a status) is still current.
+        `status_since` moves only when the status changes. Returns the row after the decision, or
+        None if the account does not exist (or was removed).
+        """
+
+        async def transaction(conn: aiosqlite.Connection) -> AccountRecord | None:
+            cursor = await conn.execute(
+                "SELECT * FROM accounts WHERE id = ? AND removed_at IS NULL", (account_id,)
+            )
+            row = await cursor.fetchone()
+            if row is None:
+                return None
+            record = _record(row)
+            state = decide(record)
+            if state is None or state == record.state:
+                return record
+            if state.status not in STATUSES:
+                raise ValueError(f"unknown account status {state.status!r}")
+            now = time.time()
+            cursor = await conn.execute(
+                "UPDATE accounts SET"
+                " status_since = CASE WHEN status = ? THEN status_since ELSE ? END,"
+                " status = ?, status_reason = ?, status_until = ?, failures = ?,"
+                " auth_failures = ?, last_error = ?, last_error_at = ?, updated_at = ?"
+                " WHERE id = ? AND generation = ? RETURNING *",
+                (
+                    state.status,
+                    now,
+                    state.status,
+                    state.reason,
+                    state.until,
+                    state.failures,
+                    state.auth_failures,
+                    state.last_error,
+                    state.last_error_at,
+                    now,
+                    account_id,
+                    record.generation,
+                ),
+            )
+            updated = await cursor.fetchone()
+            assert updated is not None  # same transaction as the read
+            return _record(updated)
+
+        return await self._db.run_write(transaction)
 
     async def set_usage(self, account_id: str, usage: Mapping[str, Any]) -> AccountRecord | None:
         now = time.time()

@@ -75,6 +75,47 @@ MIGRATIONS: tuple[str, ...] = (
     );
     CREATE INDEX responses_by_age ON responses (created_at);
     """,
+    # 3: the account pool: health counters and last error, affinity bindings, operation log.
+    """
+    ALTER TABLE accounts ADD COLUMN failures INTEGER NOT NULL DEFAULT 0;
+    ALTER TABLE accounts ADD COLUMN auth_failures INTEGER NOT NULL DEFAULT 0;
+    ALTER TABLE accounts ADD COLUMN last_error TEXT;
+    ALTER TABLE accounts ADD COLUMN last_error_at REAL;
+    CREATE TABLE affinity (
+        key_hash        TEXT PRIMARY KEY,
+        account_id      TEXT NOT NULL,
+        conversation_id TEXT NOT NULL,
+        created_at      REAL NOT NULL,
+        last_used_at    REAL NOT NULL
+    );
+    CREATE INDEX affinity_by_use ON affinity (last_used_at);
+    CREATE TABLE oplog (
+        id            INTEGER PRIMARY KEY,
+        at            REAL NOT NULL,
+        request_id    TEXT NOT NULL,
+        key_id        TEXT NOT NULL,
+        protocol      TEXT NOT NULL,
+        model         TEXT NOT NULL,
+        stream        INTEGER NOT NULL,
+        account_id    TEXT,
+        attempts      TEXT NOT NULL,
+        stop_reason   TEXT,
+        input_tokens  INTEGER,
+        output_tokens INTEGER,
+        credits       REAL,
+        ttfb_ms       REAL,
+        total_ms      REAL NOT NULL,
+        status        INTEGER NOT NULL,
+        error         TEXT,
+        dropped       TEXT NOT NULL
+    );
+    CREATE INDEX oplog_by_time ON oplog (at);
+    """,
+    # 4: API-key scopes: model patterns and a request rate.
+    """
+    ALTER TABLE api_keys ADD COLUMN models TEXT;   -- JSON array of model patterns; NULL: any
+    ALTER TABLE api_keys ADD COLUMN rpm INTEGER;   -- requests per minute; NULL: unlimited
+    """,
 )
 
 _SIBLINGS = ("", "-wal", "-shm", "-journal")

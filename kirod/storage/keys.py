@@ -1,12 +1,15 @@
-"""API keys for the public listener, stored only as SHA-256 hashes.
+"""API keys for the public listener, stored only as SHA-256 hashes, with their scopes.
 
 Keys are long random tokens, so a plain (unsalted, fast) hash suffices: nothing can be brute-forced
-from it, and lookups stay a cheap comparison. Only a short prefix is kept for display.
+from it, and lookups stay a cheap comparison. Only a short prefix is kept for display. A key's
+scope limits the models it may use (glob patterns) and its request rate; the gate enforces both.
 """
 
 from __future__ import annotations
 
 import hashlib
+import json
+import secrets
 import sqlite3
 import time
 import uuid
@@ -16,10 +19,26 @@ from kirod.storage.db import Database
 
 PREFIX_LENGTH = 12
 TOUCH_INTERVAL = 60.0  # seconds; last_used_at is informative, so at most one write a minute
+KEY_PREFIX = "sk-kirod-"
 
 
 def hash_key(key: str) -> str:
     return hashlib.sha256(key.encode()).hexdigest()
+
+
+def generate_key() -> str:
+    return KEY_PREFIX + secrets.token_urlsafe(32)
+
+
+@dataclass(frozen=True, slots=True)
+class KeyScope:
+    """What a key may do: `models` are glob patterns (empty: any model); `rpm` None: no limit."""
+
+    models: tuple[str, ...] = ()
+    rpm: int | None = None
+
+
+UNRESTRICTED = KeyScope()
 
 
 @dataclass(frozen=True, slots=True)
@@ -31,6 +50,21 @@ class ApiKeyRecord:
     prefix: str
     created_at: float
     last_used_at: float | None
+    scope: KeyScope
+
+
+@dataclass(frozen=True, slots=True)
+class UsableKey:
+    """What the gate matches a presented key against."""
+
+    id: str
+    key_hash: str
+    scope: KeyScope
+
+
+def _scope(row: sqlite3.Row) -> KeyScope:
+    models = json.loads(row["models"]) if row["models"] else []
+    return KeyScope(models=tuple(str(m) for m in models), rpm=row["rpm"])
 
 
 def _record(row: sqlite3.Row) -> ApiKeyRecord:
@@ -40,6 +74,7 @@ def _record(row: sqlite3.Row) -> ApiKeyRecord:
         prefix=row["prefix"],
         created_at=row["created_at"],
         last_used_at=row["last_used_at"],
+        scope=_scope(row),
     )
 
 
@@ -50,20 +85,30 @@ class KeyStore:
         self._db = db
         self._touched: dict[str, float] = {}
 
-    async def insert(self, name: str, key: str) -> ApiKeyRecord:
+    async def insert(self, name: str, key: str, scope: KeyScope = UNRESTRICTED) -> ApiKeyRecord:
         # Never show more than half of the key, however short it is.
         prefix = key[: min(PREFIX_LENGTH, len(key) // 2)]
         rows = await self._db.execute(
-            "INSERT INTO api_keys (id, name, key_hash, prefix, created_at)"
-            " VALUES (?, ?, ?, ?, ?) RETURNING *",
-            (uuid.uuid4().hex, name, hash_key(key), prefix, time.time()),
+            "INSERT INTO api_keys (id, name, key_hash, prefix, created_at, models, rpm)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?) RETURNING *",
+            (
+                uuid.uuid4().hex,
+                name,
+                hash_key(key),
+                prefix,
+                time.time(),
+                json.dumps(list(scope.models)) if scope.models else None,
+                scope.rpm,
+            ),
         )
         return _record(rows[0])
 
-    async def all_hashes(self) -> list[tuple[str, str]]:
-        """(id, key_hash) of every usable key, for the request gate to match against."""
-        rows = await self._db.read("SELECT id, key_hash FROM api_keys WHERE revoked_at IS NULL")
-        return [(row["id"], row["key_hash"]) for row in rows]
+    async def usable(self) -> list[UsableKey]:
+        """Every key that is not revoked, for the request gate to match against."""
+        rows = await self._db.read(
+            "SELECT id, key_hash, models, rpm FROM api_keys WHERE revoked_at IS NULL"
+        )
+        return [UsableKey(row["id"], row["key_hash"], _scope(row)) for row in rows]
 
     async def touch(self, key_id: str) -> None:
         """Note that the key was used; called per request, so writes at most once a minute."""

@@ -22,6 +22,7 @@ from urllib.parse import quote
 
 import aiohttp
 
+from kirod.canonical import wirejson
 from kirod.upstream.credentials import AuthKind, Credentials
 from kirod.upstream.errors import (
     Failure,
@@ -181,7 +182,9 @@ class KiroClient:
         key = (owner, base_url)
         session = self._sessions.get(key)
         if session is None or session.closed:
-            connector = aiohttp.TCPConnector(force_close=not self.options.keep_alive)
+            # No connection cap (aiohttp's default is 100): the account pool bounds how many
+            # requests an account has in flight, and a second, hidden bound would queue them.
+            connector = aiohttp.TCPConnector(force_close=not self.options.keep_alive, limit=0)
             timeout = aiohttp.ClientTimeout(
                 total=self.options.request_timeout_s,
                 sock_connect=self.options.connect_timeout_s,
@@ -220,16 +223,18 @@ class KiroClient:
 
     @contextlib.asynccontextmanager
     async def chat(
-        self, account: UpstreamAccount, body: Mapping[str, Any]
+        self, account: UpstreamAccount, body: Mapping[str, Any] | bytes
     ) -> AsyncIterator[AsyncIterator[Frame]]:
         """POST generateAssistantResponse and yield its decoded frames.
+
+        `body` is the payload, or its encoding already made (`BuiltPayload.encoded`).
 
         Leaving the context before the stream ended (consumer cancelled, idle timeout, client
         gone) aborts the upstream response instead of draining it.
         """
         base = self.endpoints.kiro_url(account.region)
         session = self._session(account.id, base)
-        data = json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode()
+        data = body if isinstance(body, bytes) else wirejson.dumps(body)
         headers = self._api_headers(account, "codewhispererstreaming")
         response = await self._send(
             session, "POST", f"{base}/generateAssistantResponse", headers=headers, data=data

@@ -4,10 +4,11 @@ Feed it the response body in chunks of any size, down to single bytes; it return
 soon as its last byte arrives. Wire format: kiro-protocol.md §3.1.
 
 The decoder assembles each frame itself, so the size guard runs on the 12-byte prelude before a
-large frame is buffered and a truncated stream is detected exactly. Each complete frame then goes
-through botocore's `EventStreamBuffer`, the reference decoder, which checks the message CRC and
-parses the headers. No botocore exception leaves this module: every failure is an
-`UpstreamProtocolError`.
+large frame is buffered and a truncated stream is detected exactly. Each complete frame's message
+CRC is checked, and its headers parsed here when they are what Kiro sends (distinct UTF-8
+strings); any other frame goes through botocore's `EventStreamBuffer`, the reference decoder,
+which parses every header type and names what is malformed. No botocore exception leaves this
+module: every failure is an `UpstreamProtocolError`.
 """
 
 from __future__ import annotations
@@ -29,6 +30,10 @@ MessageType = Literal["event", "exception", "error"]
 
 _PRELUDE = struct.Struct("!III")  # total length, headers length, prelude CRC
 _MESSAGE_CRC_SIZE = 4
+_CRC = struct.Struct("!I")
+_HEADERS_LENGTH = struct.Struct("!I")
+_VALUE_LENGTH = struct.Struct("!H")
+_STRING_HEADER = 7  # the header value type of UTF-8 strings
 _MIN_FRAME_SIZE = _PRELUDE.size + _MESSAGE_CRC_SIZE
 
 
@@ -120,7 +125,8 @@ def _checked_frame_size(prelude: bytes) -> int:
 
 
 def _decode_frame(data: bytes) -> Frame:
-    headers, payload = _parse_with_botocore(data)
+    parsed = _parse_string_headers(data)
+    headers, payload = parsed if parsed is not None else _parse_with_botocore(data)
     message_type = _string_header(headers, ":message-type")
     if message_type == "event":
         return Frame(
@@ -142,6 +148,39 @@ def _decode_frame(data: bytes) -> Frame:
             payload=_json_object(payload),
         )
     raise UpstreamProtocolError(f"unknown event stream message type {message_type!r}")
+
+
+def _parse_string_headers(data: bytes) -> tuple[dict[str, object], bytes] | None:
+    """The common case, parsed here: every header a distinct, well-formed UTF-8 string.
+
+    Anything else (another value type, a duplicate, a length past the end, bad UTF-8) returns
+    None, and botocore parses the frame and reports what is wrong with it. The message CRC is
+    checked first either way.
+    """
+    if (
+        zlib.crc32(memoryview(data)[:-_MESSAGE_CRC_SIZE])
+        != _CRC.unpack_from(data, len(data) - 4)[0]
+    ):
+        raise UpstreamProtocolError("event stream message CRC mismatch")
+    headers_end = _PRELUDE.size + _HEADERS_LENGTH.unpack_from(data, 4)[0]
+    headers: dict[str, object] = {}
+    at = _PRELUDE.size
+    try:
+        while at < headers_end:
+            name_end = at + 1 + data[at]
+            if name_end + 3 > headers_end or data[name_end] != _STRING_HEADER:
+                return None
+            value_end = name_end + 3 + _VALUE_LENGTH.unpack_from(data, name_end + 1)[0]
+            if value_end > headers_end:
+                return None
+            name = data[at + 1 : name_end].decode("utf-8")
+            if name in headers:
+                return None
+            headers[name] = data[name_end + 3 : value_end].decode("utf-8")
+            at = value_end
+    except UnicodeDecodeError:
+        return None
+    return headers, data[headers_end : len(data) - _MESSAGE_CRC_SIZE]
 
 
 def _parse_with_botocore(data: bytes) -> tuple[dict[str, object], bytes]:

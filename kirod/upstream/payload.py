@@ -22,6 +22,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, TypeAlias
 
+from kirod.canonical import wirejson
 from kirod.canonical.models import ModelInfo
 from kirod.canonical.request import (
     CanonicalRequest,
@@ -94,6 +95,8 @@ class BuiltPayload:
     tool_names: ToolNameMap
     dropped_parameters: tuple[str, ...]
     thinking_mode: ThinkingMode
+    encoded: bytes = b""
+    """`body` as the bytes to send (made once, for the size check); `KiroClient.chat` takes it."""
 
 
 @dataclass(slots=True)
@@ -177,12 +180,14 @@ def build_payload(
     body: dict[str, Any] = {"conversationState": state}
     if profile_arn is not None:
         body["profileArn"] = profile_arn
-    _check_size(body, max_payload_bytes)
+    encoded = wirejson.dumps(body)
+    _check_size(len(encoded), max_payload_bytes)
     return BuiltPayload(
         body=body,
         tool_names=ToolNameMap({short: orig for orig, short in names.items() if short != orig}),
         dropped_parameters=dropped,
         thinking_mode=mode,
+        encoded=encoded,
     )
 
 
@@ -224,9 +229,8 @@ def _check_tool_choice(request: CanonicalRequest) -> bool:
     return mode is not ToolChoiceMode.NONE
 
 
-def _check_size(body: Mapping[str, Any], limit: int) -> None:
+def _check_size(size: int, limit: int) -> None:
     """Rule 16: bodies above ~600 KB fail upstream with a cryptic 400, so refuse them clearly."""
-    size = len(json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode())
     if size > limit:
         raise ApiError(
             ErrorKind.REQUEST_TOO_LARGE,

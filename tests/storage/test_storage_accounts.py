@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -9,7 +10,7 @@ from typing import Any
 import pytest
 
 from kirod.errors import GenerationConflict
-from kirod.storage.accounts import AccountRecord, AccountStore
+from kirod.storage.accounts import AccountRecord, AccountState, AccountStore
 from kirod.storage.db import Database
 
 ACCESS = "aoaAAAAAccessTokenSecretValue"
@@ -123,29 +124,52 @@ async def test_concurrent_refreshes_have_one_winner(store: AccountStore) -> None
     assert await store.get(record.id) == winners[0]
 
 
-async def test_set_status_keeps_since_until_the_status_changes(store: AccountStore) -> None:
+async def test_update_state_keeps_since_until_the_status_changes(store: AccountStore) -> None:
     record = await add(store)
-    cooling = await store.set_status(record.id, "cooling_down", "rate limited", until=123.0)
+    cooling = await store.update_state(
+        record.id,
+        lambda r: AccountState("cooling_down", "rate limited", until=123.0, failures=1),
+    )
     assert cooling is not None
-    assert (cooling.status, cooling.status_reason, cooling.status_until) == (
+    assert (cooling.status, cooling.status_reason, cooling.status_until, cooling.failures) == (
         "cooling_down",
         "rate limited",
         123.0,
+        1,
     )
     assert cooling.status_since is not None
-    again = await store.set_status(record.id, "cooling_down", "still limited", until=456.0)
+    again = await store.update_state(
+        record.id, lambda r: dataclasses.replace(r.state, reason="still limited", until=456.0)
+    )
     assert again is not None
     assert again.status_since == cooling.status_since
     assert again.status_until == 456.0
-    active = await store.set_status(record.id, "active", None)
+    active = await store.update_state(record.id, lambda r: AccountState())
     assert active is not None
     assert active.status_since is not None
     assert active.status_since >= cooling.status_since
     assert active.status_until is None
-    assert active.generation == record.generation
-    assert await store.set_status("missing", "disabled", "x") is None
+    assert active.generation == record.generation  # state is not credentials
+    assert await store.update_state("missing", lambda r: AccountState("disabled")) is None
     with pytest.raises(ValueError, match="unknown account status"):
-        await store.set_status(record.id, "bogus", None)  # type: ignore[arg-type]
+        await store.update_state(record.id, lambda r: AccountState("bogus"))  # type: ignore[arg-type]
+
+
+async def test_update_state_decides_on_the_row_as_stored(store: AccountStore) -> None:
+    record = await add(store)
+    seen: list[int] = []
+
+    def decide(latest: AccountRecord) -> AccountState | None:
+        seen.append(latest.generation)
+        return None
+
+    await store.update_credentials(record.id, credentials("-2"), record.generation)
+    unchanged = await store.update_state(record.id, decide)
+    assert seen == [record.generation + 1]
+    assert unchanged is not None
+    assert unchanged.status == "active"
+    await store.remove(record.id)
+    assert await store.update_state(record.id, lambda r: AccountState("disabled")) is None
 
 
 async def test_set_usage(store: AccountStore) -> None:
@@ -163,7 +187,7 @@ async def test_count_active(store: AccountStore) -> None:
     first = await add(store)
     second = await add(store)
     await add(store)
-    await store.set_status(first.id, "exhausted", "monthly limit")
+    await store.update_state(first.id, lambda r: AccountState("exhausted", "monthly limit"))
     await store.remove(second.id)
     assert await store.count_active() == 1
 

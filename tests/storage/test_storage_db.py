@@ -13,6 +13,10 @@ import pytest
 from kirod.errors import GenerationConflict, StoreError
 from kirod.storage.db import MIGRATIONS, Database
 
+INSERT_KEY = (
+    "INSERT INTO api_keys (id, name, key_hash, prefix, created_at) VALUES ('k', 'n', 'h', 'p', 1.0)"
+)
+
 
 def mode(path: Path | str) -> int:
     return stat.S_IMODE(os.stat(path).st_mode)
@@ -49,7 +53,7 @@ def user_version(path: Path) -> int:
 @pytest.mark.usefixtures("permissive_umask")
 async def test_files_are_private_despite_a_permissive_umask(db_path: Path) -> None:
     async with Database(db_path) as db:
-        await db.execute("INSERT INTO api_keys VALUES ('k', 'n', 'h', 'p', 1.0, NULL, NULL)")
+        await db.execute(INSERT_KEY)
         assert mode(db_path.parent) == 0o700
         assert mode(db_path.parent.parent) == 0o700
         for suffix in ("", "-wal", "-shm"):
@@ -81,7 +85,7 @@ async def test_empty_database_is_migrated(db: Database, db_path: Path) -> None:
 
 async def test_reopen_keeps_data(db_path: Path) -> None:
     async with Database(db_path) as db, db.write() as conn:
-        await conn.execute("INSERT INTO api_keys VALUES ('k', 'n', 'h', 'p', 1.0, NULL, NULL)")
+        await conn.execute(INSERT_KEY)
     async with Database(db_path) as db:
         row = await db.read_one("SELECT name FROM api_keys WHERE id = ?", ("k",))
     assert row is not None
@@ -127,7 +131,7 @@ async def test_failed_migration_rolls_back(db_path: Path) -> None:
 async def test_write_rolls_back_on_error(db: Database) -> None:
     async def failing_write() -> None:
         async with db.write() as conn:
-            await conn.execute("INSERT INTO api_keys VALUES ('k', 'n', 'h', 'p', 1.0, NULL, NULL)")
+            await conn.execute(INSERT_KEY)
             raise RuntimeError("boom")
 
     with pytest.raises(RuntimeError):
@@ -136,10 +140,9 @@ async def test_write_rolls_back_on_error(db: Database) -> None:
 
 
 async def test_sqlite_errors_become_store_errors(db: Database, db_path: Path) -> None:
-    insert = "INSERT INTO api_keys VALUES ('k', 'n', 'h', 'p', 1.0, NULL, NULL)"
-    await db.execute(insert)
+    await db.execute(INSERT_KEY)
     with pytest.raises(StoreError, match="UNIQUE") as info:
-        await db.execute(insert)
+        await db.execute(INSERT_KEY)
     assert not isinstance(info.value, sqlite3.Error)
     assert str(db_path) in str(info.value)
     with pytest.raises(StoreError):
@@ -156,7 +159,7 @@ async def test_sqlite_errors_become_store_errors(db: Database, db_path: Path) ->
 
 async def test_run_write_returns_and_propagates(db: Database) -> None:
     async def insert(conn: aiosqlite.Connection) -> str:
-        await conn.execute("INSERT INTO api_keys VALUES ('k', 'n', 'h', 'p', 1.0, NULL, NULL)")
+        await conn.execute(INSERT_KEY)
         return "done"
 
     async def conflict(conn: aiosqlite.Connection) -> None:
@@ -174,7 +177,7 @@ async def test_run_write_survives_caller_cancellation(db_path: Path) -> None:
     release = asyncio.Event()
 
     async def slow_insert(conn: aiosqlite.Connection) -> None:
-        await conn.execute("INSERT INTO api_keys VALUES ('k', 'n', 'h', 'p', 1.0, NULL, NULL)")
+        await conn.execute(INSERT_KEY)
         started.set()
         await release.wait()
         await conn.execute("UPDATE api_keys SET name = 'finished' WHERE id = 'k'")
@@ -238,7 +241,7 @@ async def test_ping_and_closed_database(db_path: Path) -> None:
 
 
 async def test_checkpoint_truncates_the_wal(db: Database, db_path: Path) -> None:
-    await db.execute("INSERT INTO api_keys VALUES ('k', 'n', 'h', 'p', 1.0, NULL, NULL)")
+    await db.execute(INSERT_KEY)
     assert os.path.getsize(f"{db_path}-wal") > 0
     await db.checkpoint()
     assert os.path.getsize(f"{db_path}-wal") == 0

@@ -8,7 +8,7 @@ import pytest
 
 from kirod.errors import StoreError
 from kirod.storage.db import Database
-from kirod.storage.keys import KeyStore, hash_key
+from kirod.storage.keys import UNRESTRICTED, KeyScope, KeyStore, UsableKey, hash_key
 
 KEY = "kirod-sk-0123456789abcdefghijklmnopqrstuv"
 
@@ -39,7 +39,7 @@ async def test_insert_list_and_hashes(keys: KeyStore) -> None:
     assert record.prefix == KEY[:12]
     assert record.last_used_at is None
     assert await keys.list() == [record]
-    assert await keys.all_hashes() == [(record.id, hash_key(KEY))]
+    assert await keys.usable() == [UsableKey(record.id, hash_key(KEY), UNRESTRICTED)]
     assert await keys.count() == 1
 
 
@@ -79,5 +79,13 @@ async def test_revoke_hides_the_key(keys: KeyStore) -> None:
     assert await keys.revoke(revoked.id) is False
     assert await keys.revoke("missing") is False
     assert await keys.list() == [kept]
-    assert await keys.all_hashes() == [(kept.id, hash_key(KEY + "-2"))]
+    assert await keys.usable() == [UsableKey(kept.id, hash_key(KEY + "-2"), UNRESTRICTED)]
     assert await keys.count() == 1
+
+
+async def test_scope_round_trips(keys: KeyStore) -> None:
+    scope = KeyScope(models=("claude-haiku-*", "claude-sonnet-4-6"), rpm=30)
+    record = await keys.insert("ci", KEY, scope)
+    assert record.scope == scope
+    assert await keys.list() == [record]
+    assert await keys.usable() == [UsableKey(record.id, hash_key(KEY), scope)]

@@ -17,7 +17,6 @@ from kirod.upstream.errors import CredentialImportError
 from kirod.upstream.importers import (
     BUILDER_ID_START_URL,
     ImportedAccount,
-    default_locations,
     detect_and_parse,
     parse_api_key,
     parse_kiro_cli,
@@ -896,18 +895,3 @@ def test_repr_shows_no_secret(tmp_path: Path) -> None:
         assert account.credentials.secrets()
         assert_no_secret(repr(account))
         assert_no_secret(str(account))
-
-
-def test_default_locations() -> None:
-    home = Path("/home/u")
-    linux = default_locations(home, platform="linux")
-    assert linux["kiro-ide"] == home / ".aws/sso/cache/kiro-auth-token.json"
-    assert linux["kiro-ide-registrations"] == home / ".aws/sso/cache"
-    assert linux["kiro-cli"] == home / ".local/share/kiro-cli/data.sqlite3"
-    assert linux["opencode-kiro-auth"] == home / ".config/opencode/kiro.db"
-    assert linux["opencode-kiro-auth-legacy"] == home / ".config/opencode/kiro-accounts.json"
-
-    mac = default_locations(home, platform="darwin")
-    assert mac["kiro-cli"] == home / "Library/Application Support/kiro-cli/data.sqlite3"
-    assert mac["kiro-ide"] == linux["kiro-ide"]
-    assert mac["opencode-kiro-auth"] == linux["opencode-kiro-auth"]

@@ -12,7 +12,7 @@ quote only values that passed validation (regions, key names), never a token or 
 """
 
 from kirod.upstream.importers.api_key import parse_api_key
-from kirod.upstream.importers.detect import default_locations, detect_and_parse
+from kirod.upstream.importers.detect import detect_and_parse
 from kirod.upstream.importers.kiro_cli import parse_kiro_cli
 from kirod.upstream.importers.kiro_ide import parse_kiro_ide
 from kirod.upstream.importers.opencode import parse_opencode_kiro_auth
@@ -32,7 +32,6 @@ __all__ = [
     "SQLITE_MAGIC",
     "ImportSource",
     "ImportedAccount",
-    "default_locations",
     "detect_and_parse",
     "parse_api_key",
     "parse_kiro_cli",

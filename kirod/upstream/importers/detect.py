@@ -1,9 +1,6 @@
-"""Where each tool keeps its credentials, and which format an uploaded file is."""
+"""Which format an uploaded file is (kiroctl finds the files: `kirod.paths.credential_files`)."""
 
 from __future__ import annotations
-
-import sys
-from pathlib import Path
 
 from kirod.upstream.errors import CredentialImportError
 from kirod.upstream.importers.api_key import parse_api_key
@@ -12,28 +9,6 @@ from kirod.upstream.importers.kiro_ide import parse_kiro_ide
 from kirod.upstream.importers.opencode import opencode_db_accounts, parse_opencode_kiro_auth
 from kirod.upstream.importers.record import ImportedAccount, decode, json_object
 from kirod.upstream.importers.sqlite import SQLITE_MAGIC, sqlite_copy, table_names
-
-
-def default_locations(home: Path, platform: str = sys.platform) -> dict[str, Path]:
-    """Where each tool keeps its credentials by default, for kiroctl to offer them for upload.
-
-    `kiro-ide-registrations` is the directory holding the `{clientIdHash}.json` files an IdC token
-    names. kiro-cli follows `dirs::data_local_dir()`; opencode-kiro-auth uses `~/.config/opencode`
-    on macOS too. XDG overrides are not applied: this module reads no environment.
-    """
-    sso_cache = home / ".aws" / "sso" / "cache"
-    if platform == "darwin":
-        kiro_cli = home / "Library" / "Application Support" / "kiro-cli"
-    else:
-        kiro_cli = home / ".local" / "share" / "kiro-cli"
-    opencode = home / ".config" / "opencode"
-    return {
-        "kiro-ide": sso_cache / "kiro-auth-token.json",
-        "kiro-ide-registrations": sso_cache,
-        "kiro-cli": kiro_cli / "data.sqlite3",
-        "opencode-kiro-auth": opencode / "kiro.db",
-        "opencode-kiro-auth-legacy": opencode / "kiro-accounts.json",
-    }
 
 
 def detect_and_parse(content: bytes, companion: bytes | None = None) -> list[ImportedAccount]:

@@ -1,0 +1,49 @@
+"""`python -m bench`: run a plan, print the tables, and optionally write the raw results."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from bench.harness import run
+from bench.report import render
+from bench.scenarios import PLANS, SCENARIOS
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__)
+    parser.add_argument("--plan", choices=sorted(PLANS), default="full")
+    parser.add_argument(
+        "--scenario",
+        action="append",
+        choices=sorted(SCENARIOS),
+        default=None,
+        help="limit the latency matrix to these scenarios (repeatable)",
+    )
+    parser.add_argument("--json", type=Path, metavar="PATH", help="write the raw results here")
+    parser.add_argument("--markdown", type=Path, metavar="PATH", help="write the tables here")
+    parser.add_argument(
+        "--upstream-keep-alive", action="store_true", help="run kirod with upstream_keep_alive on"
+    )
+    args = parser.parse_args(argv)
+    plan = PLANS[args.plan]
+    if args.scenario:
+        plan = plan.__class__(**{**plan.__dict__, "scenarios": tuple(args.scenario)})
+    results = run(plan, keep_alive=args.upstream_keep_alive)
+    text = render(results)
+    if args.json:
+        args.json.write_text(json.dumps(results, indent=1) + "\n")
+    if args.markdown:
+        args.markdown.write_text(text)
+    sys.stdout.write(text)
+    failed = [
+        row for row in results["latency"] for side in ("baseline", "kirod") if row[side]["errors"]
+    ]
+    failed += [phase for phase in results["memory"] if phase["errors"]]
+    return 1 if failed or results["daemon_log_errors"] else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,173 @@
+"""Account health: the circuit breaker and every automatic state transition, as pure functions.
+
+Each function maps the state as stored (and what just happened) to the next state, or None for
+"leave it". They run inside the store's write transaction (`AccountStore.update_state`), on the row
+as it is then, so a decision never overrides a newer one it did not see.
+
+    active ──failure──▶ cooling_down (60 s * 2^(n-1), cap 24 h; 429 honours Retry-After)
+       ▲                    │ until passed: one half-open trial request
+       └─────success────────┘ trial failure: n+1, longer cool-down
+    402 / MONTHLY_REQUEST_COUNT ─▶ exhausted, until a usage probe shows credits again
+    403 suspended ─▶ suspended (by hand: enable)     refresh token dead ─▶ needs_login
+    5 consecutive rejections of fresh credentials ─▶ disabled
+
+Network failures and timeouts are the network's, not the account's: they are noted, not counted.
+Failures of the request itself (bad request, context too long, unknown model) do not touch health.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+
+from kirod.storage.accounts import AccountState, Status
+from kirod.upstream.errors import Failure
+
+BASE_COOLDOWN_S = 60.0
+MAX_COOLDOWN_S = 24 * 3600.0
+AUTH_FAILURE_LIMIT = 5
+
+# Automatic transitions only move "up" this order (or within a level): a throttle seen by a
+# request that started earlier never turns an exhausted, suspended or disabled account back.
+_SEVERITY: dict[Status, int] = {
+    "active": 0,
+    "cooling_down": 1,
+    "exhausted": 2,
+    "needs_login": 3,
+    "suspended": 4,
+    "disabled": 5,
+}
+
+_COOLING_REASONS: dict[Failure, str] = {
+    Failure.THROTTLED: "rate limited by Kiro",
+    Failure.CAPACITY: "Kiro reported the model overloaded",
+    Failure.SERVER: "Kiro answered with a server error",
+    Failure.PROTOCOL: "Kiro sent a malformed response",
+    Failure.FORBIDDEN: "Kiro refused the call (profile or region mismatch?)",
+    Failure.BEARER: "Kiro rejected freshly refreshed credentials",
+}
+
+
+class Eligibility(enum.Enum):
+    READY = "ready"
+    TRIAL = "trial"  # half-open: one request may test the account
+    NO = "no"
+
+
+def cooldown_s(failures: int) -> float:
+    """The breaker's open time after `failures` consecutive failures."""
+    return min(MAX_COOLDOWN_S, BASE_COOLDOWN_S * 2.0 ** max(0, failures - 1))
+
+
+def eligibility(state: AccountState, now: float) -> Eligibility:
+    if state.status == "active":
+        return Eligibility.READY
+    if state.status == "cooling_down" and (state.until is None or state.until <= now):
+        return Eligibility.TRIAL
+    return Eligibility.NO
+
+
+def after_failure(
+    state: AccountState,
+    failure: Failure,
+    *,
+    detail: str,
+    retry_after_s: float | None,
+    now: float,
+) -> AccountState | None:
+    """The state after an attempt on the account failed with `failure` before any output."""
+    if not failure.retryable:
+        return None
+    noted = dataclasses.replace(
+        state,
+        last_error=f"{failure.value}: {detail}" if detail else failure.value,
+        last_error_at=now,
+    )
+    if failure in (Failure.NETWORK, Failure.TIMEOUT):
+        return noted
+    if failure is Failure.SUSPENDED:
+        return _escalate(noted, "suspended", f"suspended by Kiro: {detail or 'no reason given'}")
+    if failure is Failure.QUOTA:
+        return _escalate(noted, "exhausted", f"usage limit reached ({detail or 'quota'})")
+    if _SEVERITY[state.status] > _SEVERITY["cooling_down"]:
+        return noted
+    failures = state.failures + 1
+    auth_failures = state.auth_failures + 1 if failure is Failure.BEARER else state.auth_failures
+    if auth_failures >= AUTH_FAILURE_LIMIT:
+        return dataclasses.replace(
+            noted,
+            status="disabled",
+            reason=f"{auth_failures} consecutive authentication failures; log in again with "
+            "'kiroctl accounts login', then enable the account",
+            until=None,
+            failures=failures,
+            auth_failures=auth_failures,
+        )
+    wait = cooldown_s(failures)
+    if retry_after_s is not None and failure in (Failure.THROTTLED, Failure.CAPACITY):
+        wait = min(MAX_COOLDOWN_S, max(0.0, retry_after_s))
+    return dataclasses.replace(
+        noted,
+        status="cooling_down",
+        reason=f"{_COOLING_REASONS.get(failure, 'upstream failure')} "
+        f"({failures} consecutive failure{'s' if failures > 1 else ''})",
+        until=now + wait,
+        failures=failures,
+        auth_failures=auth_failures,
+    )
+
+
+def after_success(state: AccountState) -> AccountState | None:
+    """A request was accepted: a half-open trial closes the breaker, counters reset."""
+    if state.status not in ("active", "cooling_down"):
+        return None
+    if state.status == "active" and not (state.failures or state.auth_failures):
+        return None
+    return dataclasses.replace(
+        state, status="active", reason=None, until=None, failures=0, auth_failures=0
+    )
+
+
+def after_refresh_failure(
+    state: AccountState, *, permanent: bool, detail: str, now: float
+) -> AccountState:
+    noted = dataclasses.replace(state, last_error=f"refresh: {detail}", last_error_at=now)
+    if not permanent:
+        return noted
+    return _escalate(
+        noted, "needs_login", f"the login expired ({detail}); run 'kiroctl accounts login'"
+    )
+
+
+def after_usage(
+    state: AccountState, *, remaining: float, resets_at: float | None
+) -> AccountState | None:
+    """A usage probe's verdict: no credits left means exhausted until the window resets."""
+    if remaining <= 0:
+        if _SEVERITY[state.status] > _SEVERITY["exhausted"]:
+            return None
+        return dataclasses.replace(
+            state, status="exhausted", reason="monthly credits used up", until=resets_at
+        )
+    if state.status != "exhausted":
+        return None
+    return dataclasses.replace(state, status="active", reason=None, until=None, failures=0)
+
+
+def enabled(state: AccountState) -> AccountState:
+    """Back in service by hand, whatever the state: counters start over."""
+    return dataclasses.replace(
+        state, status="active", reason=None, until=None, failures=0, auth_failures=0
+    )
+
+
+def disabled(state: AccountState, reason: str | None) -> AccountState:
+    return dataclasses.replace(
+        state, status="disabled", reason=reason or "disabled by the user", until=None
+    )
+
+
+def _escalate(state: AccountState, status: Status, reason: str) -> AccountState:
+    if _SEVERITY[state.status] > _SEVERITY[status]:
+        return state
+    return dataclasses.replace(state, status=status, reason=reason, until=None)

@@ -1,0 +1,113 @@
+"""The account layer's services, built together from the settings (for the composition root)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from kirod.accounts.affinity import AffinityMap
+from kirod.accounts.dispatch import CatalogCache, Dispatcher, DispatchPolicy
+from kirod.accounts.maintenance import Maintenance, RetentionPolicy
+from kirod.accounts.pool import AccountPool
+from kirod.accounts.probes import UsageProbes
+from kirod.accounts.strategy import Strategy
+from kirod.accounts.tokens import TokenKeeper
+from kirod.canonical.models import ModelInfo
+from kirod.config import Settings
+from kirod.storage.accounts import AccountRecord, AccountStore
+from kirod.storage.affinity import AffinityStore
+from kirod.storage.db import Database
+from kirod.storage.oplog import OpLog
+from kirod.tasks import TaskOwner
+from kirod.upstream.client import KiroClient
+
+
+class PoolOperations:
+    """What the control API does to one account; each returns the account as it is afterwards,
+    or None when there is no such account."""
+
+    def __init__(self, pool: AccountPool, maintenance: Maintenance) -> None:
+        self._pool = pool
+        self._maintenance = maintenance
+
+    async def enable(self, account_id: str) -> AccountRecord | None:
+        """Back in service with a clean slate, whatever its state."""
+        return await self._pool.enable(account_id)
+
+    async def disable(self, account_id: str) -> AccountRecord | None:
+        """No new requests; those in flight finish."""
+        return await self._pool.disable(account_id)
+
+    async def refresh(self, account_id: str) -> AccountRecord | None:
+        """Refresh the access token now; raises `RefreshError` when that fails."""
+        return await self._maintenance.refresh_now(account_id)
+
+    async def probe(self, account_id: str) -> AccountRecord | None:
+        """Read the usage limits now; raises `UpstreamError` when that fails."""
+        return await self._maintenance.probe_usage(account_id)
+
+
+@dataclass(frozen=True)
+class AccountLayer:
+    pool: AccountPool
+    keeper: TokenKeeper
+    catalogs: CatalogCache
+    dispatcher: Dispatcher
+    maintenance: Maintenance
+    oplog: OpLog
+    operations: PoolOperations
+
+
+def build_account_layer(
+    settings: Settings,
+    db: Database,
+    accounts: AccountStore,
+    client: KiroClient,
+    tasks: TaskOwner,
+    *,
+    affinity_secret: bytes,
+    authorize: Callable[[str, ModelInfo], None] | None = None,
+) -> AccountLayer:
+    """Wire pool, token keeper, probes, affinity, dispatcher and maintenance; start nothing.
+
+    `tasks` owns token refreshes and usage probes; the caller starts `maintenance.run()`.
+    """
+    pool = AccountPool(
+        accounts,
+        concurrency=settings.account_inference_concurrency,
+        strategy=Strategy(settings.account_selection_strategy),
+        queue_timeout_s=settings.queue_timeout_s,
+    )
+    keeper = TokenKeeper(accounts, client, tasks, settings.refresh_window_s)
+    catalogs = CatalogCache(client)
+    affinity = AffinityMap(AffinityStore(db), affinity_secret, ttl_s=settings.affinity_ttl_s)
+    probes = UsageProbes(pool, client, keeper, tasks)
+    oplog = OpLog(db)
+    dispatcher = Dispatcher(
+        pool,
+        client,
+        keeper,
+        catalogs,
+        affinity,
+        probes,
+        oplog,
+        policy=DispatchPolicy(
+            max_account_attempts=settings.max_account_attempts,
+            branch_timeout_s=settings.request_timeout_s,
+            parameter_policy="error" if settings.parameter_policy == "error" else "drop",
+        ),
+        authorize=authorize,
+    )
+    maintenance = Maintenance(
+        pool,
+        keeper,
+        probes,
+        affinity,
+        oplog,
+        interval_s=settings.maintenance_interval_s,
+        usage_refresh_interval_s=settings.usage_refresh_interval_s,
+        refresh_window_s=settings.refresh_window_s,
+        retention=RetentionPolicy(settings.oplog_retention_s, settings.oplog_max_rows),
+    )
+    operations = PoolOperations(pool, maintenance)
+    return AccountLayer(pool, keeper, catalogs, dispatcher, maintenance, oplog, operations)

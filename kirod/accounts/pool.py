@@ -1,0 +1,442 @@
+"""The account pool: who may serve the next request, with how many requests in flight.
+
+The pool mirrors the stored accounts (re-read before every choice, so accounts added, removed,
+enabled or disabled through the control API count at once) and adds what only lives in memory:
+each account's capacity slots (`account_inference_concurrency`), its half-open trial flag and the
+credits spent since its last usage probe.
+
+A slot is reserved synchronously when an account is chosen and handed out as a `Lease`, which the
+dispatcher releases at the request's terminal cleanup. A request that finds every eligible account
+full queues; queued requests are served first come, first served as slots free up, each for up to
+`queue_timeout_s`, then answered 429. With no eligible account at all the answer says why.
+
+Every state change goes through `AccountStore.update_state`, deciding on the row as stored.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import dataclasses
+import logging
+import math
+import time
+from collections.abc import Callable, Collection
+from dataclasses import dataclass
+from typing import Any
+
+from kirod import log
+from kirod.accounts import health
+from kirod.accounts.health import Eligibility, eligibility
+from kirod.accounts.strategy import Candidate, Selector, Strategy
+from kirod.errors import ApiError, ErrorKind
+from kirod.storage.accounts import AccountRecord, AccountState, AccountStore
+from kirod.upstream.errors import Failure
+from kirod.upstream.usage import UsageSnapshot
+
+logger = logging.getLogger("kirod.accounts")
+
+BUSY_RETRY_AFTER_S = 2
+RECHECK_S = 1.0  # how often a queued request looks for cool-downs that ended
+
+Clock = Callable[[], float]
+
+
+@dataclass(eq=False)
+class _Entry:
+    record: AccountRecord
+    order: int
+    in_flight: int = 0
+    trial: bool = False
+    spent: float = 0.0  # credits metered since the usage snapshot in `record`
+
+    def remaining(self) -> float | None:
+        usage = self.record.usage
+        if not usage or not isinstance(usage.get("remaining"), int | float):
+            return None
+        return float(usage["remaining"]) - self.spent
+
+
+@dataclass(eq=False)
+class Lease:
+    """One reserved slot on one account; `release` is idempotent."""
+
+    account: AccountRecord
+    trial: bool
+    _entry: _Entry
+    _pool: AccountPool
+    released: bool = False
+
+    @property
+    def account_id(self) -> str:
+        return self.account.id
+
+    def release(self) -> None:
+        if not self.released:
+            self.released = True
+            self._pool._release(self)
+
+
+@dataclass(eq=False)
+class _Waiter:
+    prefer: str | None
+    exclude: frozenset[str]
+    future: asyncio.Future[Lease]
+
+
+@dataclass(frozen=True)
+class AccountStatus:
+    """One account as `kiroctl accounts list` and the status page show it."""
+
+    id: str
+    label: str
+    auth_kind: str
+    status: str
+    reason: str | None
+    since: float | None
+    until: float | None
+    half_open: bool  # cooling down, but its cool-down has passed: the next request is a trial
+    in_flight: int
+    capacity: int
+    failures: int
+    auth_failures: int
+    last_error: str | None
+    last_error_at: float | None
+    remaining_credits: float | None
+    usage_limit: float | None
+    resets_at: float | None
+    usage_at: float | None
+    subscription: str | None
+    expires_at: float | None
+
+
+@dataclass(frozen=True)
+class PoolStatus:
+    strategy: str
+    capacity_per_account: int
+    queued: int  # requests waiting for a slot
+    accounts: tuple[AccountStatus, ...]
+
+    def to_json(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+class AccountPool:
+    def __init__(
+        self,
+        store: AccountStore,
+        *,
+        concurrency: int,
+        strategy: Strategy,
+        queue_timeout_s: float,
+        clock: Clock = time.time,
+    ) -> None:
+        self._store = store
+        self._concurrency = concurrency
+        self._selector = Selector(strategy)
+        self._queue_timeout_s = queue_timeout_s
+        self._clock = clock
+        self._entries: dict[str, _Entry] = {}
+        self._waiters: collections.deque[_Waiter] = collections.deque()
+
+    @property
+    def store(self) -> AccountStore:
+        return self._store
+
+    def records(self) -> list[AccountRecord]:
+        """The accounts as last read, oldest first."""
+        return [entry.record for entry in self._sorted()]
+
+    async def sync(self) -> None:
+        """Re-read the accounts; writes seen meanwhile are not rolled back by the older read."""
+        records = await self._store.list()
+        current = {record.id for record in records}
+        for gone in set(self._entries) - current:
+            del self._entries[gone]
+        for order, record in enumerate(records):
+            entry = self._entries.get(record.id)
+            if entry is None:
+                self._entries[record.id] = _Entry(record, order)
+                continue
+            entry.order = order
+            if record.updated_at >= entry.record.updated_at:
+                self._replace(entry, record)
+        self._grant()
+
+    # -- leasing -------------------------------------------------------------------------------
+
+    async def lease(self, *, prefer: str | None = None, exclude: Collection[str] = ()) -> Lease:
+        """A slot on the best eligible account, waiting up to `queue_timeout_s` for one.
+
+        `prefer` is an affinity binding's account, `exclude` the accounts this request already
+        tried. Raises `ApiError` (429 or 503) when no account can serve.
+        """
+        await self.sync()
+        loop = asyncio.get_running_loop()
+        waiter = _Waiter(prefer, frozenset(exclude), loop.create_future())
+        self._waiters.append(waiter)
+        self._grant()
+        deadline = loop.time() + self._queue_timeout_s
+        try:
+            while not waiter.future.done():
+                remaining = deadline - loop.time()
+                if remaining <= 0:
+                    break
+                await asyncio.wait({waiter.future}, timeout=min(remaining, RECHECK_S))
+                self._grant()
+        except BaseException:
+            self._abandon(waiter)
+            raise
+        if not waiter.future.done():
+            self._abandon(waiter)
+            raise ApiError(
+                ErrorKind.RATE_LIMIT,
+                f"every available Kiro account is busy ({self._concurrency} requests each) and "
+                f"none freed up within {self._queue_timeout_s:g} s; retry shortly",
+                code="accounts_busy",
+                headers={"Retry-After": str(BUSY_RETRY_AFTER_S)},
+            )
+        return waiter.future.result()
+
+    def _abandon(self, waiter: _Waiter) -> None:
+        """A waiter gave up (timeout, cancellation): return a slot granted in the meantime."""
+        if waiter in self._waiters:
+            self._waiters.remove(waiter)
+        future = waiter.future
+        if future.done() and not future.cancelled() and future.exception() is None:
+            future.result().release()
+        future.cancel()
+
+    def _grant(self) -> None:
+        """Serve queued requests in order with the slots free now."""
+        if not self._waiters:
+            return
+        now = self._clock()
+        for waiter in list(self._waiters):
+            if waiter.future.done():
+                self._waiters.remove(waiter)
+                continue
+            outcome = self._pick(waiter.prefer, waiter.exclude, now)
+            if outcome is None:
+                continue
+            self._waiters.remove(waiter)
+            if isinstance(outcome, Lease):
+                waiter.future.set_result(outcome)
+            else:
+                waiter.future.set_exception(outcome)
+
+    def _pick(
+        self, prefer: str | None, exclude: frozenset[str], now: float
+    ) -> Lease | ApiError | None:
+        """A lease, the error to answer when no account is eligible, or None: all are full."""
+        candidates: list[Candidate] = []
+        eligible = False
+        for entry in self._entries.values():
+            if entry.record.id in exclude:
+                continue
+            verdict = eligibility(entry.record.state, now)
+            if verdict is Eligibility.NO:
+                continue
+            eligible = True
+            if entry.in_flight >= self._concurrency:
+                continue
+            if verdict is Eligibility.TRIAL and entry.trial:
+                continue  # one trial at a time; the others wait for its verdict
+            candidates.append(
+                Candidate(entry.record.id, entry.order, entry.in_flight, entry.remaining())
+            )
+        if not candidates:
+            return None if eligible else self._unavailable(exclude, now)
+        chosen = self._entries[self._selector.choose(candidates, prefer).account_id]
+        trial = eligibility(chosen.record.state, now) is Eligibility.TRIAL
+        chosen.in_flight += 1
+        chosen.trial = chosen.trial or trial
+        return Lease(chosen.record, trial, chosen, self)
+
+    def _release(self, lease: Lease) -> None:
+        entry = lease._entry
+        entry.in_flight -= 1
+        if lease.trial:
+            entry.trial = False
+        self._grant()
+
+    def _unavailable(self, exclude: frozenset[str], now: float) -> ApiError:
+        """Why no account can serve: 429 with the soonest return when one is known, else 503.
+
+        Accounts this request already tried count for the soonest return, not for the reason.
+        """
+        returns = [
+            e.record.status_until
+            for e in self._entries.values()
+            if e.record.status_until is not None and e.record.status_until > now
+        ]
+        retry_after = math.ceil(min(returns) - now) if returns else None
+        states = [e.record.state for e in self._entries.values() if e.record.id not in exclude]
+        if not states and not exclude:
+            return ApiError(
+                ErrorKind.UNAVAILABLE,
+                "no Kiro account is configured: add one with 'kiroctl accounts login' or "
+                "'kiroctl accounts import'",
+                code="no_accounts",
+            )
+        counts = collections.Counter(state.status for state in states)
+        back = f"; the first is back in {retry_after} s" if retry_after is not None else ""
+        only = next(iter(counts)) if len(counts) == 1 else None
+        if not states:
+            code = "no_available_accounts"
+            message = f"no other Kiro account is available{back}"
+        elif only == "cooling_down":
+            code = "accounts_cooling_down"
+            message = f"all Kiro accounts are cooling down after upstream failures{back}"
+        elif only == "exhausted":
+            code = "accounts_exhausted"
+            message = f"all Kiro accounts have used up their credits{back}"
+        elif only == "needs_login":
+            code = "accounts_need_login"
+            message = "all Kiro accounts need a new login: run 'kiroctl accounts login'"
+        else:
+            code = "no_available_accounts"
+            parts = ", ".join(
+                f"{n} {status.replace('_', ' ')}" for status, n in sorted(counts.items())
+            )
+            message = f"no Kiro account is available ({parts}){back}"
+        if retry_after is None:
+            return ApiError(ErrorKind.UNAVAILABLE, message, code=code)
+        return ApiError(
+            ErrorKind.RATE_LIMIT,
+            message,
+            code=code,
+            headers={"Retry-After": str(max(1, retry_after))},
+        )
+
+    # -- outcomes ------------------------------------------------------------------------------
+
+    async def succeeded(self, lease: Lease) -> None:
+        """The account accepted a request: close its breaker."""
+        await self._update(lease.account_id, lambda record: health.after_success(record.state))
+
+    async def failed(
+        self,
+        account_id: str,
+        failure: Failure,
+        *,
+        detail: str,
+        retry_after_s: float | None = None,
+        rejected_token: str | None = None,
+    ) -> None:
+        """An attempt failed before any output. A credential rejection counts only while the
+        rejected token is still the stored one (a new login since does not inherit it)."""
+        now = self._clock()
+
+        def decide(record: AccountRecord) -> AccountState | None:
+            if rejected_token is not None and record.credentials.get("access_token") != (
+                rejected_token
+            ):
+                return None
+            return health.after_failure(
+                record.state, failure, detail=detail, retry_after_s=retry_after_s, now=now
+            )
+
+        await self._update(account_id, decide)
+
+    async def usage_probed(self, account_id: str, usage: UsageSnapshot) -> AccountRecord | None:
+        """Store a usage snapshot; it decides whether the account is exhausted."""
+        stored = await self._store.set_usage(account_id, usage.to_json())
+        if stored is not None:
+            self._apply(stored)
+        return await self._update(
+            account_id,
+            lambda record: health.after_usage(
+                record.state, remaining=usage.remaining, resets_at=usage.resets_at
+            ),
+        )
+
+    def spent(self, account_id: str, credits: float) -> None:
+        """Credits a request used, until the next usage probe replaces the estimate."""
+        entry = self._entries.get(account_id)
+        if entry is not None:
+            entry.spent += credits
+
+    async def enable(self, account_id: str) -> AccountRecord | None:
+        """Put the account back in service, whatever its state; None if there is no such one."""
+        return await self._update(account_id, lambda record: health.enabled(record.state))
+
+    async def disable(self, account_id: str, reason: str | None = None) -> AccountRecord | None:
+        return await self._update(account_id, lambda record: health.disabled(record.state, reason))
+
+    async def _update(
+        self, account_id: str, decide: Callable[[AccountRecord], AccountState | None]
+    ) -> AccountRecord | None:
+        record = await self._store.update_state(account_id, decide)
+        if record is not None:
+            self._apply(record)
+        return record
+
+    def _apply(self, record: AccountRecord) -> None:
+        entry = self._entries.get(record.id)
+        if entry is None or record.updated_at < entry.record.updated_at:
+            return
+        self._replace(entry, record)
+        self._grant()
+
+    def _replace(self, entry: _Entry, record: AccountRecord) -> None:
+        before = entry.record
+        if record.usage_at != before.usage_at:
+            entry.spent = 0.0
+        entry.record = record
+        if (record.status, record.status_reason) != (before.status, before.status_reason):
+            log.event(
+                logger,
+                "account_state",
+                level=logging.INFO if record.status == "active" else logging.WARNING,
+                account=record.id,
+                status=record.status,
+                reason=record.status_reason,
+                until=record.status_until,
+            )
+
+    # -- status --------------------------------------------------------------------------------
+
+    async def status(self) -> PoolStatus:
+        await self.sync()
+        now = self._clock()
+        return PoolStatus(
+            strategy=self._selector.strategy.value,
+            capacity_per_account=self._concurrency,
+            queued=len(self._waiters),
+            accounts=tuple(self._account_status(entry, now) for entry in self._sorted()),
+        )
+
+    def _sorted(self) -> list[_Entry]:
+        return sorted(self._entries.values(), key=lambda entry: entry.order)
+
+    def _account_status(self, entry: _Entry, now: float) -> AccountStatus:
+        record = entry.record
+        usage = record.usage or {}
+        remaining = entry.remaining()
+        return AccountStatus(
+            id=record.id,
+            label=record.label,
+            auth_kind=record.auth_kind,
+            status=record.status,
+            reason=record.status_reason,
+            since=record.status_since,
+            until=record.status_until,
+            half_open=eligibility(record.state, now) is Eligibility.TRIAL,
+            in_flight=entry.in_flight,
+            capacity=self._concurrency,
+            failures=record.failures,
+            auth_failures=record.auth_failures,
+            last_error=record.last_error,
+            last_error_at=record.last_error_at,
+            remaining_credits=None if remaining is None else round(remaining, 4),
+            usage_limit=_number(usage.get("limit")),
+            resets_at=_number(usage.get("resets_at")),
+            usage_at=record.usage_at,
+            subscription=usage.get("subscription"),
+            expires_at=_number(record.credentials.get("expires_at")),
+        )
+
+
+def _number(value: object) -> float | None:
+    return float(value) if isinstance(value, int | float) else None

@@ -1,0 +1,1 @@
+"""kiroctl's commands, one module per family."""

@@ -1,0 +1,119 @@
+"""`kiroctl status`, `config`, `version` and `shutdown`: the daemon itself."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import click
+from rich.text import Text
+
+from kirod import __version__
+from kirod.cli import exits, render
+from kirod.cli.context import App, json_option, pass_app
+from kirod.localapi.schema import DEGRADED, DOWN, HEALTHY, Status
+
+HEALTH_STYLES = {HEALTHY: "bold green", DEGRADED: "bold yellow", DOWN: "bold red"}
+
+
+@click.command()
+@json_option
+@pass_app
+def status(app: App, as_json: bool) -> None:
+    """Show whether kirod serves, and each account's state and credits.
+
+    Exits 0 when healthy, 4 when degraded and 3 when kirod is down.
+    """
+    try:
+        doc = app.call("GET", "/status")
+    except exits.CliError as exc:
+        if exc.code != exits.DOWN or not as_json:
+            raise
+        render.print_json({"health": DOWN, "status": None, "accounts": []})
+        raise click.exceptions.Exit(exits.DOWN) from None
+    accounts: list[dict[str, Any]] = app.call("GET", "/accounts")["accounts"]
+    current = Status.from_json(doc)
+    if as_json:
+        render.print_json({"health": current.health, "status": doc, "accounts": accounts})
+    else:
+        _print_status(app, current, accounts)
+    raise click.exceptions.Exit(exits.OK if current.health == HEALTHY else exits.DEGRADED)
+
+
+def _print_status(app: App, current: Status, accounts: list[dict[str, Any]]) -> None:
+    out = app.out
+    headline = Text(f"kirod {current.version} · {current.state} · up ")
+    headline.append(render.duration(current.uptime_s))
+    headline.append(" · ")
+    headline.append(current.health, style=HEALTH_STYLES.get(current.health, ""))
+    out.print(headline)
+    for listener in current.listeners:
+        where = f"http://{listener.address}" if listener.kind == "tcp" else listener.address
+        label = "public API" if listener.kind == "tcp" else "control"
+        out.print(f"  {label:<12} {where}")
+    loop = current.maintenance
+    passes = (
+        "a pass is running" if loop.running else f"last pass {render.ago(loop.last_pass_finished)}"
+    )
+    out.print(f"  {'maintenance':<12} {passes}, next {render.ago(loop.next_pass_at)}")
+    for problem in current.problems:
+        out.print(Text(f"  ! {problem}", style="yellow"))
+    if not accounts:
+        out.print("\nNo accounts yet: add one with `kiroctl accounts login` or `accounts import`.")
+        return
+    grid = render.table("ACCOUNT", "STATE", "REASON", "CREDITS LEFT", "RESETS", "LAST ERROR")
+    for account in accounts:
+        usage = account.get("usage")
+        grid.add_row(
+            account["label"],
+            render.state(account["status"]),
+            account.get("status_reason") or render.DASH,
+            render.credits_bar(usage),
+            render.date(usage.get("resets_at") if usage else None),
+            account.get("last_error") or render.DASH,
+        )
+    out.print()
+    out.print(grid)
+
+
+@click.command()
+@json_option
+@pass_app
+def config(app: App, as_json: bool) -> None:
+    """Show kirod's effective settings (secrets are redacted)."""
+    doc = app.call("GET", "/config")
+    if as_json:
+        render.print_json(doc)
+        return
+    app.out.print(f"config file: {doc['config_path'] or '(none: defaults and environment)'}")
+    grid = render.table("OPTION", "VALUE")
+    for name, value in doc["settings"].items():
+        shown = ", ".join(value) if isinstance(value, list) else value
+        grid.add_row(name, render.DASH if shown in (None, "") else str(shown))
+    app.out.print(grid)
+
+
+@click.command()
+@json_option
+@pass_app
+def version(app: App, as_json: bool) -> None:
+    """Show the versions of kiroctl and of the running kirod."""
+    try:
+        daemon: str | None = app.call("GET", "/status")["version"]
+    except exits.CliError:
+        daemon = None
+    if as_json:
+        render.print_json({"kiroctl": __version__, "kirod": daemon})
+        return
+    app.out.print(f"kiroctl {__version__}")
+    app.out.print(f"kirod   {daemon or 'not running'}")
+
+
+@click.command()
+@pass_app
+def shutdown(app: App) -> None:
+    """Stop kirod: in-flight requests drain first, then it exits 0.
+
+    A service manager set to restart on failure leaves it stopped.
+    """
+    app.call("POST", "/shutdown")
+    app.out.print("kirod is shutting down.")

@@ -1,0 +1,98 @@
+"""`kiroctl keys …`: the API keys clients use on kirod's public API.
+
+A KEY argument is a key id, a unique prefix of one, or a key's name.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import click
+
+from kirod.cli import exits, render
+from kirod.cli.context import App, json_option, pass_app
+from kirod.localapi.schema import ApiKey
+
+
+@click.group()
+def keys() -> None:
+    """Manage the API keys of kirod's public API."""
+
+
+def _listed(app: App) -> list[ApiKey]:
+    return [ApiKey.from_json(item) for item in app.call("GET", "/keys")["keys"]]
+
+
+@keys.command("list")
+@json_option
+@pass_app
+def list_(app: App, as_json: bool) -> None:
+    """List the keys (never the keys themselves: they are stored hashed)."""
+    listed = _listed(app)
+    if as_json:
+        render.print_json({"keys": [key.to_json() for key in listed]})
+        return
+    grid = render.table("ID", "NAME", "KEY", "MODELS", "RPM", "CREATED", "LAST USED")
+    for key in listed:
+        grid.add_row(
+            render.short_id(key.id),
+            key.name,
+            key.prefix + "…",
+            ", ".join(key.models) or "any",
+            str(key.rpm) if key.rpm else "unlimited",
+            render.date(key.created_at),
+            render.ago(key.last_used_at),
+        )
+    app.out.print(grid)
+
+
+def _patterns(values: tuple[str, ...]) -> list[str]:
+    """`--models a,b --models c` → [a, b, c]."""
+    return [part.strip() for value in values for part in value.split(",") if part.strip()]
+
+
+@keys.command()
+@click.argument("name")
+@click.option(
+    "--models",
+    multiple=True,
+    metavar="PATTERN",
+    help="Allow only models matching PATTERN (glob, e.g. 'claude-sonnet-*'); repeat or "
+    "separate with commas [default: any model].",
+)
+@click.option(
+    "--rpm", type=click.IntRange(min=1), help="Allow at most this many requests a minute."
+)
+@json_option
+@pass_app
+def create(app: App, name: str, models: tuple[str, ...], rpm: int | None, as_json: bool) -> None:
+    """Create a key called NAME; it is shown this once only."""
+    body: dict[str, Any] = {"name": name, "models": _patterns(models)}
+    if rpm is not None:
+        body["rpm"] = rpm
+    answer = app.call("POST", "/keys", body)
+    if as_json:
+        render.print_json(answer)
+        return
+    key = ApiKey.from_json(answer["key"])
+    app.err.print(f"Created key {key.name} ({render.short_id(key.id)}). It is shown only now:")
+    app.out.print(answer["secret"], markup=False, highlight=False)
+
+
+@keys.command()
+@click.argument("key")
+@pass_app
+def revoke(app: App, key: str) -> None:
+    """Revoke KEY: requests using it are refused from now on."""
+    listed = _listed(app)
+    exact = [item for item in listed if key in (item.id, item.name)]
+    matches = exact or [item for item in listed if item.id.startswith(key)]
+    if not matches:
+        raise exits.CliError(exits.NOT_FOUND, f"no key matches {key!r}", "see `kiroctl keys list`")
+    if len(matches) > 1:
+        names = ", ".join(f"{render.short_id(item.id)} ({item.name})" for item in matches)
+        raise exits.CliError(
+            exits.USAGE, f"{key!r} matches several keys: {names}", "give more of the id"
+        )
+    app.call("DELETE", f"/keys/{matches[0].id}")
+    app.out.print(f"Revoked {matches[0].name} ({render.short_id(matches[0].id)}).")

@@ -1,0 +1,111 @@
+"""`kiroctl accounts login`: a device-code login kirod drives; kiroctl shows the code and waits.
+
+The browser opens on the verification page when this looks like a desktop session. Ctrl-C
+cancels the login on the daemon's side too.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sys
+import time
+import webbrowser
+from typing import Any
+
+import click
+
+from kirod.cli import exits, render
+from kirod.cli.context import App, json_option, pass_app
+from kirod.localapi.schema import Login
+
+POLL_WAIT_S = 5.0  # each poll returns as soon as the login ends, or after this long
+EXPIRY_GRACE_S = 30.0
+
+
+def _desktop() -> bool:
+    """Whether a browser would open where the user sits (not over SSH, not on a bare console)."""
+    if "SSH_CONNECTION" in os.environ or "SSH_TTY" in os.environ:
+        return False
+    return sys.platform == "darwin" or bool(
+        os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY")
+    )
+
+
+@click.command()
+@click.option(
+    "--start-url",
+    metavar="URL",
+    help="IAM Identity Center start URL (https://d-…awsapps.com/start); default: AWS Builder ID.",
+)
+@click.option("--region", metavar="REGION", help="The Identity Center region [default: us-east-1].")
+@click.option("--no-browser", is_flag=True, help="Only print the URL; do not open a browser.")
+@json_option
+@pass_app
+def login(
+    app: App, start_url: str | None, region: str | None, no_browser: bool, as_json: bool
+) -> None:
+    """Sign in with AWS Builder ID or IAM Identity Center and add the account.
+
+    With --json, prints one JSON line when the code is ready and one when the login ends.
+    """
+    body = {key: value for key, value in (("start_url", start_url), ("region", region)) if value}
+    pending = Login.from_json(app.call("POST", "/logins", body))
+    if as_json:
+        render.print_json_line(pending.to_json())
+    else:
+        app.out.print(f"Open  {pending.verification_uri_complete}")
+        app.out.print(f"and confirm the code  [bold]{pending.user_code}[/bold]")
+    if not no_browser and _desktop():
+        with contextlib.suppress(webbrowser.Error):
+            webbrowser.open(pending.verification_uri_complete, new=2)
+    try:
+        final = _wait(app, pending, show_spinner=not as_json)
+    except (KeyboardInterrupt, click.Abort):
+        with contextlib.suppress(exits.CliError):
+            app.call("DELETE", f"/logins/{pending.id}")
+        raise
+    if as_json:
+        render.print_json_line(final.to_json())
+    _report(app, final, quiet=as_json)
+
+
+def _wait(app: App, pending: Login, *, show_spinner: bool) -> Login:
+    """Poll until the login ends; bounded by the code's expiry."""
+    deadline = pending.expires_at + EXPIRY_GRACE_S
+    current = pending
+    status = app.err.status("Waiting for you to approve in the browser…") if show_spinner else None
+    with status or contextlib.nullcontext():
+        while not current.finished:
+            if time.time() > deadline:
+                raise exits.CliError(
+                    exits.LOGIN_FAILED,
+                    "kirod did not report the end of the login",
+                    "run `kiroctl accounts login` again",
+                )
+            doc = app.call(
+                "GET", f"/logins/{pending.id}?wait={POLL_WAIT_S:g}", timeout=POLL_WAIT_S + 10
+            )
+            current = Login.from_json(doc)
+    return current
+
+
+def _report(app: App, final: Login, *, quiet: bool) -> None:
+    if final.state == "approved":
+        account: dict[str, Any] = final.account or {}
+        if not quiet:
+            app.out.print(
+                f"Added {account.get('label')}, id {render.short_id(str(account.get('id')))}; "
+                "it serves requests now."
+            )
+        return
+    again = "run `kiroctl accounts login` again"
+    hints = {
+        "denied": f"the sign-in was denied in the browser; {again} and choose Allow",
+        "expired": f"the code expired before it was approved; {again} and approve within "
+        "the time shown on the page",
+        "cancelled": again,
+    }
+    message = (final.error or {}).get("message", f"the login ended: {final.state}")
+    code = exits.LOGIN_FAILED if final.state in hints else exits.FAILED
+    raise exits.CliError(code, message, hints.get(final.state, "check your network and retry"))

@@ -1,0 +1,113 @@
+"""`kiroctl models` and `kiroctl stats`: what kirod can serve, and what it has served."""
+
+from __future__ import annotations
+
+import re
+import time
+from datetime import datetime
+
+import click
+
+from kirod.cli import render
+from kirod.cli.context import App, json_option, pass_app
+from kirod.localapi.schema import Stats, StatsGroup
+
+MODELS_TIMEOUT_S = 60.0  # the first listing asks each account's catalog from Kiro
+_RELATIVE = re.compile(r"(\d+(?:\.\d+)?)\s*([smhdw])")
+_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
+
+
+@click.command()
+@json_option
+@pass_app
+def models(app: App, as_json: bool) -> None:
+    """List the models your accounts offer, and which accounts offer each."""
+    doc = app.call("GET", "/models", timeout=MODELS_TIMEOUT_S)
+    if as_json:
+        render.print_json(doc)
+        return
+    grid = render.table("MODEL", "KIRO ID", "CONTEXT", "MAX OUTPUT", "ACCOUNTS")
+    for row in doc["models"]:
+        grid.add_row(
+            row["id"],
+            row["kiro_id"],
+            f"{row['context_window']:,}",
+            f"{row['max_output_tokens']:,}",
+            str(len(row["accounts"])) if doc["source"] == "accounts" else render.DASH,
+        )
+    app.out.print(grid)
+    if doc["source"] == "static":
+        app.out.print("(no active account yet: this is kirod's built-in list)")
+
+
+def parse_since(value: str, now: float | None = None) -> float:
+    """`90m`, `12h`, `7d`, `2w` ago; an ISO date or date-time; or epoch seconds."""
+    now = time.time() if now is None else now
+    text = value.strip().lower()
+    if match := _RELATIVE.fullmatch(text):
+        return now - float(match[1]) * _UNITS[match[2]]
+    try:
+        return float(text)
+    except ValueError:
+        pass
+    try:
+        return datetime.fromisoformat(value.strip()).timestamp()
+    except ValueError:
+        raise click.BadParameter(
+            "use a duration (30m, 12h, 7d), a date (2025-06-01[T10:00]) or epoch seconds"
+        ) from None
+
+
+def _milliseconds(value: float) -> str:
+    return f"{value:.0f} ms" if value < 1000 else f"{value / 1000:.2f} s"
+
+
+@click.command()
+@click.option("--since", metavar="WHEN", help="Only requests since WHEN: 30m, 12h, 7d, a date.")
+@json_option
+@pass_app
+def stats(app: App, since: str | None, as_json: bool) -> None:
+    """Summarize the requests kirod served: success, time to first byte, accounts, models."""
+    start = parse_since(since) if since else None
+    path = "/stats" if start is None else f"/stats?since={start:.3f}"
+    doc = app.call("GET", path)
+    if as_json:
+        render.print_json(doc)
+        return
+    report = Stats.from_json(doc)
+    labels = {a["id"]: a["label"] for a in app.call("GET", "/accounts")["accounts"]}
+    out = app.out
+    out.print(f"since {render.moment(report.since) if report.since else 'the log began'}")
+    rate = f"{report.success_rate:.1%}" if report.success_rate is not None else render.DASH
+    out.print(f"  requests   {report.requests:,}  (succeeded {rate})")
+    if report.ttfb_ms is not None:
+        p = report.ttfb_ms
+        out.print(
+            f"  first byte p50 {_milliseconds(p.p50)} · p95 {_milliseconds(p.p95)} · "
+            f"p99 {_milliseconds(p.p99)}"
+        )
+    out.print(f"  tokens     {report.input_tokens:,} in · {report.output_tokens:,} out")
+    out.print(f"  credits    {report.credits:g}")
+    _groups(app, "ACCOUNT", report.accounts, labels)
+    _groups(app, "MODEL", report.models, {})
+    if report.errors:
+        grid = render.table("ERROR", "COUNT")
+        for code, count in report.errors.items():
+            grid.add_row(code, f"{count:,}")
+        out.print()
+        out.print(grid)
+
+
+def _groups(app: App, title: str, groups: tuple[StatsGroup, ...], names: dict[str, str]) -> None:
+    if not groups:
+        return
+    grid = render.table(title, "REQUESTS", "ERRORS", "CREDITS")
+    for group in groups:
+        grid.add_row(
+            names.get(group.key, group.key),
+            f"{group.requests:,}",
+            f"{group.errors:,}",
+            f"{group.credits:g}",
+        )
+    app.out.print()
+    app.out.print(grid)

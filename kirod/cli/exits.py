@@ -1,0 +1,104 @@
+"""kiroctl's exit codes, and the failure each maps to with a hint on what to do next.
+
+  0  success; `status`: healthy
+  1  kirod refused the request or reported an error, or a local file could not be used
+  2  usage error (bad arguments, an ambiguous account or key)
+  3  kirod is not running or cannot be reached; `status`: down
+  4  `status`: degraded (kirod serves, but something needs attention)
+  5  no such account, key or login
+  6  a login did not complete: denied, expired or cancelled
+130  interrupted (Ctrl-C)
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import sys
+from pathlib import Path
+
+from kirod.localapi.client import ControlError, DaemonUnreachable
+from kirod.paths import LAUNCHD_LABEL, SYSTEMD_UNIT
+
+OK = 0
+FAILED = 1
+USAGE = 2
+DOWN = 3
+DEGRADED = 4
+NOT_FOUND = 5
+LOGIN_FAILED = 6
+INTERRUPTED = 130
+
+
+class CliError(Exception):
+    """A failure to report on stderr with `hint`, exiting with `code`."""
+
+    def __init__(self, code: int, message: str, hint: str | None = None) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+        self.hint = hint
+
+
+def start_hint(platform: str = sys.platform) -> str:
+    """How to start kirod here: the service manager's command, or the foreground daemon."""
+    if platform == "darwin":
+        return (
+            f"start it with `launchctl kickstart gui/{os.getuid()}/{LAUNCHD_LABEL}` "
+            "(set that up once with `kiroctl service install`), or run `kirod`"
+        )
+    if platform.startswith("linux") and Path("/run/systemd/system").is_dir():
+        return (
+            f"start it with `systemctl --user start {SYSTEMD_UNIT}` "
+            "(set that up once with `kiroctl service install`), or run `kirod`"
+        )
+    return "start it with `kirod` (it runs in the foreground; add `&` to keep your shell)"
+
+
+def log_hint(platform: str = sys.platform) -> str:
+    if platform == "darwin":
+        return "see ~/Library/Logs/kirod.log"
+    return f"see `journalctl --user -u {SYSTEMD_UNIT}`"
+
+
+def unreachable(exc: DaemonUnreachable, socket: Path) -> CliError:
+    cause = exc.__cause__
+    if isinstance(cause, PermissionError):
+        return CliError(
+            DOWN,
+            f"cannot use the control socket {socket}: permission denied",
+            "the socket belongs to the user running kirod; run kiroctl as that user",
+        )
+    if isinstance(cause, ConnectionRefusedError):
+        return CliError(
+            DOWN,
+            f"kirod is not answering on {socket} (the socket is stale)",
+            f"kirod may have crashed ({log_hint()}); {start_hint()}",
+        )
+    if isinstance(cause, TimeoutError) or getattr(cause, "errno", None) == errno.ETIMEDOUT:
+        return CliError(
+            DOWN, f"kirod did not answer on {socket} in time", f"kirod may be hung; {log_hint()}"
+        )
+    if isinstance(cause, FileNotFoundError):
+        return CliError(
+            DOWN,
+            f"kirod is not running (no control socket at {socket})",
+            f"{start_hint()}; if it runs with another socket_path, pass --socket or set "
+            "KIROD_SOCKET_PATH",
+        )
+    return CliError(DOWN, str(exc), start_hint())
+
+
+def refused(exc: ControlError) -> CliError:
+    """An error document from kirod, with a hint for the codes a user can act on."""
+    hints = {
+        "invalid_import": "give Kiro IDE's kiro-auth-token.json, kiro-cli's data.sqlite3, "
+        "opencode-kiro-auth's kiro.db or kiro-accounts.json, or a ksk_ API key",
+        "refresh_failed": "if the refresh token was rejected, sign in again with "
+        "`kiroctl accounts login` or re-import the account",
+        "upstream_failed": "Kiro did not answer; check your network or proxy_url and retry",
+        "login_failed": "check your network (or proxy_url) and the start URL and region",
+        "name_taken": "choose another name, or revoke the old key with `kiroctl keys revoke`",
+    }
+    code = NOT_FOUND if exc.status == 404 else FAILED
+    return CliError(code, str(exc), hints.get(exc.code))

@@ -1,0 +1,116 @@
+"""Rendering for kiroctl: consoles that drop colour off a terminal or under NO_COLOR, JSON output,
+and the small formats tables share (times, durations, credit bars)."""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from datetime import datetime
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+BAR_WIDTH = 12
+DASH = "—"
+
+
+PIPE_WIDTH = 200  # off a terminal, wide enough that table rows stay on one line
+
+
+def consoles() -> tuple[Console, Console]:
+    """stdout and stderr. rich itself honours NO_COLOR and leaves colour off when not a TTY.
+
+    Lines are never broken (soft wrap), so paths and commands stay whole for copy and paste.
+    """
+    out = Console(highlight=False, soft_wrap=True)
+    if not out.is_terminal:
+        out = Console(highlight=False, soft_wrap=True, width=PIPE_WIDTH)
+    return out, Console(stderr=True, highlight=False, soft_wrap=True)
+
+
+def print_json(data: Any) -> None:
+    """One JSON document on stdout, never styled, so scripts can parse it."""
+    sys.stdout.write(json.dumps(data, indent=2, sort_keys=True) + "\n")
+    sys.stdout.flush()
+
+
+def print_json_line(data: Any) -> None:
+    """One compact JSON document per line, for commands that report progress (JSON lines)."""
+    sys.stdout.write(json.dumps(data, sort_keys=True) + "\n")
+    sys.stdout.flush()
+
+
+def table(*columns: str) -> Table:
+    grid = Table(box=None, pad_edge=False, show_edge=False, header_style="bold")
+    for column in columns:
+        grid.add_column(column, overflow="fold")
+    return grid
+
+
+def ago(epoch: float | None, now: float | None = None) -> str:
+    if epoch is None:
+        return DASH
+    delta = (now or time.time()) - epoch
+    if delta < 0:
+        return "in " + duration(-delta)
+    return duration(delta) + " ago"
+
+
+def duration(seconds: float) -> str:
+    seconds = int(seconds)
+    if seconds < 60:
+        return f"{seconds}s"
+    minutes, seconds = divmod(seconds, 60)
+    if minutes < 60:
+        return f"{minutes}m"
+    hours, minutes = divmod(minutes, 60)
+    if hours < 48:
+        return f"{hours}h {minutes}m" if minutes else f"{hours}h"
+    return f"{hours // 24}d"
+
+
+def date(epoch: float | None) -> str:
+    if epoch is None:
+        return DASH
+    return datetime.fromtimestamp(epoch).strftime("%Y-%m-%d")
+
+
+def moment(epoch: float | None) -> str:
+    if epoch is None:
+        return DASH
+    return datetime.fromtimestamp(epoch).strftime("%Y-%m-%d %H:%M")
+
+
+def credits_bar(usage: dict[str, Any] | None) -> Text:
+    """`██████░░░░░░ 310/500`: the share of this period's credits left."""
+    if not usage or not isinstance(usage.get("limit"), int | float) or not usage["limit"]:
+        return Text(DASH)
+    remaining, limit = float(usage.get("remaining") or 0), float(usage["limit"])
+    share = max(0.0, min(1.0, remaining / limit))
+    filled = round(share * BAR_WIDTH)
+    style = "green" if share > 0.3 else "yellow" if share > 0.1 else "red"
+    bar = Text("█" * filled, style=style)
+    bar.append("░" * (BAR_WIDTH - filled), style="dim")
+    bar.append(f" {remaining:g}/{limit:g}")
+    return bar
+
+
+STATE_STYLES = {
+    "active": "green",
+    "cooling_down": "yellow",
+    "exhausted": "red",
+    "suspended": "red",
+    "needs_login": "red",
+    "disabled": "dim",
+}
+
+
+def state(name: str) -> Text:
+    return Text(name.replace("_", " "), style=STATE_STYLES.get(name, ""))
+
+
+def short_id(identifier: str) -> str:
+    return identifier[:8]

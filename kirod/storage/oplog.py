@@ -1,0 +1,234 @@
+"""The operation log: one row per public model request, and the statistics `kiroctl stats` shows.
+
+A row says who asked (the API key's id, never the key), for which model over which protocol, which
+accounts were tried and how each attempt ended, and how the request went: status, error class,
+stop reason, tokens, credits, time to first byte and total time. Prompts, outputs and tool content
+are never part of it. Rows are written through the store's writer, so a request whose client went
+away is still logged; retention is bounded by age and row count.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import aiosqlite
+
+from kirod.storage.db import Database
+
+
+@dataclass(frozen=True, slots=True)
+class Attempt:
+    """One account tried: `outcome` is `ok` or the failure class (`throttled`, `quota`, …)."""
+
+    account_id: str
+    outcome: str
+
+
+@dataclass(frozen=True, slots=True)
+class OpEntry:
+    at: float  # epoch seconds when the request reached the account layer
+    request_id: str
+    key_id: str
+    protocol: str
+    model: str  # as the client named it
+    stream: bool
+    account_id: str | None  # the account that answered, or the last one tried
+    attempts: tuple[Attempt, ...]
+    stop_reason: str | None
+    input_tokens: int | None
+    output_tokens: int | None
+    credits: float | None
+    ttfb_ms: float | None
+    total_ms: float
+    status: int  # HTTP status sent; 499 when the client went away first
+    error: str | None  # error code when the request (or its stream) failed
+    dropped: tuple[str, ...]  # request parameters Kiro cannot honour, dropped
+
+    @property
+    def succeeded(self) -> bool:
+        return self.status < 400 and self.error is None
+
+
+@dataclass(frozen=True, slots=True)
+class Percentiles:
+    p50: float
+    p95: float
+    p99: float
+
+
+@dataclass(frozen=True, slots=True)
+class GroupStats:
+    """Requests of one account or one model."""
+
+    key: str
+    requests: int
+    errors: int
+    credits: float
+
+
+@dataclass(frozen=True, slots=True)
+class OpStats:
+    since: float | None
+    requests: int
+    succeeded: int
+    input_tokens: int
+    output_tokens: int
+    credits: float
+    ttfb_ms: Percentiles | None
+    accounts: tuple[GroupStats, ...]
+    models: tuple[GroupStats, ...]
+    errors: dict[str, int]
+
+    @property
+    def success_rate(self) -> float | None:
+        return self.succeeded / self.requests if self.requests else None
+
+    def to_json(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["success_rate"] = self.success_rate
+        return data
+
+
+# A request succeeded when its status is below 400 and its stream did not end in an error.
+_SUCCESS = "(status < 400 AND error IS NULL)"
+
+
+class OpLog:
+    def __init__(self, db: Database) -> None:
+        self._db = db
+
+    async def append(self, entry: OpEntry) -> None:
+        attempts = json.dumps(
+            [{"account": a.account_id, "outcome": a.outcome} for a in entry.attempts],
+            separators=(",", ":"),
+        )
+        await self._db.execute(
+            "INSERT INTO oplog (at, request_id, key_id, protocol, model, stream, account_id,"
+            " attempts, stop_reason, input_tokens, output_tokens, credits, ttfb_ms, total_ms,"
+            " status, error, dropped) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (
+                entry.at,
+                entry.request_id,
+                entry.key_id,
+                entry.protocol,
+                entry.model,
+                int(entry.stream),
+                entry.account_id,
+                attempts,
+                entry.stop_reason,
+                entry.input_tokens,
+                entry.output_tokens,
+                entry.credits,
+                entry.ttfb_ms,
+                entry.total_ms,
+                entry.status,
+                entry.error,
+                ",".join(entry.dropped),
+            ),
+        )
+
+    async def entries(self, *, since: float | None = None, limit: int = 100) -> list[OpEntry]:
+        """The newest rows first."""
+        rows = await self._db.read(
+            "SELECT * FROM oplog WHERE at >= ? ORDER BY at DESC, id DESC LIMIT ?",
+            (since or 0.0, limit),
+        )
+        return [
+            OpEntry(
+                at=row["at"],
+                request_id=row["request_id"],
+                key_id=row["key_id"],
+                protocol=row["protocol"],
+                model=row["model"],
+                stream=bool(row["stream"]),
+                account_id=row["account_id"],
+                attempts=tuple(
+                    Attempt(item["account"], item["outcome"])
+                    for item in json.loads(row["attempts"])
+                ),
+                stop_reason=row["stop_reason"],
+                input_tokens=row["input_tokens"],
+                output_tokens=row["output_tokens"],
+                credits=row["credits"],
+                ttfb_ms=row["ttfb_ms"],
+                total_ms=row["total_ms"],
+                status=row["status"],
+                error=row["error"],
+                dropped=tuple(part for part in row["dropped"].split(",") if part),
+            )
+            for row in rows
+        ]
+
+    async def prune(self, *, before: float, max_rows: int) -> None:
+        """Drop rows older than `before`, then the oldest beyond `max_rows`."""
+
+        async def transaction(conn: aiosqlite.Connection) -> None:
+            await conn.execute("DELETE FROM oplog WHERE at < ?", (before,))
+            await conn.execute(
+                "DELETE FROM oplog WHERE id IN (SELECT id FROM oplog ORDER BY at DESC, id DESC"
+                " LIMIT -1 OFFSET ?)",
+                (max_rows,),
+            )
+
+        await self._db.run_write(transaction)
+
+    async def stats(self, *, since: float | None = None) -> OpStats:
+        """Totals, success rate, TTFB percentiles and breakdowns over rows from `since` on."""
+        start = since or 0.0
+        totals = await self._db.read_one(
+            "SELECT count(*), COALESCE(SUM(status < 400 AND error IS NULL), 0),"
+            " COALESCE(SUM(input_tokens), 0),"
+            " COALESCE(SUM(output_tokens), 0), COALESCE(SUM(credits), 0)"
+            " FROM oplog WHERE at >= ?",
+            (start,),
+        )
+        assert totals is not None
+        errors = await self._db.read(
+            "SELECT error, count(*) FROM oplog WHERE at >= ? AND error IS NOT NULL"
+            " GROUP BY error ORDER BY count(*) DESC, error",
+            (start,),
+        )
+        return OpStats(
+            since=since,
+            requests=totals[0],
+            succeeded=totals[1],
+            input_tokens=totals[2],
+            output_tokens=totals[3],
+            credits=round(totals[4], 6),
+            ttfb_ms=await self._ttfb(start),
+            accounts=await self._groups("account_id", start),
+            models=await self._groups("model", start),
+            errors={row[0]: row[1] for row in errors},
+        )
+
+    async def _groups(self, column: str, start: float) -> tuple[GroupStats, ...]:
+        rows = await self._db.read(
+            f"SELECT {column}, count(*), count(*) - COALESCE(SUM({_SUCCESS}), 0),"  # noqa: S608
+            f" COALESCE(SUM(credits), 0) FROM oplog WHERE at >= ? AND {column} IS NOT NULL"
+            f" GROUP BY {column} ORDER BY count(*) DESC, {column}",
+            (start,),
+        )
+        return tuple(GroupStats(row[0], row[1], row[2], round(row[3], 6)) for row in rows)
+
+    async def _ttfb(self, start: float) -> Percentiles | None:
+        """Nearest-rank percentiles, each read with one ordered offset query."""
+        row = await self._db.read_one(
+            "SELECT count(*) FROM oplog WHERE at >= ? AND ttfb_ms IS NOT NULL", (start,)
+        )
+        count = row[0] if row is not None else 0
+        if not count:
+            return None
+        values: list[float] = []
+        for fraction in (0.50, 0.95, 0.99):
+            offset = max(0, math.ceil(fraction * count) - 1)
+            found = await self._db.read_one(
+                "SELECT ttfb_ms FROM oplog WHERE at >= ? AND ttfb_ms IS NOT NULL"
+                " ORDER BY ttfb_ms LIMIT 1 OFFSET ?",
+                (start, offset),
+            )
+            assert found is not None
+            values.append(found[0])
+        return Percentiles(*values)

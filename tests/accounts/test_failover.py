@@ -1,0 +1,255 @@
+"""Failover before the first event, for every upstream fault class; none for fatal failures or
+after the stream committed. The account layer in-process against the fake Kiro on loopback."""
+
+from __future__ import annotations
+
+import dataclasses
+import sys
+from pathlib import Path
+
+import pytest
+
+from kirod.accounts.strategy import Strategy
+from kirod.canonical.events import ErrorEvent, MessageStop, TextDelta
+from kirod.errors import ApiError, ErrorKind
+from kirod.testing.fake_kiro import Fault, Reply, Script
+
+sys.path.insert(0, str(Path(__file__).parent))
+from pool_env import TENANT, pool_env, request
+
+# fault → (the failure class recorded for the first attempt, the first account's status after)
+RECOVERABLE = [
+    (Script(fault=Fault.THROTTLE_429, retry_after_s=7), "throttled", "cooling_down"),
+    (Script(fault=Fault.THROTTLE_429_NO_RETRY_AFTER), "throttled", "cooling_down"),
+    (Script(fault=Fault.CAPACITY_429), "capacity", "cooling_down"),
+    (Script(fault=Fault.SERVER_500), "capacity", "cooling_down"),
+    (Script(fault=Fault.INTERNAL_500), "server", "cooling_down"),
+    (Script(fault=Fault.SUSPENDED_403), "suspended", "suspended"),
+    (Script(fault=Fault.QUOTA_402), "quota", "active"),  # the usage probe finds credits
+    (Script(fault=Fault.MIDSTREAM_EXCEPTION, fault_at=0), "throttled", "cooling_down"),
+    (Script(fault=Fault.EMPTY_STREAM), "server", "cooling_down"),
+    (Script(fault=Fault.CONNECTION_CUT, fault_at=0), "protocol", "cooling_down"),
+    (Script(fault=Fault.CORRUPT_CRC, fault_at=0), "protocol", "cooling_down"),
+]
+
+
+@pytest.mark.parametrize(
+    ("script", "outcome", "status"),
+    RECOVERABLE,
+    ids=[f"{s.fault.name}" for s, _, _ in RECOVERABLE if s.fault],
+)
+async def test_a_recoverable_failure_moves_to_the_next_account(
+    tmp_path: Path, script: Script, outcome: str, status: str
+) -> None:
+    async with pool_env(tmp_path, strategy=Strategy.ROUND_ROBIN) as env:
+        first, second, _ = await env.add_accounts(3)
+        env.fake.enqueue(script, account_id=env.fake_ids[first.id])
+        env.fake.enqueue(Reply(text="from the second"), account_id=env.fake_ids[second.id])
+        events = await env.complete()
+        assert "".join(e.text for e in events if isinstance(e, TextDelta)) == "from the second"
+        assert env.chats() == [first.id, second.id]
+        after = await env.state(first.id)
+        assert after.status == status
+        assert after.last_error is not None
+        [row] = await env.oplog.entries()
+        assert [(a.account_id, a.outcome) for a in row.attempts] == [
+            (first.id, outcome),
+            (second.id, "ok"),
+        ]
+        assert (row.account_id, row.status, row.error) == (second.id, 200, None)
+        if script.fault is Fault.SUSPENDED_403:
+            assert (after.status_reason or "").startswith("suspended by Kiro: Your User ID")
+        if script.fault is Fault.THROTTLE_429:
+            assert after.status_until is not None
+            assert after.status_until - env.clock() == pytest.approx(7, abs=1)
+
+
+async def test_quota_confirmed_by_the_probe_exhausts_until_the_reset(tmp_path: Path) -> None:
+    async with pool_env(tmp_path) as env:
+        first, second = await env.add_accounts(2)
+        reset = env.clock() + 5 * 86400
+        env.fake.set_usage(env.fake_ids[first.id], current=1000.0, next_date_reset=reset)
+        await env.complete()
+        assert env.chats() == [first.id, second.id]
+        exhausted = await env.state(first.id)
+        assert (exhausted.status, exhausted.status_until) == ("exhausted", reset)
+        assert len(env.fake.requests("usage")) == 1
+        # the next request goes straight to the second account
+        env.fake.clear_requests()
+        await env.complete()
+        assert env.chats() == [second.id]
+
+
+@pytest.mark.parametrize("fatal", ["context_too_long", "model_not_in_plan", "unknown_model"])
+async def test_a_failure_of_the_request_itself_returns_at_once(tmp_path: Path, fatal: str) -> None:
+    async with pool_env(tmp_path) as env:
+        first, _ = await env.add_accounts(2)
+        req = request("lorem ipsum " * 400)
+        if fatal == "context_too_long":
+            model = next(m for m in env.fake.models() if m.model_id == "claude-sonnet-4.6")
+            env.fake.set_model(dataclasses.replace(model, max_input_tokens=100))
+        elif fatal == "model_not_in_plan":
+            req = request(model="claude-opus-4-6")
+            await env.complete(req)  # listed for the account, so kirod will send it...
+            env.fake.set_usage(env.fake_ids[first.id], subscription="KIRO FREE")  # ...refused
+            env.fake.clear_requests()
+        else:
+            req = request(model="gpt-nonexistent")
+        with pytest.raises(ApiError) as error:
+            await env.complete(req)
+        assert error.value.kind is ErrorKind.INVALID_REQUEST
+        assert len(env.chats()) == (0 if fatal == "unknown_model" else 1)
+        assert (await env.state(first.id)).status == "active"
+        row = (await env.oplog.entries())[0]
+        assert row.status == 400
+        if fatal == "unknown_model":  # looked up in each account's catalog, never sent
+            assert [a.outcome for a in row.attempts] == ["model_not_listed"] * 2
+        else:
+            assert len(row.attempts) == 1
+
+
+async def test_a_model_missing_from_one_accounts_plan_is_served_by_another(
+    tmp_path: Path,
+) -> None:
+    async with pool_env(tmp_path) as env:
+        free = await env.add_account(subscription="KIRO FREE")  # lists no Opus
+        pro = await env.add_account()
+        await env.complete(request(model="claude-opus-4-6"))
+        assert env.chats() == [pro.id]
+        [row] = await env.oplog.entries()
+        assert [(a.account_id, a.outcome) for a in row.attempts] == [
+            (free.id, "model_not_listed"),
+            (pro.id, "ok"),
+        ]
+        assert (await env.state(free.id)).status == "active"
+
+
+async def test_nothing_is_replayed_after_the_first_event(tmp_path: Path) -> None:
+    async with pool_env(tmp_path) as env:
+        first, _ = await env.add_accounts(2)
+        env.fake.enqueue(
+            Script(
+                reply=Reply(text="partial answer " * 4), fault=Fault.MIDSTREAM_EXCEPTION, fault_at=3
+            )
+        )
+        events = await env.complete()
+        assert any(isinstance(e, TextDelta) for e in events)
+        assert isinstance(events[-1], ErrorEvent)
+        assert env.chats() == [first.id]  # one upstream request, no second account
+        assert (await env.state(first.id)).status == "active"
+        [row] = await env.oplog.entries()
+        assert (row.status, row.error) == (200, "upstream_throttled")
+
+
+async def test_attempts_are_bounded_and_the_last_error_is_returned(tmp_path: Path) -> None:
+    async with pool_env(tmp_path, strategy=Strategy.ROUND_ROBIN, max_attempts=3) as env:
+        accounts = await env.add_accounts(4)
+        for account in accounts:
+            env.fake.enqueue(Script(fault=Fault.INTERNAL_500), account_id=env.fake_ids[account.id])
+        with pytest.raises(ApiError) as error:
+            await env.complete()
+        assert error.value.kind is ErrorKind.UPSTREAM
+        assert env.chats() == [a.id for a in accounts[:3]]
+        [row] = await env.oplog.entries()
+        assert [a.outcome for a in row.attempts] == ["server"] * 3
+        assert row.status == 502
+
+
+async def test_the_only_account_failing_returns_its_error_with_retry_after(tmp_path: Path) -> None:
+    async with pool_env(tmp_path) as env:
+        await env.add_account()
+        env.fake.enqueue(Script(fault=Fault.CAPACITY_429))
+        with pytest.raises(ApiError) as error:
+            await env.complete()
+        assert error.value.kind is ErrorKind.OVERLOADED
+        assert int(error.value.headers["Retry-After"]) in (59, 60)  # the cool-down's end
+        with pytest.raises(ApiError) as again:
+            await env.complete()
+        assert again.value.code == "accounts_cooling_down"
+        assert len(env.chats()) == 1
+
+
+async def test_bearer_rejection_refreshes_once_on_the_same_account(tmp_path: Path) -> None:
+    async with pool_env(tmp_path) as env:
+        first, _ = await env.add_accounts(2)
+        env.fake.enqueue(Script(fault=Fault.BEARER_INVALID_403))
+        events = await env.complete()
+        assert isinstance(events[-1], MessageStop)
+        assert env.chats() == [first.id, first.id]
+        assert len(env.fake.requests("social_refresh")) == 1
+        after = await env.state(first.id)
+        assert (after.status, after.auth_failures, after.generation) == (
+            "active",
+            0,
+            first.generation + 1,
+        )
+
+
+async def test_five_rejections_of_fresh_credentials_disable_the_account(tmp_path: Path) -> None:
+    async with pool_env(tmp_path) as env:
+        [account] = await env.add_accounts(1)
+        for attempt in range(1, 6):
+            env.fake.enqueue(Script(fault=Fault.BEARER_INVALID_403))
+            env.fake.enqueue(Script(fault=Fault.BEARER_INVALID_403))
+            with pytest.raises(ApiError):
+                await env.complete()
+            state = await env.state(account.id)
+            assert state.auth_failures == attempt
+            env.clock.advance(24 * 3600)  # past any cool-down: the next request is the trial
+        assert state.status == "disabled"
+        assert (state.status_reason or "").startswith("5 consecutive authentication failures")
+        with pytest.raises(ApiError) as error:
+            await env.complete()
+        assert error.value.kind is ErrorKind.UNAVAILABLE
+        assert len(env.chats()) == 10
+
+
+async def test_a_dead_refresh_token_needs_login_and_the_next_account_serves(
+    tmp_path: Path,
+) -> None:
+    async with pool_env(tmp_path) as env:
+        first, second = await env.add_accounts(2)
+        stored = await env.state(first.id)
+        env.fake.revoke_refresh_token(stored.credentials["refresh_token"])
+        env.fake.expire_account_tokens(env.fake_ids[first.id])
+        await env.complete()
+        assert env.chats() == [None, second.id]  # the expired token was refused
+        after = await env.state(first.id)
+        assert after.status == "needs_login"
+        [row] = await env.oplog.entries()
+        assert [a.outcome for a in row.attempts] == ["needs_login", "ok"]
+        # new credentials (a re-login) end needs_login
+        relogin = await env.store.update_credentials(
+            first.id, {"access_token": "new"}, expected_generation=after.generation
+        )
+        assert relogin.status == "active"
+
+
+async def test_operation_log_row(tmp_path: Path) -> None:
+    async with pool_env(tmp_path) as env:
+        [account] = await env.add_accounts(1)
+        env.fake.enqueue(Reply(text="four words right here", credits=0.25))
+        await env.complete(request("a secret prompt", temperature=0.2, key="session-1"))
+        [row] = await env.oplog.entries()
+        assert (row.key_id, row.protocol, row.model, row.stream) == (
+            TENANT,
+            "anthropic_messages",
+            "claude-sonnet-4-6",
+            True,
+        )
+        assert (row.account_id, row.status, row.error, row.stop_reason) == (
+            account.id,
+            200,
+            None,
+            "end_turn",
+        )
+        assert row.credits == 0.25
+        assert row.input_tokens
+        assert row.output_tokens
+        assert row.ttfb_ms is not None
+        assert 0 < row.ttfb_ms <= row.total_ms
+        assert row.dropped == ("temperature",)
+        data = b"".join(p.read_bytes() for p in tmp_path.iterdir() if p.name.startswith("kirod.db"))
+        assert b"a secret prompt" not in data
+        assert b"session-1" not in data
+        assert b"four words" not in data

@@ -1,0 +1,159 @@
+"""The circuit breaker and the automatic state transitions, as pure functions."""
+
+from __future__ import annotations
+
+import pytest
+
+from kirod.accounts import health
+from kirod.accounts.health import Eligibility, cooldown_s, eligibility
+from kirod.storage.accounts import AccountState
+from kirod.upstream.errors import Failure
+
+NOW = 1_000_000.0
+ACTIVE = AccountState()
+
+
+def fail(
+    state: AccountState, failure: Failure, retry_after_s: float | None = None
+) -> AccountState | None:
+    return health.after_failure(
+        state, failure, detail="HTTP 500", retry_after_s=retry_after_s, now=NOW
+    )
+
+
+def test_cooldown_doubles_from_a_minute_and_caps_at_a_day() -> None:
+    assert [cooldown_s(n) for n in (1, 2, 3, 4)] == [60, 120, 240, 480]
+    assert cooldown_s(11) == 60 * 1024
+    assert cooldown_s(12) == 24 * 3600
+    assert cooldown_s(40) == 24 * 3600
+
+
+def test_consecutive_failures_open_the_breaker_longer_each_time() -> None:
+    state = ACTIVE
+    for n, wait in ((1, 60), (2, 120), (3, 240)):
+        after = fail(state, Failure.SERVER)
+        assert after is not None
+        assert (after.status, after.failures, after.until) == ("cooling_down", n, NOW + wait)
+        assert after.reason == f"Kiro answered with a server error ({n} consecutive failure" + (
+            "s)" if n > 1 else ")"
+        )
+        assert after.last_error == "server: HTTP 500"
+        assert after.last_error_at == NOW
+        state = after
+
+
+def test_half_open_after_the_cool_down_and_success_closes() -> None:
+    cooling = fail(ACTIVE, Failure.SERVER)
+    assert cooling is not None
+    assert eligibility(cooling, NOW + 59) is Eligibility.NO
+    assert eligibility(cooling, NOW + 60) is Eligibility.TRIAL
+    closed = health.after_success(cooling)
+    assert closed is not None
+    assert (closed.status, closed.failures, closed.until, closed.reason) == (
+        "active",
+        0,
+        None,
+        None,
+    )
+    assert closed.last_error == "server: HTTP 500"  # still shown
+    assert health.after_success(closed) is None  # nothing to write
+
+
+def test_throttling_honours_retry_after() -> None:
+    for failure in (Failure.THROTTLED, Failure.CAPACITY):
+        after = fail(ACTIVE, failure, retry_after_s=7)
+        assert after is not None
+        assert (after.status, after.until) == ("cooling_down", NOW + 7)
+    without = fail(ACTIVE, Failure.THROTTLED)
+    assert without is not None
+    assert without.until == NOW + 60
+
+
+@pytest.mark.parametrize("failure", [Failure.NETWORK, Failure.TIMEOUT])
+def test_network_trouble_is_noted_not_counted(failure: Failure) -> None:
+    after = fail(ACTIVE, failure)
+    assert after is not None
+    assert (after.status, after.failures) == ("active", 0)
+    assert after.last_error is not None
+
+
+@pytest.mark.parametrize(
+    "failure", [Failure.BAD_REQUEST, Failure.CONTEXT_TOO_LONG, Failure.INVALID_MODEL]
+)
+def test_failures_of_the_request_leave_the_account_alone(failure: Failure) -> None:
+    assert fail(ACTIVE, failure) is None
+
+
+def test_quota_exhausts_and_suspension_suspends_with_the_message() -> None:
+    exhausted = fail(ACTIVE, Failure.QUOTA)
+    assert exhausted is not None
+    assert (exhausted.status, exhausted.until) == ("exhausted", None)
+    suspended = health.after_failure(
+        ACTIVE,
+        Failure.SUSPENDED,
+        detail="Your User ID (d-1) is suspended.",
+        retry_after_s=None,
+        now=NOW,
+    )
+    assert suspended is not None
+    assert suspended.status == "suspended"
+    assert suspended.reason == "suspended by Kiro: Your User ID (d-1) is suspended."
+    assert eligibility(suspended, NOW + 10**9) is Eligibility.NO
+
+
+def test_a_late_throttle_never_lifts_a_more_serious_state() -> None:
+    for status in ("exhausted", "suspended", "needs_login", "disabled"):
+        state = AccountState(status, "why")  # type: ignore[arg-type]
+        after = fail(state, Failure.THROTTLED)
+        assert after is not None
+        assert (after.status, after.reason) == (status, "why")
+        assert health.after_success(state) is None
+    disabled = AccountState("disabled", "by hand")
+    after_quota = fail(disabled, Failure.QUOTA)
+    assert after_quota is not None
+    assert after_quota.status == "disabled"
+
+
+def test_five_consecutive_auth_failures_disable() -> None:
+    state = ACTIVE
+    for n in range(1, 5):
+        after = fail(state, Failure.BEARER)
+        assert after is not None
+        assert (after.status, after.auth_failures) == ("cooling_down", n)
+        state = after
+    disabled = fail(state, Failure.BEARER)
+    assert disabled is not None
+    assert disabled.status == "disabled"
+    assert disabled.reason is not None
+    assert disabled.reason.startswith("5 consecutive authentication failures")
+    reset = health.after_success(state)
+    assert reset is not None
+    assert reset.auth_failures == 0
+
+
+def test_refresh_failures() -> None:
+    dead = health.after_refresh_failure(ACTIVE, permanent=True, detail="rejected", now=NOW)
+    assert dead.status == "needs_login"
+    assert "kiroctl accounts login" in (dead.reason or "")
+    transient = health.after_refresh_failure(ACTIVE, permanent=False, detail="503", now=NOW)
+    assert (transient.status, transient.last_error) == ("active", "refresh: 503")
+
+
+def test_usage_probes_exhaust_until_the_reset_and_bring_back() -> None:
+    out = health.after_usage(ACTIVE, remaining=0, resets_at=NOW + 3600)
+    assert out is not None
+    assert (out.status, out.until) == ("exhausted", NOW + 3600)
+    assert health.after_usage(out, remaining=5, resets_at=None) == AccountState()
+    assert health.after_usage(ACTIVE, remaining=5, resets_at=None) is None
+    assert health.after_usage(AccountState("disabled"), remaining=0, resets_at=1.0) is None
+
+
+def test_enable_and_disable_by_hand() -> None:
+    disabled = health.disabled(AccountState("cooling_down", "x", until=5.0, failures=3), None)
+    assert (disabled.status, disabled.reason, disabled.until) == (
+        "disabled",
+        "disabled by the user",
+        None,
+    )
+    enabled = health.enabled(AccountState("suspended", "x", failures=2, auth_failures=4))
+    assert (enabled.status, enabled.failures, enabled.auth_failures) == ("active", 0, 0)

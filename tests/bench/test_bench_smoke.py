@@ -1,0 +1,69 @@
+"""The benchmark harness with tiny counts, and the soak script's 60 s CI variant.
+
+Both run as `make bench` / `python -m bench.soak` would, in their own interpreters: the fake Kiro
+service, the real daemon and the load generator each in a process of their own, on loopback.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def run_module(*args: str, timeout_s: float) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", *args],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=timeout_s,
+        stdin=subprocess.DEVNULL,
+        check=False,
+    )
+
+
+@pytest.mark.timeout(90)
+def test_smoke_plan_runs_every_phase(short_tmp: Path) -> None:
+    out = short_tmp / "results.json"
+    done = run_module("bench", "--plan", "smoke", "--json", str(out), timeout_s=80)
+    assert done.returncode == 0, done.stdout + done.stderr
+    results = json.loads(out.read_text())
+    assert results["plan"] == "smoke"
+    rows = results["latency"]
+    assert {row["scenario"] for row in rows} == {"messages-stream-small", "responses-json-large"}
+    for row in rows:
+        for side in ("baseline", "kirod"):
+            phase = row[side]
+            assert phase["errors"] == 0, phase["error_examples"]
+            assert phase["completed"] == phase["requests"] > 0
+            assert 0 < phase["first_content_s"]["p50"] <= phase["total_s"]["p50"]
+        assert row["kirod"]["daemon_cpu_s"] >= 0
+        assert row["upstream_bytes"] > 0
+    stream = next(row for row in rows if row["scenario"] == "messages-stream-small")
+    assert stream["kirod"]["events"] > stream["kirod"]["completed"]  # SSE events were counted
+    assert results["relay"]["kirod"]["errors"] == 0
+    assert results["memory"][0]["daemon_peak_rss_kb"] > 0
+    assert results["startup"]["ready_first_s"]["median"] > 0
+    assert results["cli"]["kiroctl --help"]["exit_code"] == 0
+    assert "Targets" in done.stdout
+    assert "| messages-stream-small | 4 |" in done.stdout
+
+
+@pytest.mark.timeout(150)
+def test_soak_ci_variant_passes(short_tmp: Path) -> None:
+    """60 s of mixed load with abandoned streams, then the leak checks of `bench.soak`."""
+    out = short_tmp / "soak.json"
+    done = run_module(
+        "bench.soak", "--duration", "60", "--concurrency", "8", "--json", str(out), timeout_s=140
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    report = json.loads(out.read_text())
+    assert report["completed"] > 0
+    assert report["abandoned"] > 0
+    assert report["failures"] == []

@@ -1,0 +1,285 @@
+"""Every kiroctl command against a live daemon and the fake Kiro service, text and --json."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import closing
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner, Result
+
+from kirod import __version__
+from kirod.cli.main import cli
+from kirod.testing.daemon import DaemonProcess
+from kirod.testing.fake_kiro import DeviceFlow, DeviceOutcome, ThreadedFake, TokenSet
+
+sys.path.insert(0, str(Path(__file__).parents[1] / "integration"))
+from kiro_env import kiro_ide_token_file, start_daemon
+
+FAST = 0.05
+
+
+@pytest.fixture(scope="module")
+def fake() -> Iterator[ThreadedFake]:
+    with ThreadedFake() as server:
+        yield server
+
+
+@pytest.fixture(scope="module")
+def daemon(fake: ThreadedFake, module_tmp: Path) -> Iterator[DaemonProcess]:
+    proc = start_daemon(module_tmp, fake)
+    try:
+        yield proc
+    finally:
+        proc.kill()
+
+
+def kiroctl(
+    daemon: DaemonProcess, *args: str, env: dict[str, str] | None = None, stdin: str | None = None
+) -> Result:
+    return CliRunner().invoke(
+        cli, ["--socket", str(daemon.socket_path), *args], env=env, input=stdin
+    )
+
+
+def as_json(result: Result) -> Any:
+    assert result.exit_code == 0, result.output
+    return json.loads(result.stdout)
+
+
+def test_status_without_accounts_is_degraded(daemon: DaemonProcess) -> None:
+    result = kiroctl(daemon, "status")
+    assert result.exit_code == 4
+    assert "degraded" in result.stdout
+    assert "! no usable account" in result.stdout
+    assert "kiroctl accounts login" in result.stdout
+
+
+def test_import_a_kiro_ide_file_then_status_is_healthy(
+    daemon: DaemonProcess, fake: ThreadedFake, tmp_path: Path
+) -> None:
+    token_file = tmp_path / "kiro-auth-token.json"
+    token_file.write_bytes(kiro_ide_token_file(fake.fake.issue_social_account()))
+    imported = kiroctl(daemon, "accounts", "import", str(token_file), "--label", "ide")
+    assert imported.exit_code == 0, imported.output
+    assert "Imported ide (" in imported.stdout
+    assert str(token_file) in imported.stdout
+
+    status = kiroctl(daemon, "status")
+    assert status.exit_code == 0, status.output
+    assert "healthy" in status.stdout
+    assert "ide" in status.stdout
+    doc = json.loads(kiroctl(daemon, "status", "--json").stdout)
+    assert set(doc) == {"health", "status", "accounts"}
+    assert doc["health"] == doc["status"]["health"] == "healthy"
+    assert {"version", "state", "listeners", "problems", "accounts", "maintenance"} <= set(
+        doc["status"]
+    )
+    assert doc["accounts"][0]["label"] == "ide"
+
+
+def live_kiro_cli_store(path: Path, tokens: TokenSet) -> sqlite3.Connection:
+    """kiro-cli's store in WAL mode with its login written after the last checkpoint: the row is
+    in `data.sqlite3-wal` only, as while kiro-cli runs. The caller keeps the connection open."""
+    conn = sqlite3.connect(path)
+    conn.execute("PRAGMA journal_mode=WAL")
+    conn.execute("PRAGMA wal_autocheckpoint=0")
+    conn.executescript(
+        "CREATE TABLE auth_kv (key TEXT PRIMARY KEY, value TEXT);"
+        "CREATE TABLE state (key TEXT PRIMARY KEY, value BLOB);"
+    )
+    conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    token = {
+        "access_token": tokens.access_token,
+        "refresh_token": tokens.refresh_token,
+        "expires_at": time.strftime("%Y-%m-%dT%H:%M:%S.123456789Z", time.gmtime(tokens.expires_at)),
+        "provider": "github",
+        "profile_arn": tokens.profile_arn,
+    }
+    conn.execute("INSERT INTO auth_kv VALUES ('kirocli:social:token', ?)", (json.dumps(token),))
+    conn.commit()
+    return conn
+
+
+def test_import_a_live_kiro_cli_store_reads_its_wal(
+    daemon: DaemonProcess, fake: ThreadedFake, tmp_path: Path
+) -> None:
+    store = tmp_path / "data.sqlite3"
+    with closing(live_kiro_cli_store(store, fake.fake.issue_social_account())):
+        assert b"kirocli:social:token" not in store.read_bytes()  # a plain copy would miss it
+        result = kiroctl(daemon, "accounts", "import", str(store), "--json")
+    [account] = as_json(result)["accounts"]
+    assert account["created"] is True
+    assert account["label"] == "Github (kiro-cli)"
+    refreshed = kiroctl(daemon, "accounts", "refresh", account["id"][:8])
+    assert refreshed.exit_code == 0, refreshed.output  # the token from the WAL is the live one
+    assert "Refreshed Github (kiro-cli)" in refreshed.stdout
+
+
+def test_import_without_a_path_looks_in_the_default_places(
+    daemon: DaemonProcess, fake: ThreadedFake, tmp_path: Path
+) -> None:
+    cache = tmp_path / ".aws" / "sso" / "cache"
+    nothing = kiroctl(daemon, "accounts", "import", env={"HOME": str(tmp_path)})
+    assert nothing.exit_code == 1
+    assert "found no Kiro credentials" in nothing.stderr
+    assert str(cache / "kiro-auth-token.json") in nothing.stderr
+
+    cache.mkdir(parents=True)
+    (cache / "kiro-auth-token.json").write_bytes(
+        kiro_ide_token_file(fake.fake.issue_social_account())
+    )
+    found = kiroctl(daemon, "accounts", "import", env={"HOME": str(tmp_path)})
+    assert found.exit_code == 0, found.output
+    assert f"from {cache / 'kiro-auth-token.json'}" in found.stdout
+
+
+def test_import_a_kiro_api_key_from_stdin(daemon: DaemonProcess, fake: ThreadedFake) -> None:
+    key = fake.fake.issue_api_key_account().access_token
+    result = kiroctl(daemon, "accounts", "import", "--api-key", stdin=key + "\n")
+    assert result.exit_code == 0, result.output
+    assert "Imported Kiro API key" in result.stdout
+    assert key not in result.output
+
+
+def test_accounts_list(daemon: DaemonProcess, fake: ThreadedFake) -> None:
+    listed = as_json(kiroctl(daemon, "accounts", "list", "--json"))["accounts"]
+    assert {"id", "label", "auth_kind", "status", "usage", "expires_at", "last_error"} <= set(
+        listed[0]
+    )
+    text = kiroctl(daemon, "accounts", "list")
+    assert text.exit_code == 0
+    assert "TOKEN EXPIRES" in text.stdout
+    assert "Github (kiro-cli)" in text.stdout
+    shown = json.dumps(listed) + text.stdout
+    for secret in fake.fake.issued_secrets():
+        assert secret not in shown
+
+
+def test_account_actions_by_label(daemon: DaemonProcess) -> None:
+    disabled = kiroctl(daemon, "accounts", "disable", "github")
+    assert disabled.exit_code == 0, disabled.output
+    assert "Disabled Github (kiro-cli)" in disabled.stdout
+    assert "disabled" in disabled.stdout
+    assert kiroctl(daemon, "accounts", "enable", "Github (kiro-cli)").exit_code == 0
+    probed = kiroctl(daemon, "accounts", "probe", "github")
+    assert probed.exit_code == 0, probed.output
+    assert "resets" in probed.stdout
+    removed = kiroctl(daemon, "accounts", "remove", "github")
+    assert removed.exit_code == 0
+    listed = as_json(kiroctl(daemon, "accounts", "list", "--json"))["accounts"]
+    assert "Github (kiro-cli)" not in {account["label"] for account in listed}
+
+
+def test_keys_create_list_revoke(daemon: DaemonProcess) -> None:
+    created = as_json(
+        kiroctl(
+            daemon,
+            "keys",
+            "create",
+            "ci",
+            "--models",
+            "claude-haiku-*",
+            "--models",
+            "claude-sonnet-4-6, claude-opus-*",
+            "--rpm",
+            "30",
+            "--json",
+        )
+    )
+    assert created["secret"].startswith("sk-kirod-")
+    assert created["key"]["models"] == ["claude-haiku-*", "claude-sonnet-4-6", "claude-opus-*"]
+    assert created["key"]["rpm"] == 30
+
+    plain = kiroctl(daemon, "keys", "create", "dev")
+    assert plain.exit_code == 0
+    assert plain.stdout.strip().startswith("sk-kirod-")  # only the key on stdout: KEY=$(…)
+    assert "shown only now" in plain.stderr
+
+    listed = as_json(kiroctl(daemon, "keys", "list", "--json"))["keys"]
+    assert {key["name"] for key in listed} >= {"default", "ci", "dev"}
+    assert set(listed[0]) == {"id", "name", "prefix", "created_at", "last_used_at", "models", "rpm"}
+    text = kiroctl(daemon, "keys", "list").stdout
+    assert "claude-haiku-*, claude-sonnet-4-6, claude-opus-*" in text
+    assert created["secret"] not in text
+
+    assert kiroctl(daemon, "keys", "revoke", "ci").exit_code == 0
+    names = {key["name"] for key in as_json(kiroctl(daemon, "keys", "list", "--json"))["keys"]}
+    assert "ci" not in names
+
+
+def test_models_stats_config_version(daemon: DaemonProcess) -> None:
+    models = as_json(kiroctl(daemon, "models", "--json"))
+    assert models["source"] == "accounts"
+    assert "claude-sonnet-4-6" in {row["id"] for row in models["models"]}
+    assert "claude-sonnet-4.6" in kiroctl(daemon, "models").stdout
+
+    stats = as_json(kiroctl(daemon, "stats", "--since", "1h", "--json"))
+    assert {"requests", "succeeded", "success_rate", "ttfb_ms", "accounts", "models"} <= set(stats)
+    assert stats["since"] == pytest.approx(time.time() - 3600, abs=60)
+    assert "requests" in kiroctl(daemon, "stats").stdout
+    bad_since = kiroctl(daemon, "stats", "--since", "yesterday-ish")
+    assert bad_since.exit_code == 2
+
+    config = as_json(kiroctl(daemon, "config", "--json"))
+    assert config["settings"]["socket_path"] == str(daemon.socket_path)
+    assert "socket_path" in kiroctl(daemon, "config").stdout
+
+    assert as_json(kiroctl(daemon, "version", "--json")) == {
+        "kiroctl": __version__,
+        "kirod": __version__,
+    }
+
+
+def test_login_approved(daemon: DaemonProcess, fake: ThreadedFake) -> None:
+    fake.fake.set_device_flow(DeviceFlow(pending_polls=1, interval_s=FAST))
+    result = kiroctl(daemon, "accounts", "login", "--no-browser")
+    assert result.exit_code == 0, result.output
+    assert "/device?user_code=" in result.stdout
+    assert "Added user" in result.stdout
+
+    fake.fake.set_device_flow(DeviceFlow(pending_polls=1, interval_s=FAST))
+    lines = kiroctl(daemon, "accounts", "login", "--no-browser", "--json")
+    assert lines.exit_code == 0, lines.output
+    pending, approved = (json.loads(line) for line in lines.stdout.splitlines())
+    assert pending["state"] == "pending"
+    assert pending["user_code"]
+    assert approved["state"] == "approved"
+    assert approved["account"]["auth_kind"] == "builder_id"
+
+
+@pytest.mark.parametrize(
+    ("outcome", "hint"),
+    [(DeviceOutcome.ACCESS_DENIED, "choose Allow"), (DeviceOutcome.EXPIRED_TOKEN, "expired")],
+)
+def test_login_denied_or_expired_exits_6(
+    daemon: DaemonProcess, fake: ThreadedFake, outcome: DeviceOutcome, hint: str
+) -> None:
+    fake.fake.set_device_flow(DeviceFlow(pending_polls=0, outcome=outcome, interval_s=FAST))
+    result = kiroctl(daemon, "accounts", "login", "--no-browser")
+    assert result.exit_code == 6
+    assert hint in result.stderr
+    assert "kiroctl accounts login" in result.stderr
+
+
+@pytest.mark.parametrize("shell", ["bash", "zsh", "fish"])
+def test_completion_scripts(daemon: DaemonProcess, shell: str) -> None:
+    result = kiroctl(daemon, "completion", shell)
+    assert result.exit_code == 0
+    assert "_KIROCTL_COMPLETE" in result.stdout
+
+
+def test_shutdown(fake: ThreadedFake, short_tmp: Path) -> None:
+    proc = start_daemon(short_tmp, fake)
+    try:
+        result = kiroctl(proc, "shutdown")
+        assert result.exit_code == 0
+        assert proc.wait(15) == 0
+    finally:
+        proc.kill()

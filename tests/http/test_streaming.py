@@ -1,0 +1,174 @@
+"""`stream_sse` on a real loopback server: order, flushing before waits, heartbeats, disconnects."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+
+import aiohttp
+from aiohttp import web
+from aiohttp.test_utils import TestClient, TestServer
+
+from kirod.canonical.events import BlockStop, CanonicalEvent, MessageStart, TextDelta
+from kirod.http.streaming import stream_sse
+
+Source = Callable[[], AsyncIterator[CanonicalEvent]]
+
+
+def encode(event: CanonicalEvent) -> Sequence[bytes]:
+    match event:
+        case TextDelta():
+            return [f"data: {event.text}\n\n".encode()]
+        case MessageStart():
+            return [b"data: start\n\n"]
+        case _:
+            return []
+
+
+async def serve(
+    source: Source, *, heartbeat_s: float = 10.0, done: asyncio.Event | None = None
+) -> TestClient[web.Request, web.Application]:
+    async def handler(request: web.Request) -> web.StreamResponse:
+        try:
+            return await stream_sse(
+                request,
+                source(),
+                encode,
+                start=[b"data: hello\n\n"],
+                finish=lambda: [b"data: bye\n\n"],
+                heartbeat=b": ping\n\n",
+                heartbeat_s=heartbeat_s,
+            )
+        finally:
+            if done is not None:
+                done.set()
+
+    app = web.Application(handler_args={"handler_cancellation": True})
+    app.router.add_get("/", handler)
+    client = TestClient(TestServer(app, host="127.0.0.1"))
+    await client.start_server()
+    return client
+
+
+async def read_until(response: aiohttp.ClientResponse, marker: bytes, timeout_s: float) -> bytes:
+    seen = b""
+    async with asyncio.timeout(timeout_s):
+        while marker not in seen:
+            chunk = await response.content.readany()
+            if not chunk:
+                break
+            seen += chunk
+    return seen
+
+
+async def with_client(
+    source: Source,
+    body: Callable[[TestClient[web.Request, web.Application]], Awaitable[None]],
+    **options: float,
+) -> None:
+    client = await serve(source, **options)
+    try:
+        await body(client)
+    finally:
+        await client.close()
+
+
+async def test_events_in_order_between_start_and_finish() -> None:
+    async def source() -> AsyncIterator[CanonicalEvent]:
+        yield MessageStart("m", "model", 1)
+        for text in ("a", "b", "c"):
+            yield TextDelta(0, text)
+            await asyncio.sleep(0)
+        yield BlockStop(0)  # renders to nothing
+
+    async def body(client: TestClient[web.Request, web.Application]) -> None:
+        response = await client.get("/")
+        assert response.headers["Content-Type"] == "text/event-stream; charset=utf-8"
+        assert await response.read() == (
+            b"data: hello\n\ndata: start\n\ndata: a\n\ndata: b\n\ndata: c\n\ndata: bye\n\n"
+        )
+
+    await with_client(source, body)
+
+
+async def test_gathered_events_are_sent_before_the_stream_waits() -> None:
+    release = asyncio.Event()
+
+    async def source() -> AsyncIterator[CanonicalEvent]:
+        yield MessageStart("m", "model", 1)
+        yield TextDelta(0, "first")  # produced without waiting: gathered with the start
+        await release.wait()  # the client must already have both before this returns
+        yield TextDelta(0, "second")
+
+    async def body(client: TestClient[web.Request, web.Application]) -> None:
+        response = await client.get("/")
+        seen = await read_until(response, b"data: first\n\n", timeout_s=5)
+        assert seen == b"data: hello\n\ndata: start\n\ndata: first\n\n"
+        release.set()
+        assert await read_until(response, b"bye", timeout_s=5) == (b"data: second\n\ndata: bye\n\n")
+
+    await with_client(source, body)
+
+
+async def test_heartbeats_fill_silences_only() -> None:
+    async def source() -> AsyncIterator[CanonicalEvent]:
+        yield TextDelta(0, "a")
+        await asyncio.sleep(0.45)
+        for _ in range(10):  # a busy stream: an event every 20 ms, never silent for 100 ms
+            yield TextDelta(0, "b")
+            await asyncio.sleep(0.02)
+
+    async def body(client: TestClient[web.Request, web.Application]) -> None:
+        response = await client.get("/")
+        data = await response.read()
+        before_b, _, after_b = data.partition(b"data: b\n\n")
+        assert before_b.count(b": ping\n\n") >= 3
+        assert after_b.count(b": ping\n\n") == 0
+        assert data.endswith(b"data: bye\n\n")
+
+    await with_client(source, body, heartbeat_s=0.1)
+
+
+async def test_a_client_disconnect_cancels_the_waiting_step() -> None:
+    step_cancelled = asyncio.Event()
+    handler_done = asyncio.Event()
+
+    async def source() -> AsyncIterator[CanonicalEvent]:
+        yield TextDelta(0, "a")
+        try:
+            await asyncio.sleep(30)
+        except asyncio.CancelledError:
+            step_cancelled.set()
+            raise
+        yield TextDelta(0, "never")
+
+    client = await serve(source, done=handler_done)
+    try:
+        response = await client.get("/")
+        await read_until(response, b"data: a\n\n", timeout_s=5)
+        started = time.monotonic()
+        response.close()  # the client goes away mid-stream
+        async with asyncio.timeout(5):
+            await step_cancelled.wait()
+            await handler_done.wait()
+        assert time.monotonic() - started < 5
+    finally:
+        await client.close()
+
+
+async def test_an_error_in_the_stream_ends_the_response() -> None:
+    async def source() -> AsyncIterator[CanonicalEvent]:
+        yield TextDelta(0, "a")
+        await asyncio.sleep(0)
+        raise RuntimeError("boom")
+
+    async def body(client: TestClient[web.Request, web.Application]) -> None:
+        response = await client.get("/")
+        try:
+            data = await response.read()
+        except aiohttp.ClientPayloadError:
+            return  # the response was cut: what a client sees when a handler fails mid-stream
+        assert b"bye" not in data
+
+    await with_client(source, body)

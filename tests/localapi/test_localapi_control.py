@@ -1,0 +1,182 @@
+"""The control API's status, accounts, models, stats, config and shutdown on a live daemon."""
+
+from __future__ import annotations
+
+import json
+import socket
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import anthropic
+import pytest
+
+from kirod.localapi.client import ControlError
+from kirod.localapi.schema import Stats, Status
+from kirod.testing.daemon import DaemonProcess
+from kirod.testing.fake_kiro import ThreadedFake
+
+sys.path.insert(0, str(Path(__file__).parents[1] / "integration"))
+from kiro_env import import_account, start_daemon
+
+CONFIG_KEY = "config-key-0123456789abcdefghijklmnopqrstuvwxyz"
+
+
+@pytest.fixture(scope="module")
+def fake() -> Iterator[ThreadedFake]:
+    with ThreadedFake() as server:
+        yield server
+
+
+@pytest.fixture(scope="module")
+def daemon(fake: ThreadedFake, module_tmp: Path) -> Iterator[DaemonProcess]:
+    proc = start_daemon(module_tmp, fake, {"KIROD_API_KEYS": CONFIG_KEY})  # so no key file
+    try:
+        yield proc
+    finally:
+        proc.kill()
+        assert CONFIG_KEY not in proc.log()
+
+
+@pytest.fixture(scope="module")
+def answers() -> list[Any]:
+    """Every control answer a test saw, scanned for secrets at the end of the module."""
+    return []
+
+
+@pytest.fixture
+def call(daemon: DaemonProcess, answers: list[Any]) -> Any:
+    def request(method: str, path: str, body: Any = None) -> Any:
+        answer = daemon.client.request(method, path, body, timeout=30)
+        answers.append(answer)
+        return answer
+
+    return request
+
+
+def test_status_is_degraded_without_an_account_and_healthy_with_one(
+    call: Any, daemon: DaemonProcess, fake: ThreadedFake
+) -> None:
+    empty = Status.from_json(call("GET", "/status"))
+    assert empty.state == "serving"
+    assert empty.health == "degraded"
+    assert "no usable account" in empty.problems
+    assert (empty.accounts.total, empty.accounts.usable) == (0, 0)
+    assert {listener.kind for listener in empty.listeners} == {"tcp", "unix"}
+    assert empty.maintenance.interval_s > 0
+
+    import_account(daemon, fake.fake.issue_social_account())
+    ready = Status.from_json(call("GET", "/status"))
+    assert (ready.health, ready.problems) == ("healthy", ())
+    assert ready.accounts.by_status == {"active": 1}
+
+
+def test_account_operations(call: Any, fake: ThreadedFake) -> None:
+    [account] = call("GET", "/accounts")["accounts"]
+    path = f"/accounts/{account['id']}"
+    assert call("POST", path + "/disable")["status"] == "disabled"
+    status = call("GET", "/status")
+    assert status["health"] == "degraded"
+    assert status["accounts"]["by_status"] == {"disabled": 1}
+    assert call("POST", path + "/enable")["status"] == "active"
+
+    refreshed = call("POST", path + "/refresh")
+    assert refreshed["generation"] == account["generation"] + 1
+    probed = call("POST", path + "/probe")
+    assert probed["usage"]["remaining"] == probed["usage"]["limit"] > 0
+    assert probed["usage"]["resets_at"] is not None
+    assert call("GET", path)["usage"] == probed["usage"]
+
+
+def test_an_api_key_account_has_nothing_to_refresh(call: Any, fake: ThreadedFake) -> None:
+    key = fake.fake.issue_api_key_account().access_token
+    [account] = call("POST", "/accounts/import", {"api_key": key})["accounts"]
+    with pytest.raises(ControlError) as caught:
+        call("POST", f"/accounts/{account['id']}/refresh")
+    assert (caught.value.status, caught.value.code) == (502, "refresh_failed")
+    assert call("DELETE", f"/accounts/{account['id']}") == {"removed": True}
+
+
+@pytest.mark.parametrize("operation", ["enable", "disable", "refresh", "probe"])
+def test_operations_on_an_unknown_account(call: Any, operation: str) -> None:
+    with pytest.raises(ControlError) as caught:
+        call("POST", f"/accounts/nope/{operation}")
+    assert (caught.value.status, caught.value.code) == (404, "not_found")
+
+
+def test_models_come_from_the_accounts(call: Any) -> None:
+    [account] = call("GET", "/accounts")["accounts"]
+    models = call("GET", "/models")
+    assert models["source"] == "accounts"
+    by_id = {row["id"]: row for row in models["models"]}
+    sonnet = by_id["claude-sonnet-4-6"]
+    assert sonnet["kiro_id"] == "claude-sonnet-4.6"
+    assert sonnet["context_window"] > 0
+    assert sonnet["accounts"] == [account["id"]]
+
+
+def test_stats_summarize_the_requests(call: Any, daemon: DaemonProcess) -> None:
+    before = time.time() - 1
+    with anthropic.Anthropic(base_url=daemon.base_url, api_key=CONFIG_KEY, max_retries=0) as client:
+        client.messages.create(
+            model="claude-sonnet-4-6", max_tokens=50, messages=[{"role": "user", "content": "hi"}]
+        )
+    report = Stats.from_json(call("GET", f"/stats?since={before}"))
+    assert report.since == pytest.approx(before)
+    assert report.requests == report.succeeded == 1
+    assert report.success_rate == 1.0
+    assert report.ttfb_ms is not None
+    assert [group.key for group in report.models] == ["claude-sonnet-4-6"]
+    assert len(report.accounts) == 1
+    everything = call("GET", "/stats")
+    assert everything["since"] is None
+    assert everything["requests"] >= 1
+
+
+@pytest.mark.parametrize("since", ["abc", "-1", "nan", str(time.time() + 3600)])
+def test_stats_refuse_a_bad_since(call: Any, since: str) -> None:
+    with pytest.raises(ControlError) as caught:
+        call("GET", f"/stats?since={since}")
+    assert caught.value.status == 400
+
+
+def test_config_shows_effective_settings_with_secrets_redacted(
+    call: Any, daemon: DaemonProcess
+) -> None:
+    config = call("GET", "/config")
+    settings = config["settings"]
+    assert settings["socket_path"] == str(daemon.socket_path)
+    assert settings["api_keys"] == ["<redacted>"]
+    assert settings["port"] == 0
+    assert CONFIG_KEY not in json.dumps(config)
+
+
+def test_browser_requests_are_refused(daemon: DaemonProcess) -> None:
+    with socket.socket(socket.AF_UNIX) as conn:
+        conn.settimeout(5)
+        conn.connect(str(daemon.socket_path))
+        conn.sendall(
+            b"GET /localapi/v1/keys HTTP/1.1\r\nHost: localhost\r\n"
+            b"Origin: http://evil.example\r\nConnection: close\r\n\r\n"
+        )
+        answer = conn.makefile("rb").read()
+    assert answer.startswith(b"HTTP/1.1 403")
+    assert b'"forbidden"' in answer
+
+
+def test_no_answer_carried_a_secret(answers: list[Any], fake: ThreadedFake) -> None:
+    shown = json.dumps(answers)
+    for secret in (*fake.fake.issued_secrets(), CONFIG_KEY):
+        assert secret not in shown
+
+
+def test_shutdown_drains_and_exits_zero(fake: ThreadedFake, short_tmp: Path) -> None:
+    proc = start_daemon(short_tmp, fake)
+    try:
+        assert proc.client.request("POST", "/shutdown") == {"stopping": True}
+        assert proc.wait(15) == 0
+        assert "shutdown reason=kiroctl" in proc.log()
+    finally:
+        proc.kill()

@@ -1,0 +1,108 @@
+"""The operation log: rows, statistics for `kiroctl stats`, retention; and affinity rows."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+
+from kirod.storage.affinity import AffinityStore
+from kirod.storage.db import Database
+from kirod.storage.oplog import Attempt, OpEntry, OpLog, Percentiles
+
+BASE = OpEntry(
+    at=1000.0,
+    request_id="req_1",
+    key_id="key-1",
+    protocol="anthropic_messages",
+    model="claude-sonnet-4-6",
+    stream=True,
+    account_id="acc-a",
+    attempts=(Attempt("acc-b", "throttled"), Attempt("acc-a", "ok")),
+    stop_reason="end_turn",
+    input_tokens=100,
+    output_tokens=20,
+    credits=0.5,
+    ttfb_ms=100.0,
+    total_ms=900.0,
+    status=200,
+    error=None,
+    dropped=("temperature", "top_p"),
+)
+
+
+@pytest.fixture
+async def db(tmp_path: Path) -> AsyncIterator[Database]:
+    async with Database(tmp_path / "kirod.db") as database:
+        yield database
+
+
+async def test_rows_round_trip_newest_first(db: Database) -> None:
+    log = OpLog(db)
+    await log.append(BASE)
+    await log.append(dataclasses.replace(BASE, at=2000.0, request_id="req_2", dropped=()))
+    rows = await log.entries()
+    assert [row.request_id for row in rows] == ["req_2", "req_1"]
+    assert rows[1] == BASE
+    assert [row.request_id for row in await log.entries(since=1500.0)] == ["req_2"]
+    assert len(await log.entries(limit=1)) == 1
+
+
+async def test_stats(db: Database) -> None:
+    log = OpLog(db)
+    for n in range(1, 101):
+        await log.append(dataclasses.replace(BASE, at=1000.0 + n, ttfb_ms=float(n)))
+    await log.append(
+        dataclasses.replace(
+            BASE,
+            at=2000.0,
+            model="gpt-5",
+            account_id="acc-b",
+            status=429,
+            error="accounts_cooling_down",
+            ttfb_ms=None,
+            credits=None,
+            input_tokens=None,
+            output_tokens=None,
+        )
+    )
+    await log.append(
+        dataclasses.replace(BASE, at=2001.0, error="upstream_throttled", ttfb_ms=None, credits=0.25)
+    )
+    stats = await log.stats()
+    assert (stats.requests, stats.succeeded) == (102, 100)
+    assert stats.success_rate == pytest.approx(100 / 102)
+    assert stats.ttfb_ms == Percentiles(p50=50.0, p95=95.0, p99=99.0)
+    assert (stats.input_tokens, stats.output_tokens, stats.credits) == (10100, 2020, 50.25)
+    assert [(g.key, g.requests, g.errors) for g in stats.accounts] == [
+        ("acc-a", 101, 1),
+        ("acc-b", 1, 1),
+    ]
+    assert [(g.key, g.requests) for g in stats.models] == [("claude-sonnet-4-6", 101), ("gpt-5", 1)]
+    assert stats.errors == {"accounts_cooling_down": 1, "upstream_throttled": 1}
+    recent = await log.stats(since=1999.0)
+    assert (recent.requests, recent.succeeded, recent.ttfb_ms) == (2, 0, None)
+    assert recent.to_json()["success_rate"] == 0.0
+    empty = await OpLog(db).stats(since=10**9)
+    assert (empty.requests, empty.success_rate, empty.ttfb_ms) == (0, None, None)
+
+
+async def test_affinity_rows_rebind_and_lapse(db: Database) -> None:
+    store = AffinityStore(db)
+    await store.put("h1", "acc-a", "conv-1", now=100.0)
+    binding = await store.get("h1", used_since=50.0)
+    assert binding is not None
+    assert (binding.account_id, binding.conversation_id) == ("acc-a", "conv-1")
+    await store.put("h1", "acc-b", "conv-2", now=200.0)
+    rebound = await store.get("h1", used_since=50.0)
+    assert rebound is not None
+    assert (rebound.account_id, rebound.conversation_id, rebound.last_used_at) == (
+        "acc-b",
+        "conv-2",
+        200.0,
+    )
+    assert await store.get("h1", used_since=201.0) is None
+    assert await store.prune(used_before=300.0) == 1
+    assert await store.get("h1", used_since=0.0) is None
