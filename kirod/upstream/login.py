@@ -8,7 +8,6 @@ asynchronously, so neither function sleeps on its own.
 from __future__ import annotations
 
 import dataclasses
-import secrets
 import time
 from dataclasses import dataclass
 
@@ -25,6 +24,8 @@ SCOPES = (
 )
 DEVICE_GRANT = "urn:ietf:params:oauth:grant-type:device_code"
 SLOW_DOWN_STEP_S = 5
+# Logins share one transport per OIDC host: they belong to no account yet.
+LOGIN_TRANSPORT = "login"
 
 
 @dataclass
@@ -68,11 +69,10 @@ async def start(
     client: KiroClient, *, start_url: str = BUILDER_ID_START_URL, region: str = DEFAULT_REGION
 ) -> DeviceLogin:
     """Register a public client and request a device code."""
-    owner = f"login-{secrets.token_hex(4)}"
     base = client.endpoints.oidc_url(region)
     try:
         registration = await client.post_json(
-            owner,
+            LOGIN_TRANSPORT,
             f"{base}/client/register",
             {
                 "clientName": "kirod",
@@ -84,7 +84,7 @@ async def start(
         client_id = _text(registration, "clientId")
         client_secret = _text(registration, "clientSecret")
         device = await client.post_json(
-            owner,
+            LOGIN_TRANSPORT,
             f"{base}/device_authorization",
             {"clientId": client_id, "clientSecret": client_secret, "startUrl": start_url},
         )
@@ -123,7 +123,7 @@ async def poll(client: KiroClient, login: DeviceLogin) -> Credentials | None:
         raise LoginError("expired_token", "the login code expired; start again")
     try:
         doc = await client.post_json(
-            f"login-{login.client_id[:8]}",
+            LOGIN_TRANSPORT,
             f"{client.endpoints.oidc_url(login.region)}/token",
             {
                 "clientId": login.client_id,
