@@ -117,15 +117,22 @@ class KeyGate:
             await self._store.touch(key_id)
         return key_id
 
+    def allows(self, key_id: str, model: ModelInfo) -> bool:
+        """Whether the key's patterns admit the resolved model (either of its ids)."""
+        scope = self._scopes.get(key_id)
+        if scope is None:
+            return False
+        if not scope.models:
+            return True
+        names = (model.public_id, model.kiro_id)
+        return any(fnmatch.fnmatchcase(name, p) for p in scope.models for name in names)
+
     def authorize_model(self, key_id: str, model: ModelInfo) -> None:
-        """Raise a 403 unless the key's patterns admit the resolved model (either of its ids)."""
+        """Raise a 403 unless the key may use the resolved model."""
         scope = self._scopes.get(key_id)
         if scope is None:  # revoked since the request was admitted
             raise _invalid_key()
-        if not scope.models:
-            return
-        names = (model.public_id, model.kiro_id)
-        if any(fnmatch.fnmatchcase(name, p) for p in scope.models for name in names):
+        if self.allows(key_id, model):
             return
         raise ApiError(
             ErrorKind.PERMISSION,

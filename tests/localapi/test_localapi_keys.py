@@ -132,6 +132,12 @@ def test_a_model_outside_the_patterns_is_refused_in_each_envelope(
         "model",
     )
     assert len(fake.fake.requests("chat")) == 2  # the refused requests never reached Kiro
+    with gpt(daemon, secret) as client:
+        listed = [model.id for model in client.models.list()]
+        assert listed
+        assert all("haiku" in model for model in listed)
+        with pytest.raises(openai.NotFoundError):
+            client.models.retrieve("claude-sonnet-4-6")
 
 
 def test_the_scope_applies_to_the_model_a_name_resolves_to(

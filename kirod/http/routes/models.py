@@ -12,6 +12,7 @@ from aiohttp import web
 
 from kirod.canonical.models import STATIC_CATALOG, ListedModel, ModelCatalog, public_models
 from kirod.errors import ApiError, ErrorKind
+from kirod.http.ingress import API_KEY_ID
 from kirod.http.services import SERVICES
 
 # Models carry no release date upstream; a fixed one keeps the list stable across restarts.
@@ -52,8 +53,14 @@ def _entry(listed: ListedModel) -> dict[str, Any]:
     }
 
 
+def _visible(request: web.Request, catalog: ModelCatalog) -> list[ListedModel]:
+    """The listed models this request's API key may use."""
+    gate, key_id = request.app[SERVICES].gate, request[API_KEY_ID]
+    return [listed for listed in public_models(catalog) if gate.allows(key_id, listed.info)]
+
+
 async def list_models(request: web.Request) -> web.Response:
-    rows = [_entry(listed) for listed in public_models(await _catalog(request))]
+    rows = [_entry(listed) for listed in _visible(request, await _catalog(request))]
     after = request.query.get("after_id")
     if after is not None:
         ids = [row["id"] for row in rows]
@@ -82,7 +89,7 @@ async def list_models(request: web.Request) -> web.Response:
 
 async def get_model(request: web.Request) -> web.Response:
     wanted = request.match_info["model_id"]
-    for listed in public_models(await _catalog(request)):
+    for listed in _visible(request, await _catalog(request)):
         if listed.id == wanted:
             return web.json_response(_entry(listed))
     raise ApiError(ErrorKind.NOT_FOUND, f"no model {wanted!r}", code="model_not_found")
