@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import importlib.util
 import platform
 import resource
 import shutil
@@ -70,11 +71,7 @@ def machine() -> dict[str, Any]:
 
 
 def _loop_name() -> str:
-    try:
-        import uvloop  # noqa: F401
-    except ImportError:
-        return "asyncio"
-    return "uvloop available"
+    return "uvloop available" if importlib.util.find_spec("uvloop") else "asyncio"
 
 
 def raise_fd_limit(wanted: int) -> None:
