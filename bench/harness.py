@@ -8,8 +8,8 @@ reported as what kirod adds and as a ratio. The daemon's CPU time and memory com
 from __future__ import annotations
 
 import asyncio
-import os
 import importlib.util
+import os
 import platform
 import resource
 import shutil
