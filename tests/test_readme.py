@@ -1,0 +1,24 @@
+"""The README keeps its two-command quick start and documents every option."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from kirod.config import OPTIONS
+
+README = (Path(__file__).resolve().parent.parent / "README.md").read_text()
+
+
+def test_quick_start_is_the_two_make_commands() -> None:
+    section = README.split("## Quick start", 1)[1].split("\n## ", 1)[0]
+    block = re.search(r"```sh\n(.*?)```", section, re.S)
+    assert block is not None
+    commands = [line.split("#", 1)[0].strip() for line in block.group(1).splitlines()]
+    assert commands == ["make run", "make test"]
+
+
+def test_every_option_is_in_the_configuration_table() -> None:
+    table = README.split("## Configuration", 1)[1].split("\n## ", 1)[0]
+    missing = [option.name for option in OPTIONS if f"| `{option.name}` |" not in table]
+    assert not missing, f"README configuration table lacks {missing}"
