@@ -14,6 +14,7 @@ from typing import Any
 
 import aiosqlite
 
+from kirod.errors import StoreError
 from kirod.storage.db import Database
 
 
@@ -98,6 +99,14 @@ class ResponseStore:
             input_items=json.loads(row["input_items"]),
             history=json.loads(row["history"]),
         )
+
+    async def available(self) -> bool:
+        """Whether the store can be read (its table exists and the file answers)."""
+        try:
+            await self._db.read_one("SELECT 1 FROM responses LIMIT 1")
+        except StoreError:
+            return False
+        return True
 
     async def delete(self, response_id: str, tenant: str) -> bool:
         rows = await self._db.execute(

@@ -16,9 +16,12 @@ async def ready(request: web.Request) -> web.Response:
     services = request.app[SERVICES]
     reasons: list[str] = []
     if not await services.db.ping():
-        reasons.append("authentication_store_unavailable")
-    elif await services.accounts.count_active() == 0:
-        reasons.append("no_active_accounts")
+        reasons += ["authentication_store_unavailable", "reasoning_replay_store_unavailable"]
+    else:
+        if await services.accounts.count_active() == 0:
+            reasons.append("no_active_accounts")
+        if not await services.responses.available():
+            reasons.append("reasoning_replay_store_unavailable")
     if not reasons:
         return web.json_response({"status": "ready"})
     return web.json_response(
