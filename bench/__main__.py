@@ -27,11 +27,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--upstream-keep-alive", action="store_true", help="run kirod with upstream_keep_alive on"
     )
+    parser.add_argument(
+        "--accounts",
+        type=int,
+        default=None,
+        help="Kiro accounts to import (default: enough for the top concurrency, 10 each)",
+    )
     args = parser.parse_args(argv)
     plan = PLANS[args.plan]
     if args.scenario:
         plan = plan.__class__(**{**plan.__dict__, "scenarios": tuple(args.scenario)})
-    results = run(plan, keep_alive=args.upstream_keep_alive)
+    results = run(plan, keep_alive=args.upstream_keep_alive, accounts=args.accounts)
     text = render(results)
     if args.json:
         args.json.write_text(json.dumps(results, indent=1) + "\n")

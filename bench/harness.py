@@ -71,7 +71,8 @@ def machine() -> dict[str, Any]:
 
 
 def _loop_name() -> str:
-    return "uvloop available" if importlib.util.find_spec("uvloop") else "asyncio"
+    """The daemon runs on asyncio's loop; whether uvloop is installed is noted, not used."""
+    return "asyncio (uvloop installed)" if importlib.util.find_spec("uvloop") else "asyncio"
 
 
 def raise_fd_limit(wanted: int) -> None:
@@ -236,7 +237,7 @@ class Runner:
             peak_rss = max(peak_rss, procstat.memory(self.daemon_pid).rss_kb)
             peak_fds = max(peak_fds, procstat.open_fds(self.daemon_pid))
 
-        procstat.reset_peak(self.daemon_pid)
+        peak_reset = procstat.reset_peak(self.daemon_pid)
         cpu = (procstat.cpu_seconds(self.daemon_pid), procstat.cpu_seconds(self.fake_pid))
         own = resource.getrusage(resource.RUSAGE_SELF)
         machine_busy = procstat.machine_busy_seconds()
@@ -266,7 +267,7 @@ class Runner:
             # What other processes on the machine took meanwhile: a busy neighbour skews a run.
             "other_cpu_s": max(0.0, machine_busy - daemon_cpu - fake_cpu - loadgen_cpu),
             "daemon_cpu_ms_per_request": 1000 * daemon_cpu / max(1, result.completed),
-            "daemon_peak_rss_kb": max(memory.peak_kb, peak_rss),
+            "daemon_peak_rss_kb": max(memory.peak_kb, peak_rss) if peak_reset else peak_rss,
             "daemon_peak_fds": peak_fds,
         }
 
@@ -434,7 +435,10 @@ async def memory_phases(runner: Runner) -> list[dict[str, Any]]:
     return results
 
 
-async def run_plan(plan: Plan, *, log: Log = _stderr, keep_alive: bool = False) -> dict[str, Any]:
+async def run_plan(
+    plan: Plan, *, log: Log = _stderr, keep_alive: bool = False, accounts: int | None = None
+) -> dict[str, Any]:
+    """Run `plan`; `accounts` defaults to enough for the top concurrency at 10 per account."""
     if not procstat.available():
         raise RuntimeError("the benchmark reads /proc: it runs on Linux only")
     top = max((*plan.concurrencies, *plan.rss_streams, plan.relay_concurrency))
@@ -448,7 +452,8 @@ async def run_plan(plan: Plan, *, log: Log = _stderr, keep_alive: bool = False) 
     }
     log(f"kirod benchmark, plan {plan.name}")
     results["startup"] = measure_startup(plan.startup_runs, log)
-    accounts = max(MIN_ACCOUNTS, -(-top // ACCOUNTS_PER_CONCURRENCY))
+    if accounts is None:
+        accounts = max(MIN_ACCOUNTS, -(-top // ACCOUNTS_PER_CONCURRENCY))
     extra = {"KIROD_UPSTREAM_KEEP_ALIVE": "true" if keep_alive else "false"}
     with Bench(latency=LATENCY, accounts=accounts, daemon_extra_env=extra) as bench:
         results["accounts"] = accounts
@@ -459,9 +464,11 @@ async def run_plan(plan: Plan, *, log: Log = _stderr, keep_alive: bool = False) 
             runner.set_reply()
             idle = procstat.memory(runner.daemon_pid)
             results["idle_rss_kb"] = idle.rss_kb
+            # Memory first, on a fresh daemon: CPython keeps the arenas a busier phase grew.
+            results["memory"] = await memory_phases(runner)
             results["latency"] = await latency_matrix(runner)
             results["relay"] = await relay(runner)
-            results["memory"] = await memory_phases(runner)
+            results["final_rss_kb"] = procstat.memory(runner.daemon_pid).rss_kb
         results["daemon_log_errors"] = _log_errors(bench.daemon_process.log())
     results["finished_at"] = time.strftime("%Y-%m-%dT%H:%M:%S%z")
     return results
@@ -472,5 +479,7 @@ def _log_errors(log_text: str) -> list[str]:
     return bad[:10]
 
 
-def run(plan: Plan, *, log: Log = _stderr, keep_alive: bool = False) -> dict[str, Any]:
-    return asyncio.run(run_plan(plan, log=log, keep_alive=keep_alive))
+def run(
+    plan: Plan, *, log: Log = _stderr, keep_alive: bool = False, accounts: int | None = None
+) -> dict[str, Any]:
+    return asyncio.run(run_plan(plan, log=log, keep_alive=keep_alive, accounts=accounts))

@@ -94,7 +94,8 @@ def other_tables(results: dict[str, Any]) -> list[str]:
         "",
         "#### Memory",
         "",
-        f"Idle RSS after start-up and account import: {results['idle_rss_kb'] / 1024:.1f} MB.",
+        f"Idle RSS after start-up and account import: {results['idle_rss_kb'] / 1024:.1f} MB; "
+        f"after the whole run: {results.get('final_rss_kb', 0) / 1024:.1f} MB.",
         "",
         "| concurrent streams | peak RSS MB | peak open fds | errors |",
         "|---:|---:|---:|---:|",

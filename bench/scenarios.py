@@ -140,9 +140,9 @@ QUICK = Plan(
     relay_frames=200,
     relay_concurrency=16,
     relay_count=64,
-    rss_streams=(64,),
-    rss_stream_s=1.5,
-    startup_runs=2,
+    rss_streams=(64, 1000),
+    rss_stream_s=3.0,
+    startup_runs=3,
     cli_runs=3,
 )
 

@@ -32,6 +32,7 @@ import re
 from collections.abc import Iterable
 from typing import Final
 
+from kirod.canonical import wirejson
 from kirod.canonical.request import (
     Block,
     CanonicalRequest,
@@ -153,8 +154,16 @@ _MEMO: Final = _Memo(_MEMO_MAX_CHARS)
 
 
 def estimate_json_tokens(value: object) -> int:
-    """Estimated token count of a JSON value as the model reads it: compact, unescaped text."""
-    return estimate_text_tokens(json.dumps(value, ensure_ascii=False, separators=(",", ":")))
+    """Estimated token count of a JSON value as the model reads it: compact, unescaped text.
+
+    The text is `wirejson`'s, as sent upstream (orjson's when installed, which spells a few
+    floats shorter: `1e-5` for `1e-05`).
+    """
+    try:
+        text = wirejson.dumps(value).decode()
+    except UnicodeEncodeError:  # a lone surrogate, which JSON escapes allow: count it as text
+        text = json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+    return estimate_text_tokens(text)
 
 
 # -- whole requests --------------------------------------------------------------------------------

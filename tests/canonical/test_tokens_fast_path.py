@@ -92,3 +92,7 @@ def test_the_memo_stays_within_its_budget() -> None:
     assert memo.get(huge) == reference(huge)
     assert huge not in memo._entries
     assert memo._chars <= 1_000
+
+
+def test_json_with_a_lone_surrogate_is_still_estimated() -> None:
+    assert tokens.estimate_json_tokens({"path": "a\ud800b"}) > 0
