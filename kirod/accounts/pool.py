@@ -138,6 +138,7 @@ class AccountPool:
         self._clock = clock
         self._entries: dict[str, _Entry] = {}
         self._waiters: collections.deque[_Waiter] = collections.deque()
+        self._synced_revision: int | None = None
 
     @property
     def store(self) -> AccountStore:
@@ -149,7 +150,9 @@ class AccountPool:
 
     async def sync(self) -> None:
         """Re-read the accounts; writes seen meanwhile are not rolled back by the older read."""
+        revision = self._store.revision  # taken first: a write during the read re-syncs later
         records = await self._store.list()
+        self._synced_revision = revision
         current = {record.id for record in records}
         for gone in set(self._entries) - current:
             del self._entries[gone]
@@ -171,7 +174,8 @@ class AccountPool:
         `prefer` is an affinity binding's account, `exclude` the accounts this request already
         tried. Raises `ApiError` (429 or 503) when no account can serve.
         """
-        await self.sync()
+        if self._store.revision != self._synced_revision:
+            await self.sync()  # every account write goes through the one store: skip if none
         loop = asyncio.get_running_loop()
         waiter = _Waiter(prefer, frozenset(exclude), loop.create_future())
         self._waiters.append(waiter)

@@ -144,6 +144,8 @@ class AccountStore:
 
     def __init__(self, db: Database) -> None:
         self._db = db
+        # Bumped by every write, so readers that cache the accounts know when to re-read.
+        self.revision = 0
 
     async def insert(
         self,
@@ -175,6 +177,7 @@ class AccountStore:
             " RETURNING *",
             params,
         )
+        self.revision += 1
         return _record(rows[0])
 
     async def get(self, account_id: str) -> AccountRecord | None:
@@ -202,6 +205,7 @@ class AccountStore:
             " WHERE id = ? AND generation = ? AND removed_at IS NULL RETURNING *",
             (_dump(credentials), now, now, account_id, expected_generation),
         )
+        self.revision += 1
         if not rows:
             raise GenerationConflict(
                 f"account {account_id} changed or was removed since generation "
@@ -259,7 +263,10 @@ class AccountStore:
             assert updated is not None  # same transaction as the read
             return _record(updated)
 
-        return await self._db.run_write(transaction)
+        try:
+            return await self._db.run_write(transaction)
+        finally:
+            self.revision += 1
 
     async def set_usage(self, account_id: str, usage: Mapping[str, Any]) -> AccountRecord | None:
         now = time.time()
@@ -268,6 +275,7 @@ class AccountStore:
             " WHERE id = ? AND removed_at IS NULL RETURNING *",
             (_dump(usage), now, now, account_id),
         )
+        self.revision += 1
         return _record(rows[0]) if rows else None
 
     async def remove(self, account_id: str) -> bool:
@@ -282,6 +290,7 @@ class AccountStore:
             " generation = generation + 1 WHERE id = ? AND removed_at IS NULL RETURNING id",
             (now, now, account_id),
         )
+        self.revision += 1
         if rows:
             await self._db.checkpoint()
         return bool(rows)
