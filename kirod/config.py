@@ -132,6 +132,21 @@ OPTIONS: tuple[Option, ...] = (
         10 * 1024 * 1024,
         minimum=1024,
     ),
+    Option(
+        "client_header_timeout_s",
+        Kind.FLOAT,
+        "How long a client connection may take to send a request's headers, or stay idle "
+        "between requests, before it is closed.",
+        75.0,
+        minimum=1,
+    ),
+    Option(
+        "client_body_timeout_s",
+        Kind.FLOAT,
+        "How long a client may take to send a request body (400 request_timeout after it).",
+        60.0,
+        minimum=1,
+    ),
     Option("request_timeout_s", Kind.FLOAT, "Whole-request deadline.", 600.0, minimum=1),
     Option(
         "stream_idle_timeout_s",
@@ -314,6 +329,8 @@ class Settings:
     api_key_file: Path
     api_keys: tuple[str, ...] = dataclasses.field(repr=False)
     max_request_body_bytes: int
+    client_header_timeout_s: float
+    client_body_timeout_s: float
     request_timeout_s: float
     stream_idle_timeout_s: float
     shutdown_drain_s: float

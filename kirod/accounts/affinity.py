@@ -32,7 +32,8 @@ class AffinityMap:
         self._clock = clock
 
     def key(self, tenant: str, affinity_key: str) -> str:
-        message = b"\0".join((tenant.encode(), affinity_key.encode()))
+        # A session header that was not UTF-8 arrives with surrogates: hash them as they are.
+        message = b"\0".join((tenant.encode(), affinity_key.encode("utf-8", "surrogatepass")))
         return hmac.new(self._secret, message, hashlib.sha256).hexdigest()
 
     async def lookup(self, key_hash: str) -> Binding | None:

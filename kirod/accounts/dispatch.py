@@ -17,7 +17,8 @@ Leaving the context, however it happens (done, failed, or cancelled because the 
 aborts the upstream response if still open, releases the account's slot and the conversation's
 branch, and writes the request's operation-log row through the store's writer. The row's status is
 inferred: 200 when the block ends normally (an error that ended the stream is still recorded),
-the `ApiError`'s status when one escapes, 499 when the client went away.
+the `ApiError`'s status when one escapes, 499 when the client went away before the event stream
+ran to its end (one that leaves once it has it all, mid-cleanup, got its answer).
 """
 
 from __future__ import annotations
@@ -158,6 +159,7 @@ class _Operation:
         self.output_tokens: int | None = None
         self.credits: float | None = None
         self.stream_error: str | None = None
+        self.finished = False  # the committed event stream ran to its end
 
     def tried(self, account_id: str, outcome: str) -> None:
         self.attempts.append(Attempt(account_id, outcome))
@@ -176,6 +178,8 @@ class _Operation:
         return event
 
     def entry(self, exc: BaseException | None) -> OpEntry:
+        if self.finished and isinstance(exc, asyncio.CancelledError | ConnectionError):
+            exc = None  # the client went away after the whole answer was handed to it
         status, error = _outcome(exc)
         return OpEntry(
             at=self.at,
@@ -350,10 +354,13 @@ class Dispatcher:
         frames: AsyncIterator[Frame] | None = None
         for forced in (False, True):
             try:
-                frames = await stack.enter_async_context(self._client.chat(account, payload.body))
+                frames = await stack.enter_async_context(
+                    self._client.chat(account, payload.encoded or payload.body)
+                )
                 break
             except UpstreamError as exc:
                 if exc.failure is Failure.BEARER and not forced:
+                    operation.tried(lease.account_id, exc.failure.value)
                     rejected = account.credentials.access_token
                     account = await self._fresh(lease, operation, account, rejected=rejected)
                     continue
@@ -525,6 +532,7 @@ async def _events(opened: _Opened, operation: _Operation) -> AsyncIterator[Canon
             logger, "upstream_stream_failed", level=logging.WARNING, failure=exc.failure.value
         )
         yield operation.observe(ErrorEvent.from_error(exc.to_api_error()))
-        return
-    for event in opened.translator.finish():
-        yield operation.observe(event)
+    else:
+        for event in opened.translator.finish():
+            yield operation.observe(event)
+    operation.finished = True

@@ -26,7 +26,7 @@ from kirod.config import ServiceEnv, Settings
 from kirod.daemon.install_key import derive, load_or_create
 from kirod.daemon.lock import InstanceLock
 from kirod.daemon.notify import Notifier
-from kirod.daemon.sockets import bind_tcp, bind_unix, tcp_address
+from kirod.daemon.sockets import BACKLOG, bind_tcp, bind_unix, tcp_address
 from kirod.errors import StartupError
 from kirod.http.app import Route, build_public_app
 from kirod.http.auth import KeyGate
@@ -224,7 +224,7 @@ async def run(
                         keeper=keeper,
                         logins=Logins(client, accounts, background),
                         operations=layer.operations,
-                        reports=LayerReports(layer.maintenance, layer.oplog),
+                        reports=LayerReports(layer.maintenance, layer.oplog, layer.pool),
                         shutdown=lambda: stop.request(EXIT_OK, "kiroctl"),
                     )
                 ),
@@ -234,7 +234,7 @@ async def run(
             )
             await control_runner.setup()
             stack.push_async_callback(control_runner.cleanup)
-            await web.SockSite(control_runner, unix.sock).start()
+            await web.SockSite(control_runner, unix.sock, backlog=BACKLOG).start()
 
             services = Services(
                 settings=settings,
@@ -259,7 +259,7 @@ async def run(
             )
             await public_runner.setup()
             stack.push_async_callback(public_runner.cleanup)
-            await web.SockSite(public_runner, tcp).start()
+            await web.SockSite(public_runner, tcp, backlog=BACKLOG).start()
 
             background.spawn(_watch_lock(lock, stop), name="lock-watch")
             background.spawn(layer.maintenance.run(), name="maintenance")

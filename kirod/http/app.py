@@ -12,8 +12,6 @@ from kirod.http.ingress import API_KEY_ID, Handler, add_request_id_header, make_
 from kirod.http.routes import chat, health, messages, models, responses
 from kirod.http.services import SERVICES, Services
 
-KEEPALIVE_TIMEOUT_S = 75.0
-
 # Paths served without an API key.
 OPEN_PATHS = frozenset({"/health"})
 
@@ -63,8 +61,12 @@ def build_public_app(services: Services, extra_routes: tuple[Route, ...] = ()) -
     app = web.Application(
         middlewares=[make_ingress(), _gate()],
         client_max_size=services.settings.max_request_body_bytes,
-        # keepalive_timeout also bounds how long a new connection may take to send its headers.
-        handler_args={"handler_cancellation": True, "keepalive_timeout": KEEPALIVE_TIMEOUT_S},
+        # keepalive_timeout also bounds how long a new connection may take to send its headers:
+        # aiohttp arms it when the connection is made and does not re-arm it as bytes trickle in.
+        handler_args={
+            "handler_cancellation": True,
+            "keepalive_timeout": services.settings.client_header_timeout_s,
+        },
     )
     app[SERVICES] = services
     app.on_response_prepare.append(add_request_id_header)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 from typing import Any
 
 from aiohttp import web
@@ -11,6 +12,8 @@ from aiohttp import web
 from kirod.errors import ApiError, ClientDisconnected, ErrorKind
 
 READ_CHUNK = 64 * 1024
+# A \uD800-\uDFFF escape: a surrogate, which `json.loads` keeps as is when it stands alone.
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
 
 
 def _too_large(limit: int) -> ApiError:
@@ -56,10 +59,25 @@ def _reject_constant(name: str) -> Any:
     raise ValueError(f"{name} is not valid JSON")
 
 
-def parse_json(data: bytes) -> Any:
-    """Strict JSON: invalid UTF-8, NaN/Infinity and absurd nesting are all a 400."""
+def _has_lone_surrogate(value: Any) -> bool:
+    """Whether a parsed document holds a string with an unpaired surrogate (not Unicode text)."""
     try:
-        return json.loads(data.decode("utf-8"), parse_constant=_reject_constant)
+        json.dumps(value, ensure_ascii=False).encode("utf-8")
+    except UnicodeEncodeError:
+        return True
+    return False
+
+
+def parse_json(data: bytes) -> Any:
+    """Strict JSON: invalid UTF-8, lone surrogate escapes (`"\\ud800"`), NaN/Infinity and absurd
+    nesting are all a 400."""
+    try:
+        text = data.decode("utf-8")
+        value = json.loads(text, parse_constant=_reject_constant)
+        # Only a surrogate escape can smuggle one in; the full check runs only when one is there.
+        if _SURROGATE_ESCAPE.search(text) and _has_lone_surrogate(value):
+            raise ValueError("lone surrogate")
+        return value
     except (ValueError, RecursionError):
         raise ApiError(
             ErrorKind.INVALID_REQUEST,

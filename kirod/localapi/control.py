@@ -60,7 +60,9 @@ async def json_body(request: web.Request) -> dict[str, Any]:
         return {}
     try:
         body = json.loads(raw)
-    except (ValueError, UnicodeDecodeError):
+        # A lone surrogate escape ("\ud800") parses, but is no text: nothing could store it.
+        json.dumps(body, ensure_ascii=False).encode("utf-8")
+    except (ValueError, UnicodeError, RecursionError):
         raise ControlError(400, "invalid_request", "the body must be a JSON object") from None
     if not isinstance(body, dict):
         raise ControlError(400, "invalid_request", "the body must be a JSON object")

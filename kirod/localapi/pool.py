@@ -1,15 +1,17 @@
 """What the control API needs from the account layer, as interfaces the composition root binds.
 
 `AccountOperations` acts on one account; each operation returns the account as it is afterwards,
-or None when there is no such account. `PoolReports` reads the maintenance loop and the operation
-log; `LayerReports` is it for the account layer as built by `kirod.accounts.layer`.
+or None when there is no such account. `PoolReports` reads the maintenance loop, the pool's
+in-memory capacity and the operation log; `LayerReports` is it for the account layer as built by
+`kirod.accounts.layer`.
 """
 
 from __future__ import annotations
 
-from typing import Protocol
+from typing import Any, Protocol
 
 from kirod.accounts.maintenance import Maintenance as MaintenanceLoop
+from kirod.accounts.pool import AccountPool
 from kirod.localapi.schema import Maintenance, Stats
 from kirod.storage.accounts import AccountRecord
 from kirod.storage.oplog import OpLog
@@ -38,6 +40,10 @@ class PoolReports(Protocol):
         """The state of the background loop that refreshes tokens and probes usage."""
         ...
 
+    async def pool(self) -> dict[str, Any]:
+        """Each account's state with its requests in flight and capacity, and the queue."""
+        ...
+
     async def stats(self, since: float | None) -> Stats:
         """Summarize the operation log from `since` (None: everything kept) until now."""
         ...
@@ -46,12 +52,16 @@ class PoolReports(Protocol):
 class LayerReports:
     """`PoolReports` from the maintenance loop and the operation log, in the control shapes."""
 
-    def __init__(self, loop: MaintenanceLoop, oplog: OpLog) -> None:
+    def __init__(self, loop: MaintenanceLoop, oplog: OpLog, pool: AccountPool) -> None:
         self._loop = loop
         self._oplog = oplog
+        self._pool = pool
 
     def maintenance(self) -> Maintenance:
         return Maintenance.from_json(self._loop.status().to_json())
+
+    async def pool(self) -> dict[str, Any]:
+        return (await self._pool.status()).to_json()
 
     async def stats(self, since: float | None) -> Stats:
         return Stats.from_json((await self._oplog.stats(since=since)).to_json())

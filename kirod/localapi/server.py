@@ -46,6 +46,8 @@ async def guard(request: web.Request, handler: Handler) -> web.StreamResponse:
         return _error(405, "method_not_allowed", f"allowed: {allowed}", {"Allow": allowed})
     except web.HTTPNotFound:
         return _error(404, "not_found", f"no such control route: {request.path}")
+    except web.HTTPRequestEntityTooLarge:
+        return _error(413, "too_large", "the request body is too large")
     except web.HTTPException as exc:
         return _error(exc.status, "bad_request", exc.reason)
     except Exception as exc:
@@ -84,6 +86,11 @@ async def stats(request: web.Request) -> web.Response:
     return web.json_response((await request.app[CONTROL].reports.stats(since)).to_json())
 
 
+async def pool(request: web.Request) -> web.Response:
+    """The account pool as the dispatcher sees it: requests in flight per account, the queue."""
+    return web.json_response(await request.app[CONTROL].reports.pool())
+
+
 async def shutdown(request: web.Request) -> web.Response:
     """Stop the daemon as SIGTERM would: drain, then exit 0."""
     log.event(logger, "shutdown_requested", source="localapi")
@@ -95,6 +102,7 @@ ROUTES: tuple[tuple[str, str, Handler], ...] = (
     ("GET", "/status", status),
     ("GET", "/config", config),
     ("GET", "/stats", stats),
+    ("GET", "/pool", pool),
     ("GET", "/models", models.list_models),
     ("POST", "/shutdown", shutdown),
     ("GET", "/accounts", accounts.list_accounts),

@@ -23,7 +23,8 @@ KEY_PREFIX = "sk-kirod-"
 
 
 def hash_key(key: str) -> str:
-    return hashlib.sha256(key.encode()).hexdigest()
+    # A key read from a header that was not UTF-8 holds surrogates: hash them, it matches nothing.
+    return hashlib.sha256(key.encode("utf-8", "surrogatepass")).hexdigest()
 
 
 def generate_key() -> str:

@@ -217,7 +217,8 @@ async def test_a_dead_refresh_token_needs_login_and_the_next_account_serves(
         after = await env.state(first.id)
         assert after.status == "needs_login"
         [row] = await env.oplog.entries()
-        assert [a.outcome for a in row.attempts] == ["needs_login", "ok"]
+        # the refused call, the refresh that found the login dead, the next account
+        assert [a.outcome for a in row.attempts] == ["bearer", "needs_login", "ok"]
         # new credentials (a re-login) end needs_login
         relogin = await env.store.update_credentials(
             first.id, {"access_token": "new"}, expected_generation=after.generation

@@ -24,7 +24,11 @@ async def create_chat_completion(request: web.Request) -> web.StreamResponse:
             "use /v1/responses",
             code="not_found",
         )
-    body = await read_json(request, services.settings.max_request_body_bytes)
+    body = await read_json(
+        request,
+        services.settings.max_request_body_bytes,
+        timeout_s=services.settings.client_body_timeout_s,
+    )
     decoded = decode_chat(body, request.headers, request_id=request[REQUEST_ID])
     completion_id = "chatcmpl-" + secrets.token_hex(12)
     model = decoded.request.model

@@ -19,7 +19,11 @@ from kirod.protocols.anthropic import (
 
 async def create_message(request: web.Request) -> web.StreamResponse:
     services = request.app[SERVICES]
-    body = await read_json(request, services.settings.max_request_body_bytes)
+    body = await read_json(
+        request,
+        services.settings.max_request_body_bytes,
+        timeout_s=services.settings.client_body_timeout_s,
+    )
     canonical = decode_messages(
         body, request.headers, request_id=request[REQUEST_ID], signer=services.signer
     )
@@ -47,6 +51,10 @@ async def create_message(request: web.Request) -> web.StreamResponse:
 
 async def count_tokens(request: web.Request) -> web.Response:
     services = request.app[SERVICES]
-    body = await read_json(request, services.settings.max_request_body_bytes)
+    body = await read_json(
+        request,
+        services.settings.max_request_body_bytes,
+        timeout_s=services.settings.client_body_timeout_s,
+    )
     canonical = decode_count_tokens(body, request.headers, request[REQUEST_ID], services.signer)
     return web.json_response({"input_tokens": estimate_request_tokens(canonical)})

@@ -62,7 +62,11 @@ async def _store(
 
 async def create_response(request: web.Request) -> web.StreamResponse:
     services = request.app[SERVICES]
-    body = await read_json(request, services.settings.max_request_body_bytes)
+    body = await read_json(
+        request,
+        services.settings.max_request_body_bytes,
+        timeout_s=services.settings.client_body_timeout_s,
+    )
     history: list[dict[str, Any]] = []
     previous = body.get("previous_response_id") if isinstance(body, dict) else None
     if isinstance(previous, str):

@@ -202,6 +202,11 @@ class FakeKiro:
         """Every token, key, client secret and code ever issued, for leak scans."""
         return self.tokens.issued()
 
+    def refresh_tokens(self, account_id: str) -> tuple[str, ...]:
+        """Every refresh token issued to the account, oldest first (with rotation, only the
+        last one is still accepted)."""
+        return self.tokens.refresh_tokens(account_id)
+
     # Catalog
 
     def models(self) -> list[Model]:

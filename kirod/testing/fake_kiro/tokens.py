@@ -152,6 +152,7 @@ class TokenRegistry:
         self._accounts: dict[str, Account] = {}
         self._access: dict[str, _Access] = {}
         self._refresh: dict[str, str] = {}  # refresh token -> account id
+        self._refresh_issued: dict[str, list[str]] = {}  # account id -> its refresh tokens
         self._api_keys: dict[str, str] = {}  # key -> account id
         self._clients: dict[str, OidcClient] = {}
         self._devices: dict[str, _Device] = {}
@@ -195,6 +196,7 @@ class TokenRegistry:
                 return self._token_set_locked(account, key, None, expires_in=0)
             refresh = self._mint("aor", 172)
             self._refresh[refresh] = account.account_id
+            self._refresh_issued[account.account_id] = [refresh]
             return self._issue_access_locked(account, refresh)
 
     def register_client(self) -> OidcClient:
@@ -238,6 +240,11 @@ class TokenRegistry:
         with self._lock:
             return tuple(self._issued)
 
+    def refresh_tokens(self, account_id: str) -> tuple[str, ...]:
+        """Every refresh token issued to the account, oldest first: the last is the newest."""
+        with self._lock:
+            return tuple(self._refresh_issued.get(account_id, ()))
+
     # Changes
 
     def update_account(self, account_id: str, update: Callable[[Account], Account]) -> Account:
@@ -278,6 +285,7 @@ class TokenRegistry:
                 del self._refresh[refresh_token]
                 refresh_token = self._mint("aor", 172)
                 self._refresh[refresh_token] = account.account_id
+                self._refresh_issued[account.account_id].append(refresh_token)
             return self._issue_access_locked(account, refresh_token)
 
     def start_device_authorization(self, client_id: str) -> tuple[str, str, DeviceFlow]:
