@@ -13,8 +13,6 @@ the pre-`tools` `functions` API. Validation errors name the field path in the me
 
 from __future__ import annotations
 
-import json
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Final
@@ -36,7 +34,17 @@ from kirod.canonical.request import (
     ToolSpec,
     ToolUseBlock,
 )
-from kirod.errors import ApiError, ErrorKind
+from kirod.protocols.fields import (
+    boolean_field,
+    data_url_image,
+    invalid,
+    json_arguments,
+    number_field,
+    positive_integer,
+    string_field,
+    string_metadata,
+    unsupported,
+)
 
 _EFFORTS: Final[Mapping[str, Effort]] = {
     "minimal": "low",
@@ -46,7 +54,6 @@ _EFFORTS: Final[Mapping[str, Effort]] = {
     "xhigh": "xhigh",
     "max": "max",
 }
-_DATA_URL: Final = re.compile(r"data:(image/[\w.+-]+);base64,(.+)", re.DOTALL)
 _EMPTY_SCHEMA: Final[Mapping[str, Any]] = {"type": "object", "properties": {}}
 _MAX_STOP_SEQUENCES: Final = 4
 _UNSUPPORTED_FIELDS: Final[Mapping[str, str]] = {
@@ -69,19 +76,19 @@ class DecodedChat:
 def decode_chat(body: object, headers: Mapping[str, str], *, request_id: str) -> DecodedChat:
     """Decode a Chat Completions request body; raises `ApiError` (400) naming the field."""
     if not isinstance(body, dict):
-        raise _invalid("", "the request body must be a JSON object", "invalid_type")
+        raise invalid("", "the request body must be a JSON object", "invalid_type")
     for name, message in _UNSUPPORTED_FIELDS.items():
         if body.get(name) is not None:
-            raise _unsupported(name, message)
+            raise unsupported(name, message)
     _check_options(body)
-    model = _string(body, "model", "model", required=True)
+    model = string_field(body, "model", "model", required=True)
     assert model is not None
     system, messages = _messages(body.get("messages"))
-    metadata = _metadata(body.get("metadata"))
-    max_tokens = _integer(body, "max_completion_tokens")
+    metadata = string_metadata(body.get("metadata"))
+    max_tokens = positive_integer(body, "max_completion_tokens")
     if max_tokens is None:
-        max_tokens = _integer(body, "max_tokens")
-    stream = _boolean(body, "stream", default=False)
+        max_tokens = positive_integer(body, "max_tokens")
+    stream = boolean_field(body, "stream", default=False)
     request = CanonicalRequest(
         request_id=request_id,
         protocol=ClientProtocol.OPENAI_CHAT,
@@ -94,8 +101,8 @@ def decode_chat(body: object, headers: Mapping[str, str], *, request_id: str) ->
         max_output_tokens=max_tokens,
         stop_sequences=_stop(body.get("stop")),
         sampling=Sampling(
-            temperature=_number(body, "temperature", 0.0, 2.0),
-            top_p=_number(body, "top_p", 0.0, 1.0),
+            temperature=number_field(body, "temperature", 0.0, 2.0),
+            top_p=number_field(body, "top_p", 0.0, 1.0),
         ),
         affinity_key=_affinity(body, metadata, headers),
         stream=stream,
@@ -105,26 +112,26 @@ def decode_chat(body: object, headers: Mapping[str, str], *, request_id: str) ->
 
 
 def _check_options(body: Mapping[str, Any]) -> None:
-    n = _integer(body, "n")
+    n = positive_integer(body, "n")
     if n is not None and n != 1:
-        raise _unsupported("n", "only one choice per request is supported (n = 1)")
-    if _boolean(body, "logprobs", default=False):
-        raise _unsupported("logprobs", "log probabilities are not supported")
+        raise unsupported("n", "only one choice per request is supported (n = 1)")
+    if boolean_field(body, "logprobs", default=False):
+        raise unsupported("logprobs", "log probabilities are not supported")
     modalities = body.get("modalities")
     if isinstance(modalities, list) and "audio" in modalities:
-        raise _unsupported("modalities", "audio output is not supported")
+        raise unsupported("modalities", "audio output is not supported")
     fmt = body.get("response_format")
     if fmt is None:
         return
     kind = fmt.get("type") if isinstance(fmt, Mapping) else None
     if kind in ("json_object", "json_schema"):
-        raise _unsupported(
+        raise unsupported(
             "response_format",
             f"response_format type {kind!r} is not supported: Kiro cannot guarantee structured "
             "output; use type 'text'",
         )
     if kind != "text":
-        raise _invalid("response_format.type", "must be 'text', 'json_object' or 'json_schema'")
+        raise invalid("response_format.type", "must be 'text', 'json_object' or 'json_schema'")
 
 
 # -- messages ------------------------------------------------------------------------------------
@@ -132,7 +139,7 @@ def _check_options(body: Mapping[str, Any]) -> None:
 
 def _messages(value: object) -> tuple[tuple[str, ...], tuple[Message, ...]]:
     if not isinstance(value, list) or not value:
-        raise _invalid("messages", "must be a non-empty list of messages", "invalid_type")
+        raise invalid("messages", "must be a non-empty list of messages", "invalid_type")
     system: list[str] = []
     merged: list[tuple[Role, list[Block]]] = []
 
@@ -145,8 +152,8 @@ def _messages(value: object) -> tuple[tuple[str, ...], tuple[Message, ...]]:
     for index, message in enumerate(value):
         path = f"messages[{index}]"
         if not isinstance(message, Mapping):
-            raise _invalid(path, "each message must be an object", "invalid_type")
-        role = _string(message, "role", f"{path}.role", required=True)
+            raise invalid(path, "each message must be an object", "invalid_type")
+        role = string_field(message, "role", f"{path}.role", required=True)
         content = message.get("content")
         if role in ("system", "developer"):
             system.extend(block.text for block in _text_parts(content, f"{path}.content"))
@@ -157,20 +164,20 @@ def _messages(value: object) -> tuple[tuple[str, ...], tuple[Message, ...]]:
             blocks += _tool_calls(message.get("tool_calls"), f"{path}.tool_calls")
             append(Role.ASSISTANT, blocks)
         elif role == "tool":
-            call_id = _string(message, "tool_call_id", f"{path}.tool_call_id", required=True)
+            call_id = string_field(message, "tool_call_id", f"{path}.tool_call_id", required=True)
             assert call_id is not None
             result = _text_parts(content, f"{path}.content")
             append(Role.USER, [ToolResultBlock(call_id, tuple(result))])
         elif role == "function":
-            raise _unsupported(f"{path}.role", "the legacy 'function' role is not supported")
+            raise unsupported(f"{path}.role", "the legacy 'function' role is not supported")
         else:
-            raise _invalid(
+            raise invalid(
                 f"{path}.role",
                 f"role {role!r} is not one of system, developer, user, assistant, tool",
             )
     messages = tuple(Message(role, tuple(blocks)) for role, blocks in merged if blocks)
     if not messages:
-        raise _invalid("messages", "the conversation has no user or assistant message")
+        raise invalid("messages", "the conversation has no user or assistant message")
     return tuple(system), messages
 
 
@@ -181,13 +188,11 @@ def _parts(content: object, path: str) -> list[tuple[str, Mapping[str, Any]]]:
     if isinstance(content, str):
         return [(path, {"type": "text", "text": content})]
     if not isinstance(content, list):
-        raise _invalid(path, "content must be a string or a list of content parts", "invalid_type")
+        raise invalid(path, "content must be a string or a list of content parts", "invalid_type")
     parts = []
     for index, part in enumerate(content):
         if not isinstance(part, Mapping):
-            raise _invalid(
-                f"{path}[{index}]", "each content part must be an object", "invalid_type"
-            )
+            raise invalid(f"{path}[{index}]", "each content part must be an object", "invalid_type")
         parts.append((f"{path}[{index}]", part))
     return parts
 
@@ -198,11 +203,11 @@ def _text_parts(content: object, path: str, *, refusal: bool = False) -> list[Te
         kind = part.get("type")
         if kind == "text" or (refusal and kind == "refusal"):
             field = "refusal" if kind == "refusal" else "text"
-            text = _string(part, field, f"{part_path}.{field}", required=True)
+            text = string_field(part, field, f"{part_path}.{field}", required=True)
             if text:
                 blocks.append(TextBlock(text))
         else:
-            raise _invalid(f"{part_path}.type", f"content part type {kind!r} is not allowed here")
+            raise invalid(f"{part_path}.type", f"content part type {kind!r} is not allowed here")
     return blocks
 
 
@@ -211,63 +216,46 @@ def _user_parts(content: object, path: str) -> list[TextBlock | ImageBlock]:
     for part_path, part in _parts(content, path):
         kind = part.get("type")
         if kind == "text":
-            text = _string(part, "text", f"{part_path}.text", required=True)
+            text = string_field(part, "text", f"{part_path}.text", required=True)
             if text:
                 blocks.append(TextBlock(text))
         elif kind == "image_url":
             blocks.append(_image(part.get("image_url"), f"{part_path}.image_url"))
         elif kind in ("input_audio", "file"):
-            raise _unsupported(f"{part_path}.type", f"{kind} content is not supported")
+            raise unsupported(f"{part_path}.type", f"{kind} content is not supported")
         else:
-            raise _invalid(f"{part_path}.type", f"content part type {kind!r} is not supported")
+            raise invalid(f"{part_path}.type", f"content part type {kind!r} is not supported")
     return blocks
 
 
 def _image(value: object, path: str) -> ImageBlock:
     url = value.get("url") if isinstance(value, Mapping) else value
     if not isinstance(url, str):
-        raise _invalid(f"{path}.url", "is required", "missing_required_parameter")
-    match = _DATA_URL.fullmatch(url)
-    if match is None:
-        raise _invalid(
-            f"{path}.url",
-            "images must be base64 data URLs (data:image/png;base64,…); kirod fetches no URLs",
-        )
-    return ImageBlock(match[1], match[2])
+        raise invalid(f"{path}.url", "is required", "missing_required_parameter")
+    return data_url_image(url, f"{path}.url")
 
 
 def _tool_calls(value: object, path: str) -> list[Block]:
     if value is None:
         return []
     if not isinstance(value, list):
-        raise _invalid(path, "must be a list", "invalid_type")
+        raise invalid(path, "must be a list", "invalid_type")
     calls: list[Block] = []
     for index, call in enumerate(value):
         call_path = f"{path}[{index}]"
         if not isinstance(call, Mapping) or not isinstance(call.get("function"), Mapping):
-            raise _invalid(call_path, "must be a function tool call object", "invalid_type")
+            raise invalid(call_path, "must be a function tool call object", "invalid_type")
         if call.get("type", "function") != "function":
-            raise _invalid(f"{call_path}.type", "only function tool calls are supported")
-        call_id = _string(call, "id", f"{call_path}.id", required=True)
+            raise invalid(f"{call_path}.type", "only function tool calls are supported")
+        call_id = string_field(call, "id", f"{call_path}.id", required=True)
         function = call["function"]
-        name = _string(function, "name", f"{call_path}.function.name", required=True)
-        arguments = _string(function, "arguments", f"{call_path}.function.arguments") or ""
+        name = string_field(function, "name", f"{call_path}.function.name", required=True)
+        arguments = string_field(function, "arguments", f"{call_path}.function.arguments") or ""
         assert call_id is not None
         assert name is not None
-        calls.append(ToolUseBlock(call_id, name, _arguments(arguments, call_path)))
+        parsed = json_arguments(arguments, f"{call_path}.function.arguments")
+        calls.append(ToolUseBlock(call_id, name, parsed))
     return calls
-
-
-def _arguments(text: str, path: str) -> Mapping[str, Any]:
-    if not text.strip():
-        return {}
-    try:
-        value = json.loads(text)
-    except ValueError:
-        value = None
-    if not isinstance(value, dict):
-        raise _invalid(f"{path}.function.arguments", "must be a JSON object encoded as a string")
-    return value
 
 
 # -- tools and options ---------------------------------------------------------------------------
@@ -278,28 +266,28 @@ def _tools(value: object) -> tuple[ToolSpec, ...]:
     if value is None:
         return ()
     if not isinstance(value, list):
-        raise _invalid("tools", "must be a list", "invalid_type")
+        raise invalid("tools", "must be a list", "invalid_type")
     specs: list[ToolSpec] = []
     for index, tool in enumerate(value):
         path = f"tools[{index}]"
         if not isinstance(tool, Mapping):
-            raise _invalid(path, "each tool must be an object", "invalid_type")
+            raise invalid(path, "each tool must be an object", "invalid_type")
         if tool.get("type") != "function":
-            raise _unsupported(f"{path}.type", f"tool type {tool.get('type')!r} is not supported")
+            raise unsupported(f"{path}.type", f"tool type {tool.get('type')!r} is not supported")
         function = tool.get("function")
         if not isinstance(function, Mapping):
-            raise _invalid(f"{path}.function", "is required", "missing_required_parameter")
-        name = _string(function, "name", f"{path}.function.name", required=True)
+            raise invalid(f"{path}.function", "is required", "missing_required_parameter")
+        name = string_field(function, "name", f"{path}.function.name", required=True)
         if not name:
-            raise _invalid(f"{path}.function.name", "must be a non-empty string")
+            raise invalid(f"{path}.function.name", "must be a non-empty string")
         if any(spec.name == name for spec in specs):
-            raise _invalid(f"{path}.function.name", f"tool name {name!r} is declared twice")
-        description = _string(function, "description", f"{path}.function.description") or ""
+            raise invalid(f"{path}.function.name", f"tool name {name!r} is declared twice")
+        description = string_field(function, "description", f"{path}.function.description") or ""
         parameters = function.get("parameters")
         if parameters is None:
             parameters = _EMPTY_SCHEMA
         elif not isinstance(parameters, Mapping):
-            raise _invalid(
+            raise invalid(
                 f"{path}.function.parameters", "must be a JSON schema object", "invalid_type"
             )
         specs.append(ToolSpec(name, description, parameters))
@@ -313,18 +301,18 @@ def _tool_choice(value: object) -> ToolChoice:
     if value == "none":
         return ToolChoice(ToolChoiceMode.NONE)
     if value == "required" or isinstance(value, Mapping):
-        raise _unsupported(
+        raise unsupported(
             "tool_choice",
             "forcing a tool call is not supported by Kiro; use tool_choice auto or none",
         )
-    raise _invalid("tool_choice", "must be 'auto', 'none', 'required' or a tool choice object")
+    raise invalid("tool_choice", "must be 'auto', 'none', 'required' or a tool choice object")
 
 
 def _reasoning(value: object) -> Reasoning | None:
     if value is None or value == "none":
         return None
     if not isinstance(value, str) or value not in _EFFORTS:
-        raise _invalid(
+        raise invalid(
             "reasoning_effort", "must be one of none, minimal, low, medium, high, xhigh, max"
         )
     return Reasoning(effort=_EFFORTS[value])
@@ -335,9 +323,9 @@ def _stop(value: object) -> tuple[str, ...]:
         return ()
     stops = [value] if isinstance(value, str) else value
     if not isinstance(stops, list) or not all(isinstance(stop, str) for stop in stops):
-        raise _invalid("stop", "must be a string or a list of strings", "invalid_type")
+        raise invalid("stop", "must be a string or a list of strings", "invalid_type")
     if len(stops) > _MAX_STOP_SEQUENCES:
-        raise _invalid("stop", f"at most {_MAX_STOP_SEQUENCES} stop sequences are allowed")
+        raise invalid("stop", f"at most {_MAX_STOP_SEQUENCES} stop sequences are allowed")
     return tuple(stops)
 
 
@@ -346,22 +334,11 @@ def _include_usage(body: Mapping[str, Any]) -> bool:
     if options is None:
         return False
     if not isinstance(options, Mapping):
-        raise _invalid("stream_options", "must be an object", "invalid_type")
+        raise invalid("stream_options", "must be an object", "invalid_type")
     value = options.get("include_usage")
     if value is not None and not isinstance(value, bool):
-        raise _invalid("stream_options.include_usage", "must be a boolean", "invalid_type")
+        raise invalid("stream_options.include_usage", "must be a boolean", "invalid_type")
     return bool(value)
-
-
-def _metadata(value: object) -> dict[str, str]:
-    if value is None:
-        return {}
-    if not isinstance(value, Mapping):
-        raise _invalid("metadata", "must be an object of strings", "invalid_type")
-    for key, entry in value.items():
-        if not isinstance(entry, str):
-            raise _invalid(f"metadata.{key}", "metadata values must be strings", "invalid_type")
-    return dict(value)
 
 
 def _affinity(
@@ -375,62 +352,3 @@ def _affinity(
         return key
     lowered = {name.lower(): value for name, value in headers.items()}
     return lowered.get("session-id") or lowered.get("x-session-id") or None
-
-
-# -- primitives ----------------------------------------------------------------------------------
-
-
-def _invalid(param: str, message: str, code: str = "invalid_value") -> ApiError:
-    text = f"'{param}': {message}" if param else message
-    return ApiError(ErrorKind.INVALID_REQUEST, text, code=code, param=param or None)
-
-
-def _unsupported(param: str, message: str) -> ApiError:
-    return ApiError(
-        ErrorKind.INVALID_REQUEST,
-        f"'{param}': {message}",
-        code="unsupported_capability",
-        param=param,
-    )
-
-
-def _string(obj: Mapping[str, Any], key: str, path: str, *, required: bool = False) -> str | None:
-    value = obj.get(key)
-    if value is None:
-        if required:
-            raise _invalid(path, "is required", "missing_required_parameter")
-        return None
-    if not isinstance(value, str):
-        raise _invalid(path, "must be a string", "invalid_type")
-    return value
-
-
-def _boolean(obj: Mapping[str, Any], key: str, *, default: bool) -> bool:
-    value = obj.get(key)
-    if value is None:
-        return default
-    if not isinstance(value, bool):
-        raise _invalid(key, "must be a boolean", "invalid_type")
-    return value
-
-
-def _integer(obj: Mapping[str, Any], key: str) -> int | None:
-    value = obj.get(key)
-    if value is None:
-        return None
-    if not isinstance(value, int) or isinstance(value, bool):
-        raise _invalid(key, "must be an integer", "invalid_type")
-    if value < 1:
-        raise _invalid(key, "must be at least 1")
-    return value
-
-
-def _number(obj: Mapping[str, Any], key: str, low: float, high: float) -> float | None:
-    value = obj.get(key)
-    if value is None:
-        return None
-    if not isinstance(value, int | float) or isinstance(value, bool):
-        raise _invalid(key, "must be a number", "invalid_type")
-    if not low <= value <= high:
-        raise _invalid(key, f"must be between {low:g} and {high:g}")
-    return float(value)

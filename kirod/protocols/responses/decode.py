@@ -29,8 +29,6 @@ both the message and `param`.
 
 from __future__ import annotations
 
-import json
-import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
@@ -52,7 +50,17 @@ from kirod.canonical.request import (
     ToolSpec,
     ToolUseBlock,
 )
-from kirod.errors import ApiError, ErrorKind
+from kirod.protocols.fields import (
+    boolean_field,
+    data_url_image,
+    invalid,
+    json_arguments,
+    number_field,
+    positive_integer,
+    string_field,
+    string_metadata,
+    unsupported,
+)
 from kirod.protocols.responses.encode import ResponseEcho, ToolNames
 from kirod.protocols.responses.reasoning import ReasoningBox
 
@@ -69,7 +77,6 @@ _EFFORTS: Final[Mapping[str, Effort]] = {
 }
 _SUMMARIES: Final = frozenset({"auto", "concise", "detailed"})
 _TEXT_TYPES: Final = frozenset({"input_text", "output_text", "refusal"})
-_DATA_URL: Final = re.compile(r"data:(image/[\w.+-]+);base64,(.+)", re.DOTALL)
 _EMPTY_SCHEMA: Final[Mapping[str, Any]] = {"type": "object", "properties": {}}
 _SESSION_FIELDS: Final = ("session_id", "thread_id")
 _UNSUPPORTED_FIELDS: Final[Mapping[str, str]] = {
@@ -124,20 +131,20 @@ def decode_responses(
 ) -> DecodedResponses:
     """Decode a Responses request body; raises `ApiError` (400) naming the offending field."""
     if not isinstance(body, dict):
-        raise _invalid("", "the request body must be a JSON object", "invalid_type")
+        raise invalid("", "the request body must be a JSON object", "invalid_type")
     for name, message in _UNSUPPORTED_FIELDS.items():
         if body.get(name) not in (None, False):
-            raise _unsupported(name, message)
-    model = _string(body, "model", "model", required=True)
+            raise unsupported(name, message)
+    model = string_field(body, "model", "model", required=True)
     assert model is not None
-    instructions = _string(body, "instructions", "instructions")
+    instructions = string_field(body, "instructions", "instructions")
     tool_choice, choice_echo = _tool_choice(body.get("tool_choice"))
     tools = _Tools(body.get("tools"))
     reasoning, reasoning_echo, summary = _reasoning(body.get("reasoning"))
     _check_text(body.get("text"))
-    metadata = _metadata(body.get("metadata"))
-    prompt_cache_key = _string(body, "prompt_cache_key", "prompt_cache_key")
-    previous_response_id = _string(body, "previous_response_id", "previous_response_id")
+    metadata = string_metadata(body.get("metadata"))
+    prompt_cache_key = string_field(body, "prompt_cache_key", "prompt_cache_key")
+    previous_response_id = string_field(body, "previous_response_id", "previous_response_id")
 
     items = _normalize_input(body.get("input"))
     conversation = _Conversation(reasoning_box, tools.flat_names)
@@ -149,9 +156,7 @@ def decode_responses(
         conversation.system.insert(0, instructions)
     messages = conversation.messages()
     if not messages:
-        raise _invalid(
-            "input", "the conversation has no user or assistant message", "invalid_value"
-        )
+        raise invalid("input", "the conversation has no user or assistant message", "invalid_value")
 
     request = CanonicalRequest(
         request_id=request_id,
@@ -162,13 +167,13 @@ def decode_responses(
         tools=tuple(tools.specs),
         tool_choice=tool_choice,
         reasoning=reasoning,
-        max_output_tokens=_positive_integer(body, "max_output_tokens"),
+        max_output_tokens=positive_integer(body, "max_output_tokens"),
         sampling=Sampling(
-            temperature=_number(body, "temperature", 0.0, 2.0),
-            top_p=_number(body, "top_p", 0.0, 1.0),
+            temperature=number_field(body, "temperature", 0.0, 2.0),
+            top_p=number_field(body, "top_p", 0.0, 1.0),
         ),
         affinity_key=_affinity(body, metadata, headers),
-        stream=_boolean(body, "stream", default=False),
+        stream=boolean_field(body, "stream", default=False),
         metadata=metadata,
     )
     echo = ResponseEcho(
@@ -176,17 +181,17 @@ def decode_responses(
         instructions=instructions,
         tools=tuple(tools.echo),
         tool_choice=choice_echo,
-        parallel_tool_calls=_boolean(body, "parallel_tool_calls", default=True),
+        parallel_tool_calls=boolean_field(body, "parallel_tool_calls", default=True),
         reasoning=reasoning_echo,
         metadata=metadata,
-        store=_boolean(body, "store", default=True),
+        store=boolean_field(body, "store", default=True),
         previous_response_id=previous_response_id,
         max_output_tokens=request.max_output_tokens,
         temperature=request.sampling.temperature,
         top_p=request.sampling.top_p,
-        truncation=_string(body, "truncation", "truncation") or "disabled",
+        truncation=string_field(body, "truncation", "truncation") or "disabled",
         prompt_cache_key=prompt_cache_key,
-        user=_string(body, "user", "user"),
+        user=string_field(body, "user", "user"),
         include_encrypted=ENCRYPTED_REASONING in _include(body.get("include")),
         summary=summary,
         tool_names=tools.names,
@@ -218,7 +223,7 @@ class _Conversation:
 
     def add(self, item: Mapping[str, Any], path: str) -> None:
         if not isinstance(item, Mapping):
-            raise _invalid(path, "each input item must be an object", "invalid_type")
+            raise invalid(path, "each input item must be an object", "invalid_type")
         kind = item.get("type", "message")
         if kind == "message":
             self._message(item, path)
@@ -229,13 +234,13 @@ class _Conversation:
         elif kind == "reasoning":
             self._reasoning(item, path)
         elif kind == "item_reference":
-            raise _unsupported(
+            raise unsupported(
                 f"{path}.type",
                 "item references are not supported; send the referenced item itself, or "
                 "continue with previous_response_id",
             )
         else:
-            raise _invalid(f"{path}.type", f"input item type {kind!r} is not supported")
+            raise invalid(f"{path}.type", f"input item type {kind!r} is not supported")
 
     def _append(self, role: Role, blocks: list[Block]) -> None:
         if self._messages and self._messages[-1][0] is role:
@@ -244,7 +249,7 @@ class _Conversation:
             self._messages.append((role, blocks))
 
     def _message(self, item: Mapping[str, Any], path: str) -> None:
-        role = _string(item, "role", f"{path}.role", required=True)
+        role = string_field(item, "role", f"{path}.role", required=True)
         parts = _content_parts(item.get("content"), f"{path}.content", images=role == "user")
         if role in ("system", "developer"):
             self.system.extend(part.text for part in parts if isinstance(part, TextBlock))
@@ -253,24 +258,24 @@ class _Conversation:
         elif role == "assistant":
             self._append(Role.ASSISTANT, list(parts))
         else:
-            raise _invalid(
+            raise invalid(
                 f"{path}.role", f"role {role!r} is not one of user, assistant, system, developer"
             )
 
     def _function_call(self, item: Mapping[str, Any], path: str) -> ToolUseBlock:
-        call_id = _string(item, "call_id", f"{path}.call_id", required=True)
-        name = _string(item, "name", f"{path}.name", required=True)
-        namespace = _string(item, "namespace", f"{path}.namespace")
-        arguments = _string(item, "arguments", f"{path}.arguments", required=True)
+        call_id = string_field(item, "call_id", f"{path}.call_id", required=True)
+        name = string_field(item, "name", f"{path}.name", required=True)
+        namespace = string_field(item, "namespace", f"{path}.namespace")
+        arguments = string_field(item, "arguments", f"{path}.arguments", required=True)
         assert call_id is not None
         assert name is not None
         assert arguments is not None
         if namespace is not None:
             name = self._flat_names.get((namespace, name)) or flat_tool_name(namespace, name)
-        return ToolUseBlock(call_id, name, _arguments(arguments, f"{path}.arguments"))
+        return ToolUseBlock(call_id, name, json_arguments(arguments, f"{path}.arguments"))
 
     def _reasoning(self, item: Mapping[str, Any], path: str) -> None:
-        token = _string(item, "encrypted_content", f"{path}.encrypted_content")
+        token = string_field(item, "encrypted_content", f"{path}.encrypted_content")
         block = self._box.open_block(token) if token else None
         if block is None:
             self.dropped_reasoning += 1
@@ -283,63 +288,45 @@ def _content_parts(content: object, path: str, *, images: bool) -> list[TextBloc
     if isinstance(content, str):
         return [TextBlock(content)] if content else []
     if not isinstance(content, list):
-        raise _invalid(path, "content must be a string or a list of content parts", "invalid_type")
+        raise invalid(path, "content must be a string or a list of content parts", "invalid_type")
     blocks: list[TextBlock | ImageBlock] = []
     for index, part in enumerate(content):
         part_path = f"{path}[{index}]"
         if not isinstance(part, Mapping):
-            raise _invalid(part_path, "each content part must be an object", "invalid_type")
+            raise invalid(part_path, "each content part must be an object", "invalid_type")
         kind = part.get("type")
         if kind in _TEXT_TYPES:
             field = "refusal" if kind == "refusal" else "text"
-            text = _string(part, field, f"{part_path}.{field}", required=True)
+            text = string_field(part, field, f"{part_path}.{field}", required=True)
             if text:
                 blocks.append(TextBlock(text))
         elif kind == "input_image" and images:
             blocks.append(_image(part, part_path))
         elif kind == "input_file":
-            raise _unsupported(f"{part_path}.type", "file inputs are not supported")
+            raise unsupported(f"{part_path}.type", "file inputs are not supported")
         else:
-            raise _invalid(f"{part_path}.type", f"content part type {kind!r} is not allowed here")
+            raise invalid(f"{part_path}.type", f"content part type {kind!r} is not allowed here")
     return blocks
 
 
 def _image(part: Mapping[str, Any], path: str) -> ImageBlock:
     if part.get("file_id") is not None:
-        raise _unsupported(
+        raise unsupported(
             f"{path}.file_id",
             "file ids are not supported; send the image inline as a base64 data URL",
         )
-    url = _string(part, "image_url", f"{path}.image_url", required=True)
+    url = string_field(part, "image_url", f"{path}.image_url", required=True)
     assert url is not None
-    match = _DATA_URL.fullmatch(url)
-    if match is None:
-        raise _invalid(
-            f"{path}.image_url",
-            "images must be base64 data URLs (data:image/png;base64,…); kirod fetches no URLs",
-        )
-    return ImageBlock(match[1], match[2])
+    return data_url_image(url, f"{path}.image_url")
 
 
 def _function_call_output(item: Mapping[str, Any], path: str) -> ToolResultBlock:
-    call_id = _string(item, "call_id", f"{path}.call_id", required=True)
+    call_id = string_field(item, "call_id", f"{path}.call_id", required=True)
     assert call_id is not None
     output = item.get("output")
     if output is None:
-        raise _invalid(f"{path}.output", "is required", "missing_required_parameter")
+        raise invalid(f"{path}.output", "is required", "missing_required_parameter")
     return ToolResultBlock(call_id, tuple(_content_parts(output, f"{path}.output", images=True)))
-
-
-def _arguments(text: str, path: str) -> Mapping[str, Any]:
-    if not text.strip():
-        return {}
-    try:
-        value = json.loads(text)
-    except ValueError:
-        value = None
-    if not isinstance(value, dict):
-        raise _invalid(path, "must be a JSON object encoded as a string")
-    return value
 
 
 def _normalize_input(value: object) -> list[dict[str, Any]]:
@@ -349,11 +336,11 @@ def _normalize_input(value: object) -> list[dict[str, Any]]:
     if isinstance(value, str):
         value = [{"role": "user", "content": value}]
     if not isinstance(value, list):
-        raise _invalid("input", "must be a string or a list of items", "invalid_type")
+        raise invalid("input", "must be a string or a list of items", "invalid_type")
     items = []
     for index, item in enumerate(value):
         if not isinstance(item, dict):
-            raise _invalid(f"input[{index}]", "each input item must be an object", "invalid_type")
+            raise invalid(f"input[{index}]", "each input item must be an object", "invalid_type")
         item = {"type": "message", **item} if "type" not in item else dict(item)
         if item["type"] == "message" and isinstance(item.get("content"), str):
             kind = "output_text" if item.get("role") == "assistant" else "input_text"
@@ -382,12 +369,12 @@ class _Tools:
         if value is None:
             value = []
         if not isinstance(value, list):
-            raise _invalid("tools", "must be a list", "invalid_type")
+            raise invalid("tools", "must be a list", "invalid_type")
         for index, tool in enumerate(value):
             path = f"tools[{index}]"
             if not isinstance(tool, Mapping):
-                raise _invalid(path, "each tool must be an object", "invalid_type")
-            kind = _string(tool, "type", f"{path}.type", required=True)
+                raise invalid(path, "each tool must be an object", "invalid_type")
+            kind = string_field(tool, "type", f"{path}.type", required=True)
             if kind == "function":
                 spec, echo = _function_tool(tool, path)
                 self._add(spec, path)
@@ -398,7 +385,7 @@ class _Tools:
                 hosted.append((f"{path}.type", str(kind)))
         if hosted and not self.specs:
             where, kind = hosted[0]
-            raise _unsupported(
+            raise unsupported(
                 where,
                 f"tool type {kind!r} is not supported: Kiro runs no hosted tools. Remove it "
                 "(it is ignored when declared beside function tools)",
@@ -407,24 +394,24 @@ class _Tools:
 
     def _add(self, spec: ToolSpec, path: str) -> None:
         if any(existing.name == spec.name for existing in self.specs):
-            raise _invalid(f"{path}.name", f"tool name {spec.name!r} is declared twice")
+            raise invalid(f"{path}.name", f"tool name {spec.name!r} is declared twice")
         self.specs.append(spec)
 
     def _namespace(
         self, tool: Mapping[str, Any], path: str, hosted: list[tuple[str, str]]
     ) -> dict[str, Any]:
-        namespace = _string(tool, "name", f"{path}.name", required=True)
+        namespace = string_field(tool, "name", f"{path}.name", required=True)
         assert namespace is not None
-        description = _string(tool, "description", f"{path}.description") or ""
+        description = string_field(tool, "description", f"{path}.description") or ""
         nested = tool.get("tools")
         if not isinstance(nested, list):
-            raise _invalid(f"{path}.tools", "must be a list of tools", "invalid_type")
+            raise invalid(f"{path}.tools", "must be a list of tools", "invalid_type")
         echoed = []
         for index, inner in enumerate(nested):
             inner_path = f"{path}.tools[{index}]"
             if not isinstance(inner, Mapping):
-                raise _invalid(inner_path, "each tool must be an object", "invalid_type")
-            kind = _string(inner, "type", f"{inner_path}.type", required=True)
+                raise invalid(inner_path, "each tool must be an object", "invalid_type")
+            kind = string_field(inner, "type", f"{inner_path}.type", required=True)
             if kind != "function":
                 hosted.append((f"{inner_path}.type", f"{namespace}.{kind}"))
                 continue
@@ -446,18 +433,18 @@ def _namespaced(namespace_description: str, spec: ToolSpec) -> str:
 
 def _function_tool(tool: Mapping[str, Any], path: str) -> tuple[ToolSpec, dict[str, Any]]:
     """A function tool; `strict` is accepted but not enforced (the model sees the schema)."""
-    name = _string(tool, "name", f"{path}.name", required=True)
+    name = string_field(tool, "name", f"{path}.name", required=True)
     if not name:
-        raise _invalid(f"{path}.name", "must be a non-empty string")
-    description = _string(tool, "description", f"{path}.description") or ""
+        raise invalid(f"{path}.name", "must be a non-empty string")
+    description = string_field(tool, "description", f"{path}.description") or ""
     parameters = tool.get("parameters")
     if parameters is None:
         parameters = _EMPTY_SCHEMA
     elif not isinstance(parameters, Mapping):
-        raise _invalid(f"{path}.parameters", "must be a JSON schema object", "invalid_type")
+        raise invalid(f"{path}.parameters", "must be a JSON schema object", "invalid_type")
     strict = tool.get("strict")
     if strict is not None and not isinstance(strict, bool):
-        raise _invalid(f"{path}.strict", "must be a boolean", "invalid_type")
+        raise invalid(f"{path}.strict", "must be a boolean", "invalid_type")
     echo = {
         "type": "function",
         "name": name,
@@ -475,11 +462,11 @@ def _tool_choice(value: object) -> tuple[ToolChoice, str]:
     if value == "none":
         return ToolChoice(ToolChoiceMode.NONE), "none"
     if value == "required" or isinstance(value, Mapping):
-        raise _unsupported(
+        raise unsupported(
             "tool_choice",
             "forcing a tool call is not supported by Kiro; use tool_choice auto or none",
         )
-    raise _invalid("tool_choice", "must be 'auto', 'none', 'required' or a tool choice object")
+    raise invalid("tool_choice", "must be 'auto', 'none', 'required' or a tool choice object")
 
 
 # -- other fields ------------------------------------------------------------------------------
@@ -490,16 +477,16 @@ def _reasoning(value: object) -> tuple[Reasoning | None, dict[str, Any] | None, 
     if value is None:
         return None, None, False
     if not isinstance(value, Mapping):
-        raise _invalid("reasoning", "must be an object", "invalid_type")
-    effort = _string(value, "effort", "reasoning.effort")
+        raise invalid("reasoning", "must be an object", "invalid_type")
+    effort = string_field(value, "effort", "reasoning.effort")
     if effort is not None and effort != "none" and effort not in _EFFORTS:
-        raise _invalid(
+        raise invalid(
             "reasoning.effort", "must be one of none, minimal, low, medium, high, xhigh, max"
         )
-    summary = _string(value, "summary", "reasoning.summary")
-    summary = summary or _string(value, "generate_summary", "reasoning.generate_summary")
+    summary = string_field(value, "summary", "reasoning.summary")
+    summary = summary or string_field(value, "generate_summary", "reasoning.generate_summary")
     if summary is not None and summary not in _SUMMARIES:
-        raise _invalid("reasoning.summary", "must be one of auto, concise, detailed")
+        raise invalid("reasoning.summary", "must be one of auto, concise, detailed")
     echo = {"effort": effort, "summary": summary}
     if effort == "none":
         return None, echo, False
@@ -512,19 +499,19 @@ def _check_text(value: object) -> None:
     if value is None:
         return
     if not isinstance(value, Mapping):
-        raise _invalid("text", "must be an object", "invalid_type")
+        raise invalid("text", "must be an object", "invalid_type")
     fmt = value.get("format")
     if fmt is None:
         return
     kind = fmt.get("type") if isinstance(fmt, Mapping) else None
     if kind in ("json_object", "json_schema"):
-        raise _unsupported(
+        raise unsupported(
             "text.format",
             f"text.format type {kind!r} is not supported: Kiro cannot guarantee structured "
             "output; use type 'text'",
         )
     if kind != "text":
-        raise _invalid("text.format.type", "must be 'text', 'json_object' or 'json_schema'")
+        raise invalid("text.format.type", "must be 'text', 'json_object' or 'json_schema'")
 
 
 def _include(value: object) -> frozenset[str]:
@@ -532,19 +519,8 @@ def _include(value: object) -> frozenset[str]:
     if value is None:
         return frozenset()
     if not isinstance(value, list) or not all(isinstance(entry, str) for entry in value):
-        raise _invalid("include", "must be a list of strings", "invalid_type")
+        raise invalid("include", "must be a list of strings", "invalid_type")
     return frozenset(value)
-
-
-def _metadata(value: object) -> dict[str, str]:
-    if value is None:
-        return {}
-    if not isinstance(value, Mapping):
-        raise _invalid("metadata", "must be an object of strings", "invalid_type")
-    for key, entry in value.items():
-        if not isinstance(entry, str):
-            raise _invalid(f"metadata.{key}", "metadata values must be strings", "invalid_type")
-    return dict(value)
 
 
 def _affinity(
@@ -563,62 +539,3 @@ def _affinity(
                 return value
     lowered = {name.lower(): value for name, value in headers.items()}
     return lowered.get("session-id") or None
-
-
-# -- primitives ----------------------------------------------------------------------------------
-
-
-def _invalid(param: str, message: str, code: str = "invalid_value") -> ApiError:
-    text = f"'{param}': {message}" if param else message
-    return ApiError(ErrorKind.INVALID_REQUEST, text, code=code, param=param or None)
-
-
-def _unsupported(param: str, message: str) -> ApiError:
-    return ApiError(
-        ErrorKind.INVALID_REQUEST,
-        f"'{param}': {message}",
-        code="unsupported_capability",
-        param=param,
-    )
-
-
-def _string(obj: Mapping[str, Any], key: str, path: str, *, required: bool = False) -> str | None:
-    value = obj.get(key)
-    if value is None:
-        if required:
-            raise _invalid(path, "is required", "missing_required_parameter")
-        return None
-    if not isinstance(value, str):
-        raise _invalid(path, "must be a string", "invalid_type")
-    return value
-
-
-def _boolean(obj: Mapping[str, Any], key: str, *, default: bool) -> bool:
-    value = obj.get(key)
-    if value is None:
-        return default
-    if not isinstance(value, bool):
-        raise _invalid(key, "must be a boolean", "invalid_type")
-    return value
-
-
-def _positive_integer(obj: Mapping[str, Any], key: str) -> int | None:
-    value = obj.get(key)
-    if value is None:
-        return None
-    if not isinstance(value, int) or isinstance(value, bool):
-        raise _invalid(key, "must be an integer", "invalid_type")
-    if value < 1:
-        raise _invalid(key, "must be at least 1")
-    return value
-
-
-def _number(obj: Mapping[str, Any], key: str, low: float, high: float) -> float | None:
-    value = obj.get(key)
-    if value is None:
-        return None
-    if not isinstance(value, int | float) or isinstance(value, bool):
-        raise _invalid(key, "must be a number", "invalid_type")
-    if not low <= value <= high:
-        raise _invalid(key, f"must be between {low:g} and {high:g}")
-    return float(value)
