@@ -311,10 +311,16 @@ def summarize(phase: Phase) -> dict[str, Any]:
     return stats
 
 
-async def capture_upstream_bodies(runner: Runner, targets: dict[str, Target]) -> dict[str, bytes]:
-    """Send each scenario once through kirod and keep the body the fake received for it."""
+async def capture_upstream_bodies(
+    runner: Runner, targets: dict[str, Target]
+) -> dict[str, tuple[bytes, str]]:
+    """Send each scenario once through kirod; keep the body the fake received and the token.
+
+    The token is the one kirod used: the body carries that account's profile ARN, which the fake
+    checks against the bearer, and the pool may pick any of the imported accounts.
+    """
     remote = runner.bench.fake_process.remote
-    bodies: dict[str, bytes] = {}
+    bodies: dict[str, tuple[bytes, str]] = {}
     for name, target in targets.items():
         remote.clear_requests()
         sample = await _one(runner, target)
@@ -323,7 +329,8 @@ async def capture_upstream_bodies(runner: Runner, targets: dict[str, Target]) ->
         chats = remote.requests("chat")
         if len(chats) != 1:
             raise RuntimeError(f"{name}: expected one upstream chat, the fake saw {len(chats)}")
-        bodies[name] = chats[0]["body"].encode()
+        token = str(chats[0]["headers"]["authorization"]).removeprefix("Bearer ")
+        bodies[name] = (chats[0]["body"].encode(), token)
     remote.clear_requests()
     return bodies
 
@@ -344,17 +351,17 @@ async def latency_matrix(runner: Runner) -> list[dict[str, Any]]:
         for name in plan.scenarios
     }
     bodies = await capture_upstream_bodies(runner, kirod_targets)
-    token = bench.accounts[0].access_token
     rows: list[dict[str, Any]] = []
     for name in plan.scenarios:
         scenario = SCENARIOS[name]
-        baseline = baseline_target(scenario, bench.fake_process.url, token, bodies[name])
+        body, token = bodies[name]
+        baseline = baseline_target(scenario, bench.fake_process.url, token, body)
         for concurrency in plan.concurrencies:
             count = plan.counts[concurrency]
             row: dict[str, Any] = {
                 "scenario": name,
                 "request_bytes": len(kirod_targets[name].body),
-                "upstream_bytes": len(bodies[name]),
+                "upstream_bytes": len(body),
                 "concurrency": concurrency,
             }
             for label, target in (("baseline", baseline), ("kirod", kirod_targets[name])):
@@ -389,9 +396,8 @@ async def relay(runner: Runner) -> dict[str, Any]:
     runner.set_reply(frames=plan.relay_frames, between_s=0.0)
     try:
         bodies = await capture_upstream_bodies(runner, {scenario.name: target})
-        baseline = baseline_target(
-            scenario, bench.fake_process.url, bench.accounts[0].access_token, bodies[scenario.name]
-        )
+        body, token = bodies[scenario.name]
+        baseline = baseline_target(scenario, bench.fake_process.url, token, body)
         result: dict[str, Any] = {"frames_per_answer": plan.relay_frames + 2}
         for label, phase_target in (("baseline", baseline), ("kirod", target)):
             result[label] = await runner.phase(
