@@ -23,6 +23,7 @@ message text is kept only where it helps the user (quota reason, prompt too long
 from __future__ import annotations
 
 import enum
+from dataclasses import dataclass
 
 from kirod.errors import ApiError, ErrorKind, KirodError
 
@@ -126,83 +127,95 @@ class CredentialImportError(KirodError):
     """
 
 
-def _retry_headers(error: UpstreamError) -> dict[str, str]:
-    if error.retry_after_s is None:
-        return {}
-    return {"Retry-After": str(max(1, round(error.retry_after_s)))}
+@dataclass(frozen=True)
+class _Rendering:
+    """How one failure reads to a client. `with_message` / `with_reason` append the upstream's
+    own words where they help (a quota reason, a suspension notice); `retry` sends Retry-After."""
+
+    kind: ErrorKind
+    message: str
+    code: str
+    param: str | None = None
+    with_message: bool = False
+    with_reason: bool = False
+    retry: bool = False
+
+
+_RENDERINGS: dict[Failure, _Rendering] = {
+    Failure.CONTEXT_TOO_LONG: _Rendering(
+        ErrorKind.INVALID_REQUEST,
+        "prompt is too long: it exceeds the model's context window; compact the "
+        "conversation and try again",
+        "context_length_exceeded",
+    ),
+    Failure.INVALID_MODEL: _Rendering(
+        ErrorKind.INVALID_REQUEST,
+        "Kiro rejected the model for this account (unknown, or not in its plan)",
+        "model_not_available",
+        param="model",
+    ),
+    Failure.BAD_REQUEST: _Rendering(
+        ErrorKind.INVALID_REQUEST,
+        "Kiro rejected the request as improperly formed",
+        "upstream_rejected_request",
+        with_reason=True,
+    ),
+    Failure.QUOTA: _Rendering(
+        ErrorKind.RATE_LIMIT,
+        "the Kiro account's usage limit is reached",
+        "quota_exhausted",
+        with_message=True,
+        with_reason=True,
+        retry=True,
+    ),
+    Failure.THROTTLED: _Rendering(
+        ErrorKind.RATE_LIMIT,
+        "Kiro is rate limiting this account; retry later",
+        "upstream_rate_limited",
+        retry=True,
+    ),
+    Failure.CAPACITY: _Rendering(
+        ErrorKind.OVERLOADED,
+        "the model is overloaded upstream; retry shortly",
+        "upstream_overloaded",
+        retry=True,
+    ),
+    Failure.BEARER: _Rendering(
+        ErrorKind.UPSTREAM,
+        "Kiro rejected the account's credentials; log in again with 'kiroctl accounts login'",
+        "upstream_auth_failed",
+    ),
+    Failure.SUSPENDED: _Rendering(
+        ErrorKind.UPSTREAM, "the Kiro account is suspended", "account_suspended", with_message=True
+    ),
+    Failure.FORBIDDEN: _Rendering(
+        ErrorKind.UPSTREAM,
+        "Kiro refused the call for this account (profile or region mismatch?)",
+        "upstream_forbidden",
+    ),
+    Failure.TIMEOUT: _Rendering(
+        ErrorKind.UPSTREAM, "Kiro did not answer in time", "upstream_timeout"
+    ),
+    Failure.NETWORK: _Rendering(ErrorKind.UPSTREAM, "cannot reach Kiro", "upstream_unreachable"),
+    Failure.PROTOCOL: _Rendering(
+        ErrorKind.UPSTREAM, "Kiro sent a malformed response stream", "upstream_protocol"
+    ),
+}
+_FALLBACK = _Rendering(ErrorKind.UPSTREAM, "Kiro failed to answer", "upstream_error")
 
 
 def _render(error: UpstreamError) -> ApiError:
-    failure = error.failure
+    rendering = _RENDERINGS.get(error.failure, _FALLBACK)
+    message = rendering.message
     upstream_message = getattr(error, "upstream_message", "") or ""
     reason = getattr(error, "reason", None)
-    if failure is Failure.CONTEXT_TOO_LONG:
-        return ApiError(
-            ErrorKind.INVALID_REQUEST,
-            "prompt is too long: it exceeds the model's context window; compact the "
-            "conversation and try again",
-            code="context_length_exceeded",
-        )
-    if failure is Failure.INVALID_MODEL:
-        return ApiError(
-            ErrorKind.INVALID_REQUEST,
-            "Kiro rejected the model for this account (unknown, or not in its plan)",
-            code="model_not_available",
-            param="model",
-        )
-    if failure is Failure.BAD_REQUEST:
-        return ApiError(
-            ErrorKind.INVALID_REQUEST,
-            "Kiro rejected the request as improperly formed" + (f" ({reason})" if reason else ""),
-            code="upstream_rejected_request",
-        )
-    if failure is Failure.QUOTA:
-        return ApiError(
-            ErrorKind.RATE_LIMIT,
-            "the Kiro account's usage limit is reached"
-            + (f": {upstream_message}" if upstream_message else "")
-            + (f" ({reason})" if reason else ""),
-            code="quota_exhausted",
-            headers=_retry_headers(error),
-        )
-    if failure is Failure.THROTTLED:
-        return ApiError(
-            ErrorKind.RATE_LIMIT,
-            "Kiro is rate limiting this account; retry later",
-            code="upstream_rate_limited",
-            headers=_retry_headers(error),
-        )
-    if failure is Failure.CAPACITY:
-        return ApiError(
-            ErrorKind.OVERLOADED,
-            "the model is overloaded upstream; retry shortly",
-            code="upstream_overloaded",
-            headers=_retry_headers(error),
-        )
-    if failure is Failure.BEARER:
-        return ApiError(
-            ErrorKind.UPSTREAM,
-            "Kiro rejected the account's credentials; log in again with 'kiroctl accounts login'",
-            code="upstream_auth_failed",
-        )
-    if failure is Failure.SUSPENDED:
-        return ApiError(
-            ErrorKind.UPSTREAM,
-            "the Kiro account is suspended" + (f": {upstream_message}" if upstream_message else ""),
-            code="account_suspended",
-        )
-    if failure is Failure.FORBIDDEN:
-        return ApiError(
-            ErrorKind.UPSTREAM,
-            "Kiro refused the call for this account (profile or region mismatch?)",
-            code="upstream_forbidden",
-        )
-    if failure is Failure.TIMEOUT:
-        return ApiError(ErrorKind.UPSTREAM, "Kiro did not answer in time", code="upstream_timeout")
-    if failure is Failure.NETWORK:
-        return ApiError(ErrorKind.UPSTREAM, "cannot reach Kiro", code="upstream_unreachable")
-    if failure is Failure.PROTOCOL:
-        return ApiError(
-            ErrorKind.UPSTREAM, "Kiro sent a malformed response stream", code="upstream_protocol"
-        )
-    return ApiError(ErrorKind.UPSTREAM, "Kiro failed to answer", code="upstream_error")
+    if rendering.with_message and upstream_message:
+        message += f": {upstream_message}"
+    if rendering.with_reason and reason:
+        message += f" ({reason})"
+    headers = {}
+    if rendering.retry and error.retry_after_s is not None:
+        headers["Retry-After"] = str(max(1, round(error.retry_after_s)))
+    return ApiError(
+        rendering.kind, message, code=rendering.code, param=rendering.param, headers=headers
+    )
