@@ -274,7 +274,7 @@ class Dispatcher:
         finally:
             if operation.credits and operation.account_id:
                 self._pool.spent(operation.account_id, operation.credits)
-            await self._record(operation.entry(failure))
+            self._oplog.append(operation.entry(failure))
 
     async def _bind(self, key_hash: str, opened: _Opened) -> None:
         """Remember where the conversation runs; losing that costs a cache, not the answer."""
@@ -282,12 +282,6 @@ class Dispatcher:
             await self._affinity.bind(key_hash, opened.lease.account_id, opened.conversation_id)
         except StoreError as exc:
             log.event(logger, "affinity_write_failed", level=logging.ERROR, error=str(exc))
-
-    async def _record(self, entry: OpEntry) -> None:
-        try:
-            await self._oplog.append(entry)
-        except StoreError as exc:
-            log.event(logger, "oplog_write_failed", level=logging.ERROR, error=str(exc))
 
     async def _open(
         self,

@@ -216,29 +216,48 @@ class AccountPool:
         if not self._waiters:
             return
         now = self._clock()
+        verdicts = {
+            account_id: eligibility(entry.record.state, now)
+            for account_id, entry in self._entries.items()
+        }
+        any_eligible = any(verdict is not Eligibility.NO for verdict in verdicts.values())
+        free = self._free_slots(verdicts)
         for waiter in list(self._waiters):
             if waiter.future.done():
                 self._waiters.remove(waiter)
                 continue
-            outcome = self._pick(waiter.prefer, waiter.exclude, now)
+            if not free and any_eligible and not waiter.exclude:
+                continue  # everyone is full: only a waiter that excludes accounts may get an error
+            outcome = self._pick(waiter.prefer, waiter.exclude, verdicts, now)
             if outcome is None:
                 continue
             self._waiters.remove(waiter)
             if isinstance(outcome, Lease):
                 waiter.future.set_result(outcome)
+                free = self._free_slots(verdicts)
             else:
                 waiter.future.set_exception(outcome)
 
+    def _free_slots(self, verdicts: dict[str, Eligibility]) -> bool:
+        return any(
+            verdicts[account_id] is not Eligibility.NO and entry.in_flight < self._concurrency
+            for account_id, entry in self._entries.items()
+        )
+
     def _pick(
-        self, prefer: str | None, exclude: frozenset[str], now: float
+        self,
+        prefer: str | None,
+        exclude: frozenset[str],
+        verdicts: dict[str, Eligibility],
+        now: float,
     ) -> Lease | ApiError | None:
         """A lease, the error to answer when no account is eligible, or None: all are full."""
         candidates: list[Candidate] = []
         eligible = False
-        for entry in self._entries.values():
-            if entry.record.id in exclude:
+        for account_id, entry in self._entries.items():
+            if account_id in exclude:
                 continue
-            verdict = eligibility(entry.record.state, now)
+            verdict = verdicts[account_id]
             if verdict is Eligibility.NO:
                 continue
             eligible = True
@@ -247,12 +266,13 @@ class AccountPool:
             if verdict is Eligibility.TRIAL and entry.trial:
                 continue  # one trial at a time; the others wait for its verdict
             candidates.append(
-                Candidate(entry.record.id, entry.order, entry.in_flight, entry.remaining())
+                Candidate(account_id, entry.order, entry.in_flight, entry.remaining())
             )
         if not candidates:
             return None if eligible else self._unavailable(exclude, now)
-        chosen = self._entries[self._selector.choose(candidates, prefer).account_id]
-        trial = eligibility(chosen.record.state, now) is Eligibility.TRIAL
+        account_id = self._selector.choose(candidates, prefer).account_id
+        chosen = self._entries[account_id]
+        trial = verdicts[account_id] is Eligibility.TRIAL
         chosen.in_flight += 1
         chosen.trial = chosen.trial or trial
         return Lease(chosen.record, trial, chosen, self)
@@ -317,6 +337,9 @@ class AccountPool:
 
     async def succeeded(self, lease: Lease) -> None:
         """The account accepted a request: close its breaker."""
+        entry = self._entries.get(lease.account_id)
+        if entry is not None and health.after_success(entry.record.state) is None:
+            return  # the usual case, a healthy account: nothing to write, no store round trip
         await self._update(lease.account_id, lambda record: health.after_success(record.state))
 
     async def failed(

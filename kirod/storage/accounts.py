@@ -224,7 +224,10 @@ class AccountStore:
         None if the account does not exist (or was removed).
         """
 
+        unchanged = False
+
         async def transaction(conn: aiosqlite.Connection) -> AccountRecord | None:
+            nonlocal unchanged
             cursor = await conn.execute(
                 "SELECT * FROM accounts WHERE id = ? AND removed_at IS NULL", (account_id,)
             )
@@ -234,6 +237,7 @@ class AccountStore:
             record = _record(row)
             state = decide(record)
             if state is None or state == record.state:
+                unchanged = True
                 return record
             if state.status not in STATUSES:
                 raise ValueError(f"unknown account status {state.status!r}")
@@ -266,7 +270,8 @@ class AccountStore:
         try:
             return await self._db.run_write(transaction)
         finally:
-            self.revision += 1
+            if not unchanged:  # a decision that wrote nothing leaves the pool's view current
+                self.revision += 1
 
     async def set_usage(self, account_id: str, usage: Mapping[str, Any]) -> AccountRecord | None:
         now = time.time()

@@ -242,6 +242,7 @@ async def pool_env(
         probes = UsageProbes(pool, client, keeper, tasks)
         affinity = AffinityMap(AffinityStore(db), SECRET, ttl_s=affinity_ttl_s, clock=clock)
         oplog = OpLog(db)
+        stack.push_async_callback(oplog.close)
         dispatcher = Dispatcher(
             pool,
             client,

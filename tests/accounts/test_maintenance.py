@@ -157,7 +157,7 @@ async def test_pruning_bounds_bindings_and_the_operation_log(tmp_path: Path) -> 
         await env.complete(request(key="a"))
         now = env.clock()
         for age in (500, 90, 3, 2, 1):
-            await env.oplog.append(entry(now - age))
+            env.oplog.append(entry(now - age))
         env.clock.advance(60)
         await env.maintenance.run_pass()
         assert await env.db.read("SELECT * FROM affinity") == []

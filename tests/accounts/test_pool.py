@@ -184,6 +184,9 @@ async def test_half_open_lets_one_trial_through_and_success_closes(store: Accoun
     record = await store.get(account.id)
     assert record is not None
     assert (record.status, record.failures) == ("active", 0)
+    revision = store.revision
+    await pool.succeeded(after)  # a healthy account: nothing to write, nothing to re-read
+    assert store.revision == revision
     trial.release()
     after.release()
 

@@ -164,12 +164,16 @@ async def test_update_state_decides_on_the_row_as_stored(store: AccountStore) ->
         return None
 
     await store.update_credentials(record.id, credentials("-2"), record.generation)
+    revision = store.revision
     unchanged = await store.update_state(record.id, decide)
     assert seen == [record.generation + 1]
     assert unchanged is not None
     assert unchanged.status == "active"
+    assert store.revision == revision  # nothing written: the pool need not re-read
+    await store.update_state(record.id, lambda r: AccountState("disabled"))
+    assert store.revision == revision + 1
     await store.remove(record.id)
-    assert await store.update_state(record.id, lambda r: AccountState("disabled")) is None
+    assert await store.update_state(record.id, lambda r: AccountState("active")) is None
 
 
 async def test_set_usage(store: AccountStore) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -10,7 +11,7 @@ import pytest
 
 from kirod.storage.affinity import AffinityStore
 from kirod.storage.db import Database
-from kirod.storage.oplog import Attempt, OpEntry, OpLog, Percentiles
+from kirod.storage.oplog import FLUSH_ROWS, Attempt, OpEntry, OpLog, Percentiles
 
 BASE = OpEntry(
     at=1000.0,
@@ -41,8 +42,8 @@ async def db(tmp_path: Path) -> AsyncIterator[Database]:
 
 async def test_rows_round_trip_newest_first(db: Database) -> None:
     log = OpLog(db)
-    await log.append(BASE)
-    await log.append(dataclasses.replace(BASE, at=2000.0, request_id="req_2", dropped=()))
+    log.append(BASE)
+    log.append(dataclasses.replace(BASE, at=2000.0, request_id="req_2", dropped=()))
     rows = await log.entries()
     assert [row.request_id for row in rows] == ["req_2", "req_1"]
     assert rows[1] == BASE
@@ -50,11 +51,44 @@ async def test_rows_round_trip_newest_first(db: Database) -> None:
     assert len(await log.entries(limit=1)) == 1
 
 
+async def count_rows(db: Database) -> int:
+    row = await db.read_one("SELECT count(*) FROM oplog")
+    assert row is not None
+    return int(row[0])
+
+
+async def test_rows_are_batched_and_written_without_a_reader(db: Database) -> None:
+    log = OpLog(db, flush_delay_s=0.05)
+    for n in range(5):
+        log.append(dataclasses.replace(BASE, request_id=f"req_{n}"))
+    assert await count_rows(db) == 0  # queued, not yet written
+    for _ in range(100):
+        await asyncio.sleep(0.02)
+        if await count_rows(db) == 5:
+            break
+    assert await count_rows(db) == 5
+
+
+async def test_a_full_batch_is_written_at_once_and_close_writes_the_rest(db: Database) -> None:
+    log = OpLog(db, flush_delay_s=3600.0)
+    for n in range(FLUSH_ROWS):
+        log.append(dataclasses.replace(BASE, request_id=f"req_{n}"))
+    for _ in range(100):
+        await asyncio.sleep(0.02)
+        if await count_rows(db) == FLUSH_ROWS:
+            break
+    assert await count_rows(db) == FLUSH_ROWS
+    for n in range(3):
+        log.append(dataclasses.replace(BASE, request_id=f"late_{n}"))
+    await log.close()
+    assert await count_rows(db) == FLUSH_ROWS + 3
+
+
 async def test_stats(db: Database) -> None:
     log = OpLog(db)
     for n in range(1, 101):
-        await log.append(dataclasses.replace(BASE, at=1000.0 + n, ttfb_ms=float(n)))
-    await log.append(
+        log.append(dataclasses.replace(BASE, at=1000.0 + n, ttfb_ms=float(n)))
+    log.append(
         dataclasses.replace(
             BASE,
             at=2000.0,
@@ -68,7 +102,7 @@ async def test_stats(db: Database) -> None:
             output_tokens=None,
         )
     )
-    await log.append(
+    log.append(
         dataclasses.replace(BASE, at=2001.0, error="upstream_throttled", ttfb_ms=None, credits=0.25)
     )
     stats = await log.stats()
