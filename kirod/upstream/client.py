@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import email.utils
+import functools
 import hashlib
 import io
 import json
@@ -78,6 +79,18 @@ class ClientOptions:
     request_timeout_s: float = 600.0
 
 
+ONE_WRITE_MAX_BYTES = 2**20  # aiohttp's TOO_LARGE_BYTES_BODY
+
+
+def _payload(data: bytes | None) -> bytes | io.BytesIO | None:
+    """Bytes go out in one write; above aiohttp's limit for that, a file-like body is streamed in
+    chunks instead (aiohttp warns that one large write can hold the loop)."""
+    if data is None or len(data) <= ONE_WRITE_MAX_BYTES:
+        return data
+    return io.BytesIO(data)
+
+
+@functools.lru_cache(maxsize=1024)
 def machine_id(account_id: str) -> str:
     """A stable per-account machine id, as Kiro IDE sends; derived, never identifying the host."""
     return hashlib.sha256(f"kirod/{account_id}".encode()).hexdigest()
@@ -280,8 +293,7 @@ class KiroClient:
                 method,
                 url,
                 headers=headers,
-                # A file-like body is streamed in chunks instead of one blocking write.
-                data=None if data is None else io.BytesIO(data),
+                data=_payload(data),
                 proxy=self.options.proxy_url,
             )
         except (TimeoutError, aiohttp.ServerTimeoutError):
