@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import os
 import sys
-import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -94,9 +93,17 @@ def client_socket_path(env: Mapping[str, str] | None = None, platform: str = sys
         return Path(env[SOCKET_ENV]).expanduser()
     path = Path(env[CONFIG_ENV]) if env.get(CONFIG_ENV) else config_file(env, platform)
     try:
-        value = tomllib.loads(path.read_text()).get("socket_path")
-    except (OSError, ValueError):
-        value = None
+        text = path.read_text()
+    except OSError:
+        text = ""
+    value = None
+    if text:
+        import tomllib  # only when there is a file: it costs every kiroctl run some 3 ms
+
+        try:
+            value = tomllib.loads(text).get("socket_path")
+        except ValueError:
+            value = None
     if isinstance(value, str) and value:
         return Path(value).expanduser()
     return socket_path(env, platform)

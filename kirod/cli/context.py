@@ -4,14 +4,16 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
-from rich.console import Console
 
-from kirod.cli import exits
-from kirod.localapi.client import ControlError, DaemonUnreachable, LocalClient
+from kirod.cli import exits, render
+
+if TYPE_CHECKING:
+    from rich.console import Console
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -19,13 +21,27 @@ F = TypeVar("F", bound=Callable[..., Any])
 @dataclass
 class App:
     socket: Path
-    out: Console
-    err: Console
+
+    @cached_property
+    def consoles(self) -> tuple[Console, Console]:
+        """stdout's and stderr's, made on first use: a command that prints JSON never loads rich."""
+        return render.consoles()
+
+    @property
+    def out(self) -> Console:
+        return self.consoles[0]
+
+    @property
+    def err(self) -> Console:
+        return self.consoles[1]
 
     def call(
         self, method: str, path: str, body: Any = None, *, timeout: float | None = None
     ) -> Any:
         """One control API call; failures become `CliError`s with a hint."""
+        # Imported here, with the schema it brings, so that `kiroctl --help` does without both.
+        from kirod.localapi.client import ControlError, DaemonUnreachable, LocalClient
+
         try:
             return LocalClient(self.socket).request(method, path, body, timeout=timeout)
         except DaemonUnreachable as exc:

@@ -16,9 +16,12 @@ import errno
 import os
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from kirod.localapi.client import ControlError, DaemonUnreachable
 from kirod.paths import LAUNCHD_LABEL, SYSTEMD_UNIT
+
+if TYPE_CHECKING:
+    from kirod.localapi.client import ControlError, DaemonUnreachable
 
 OK = 0
 FAILED = 1

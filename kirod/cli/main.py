@@ -6,6 +6,7 @@ stable shape instead. Failures exit with the codes in `kirod.cli.exits`, with a 
 
 from __future__ import annotations
 
+import importlib
 from pathlib import Path
 from typing import Any
 
@@ -13,14 +14,56 @@ import click
 
 from kirod import __version__
 from kirod.cli import exits
-from kirod.cli.commands import accounts, completion, daemon, keys, reports, service
 from kirod.cli.context import App
 from kirod.cli.render import consoles
 from kirod.paths import client_socket_path
 
+# Each command: the module of `kirod.cli.commands` defining it, and its summary (its docstring's
+# first sentence, which tests/cli/test_cli_root.py holds it to) for `kiroctl --help`. A module is
+# imported only to run or describe its own commands, so that no command pays for the others.
+COMMANDS = {
+    "accounts": ("accounts", "Manage the Kiro accounts kirod serves from."),
+    "completion": ("completion", "Print the completion script for SHELL (bash, zsh or fish)."),
+    "config": ("daemon", "Show kirod's effective settings (secrets are redacted)."),
+    "keys": ("keys", "Manage the API keys of kirod's public API."),
+    "models": ("reports", "List the models your accounts offer, and which accounts offer each."),
+    "service": (
+        "service",
+        "Install kirod as a per-user service (systemd on Linux, launchd on macOS).",
+    ),
+    "shutdown": ("daemon", "Stop kirod: in-flight requests drain first, then it exits 0."),
+    "stats": (
+        "reports",
+        "Summarize the requests kirod served: success, time to first byte, accounts, models.",
+    ),
+    "status": ("daemon", "Show whether kirod serves, and each account's state and credits."),
+    "version": ("daemon", "Show the versions of kiroctl and of the running kirod."),
+}
+
 
 class Root(click.Group):
-    """Turns `CliError` and Ctrl-C into a message and an exit code, never a traceback."""
+    """Loads commands from `COMMANDS` on demand, and turns `CliError` and Ctrl-C into a message
+    and an exit code, never a traceback."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted(COMMANDS)
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        if cmd_name not in COMMANDS:
+            return None
+        module = importlib.import_module(f"kirod.cli.commands.{COMMANDS[cmd_name][0]}")
+        command: click.Command = getattr(module, cmd_name)
+        return command
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        """Lists the summaries, shortened as click shortens docstrings, without any import."""
+        limit = formatter.width - 6 - max(map(len, COMMANDS))
+        rows = [
+            (name, click.Command(name, help=summary).get_short_help_str(limit))
+            for name, (_, summary) in sorted(COMMANDS.items())
+        ]
+        with formatter.section("Commands"):
+            formatter.write_dl(rows)
 
     def invoke(self, ctx: click.Context) -> Any:
         try:
@@ -46,23 +89,7 @@ class Root(click.Group):
 @click.pass_context
 def cli(ctx: click.Context, socket: Path | None) -> None:
     """Manage the kirod daemon and its Kiro accounts."""
-    out, err = consoles()
-    ctx.obj = App(socket=socket or client_socket_path(), out=out, err=err)
-
-
-for command in (
-    daemon.status,
-    daemon.config,
-    daemon.version,
-    daemon.shutdown,
-    accounts.accounts,
-    keys.keys,
-    reports.models,
-    reports.stats,
-    service.service,
-    completion.completion,
-):
-    cli.add_command(command)
+    ctx.obj = App(socket=socket or client_socket_path())
 
 
 def main() -> None:

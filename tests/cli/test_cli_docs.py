@@ -24,10 +24,16 @@ def roff(name: str) -> str:
     return re.sub(r"\\f[BIRP]", "", text).replace("\\-", "-")
 
 
+def subcommand(group: click.Group, name: str) -> click.Command:
+    command = group.get_command(click.Context(group), name)
+    assert command is not None
+    return command
+
+
 def commands(command: click.Command, path: tuple[str, ...] = ()) -> Iterator[tuple[str, ...]]:
     if isinstance(command, click.Group):
-        for name, sub in command.commands.items():
-            yield from commands(sub, (*path, name))
+        for name in command.list_commands(click.Context(command)):
+            yield from commands(subcommand(command, name), (*path, name))
     else:
         yield path
 
@@ -36,7 +42,7 @@ def command_at(path: tuple[str, ...]) -> click.Command:
     command: click.Command = cli
     for name in path:
         assert isinstance(command, click.Group)
-        command = command.commands[name]
+        command = subcommand(command, name)
     return command
 
 

@@ -129,7 +129,10 @@ def test_usage_errors_exit_2(daemon: DaemonProcess, tmp_path: Path) -> None:
 def walk(command: click.Command, path: tuple[str, ...] = ()) -> Iterator[tuple[str, ...]]:
     yield path
     if isinstance(command, click.Group):
-        for name, sub in command.commands.items():
+        ctx = click.Context(command)
+        for name in command.list_commands(ctx):
+            sub = command.get_command(ctx, name)
+            assert sub is not None
             yield from walk(sub, (*path, name))
 
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 from typing import Any
 
 import click
-from rich.text import Text
 
 from kirod import __version__
 from kirod.cli import exits, render
@@ -40,6 +39,8 @@ def status(app: App, as_json: bool) -> None:
 
 
 def _print_status(app: App, current: Status, accounts: list[dict[str, Any]]) -> None:
+    from rich.text import Text  # here: `status --json` needs no rich
+
     out = app.out
     headline = Text(f"kirod {current.version} · {current.state} · up ")
     headline.append(render.duration(current.uptime_s))

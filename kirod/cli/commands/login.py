@@ -10,7 +10,6 @@ import contextlib
 import os
 import sys
 import time
-import webbrowser
 from typing import Any
 
 import click
@@ -57,6 +56,8 @@ def login(
         app.out.print(f"Open  {pending.verification_uri_complete}")
         app.out.print(f"and confirm the code  [bold]{pending.user_code}[/bold]")
     if not no_browser and _desktop():
+        import webbrowser  # here: it loads subprocess and shutil, which only this needs
+
         with contextlib.suppress(webbrowser.Error):
             webbrowser.open(pending.verification_uri_complete, new=2)
     try:
