@@ -94,19 +94,20 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--concurrency", type=int, default=16)
     parser.add_argument("--count", type=int, default=500)
     parser.add_argument("--top", type=int, default=40)
+    parser.add_argument("--accounts", type=int, default=7, help="Kiro accounts to import")
     parser.add_argument("--sampler", choices=("py-spy", "cprofile"), default="py-spy")
     parser.add_argument("--out", type=Path, help="keep the raw profile here")
     args = parser.parse_args(argv)
     out = args.out or Path(tempfile.mkdtemp(prefix="kb-prof-")) / "daemon.prof"
     if args.sampler == "cprofile":
         command = [sys.executable, "-m", "cProfile", "-o", str(out), "-m", "kirod"]
-        with Bench(latency=LATENCY, daemon_command=command) as bench:
+        with Bench(latency=LATENCY, accounts=args.accounts, daemon_command=command) as bench:
             asyncio.run(_load(bench, args.scenario, args.concurrency, args.count, None))
         stats = pstats.Stats(str(out))
         stats.sort_stats("tottime").print_stats(args.top)
         stats.sort_stats("cumulative").print_stats(args.top)
         return 0
-    with Bench(latency=LATENCY) as bench:
+    with Bench(latency=LATENCY, accounts=args.accounts) as bench:
         asyncio.run(_load(bench, args.scenario, args.concurrency, args.count, out))
     _print_folded(out, args.top)
     return 0

@@ -15,6 +15,10 @@ from typing import Any
 request_id_var: contextvars.ContextVar[str | None] = contextvars.ContextVar(
     "kirod_request_id", default=None
 )
+# Fields the layers below add to the request's one access-log line (`annotate`).
+request_fields_var: contextvars.ContextVar[dict[str, Any] | None] = contextvars.ContextVar(
+    "kirod_request_fields", default=None
+)
 
 FIELDS_ATTR = "kirod_fields"
 
@@ -23,3 +27,10 @@ def event(logger: logging.Logger, name: str, *, level: int = logging.INFO, **fie
     """Log `name` with structured `fields` at `level`."""
     if logger.isEnabledFor(level):
         logger.log(level, name, extra={FIELDS_ATTR: fields})
+
+
+def annotate(**fields: Any) -> None:
+    """Add `fields` to the current request's access-log line; outside a request, a no-op."""
+    current = request_fields_var.get()
+    if current is not None:
+        current.update(fields)

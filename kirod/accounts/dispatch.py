@@ -385,11 +385,9 @@ class Dispatcher:
                 failure=_EARLY_FAILURES[early.code],
                 detail=early.code or "",
             )
-        log.event(
-            logger,
-            "upstream_stream_opened",
+        log.annotate(
             account=lease.account_id,
-            model=model.kiro_id,
+            upstream_model=model.kiro_id,
             attempt=len(operation.attempts) + 1,
             dropped=",".join(payload.dropped_parameters) or None,
         )

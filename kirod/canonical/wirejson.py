@@ -1,10 +1,16 @@
-"""Compact JSON bytes for what kirod sends: SSE event data and the upstream request body.
+"""Compact JSON bytes for what kirod sends (SSE event data, the upstream request body), and the
+decoding of what Kiro streams back.
 
 With orjson installed (optional: `pip install orjson`), encoding is an order of magnitude faster;
 without it, the standard library gives the same document. Both write compact UTF-8 (no spaces,
 no ASCII escaping). Anything orjson refuses (an integer beyond 64 bits, a lone surrogate, a
 mapping that is not a dict) falls back to the standard library, which accepts or rejects it
 exactly as before. Floats may be spelled differently (`1e-05` or `1e-5`), never valued so.
+
+`loads` is for Kiro's small event payloads, decoded per frame (6x faster with orjson). What
+orjson rejects (NaN, a lone surrogate, bad UTF-8) goes to the standard library, which decodes or
+rejects it as before; the one difference is that orjson reads an integer beyond 64 bits as a
+float. Request bodies keep the standard library's exact reading (`kirod.http.body`).
 """
 
 from __future__ import annotations
@@ -19,17 +25,19 @@ def _stdlib_dumps(value: Any) -> bytes:
     return json.dumps(value, ensure_ascii=False, separators=(",", ":")).encode()
 
 
-def _load_orjson() -> Callable[[Any], bytes] | None:
+def _load_orjson() -> tuple[Callable[[Any], bytes], Callable[[bytes], Any]] | None:
     try:
         module = importlib.import_module("orjson")
     except ImportError:
         return None
     encode: Callable[[Any], bytes] = module.dumps
-    return encode
+    decode: Callable[[bytes], Any] = module.loads
+    return encode, decode
 
 
-_ORJSON_DUMPS = _load_orjson()
-BACKEND = "orjson" if _ORJSON_DUMPS is not None else "json"
+_ORJSON = _load_orjson()
+_ORJSON_DUMPS, _ORJSON_LOADS = _ORJSON if _ORJSON is not None else (None, None)
+BACKEND = "orjson" if _ORJSON is not None else "json"
 
 
 def dumps(value: Any) -> bytes:
@@ -40,3 +48,13 @@ def dumps(value: Any) -> bytes:
         except TypeError:  # orjson.JSONEncodeError is a TypeError
             pass
     return _stdlib_dumps(value)
+
+
+def loads(data: bytes) -> Any:
+    """The JSON document in `data`; raises `ValueError` (or `RecursionError`) as `json.loads`."""
+    if _ORJSON_LOADS is not None:
+        try:
+            return _ORJSON_LOADS(data)
+        except ValueError:  # orjson.JSONDecodeError is a ValueError
+            pass
+    return json.loads(data.decode("utf-8"))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import sys
@@ -27,9 +28,13 @@ def _fields(record: logging.LogRecord) -> dict[str, Any]:
     return fields
 
 
+@functools.lru_cache(maxsize=4)
+def _second(epoch_second: int) -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(epoch_second))
+
+
 def _timestamp(record: logging.LogRecord) -> str:
-    seconds = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(record.created))
-    return f"{seconds}.{int(record.msecs):03d}Z"
+    return f"{_second(int(record.created))}.{int(record.msecs):03d}Z"
 
 
 class TextFormatter(logging.Formatter):

@@ -9,6 +9,7 @@ import logging
 import secrets
 import traceback
 from collections.abc import Awaitable, Callable
+from typing import Any
 
 from aiohttp import web
 from aiohttp.typedefs import Middleware
@@ -87,6 +88,8 @@ def make_ingress() -> Middleware:
         request_id = new_request_id()
         request[REQUEST_ID] = request_id
         token = log.request_id_var.set(request_id)
+        annotations: dict[str, Any] = {}
+        fields_token = log.request_fields_var.set(annotations)
         loop = asyncio.get_running_loop()
         started = loop.time()
         status = 500
@@ -124,15 +127,17 @@ def make_ingress() -> Middleware:
             status = response.status
             return response
         finally:
-            log.event(
-                logger,
-                "request",
-                method=request.method,
-                path=request.path,
-                status=status,
-                duration_ms=round((loop.time() - started) * 1000, 1),
-                client_request_id=_correlation_id(request),
-            )
+            fields: dict[str, Any] = {
+                "method": request.method,
+                "path": request.path,
+                "status": status,
+                "duration_ms": round((loop.time() - started) * 1000, 1),
+                "client_request_id": _correlation_id(request),
+            }
+            for key, value in annotations.items():
+                fields.setdefault(key, value)
+            log.event(logger, "request", **fields)
+            log.request_fields_var.reset(fields_token)
             log.request_id_var.reset(token)
 
     return ingress

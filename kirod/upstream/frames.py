@@ -13,7 +13,6 @@ module: every failure is an `UpstreamProtocolError`.
 
 from __future__ import annotations
 
-import json
 import struct
 import zlib
 from dataclasses import dataclass, field
@@ -21,6 +20,7 @@ from typing import Any, Literal
 
 from botocore.eventstream import ChecksumMismatch, EventStreamBuffer, ParserError
 
+from kirod.canonical import wirejson
 from kirod.upstream.errors import UpstreamProtocolError
 
 MAX_FRAME_SIZE = 16 * 1024 * 1024
@@ -94,6 +94,17 @@ class FrameDecoder:
 
     def _consume(self, data: memoryview, frames: list[Frame]) -> None:
         while data:
+            if not self._frame and len(data) >= _PRELUDE.size:
+                # The usual case, a chunk starting on a frame boundary: decode whole frames
+                # straight from it, with no copy into the assembly buffer.
+                size = _checked_frame_size(data[: _PRELUDE.size])
+                if len(data) < size:
+                    self._frame += data
+                    self._frame_size = size
+                    return
+                frames.append(_decode_frame(bytes(data[:size])))
+                data = data[size:]
+                continue
             if not self._frame_size:
                 missing = _PRELUDE.size - len(self._frame)
                 self._frame += data[:missing]
@@ -110,7 +121,7 @@ class FrameDecoder:
                 self._frame_size = 0
 
 
-def _checked_frame_size(prelude: bytes) -> int:
+def _checked_frame_size(prelude: bytes | memoryview) -> int:
     """Validate a prelude before trusting its lengths; return the frame's total length."""
     total_length, headers_length, prelude_crc = _PRELUDE.unpack(prelude)
     if zlib.crc32(prelude[:8]) != prelude_crc:
@@ -221,7 +232,7 @@ def _json_object(payload: bytes) -> dict[str, Any]:
     if not payload:
         return {}
     try:
-        value = json.loads(payload.decode("utf-8"))
+        value = wirejson.loads(payload)
     except (ValueError, RecursionError) as exc:  # includes UnicodeDecodeError
         raise UpstreamProtocolError("event stream payload is not JSON") from exc
     if not isinstance(value, dict):

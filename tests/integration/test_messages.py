@@ -5,7 +5,9 @@ from __future__ import annotations
 import base64
 import dataclasses
 import json
+import re
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -65,6 +67,17 @@ def claude(daemon: DaemonProcess) -> Iterator[anthropic.Anthropic]:
         yield client
 
 
+def wait_for_line(daemon: DaemonProcess, *needles: str) -> str:
+    """The daemon's first log line holding every needle, waiting up to 5 s for it."""
+    deadline = time.monotonic() + 5.0
+    while True:
+        for line in daemon.log().splitlines():
+            if all(needle in line for needle in needles):
+                return line
+        assert time.monotonic() < deadline, f"no log line with {needles}"
+        time.sleep(0.05)
+
+
 def last_chat(service: FakeKiro) -> dict[str, Any]:
     body = service.requests("chat")[-1].json
     assert isinstance(body, dict)
@@ -97,6 +110,21 @@ def test_streaming_text(claude: anthropic.Anthropic, service: FakeKiro) -> None:
         final = stream.get_final_message()
     assert text == "one two three four five"
     assert final.content[0].text == text  # type: ignore[union-attr]
+
+
+def test_one_access_log_line_names_the_account_and_model(
+    claude: anthropic.Anthropic, service: FakeKiro, daemon: DaemonProcess
+) -> None:
+    service.enqueue(Reply(text="logged"))
+    with claude.messages.create(
+        model=MODEL, max_tokens=100, messages=[{"role": "user", "content": "hi"}], stream=True
+    ) as stream:
+        events = [event.type for event in stream]
+        request_id = stream.response.headers["x-request-id"]
+    assert events[-1] == "message_stop"
+    line = wait_for_line(daemon, f"request_id={request_id}", " request ")
+    assert "status=200" in line
+    assert re.search(r" account=\S+ upstream_model=claude-sonnet-4.6 attempt=1", line), line
 
 
 def test_thinking_then_tool_call_then_tool_result(
