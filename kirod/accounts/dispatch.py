@@ -89,6 +89,7 @@ class CatalogCache:
     def __init__(self, client: KiroClient) -> None:
         self._client = client
         self._entries: dict[str, tuple[float, ModelCatalog]] = {}
+        self._fetches: dict[str, asyncio.Task[ModelCatalog]] = {}
 
     def cached(self, account_id: str) -> ModelCatalog | None:
         entry = self._entries.get(account_id)
@@ -98,6 +99,21 @@ class CatalogCache:
         entry = self._entries.get(account.id)
         if entry is not None and time.monotonic() - entry[0] < CATALOG_TTL_S:
             return entry[1]
+        # One fetch per account however many requests find the catalog stale (a burst at start
+        # would otherwise send one ListAvailableModels each); a requester that goes away does
+        # not cancel it for the others.
+        fetch = self._fetches.get(account.id)
+        if fetch is None:
+            fetch = asyncio.get_running_loop().create_task(
+                self._fetch(account, entry), name="kirod-model-catalog"
+            )
+            self._fetches[account.id] = fetch
+            fetch.add_done_callback(lambda _: self._fetches.pop(account.id, None))
+        return await asyncio.shield(fetch)
+
+    async def _fetch(
+        self, account: UpstreamAccount, entry: tuple[float, ModelCatalog] | None
+    ) -> ModelCatalog:
         try:
             catalog = parse_catalog(await self._client.list_models(account))
         except UpstreamError as exc:

@@ -124,3 +124,16 @@ async def test_slots_come_back_when_clients_go_away_mid_stream(tmp_path: Path) -
         # both slots serve again at once
         await asyncio.wait_for(asyncio.gather(env.complete(), env.complete()), 5)
         assert (await env.state(account.id)).status == "active"
+
+
+async def test_a_burst_on_a_cold_catalog_fetches_it_once(tmp_path: Path) -> None:
+    async with pool_env(tmp_path) as env:
+        await env.add_account()
+        for _ in range(8):
+            env.fake.enqueue(Reply(text="hi"))
+        results = await asyncio.gather(*(env.complete() for _ in range(8)))
+        assert all(any(isinstance(e, TextDelta) for e in events) for events in results)
+        assert len(env.fake.requests("chat")) == 8
+        pages = [r.query.get("nextToken") for r in env.fake.requests("models")]
+        assert pages
+        assert len(pages) == len(set(pages))  # the catalog's pages walked once, not per request
