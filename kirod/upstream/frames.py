@@ -161,6 +161,12 @@ def _decode_frame(data: bytes) -> Frame:
     raise UpstreamProtocolError(f"unknown event stream message type {message_type!r}")
 
 
+# Header blocks already parsed, by their bytes: Kiro sends the same few blocks (one per event
+# type) in every frame. Readers never modify the dicts.
+_KNOWN_HEADERS: dict[bytes, dict[str, object]] = {}
+_KNOWN_HEADERS_MAX = 64
+
+
 def _parse_string_headers(data: bytes) -> tuple[dict[str, object], bytes] | None:
     """The common case, parsed here: every header a distinct, well-formed UTF-8 string.
 
@@ -174,6 +180,11 @@ def _parse_string_headers(data: bytes) -> tuple[dict[str, object], bytes] | None
     ):
         raise UpstreamProtocolError("event stream message CRC mismatch")
     headers_end = _PRELUDE.size + _HEADERS_LENGTH.unpack_from(data, 4)[0]
+    payload = data[headers_end : len(data) - _MESSAGE_CRC_SIZE]
+    block = data[_PRELUDE.size : headers_end]
+    known = _KNOWN_HEADERS.get(block)
+    if known is not None:
+        return known, payload
     headers: dict[str, object] = {}
     at = _PRELUDE.size
     try:
@@ -191,7 +202,10 @@ def _parse_string_headers(data: bytes) -> tuple[dict[str, object], bytes] | None
             at = value_end
     except UnicodeDecodeError:
         return None
-    return headers, data[headers_end : len(data) - _MESSAGE_CRC_SIZE]
+    if len(_KNOWN_HEADERS) >= _KNOWN_HEADERS_MAX:
+        _KNOWN_HEADERS.clear()
+    _KNOWN_HEADERS[block] = headers
+    return headers, payload
 
 
 def _parse_with_botocore(data: bytes) -> tuple[dict[str, object], bytes]:
