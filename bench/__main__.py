@@ -25,7 +25,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", type=Path, metavar="PATH", help="write the raw results here")
     parser.add_argument("--markdown", type=Path, metavar="PATH", help="write the tables here")
     parser.add_argument(
-        "--upstream-keep-alive", action="store_true", help="run kirod with upstream_keep_alive on"
+        "--upstream-keep-alive",
+        action="store_true",
+        help="run kirod with upstream_keep_alive on (and the bare aiohttp relay likewise)",
     )
     parser.add_argument(
         "--accounts",
@@ -45,7 +47,10 @@ def main(argv: list[str] | None = None) -> int:
         args.markdown.write_text(text)
     sys.stdout.write(text)
     failed = [
-        row for row in results["latency"] for side in ("baseline", "kirod") if row[side]["errors"]
+        row
+        for row in results["latency"]
+        for side in ("baseline", "floor", "kirod")
+        if side in row and row[side]["errors"]
     ]
     failed += [phase for phase in results["memory"] if phase["errors"]]
     return 1 if failed or results["daemon_log_errors"] else 0

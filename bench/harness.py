@@ -2,12 +2,16 @@
 
 Each latency phase runs twice back to back, straight to the fake (the baseline: the zero-gateway
 limit) and through kirod, with the same request count and concurrency, so every figure can be
-reported as what kirod adds and as a ratio. The daemon's CPU time and memory come from /proc.
+reported as what kirod adds and as a ratio. For messages-stream-small a third phase runs between
+them through a bare aiohttp relay (`bench.floor`): what any aiohttp relay adds on this machine.
+The daemon's (or the relay's) CPU time and memory come from /proc.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import dataclasses
 import importlib.util
 import os
 import platform
@@ -26,6 +30,7 @@ import aiohttp
 
 from bench import procstat
 from bench.env import START_TIMEOUT_S, Bench, NotifyListener
+from bench.floor import RELAY_PATH, FloorProcess
 from bench.loadgen import Phase, Target, new_session, percentile, run_phase
 from bench.scenarios import REPLY_CHUNK, REPLY_TEXT, SCENARIOS, Plan, baseline_target
 from kirod import __version__
@@ -35,6 +40,8 @@ from kirod.testing.fake_kiro import Latency, Reply, Script
 
 LATENCY = Latency(first_s=0.020, between_s=0.002)
 """The fake's profile: 20 ms to the first frame, then 2 ms between frames."""
+FLOOR_SCENARIO = "messages-stream-small"
+"""The scenario also sent through the bare aiohttp relay: the one the CPU and rate targets name."""
 ACCOUNTS_PER_CONCURRENCY = 10  # account_inference_concurrency's default (and maximum)
 MIN_ACCOUNTS = 4
 FD_HEADROOM = 4096
@@ -84,6 +91,23 @@ def raise_fd_limit(wanted: int) -> None:
 
 
 # -- start-up and CLI ------------------------------------------------------------------------
+
+
+def compile_kirod() -> None:
+    """Compile kirod's modules to bytecode (`__pycache__`, ignored by git) as an install does.
+
+    Under PYTHONDONTWRITEBYTECODE (set on some machines) an editable install is otherwise
+    recompiled in every process, and kiroctl and start-up would time the compiler.
+    """
+    spec = importlib.util.find_spec("kirod")
+    assert spec is not None
+    assert spec.origin is not None
+    subprocess.run(
+        [sys.executable, "-m", "compileall", "-q", str(Path(spec.origin).parent)],
+        check=True,
+        timeout=120,
+        stdin=subprocess.DEVNULL,
+    )
 
 
 def measure_startup(runs: int, log: Log) -> dict[str, Any]:
@@ -227,18 +251,25 @@ class Runner:
         count: int,
         ramp_s: float = 0.0,
         sample_memory: bool = False,
+        pid: int | None = None,
     ) -> dict[str, Any]:
-        """One measured phase; the fake's request log is cleared after it (it keeps bodies)."""
+        """One measured phase; the fake's request log is cleared after it (it keeps bodies).
+
+        `pid` is the process whose CPU, memory and descriptors are read: the daemon by default,
+        the floor relay for its phase. Its figures keep the `daemon_` keys whichever it is, so
+        every phase has the same shape.
+        """
+        relay_pid = self.daemon_pid if pid is None else pid
         peak_rss = 0
         peak_fds = 0
 
         async def sample() -> None:
             nonlocal peak_rss, peak_fds
-            peak_rss = max(peak_rss, procstat.memory(self.daemon_pid).rss_kb)
-            peak_fds = max(peak_fds, procstat.open_fds(self.daemon_pid))
+            peak_rss = max(peak_rss, procstat.memory(relay_pid).rss_kb)
+            peak_fds = max(peak_fds, procstat.open_fds(relay_pid))
 
-        peak_reset = procstat.reset_peak(self.daemon_pid)
-        cpu = (procstat.cpu_seconds(self.daemon_pid), procstat.cpu_seconds(self.fake_pid))
+        peak_reset = procstat.reset_peak(relay_pid)
+        cpu = (procstat.cpu_seconds(relay_pid), procstat.cpu_seconds(self.fake_pid))
         own = resource.getrusage(resource.RUSAGE_SELF)
         machine_busy = procstat.machine_busy_seconds()
         result = await run_phase(
@@ -253,10 +284,10 @@ class Runner:
         )
         self.seq += count
         own_after = resource.getrusage(resource.RUSAGE_SELF)
-        daemon_cpu = procstat.cpu_seconds(self.daemon_pid) - cpu[0]
+        daemon_cpu = procstat.cpu_seconds(relay_pid) - cpu[0]
         fake_cpu = procstat.cpu_seconds(self.fake_pid) - cpu[1]
         machine_busy = procstat.machine_busy_seconds() - machine_busy
-        memory = procstat.memory(self.daemon_pid)
+        memory = procstat.memory(relay_pid)
         self.bench.fake_process.remote.clear_requests()
         loadgen_cpu = (own_after.ru_utime + own_after.ru_stime) - (own.ru_utime + own.ru_stime)
         return {
@@ -343,7 +374,8 @@ async def _one(runner: Runner, target: Target) -> Any:
     return phase.samples[0]
 
 
-async def latency_matrix(runner: Runner) -> list[dict[str, Any]]:
+async def latency_matrix(runner: Runner, floor: FloorProcess | None) -> list[dict[str, Any]]:
+    """Every scenario and concurrency: baseline, then the floor relay (if any), then kirod."""
     bench, plan = runner.bench, runner.plan
     daemon = bench.daemon_process
     kirod_targets = {
@@ -356,6 +388,12 @@ async def latency_matrix(runner: Runner) -> list[dict[str, Any]]:
         scenario = SCENARIOS[name]
         body, token = bodies[name]
         baseline = baseline_target(scenario, bench.fake_process.url, token, body)
+        # (label, target, the relay whose CPU is measured: None for the daemon)
+        phases: list[tuple[str, Target, int | None]] = [("baseline", baseline, None)]
+        if floor is not None and name == FLOOR_SCENARIO:
+            floor_target = dataclasses.replace(baseline, url=floor.url + RELAY_PATH)
+            phases.append(("floor", floor_target, floor.pid))
+        phases.append(("kirod", kirod_targets[name], None))
         for concurrency in plan.concurrencies:
             count = plan.counts[concurrency]
             row: dict[str, Any] = {
@@ -364,18 +402,20 @@ async def latency_matrix(runner: Runner) -> list[dict[str, Any]]:
                 "upstream_bytes": len(body),
                 "concurrency": concurrency,
             }
-            for label, target in (("baseline", baseline), ("kirod", kirod_targets[name])):
+            for label, target, pid in phases:
                 if plan.warmup:
                     await runner.warm(target, concurrency)
-                row[label] = await runner.phase(target, concurrency=concurrency, count=count)
+                row[label] = await runner.phase(
+                    target, concurrency=concurrency, count=count, pid=pid
+                )
             rows.append(row)
             runner.log(_row_line(row))
     return rows
 
 
 def _row_line(row: dict[str, Any]) -> str:
-    base, kirod = row["baseline"], row["kirod"]
-    return (
+    base, kirod, floor = row["baseline"], row["kirod"], row.get("floor")
+    line = (
         f"  {row['scenario']:<24} c={row['concurrency']:<4} "
         f"ttfb p50 {base['first_content_s']['p50'] * 1000:6.1f} → "
         f"{kirod['first_content_s']['p50'] * 1000:6.1f} ms, "
@@ -385,6 +425,13 @@ def _row_line(row: dict[str, Any]) -> str:
         f"cpu {kirod['daemon_cpu_ms_per_request']:.2f} ms/req, "
         f"errors {base['errors']}/{kirod['errors']}"
     )
+    if floor is not None:
+        line += (
+            f"; floor: ttfb p50 {floor['first_content_s']['p50'] * 1000:.1f} ms, "
+            f"{floor['rate_rps']:.0f} req/s, cpu {floor['daemon_cpu_ms_per_request']:.2f} ms/req, "
+            f"errors {floor['errors']}"
+        )
+    return line
 
 
 async def relay(runner: Runner) -> dict[str, Any]:
@@ -457,6 +504,7 @@ async def run_plan(
         "started_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
     }
     log(f"kirod benchmark, plan {plan.name}")
+    compile_kirod()
     results["startup"] = measure_startup(plan.startup_runs, log)
     if accounts is None:
         accounts = max(MIN_ACCOUNTS, -(-top // ACCOUNTS_PER_CONCURRENCY))
@@ -472,7 +520,17 @@ async def run_plan(
             results["idle_rss_kb"] = idle.rss_kb
             # Memory first, on a fresh daemon: CPython keeps the arenas a busier phase grew.
             results["memory"] = await memory_phases(runner)
-            results["latency"] = await latency_matrix(runner)
+            with contextlib.ExitStack() as stack:
+                floor = None
+                if FLOOR_SCENARIO in plan.scenarios:
+                    floor = stack.enter_context(
+                        FloorProcess(
+                            bench.fake_process.url,
+                            keep_alive=keep_alive,
+                            log_path=bench.root / "floor.log",
+                        )
+                    )
+                results["latency"] = await latency_matrix(runner, floor)
             results["relay"] = await relay(runner)
             results["final_rss_kb"] = procstat.memory(runner.daemon_pid).rss_kb
         results["daemon_log_errors"] = _log_errors(bench.daemon_process.log())

@@ -135,7 +135,8 @@ QUICK = Plan(
     name="quick",
     scenarios=("messages-stream-small", "messages-stream-large", "responses-stream-large"),
     concurrencies=(1, 64),
-    counts={1: 50, 64: 640},
+    # 2 000 at 64 streams (31 each): with 10 each, ramp-up and ramp-down inflate CPU per request.
+    counts={1: 50, 64: 2000},
     phase_time_s=15.0,
     relay_frames=200,
     relay_concurrency=16,

@@ -7,6 +7,7 @@ service, the real daemon and the load generator each in a process of their own, 
 from __future__ import annotations
 
 import json
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -47,12 +48,48 @@ def test_smoke_plan_runs_every_phase(short_tmp: Path) -> None:
         assert row["upstream_bytes"] > 0
     stream = next(row for row in rows if row["scenario"] == "messages-stream-small")
     assert stream["kirod"]["events"] > stream["kirod"]["completed"]  # SSE events were counted
+    for row in rows:
+        if row["scenario"] != "messages-stream-small":
+            assert "floor" not in row
+            continue
+        floor = row["floor"]  # the bare aiohttp relay, same body and count as the baseline
+        assert floor["errors"] == 0, floor["error_examples"]
+        assert floor["completed"] == floor["requests"] == row["baseline"]["requests"]
+        assert 0 < floor["first_content_s"]["p50"] <= floor["total_s"]["p50"]
+        assert floor["events"] == row["baseline"]["events"]  # the frames passed through as-is
+        assert floor["daemon_cpu_s"] >= 0
+    assert list(stream)[-3:] == ["baseline", "floor", "kirod"]  # the order they ran in
     assert results["relay"]["kirod"]["errors"] == 0
     assert results["memory"][0]["daemon_peak_rss_kb"] > 0
     assert results["startup"]["ready_first_s"]["median"] > 0
     assert results["cli"]["kiroctl --help"]["exit_code"] == 0
     assert "Targets" in done.stdout
     assert "| messages-stream-small | 4 |" in done.stdout
+    section = done.stdout.split("#### The aiohttp floor (messages-stream-small)", 1)[1]
+    table = [line for line in section.split("####", 1)[0].splitlines() if line.startswith("| ")]
+    assert [line.split(" | ")[0] for line in table[1:]] == ["| 1", "| 4"]  # after the header
+    assert done.stdout.index("#### Request rate") < done.stdout.index("#### The aiohttp floor")
+    assert "(bare aiohttp relay: " in done.stdout  # in the targets' measured column
+
+
+def test_floor_relay_announces_itself_and_exits_cleanly_on_sigterm() -> None:
+    relay = subprocess.Popen(
+        [sys.executable, "-m", "bench.floor", "--upstream", "http://127.0.0.1:9"],
+        cwd=ROOT,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert relay.stdout is not None
+        assert json.loads(relay.stdout.readline())["url"].startswith("http://127.0.0.1:")
+        relay.send_signal(signal.SIGTERM)
+        _, stderr = relay.communicate(timeout=10)
+        assert relay.returncode == 0, stderr
+    finally:
+        relay.kill()
+        relay.wait(10)
 
 
 @pytest.mark.timeout(150)
