@@ -60,9 +60,14 @@ def cooldown_s(failures: int) -> float:
 
 
 def eligibility(state: AccountState, now: float) -> Eligibility:
-    if state.status == "active":
+    return status_eligibility(state.status, state.until, now)
+
+
+def status_eligibility(status: str, until: float | None, now: float) -> Eligibility:
+    """`eligibility` from the two fields it reads; the pool asks per account per request."""
+    if status == "active":
         return Eligibility.READY
-    if state.status == "cooling_down" and (state.until is None or state.until <= now):
+    if status == "cooling_down" and (until is None or until <= now):
         return Eligibility.TRIAL
     return Eligibility.NO
 

@@ -27,7 +27,7 @@ from typing import Any
 
 from kirod import log
 from kirod.accounts import health
-from kirod.accounts.health import Eligibility, eligibility
+from kirod.accounts.health import Eligibility, eligibility, status_eligibility
 from kirod.accounts.strategy import Candidate, Selector, Strategy
 from kirod.errors import ApiError, ErrorKind
 from kirod.storage.accounts import AccountRecord, AccountState, AccountStore
@@ -119,6 +119,10 @@ class PoolStatus:
 
     def to_json(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
+
+
+def _verdict(entry: _Entry, now: float) -> Eligibility:
+    return status_eligibility(entry.record.status, entry.record.status_until, now)
 
 
 class AccountPool:
@@ -216,66 +220,72 @@ class AccountPool:
         if not self._waiters:
             return
         now = self._clock()
-        verdicts = {
-            account_id: eligibility(entry.record.state, now)
-            for account_id, entry in self._entries.items()
-        }
-        any_eligible = any(verdict is not Eligibility.NO for verdict in verdicts.values())
-        free = self._free_slots(verdicts)
+        # Both stop at the first account that says yes: with many accounts, usually the first.
+        any_eligible = any(_verdict(e, now) is not Eligibility.NO for e in self._entries.values())
+        free = self._has_free_slot(now)
         for waiter in list(self._waiters):
             if waiter.future.done():
                 self._waiters.remove(waiter)
                 continue
             if not free and any_eligible and not waiter.exclude:
                 continue  # everyone is full: only a waiter that excludes accounts may get an error
-            outcome = self._pick(waiter.prefer, waiter.exclude, verdicts, now)
+            outcome = self._pick(waiter.prefer, waiter.exclude, now)
             if outcome is None:
                 continue
             self._waiters.remove(waiter)
             if isinstance(outcome, Lease):
                 waiter.future.set_result(outcome)
-                free = self._free_slots(verdicts)
+                free = self._has_free_slot(now)
             else:
                 waiter.future.set_exception(outcome)
 
-    def _free_slots(self, verdicts: dict[str, Eligibility]) -> bool:
+    def _has_free_slot(self, now: float) -> bool:
         return any(
-            verdicts[account_id] is not Eligibility.NO and entry.in_flight < self._concurrency
-            for account_id, entry in self._entries.items()
+            entry.in_flight < self._concurrency and _verdict(entry, now) is not Eligibility.NO
+            for entry in self._entries.values()
         )
 
     def _pick(
         self,
         prefer: str | None,
         exclude: frozenset[str],
-        verdicts: dict[str, Eligibility],
         now: float,
     ) -> Lease | ApiError | None:
         """A lease, the error to answer when no account is eligible, or None: all are full."""
+        # The selector's answer whenever they can serve, found without listing every account.
+        for wanted in (prefer, self._selector.keeps()):
+            entry = self._entries.get(wanted) if wanted is not None else None
+            if entry is not None and wanted not in exclude and self._can_take(entry, now):
+                return self._lease(entry, now)
         candidates: list[Candidate] = []
         eligible = False
+        by_usage = self._selector.strategy is Strategy.LOWEST_USAGE
         for account_id, entry in self._entries.items():
             if account_id in exclude:
                 continue
-            verdict = verdicts[account_id]
-            if verdict is Eligibility.NO:
+            if _verdict(entry, now) is Eligibility.NO:
                 continue
             eligible = True
-            if entry.in_flight >= self._concurrency:
+            if not self._can_take(entry, now):
                 continue
-            if verdict is Eligibility.TRIAL and entry.trial:
-                continue  # one trial at a time; the others wait for its verdict
-            candidates.append(
-                Candidate(account_id, entry.order, entry.in_flight, entry.remaining())
-            )
+            remaining = entry.remaining() if by_usage else None  # only lowest-usage reads it
+            candidates.append(Candidate(account_id, entry.order, entry.in_flight, remaining))
         if not candidates:
             return None if eligible else self._unavailable(exclude, now)
-        account_id = self._selector.choose(candidates, prefer).account_id
-        chosen = self._entries[account_id]
-        trial = verdicts[account_id] is Eligibility.TRIAL
-        chosen.in_flight += 1
-        chosen.trial = chosen.trial or trial
-        return Lease(chosen.record, trial, chosen, self)
+        return self._lease(self._entries[self._selector.choose(candidates, prefer).account_id], now)
+
+    def _can_take(self, entry: _Entry, now: float) -> bool:
+        """Eligible, with a free slot, and not a second trial while one is out."""
+        ready = _verdict(entry, now)
+        if ready is Eligibility.NO or entry.in_flight >= self._concurrency:
+            return False
+        return not (ready is Eligibility.TRIAL and entry.trial)
+
+    def _lease(self, entry: _Entry, now: float) -> Lease:
+        trial = _verdict(entry, now) is Eligibility.TRIAL
+        entry.in_flight += 1
+        entry.trial = entry.trial or trial
+        return Lease(entry.record, trial, entry, self)
 
     def _release(self, lease: Lease) -> None:
         entry = lease._entry

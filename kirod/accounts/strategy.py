@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Sequence
-from dataclasses import dataclass
+from typing import NamedTuple
 
 
 class Strategy(enum.Enum):
@@ -25,8 +25,9 @@ class Strategy(enum.Enum):
     LOWEST_USAGE = "lowest-usage"
 
 
-@dataclass(frozen=True, slots=True)
-class Candidate:
+class Candidate(NamedTuple):
+    """A tuple, not a dataclass: the pool builds one per account per request."""
+
     account_id: str
     order: int  # stable position: the order accounts were added
     in_flight: int
@@ -39,6 +40,13 @@ class Selector:
     def __init__(self, strategy: Strategy) -> None:
         self.strategy = strategy
         self._last: Candidate | None = None
+
+    def keeps(self) -> str | None:
+        """The account chosen again whenever it is a candidate (sticky's last choice), if any:
+        the pool can take it without listing the other candidates."""
+        if self.strategy is Strategy.STICKY and self._last is not None:
+            return self._last.account_id
+        return None
 
     def choose(self, candidates: Sequence[Candidate], prefer: str | None = None) -> Candidate:
         if not candidates:

@@ -20,6 +20,15 @@ def test_sticky_keeps_the_last_account_while_it_is_a_candidate() -> None:
     others = [Candidate("a1", 1, 1, None), Candidate("a2", 2, 0, None)]
     assert selector.choose(others).account_id == "a2"
     assert selector.choose(candidates(0, 0, 4)).account_id == "a2"
+    assert selector.keeps() == "a2"  # what the pool may take without listing candidates
+
+
+def test_only_sticky_keeps_an_account() -> None:
+    assert Selector(Strategy.STICKY).keeps() is None  # nothing chosen yet
+    for strategy in (Strategy.ROUND_ROBIN, Strategy.LOWEST_USAGE):
+        selector = Selector(strategy)
+        selector.choose(candidates(0, 0))
+        assert selector.keeps() is None
 
 
 def test_round_robin_takes_turns_in_a_fixed_order() -> None:
