@@ -14,8 +14,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from rich.console import Console
-    from rich.table import Table
+    from rich.console import Console, ConsoleOptions, RenderResult
     from rich.text import Text
 
 BAR_WIDTH = 12
@@ -50,13 +49,42 @@ def print_json_line(data: Any) -> None:
     sys.stdout.flush()
 
 
-def table(*columns: str) -> Table:
-    from rich.table import Table
+class Grid:
+    """Borderless columns, left-aligned, two spaces apart, with a bold header row.
 
-    grid = Table(box=None, pad_edge=False, show_edge=False, header_style="bold")
-    for column in columns:
-        grid.add_column(column, overflow="fold")
-    return grid
+    What rich's `Table(box=None)` drew for kiroctl, at a sixth of its cost: rich measures and
+    wraps every cell, some 0.5 ms per row, which made `kiroctl status` slow on a large pool.
+    Cells are never wrapped; a line wider than the terminal wraps as the terminal does.
+    """
+
+    GAP = "  "
+
+    def __init__(self, *headers: str) -> None:
+        self._headers = headers
+        self._rows: list[tuple[str | Text, ...]] = []
+
+    def add_row(self, *cells: str | Text) -> None:
+        self._rows.append(cells)
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        from rich.text import Text
+
+        header = tuple(Text(name, style="bold") for name in self._headers)
+        rows = [header, *(tuple(_text(cell) for cell in row) for row in self._rows)]
+        widths = [max(row[i].cell_len for row in rows) for i in range(len(header))]
+        for row in rows:
+            line = Text()
+            for i, cell in enumerate(row):
+                line.append_text(cell)
+                if i < len(row) - 1:
+                    line.append(" " * (widths[i] - cell.cell_len) + self.GAP)
+            yield line
+
+
+def _text(cell: str | Text) -> Text:
+    from rich.text import Text
+
+    return cell if isinstance(cell, Text) else Text(cell)
 
 
 def ago(epoch: float | None, now: float | None = None) -> str:

@@ -60,7 +60,7 @@ def list_(app: App, as_json: bool) -> None:
             "No accounts yet: add one with `kiroctl accounts login` or `accounts import`."
         )
         return
-    grid = render.table("ID", "LABEL", "KIND", "STATE", "CREDITS LEFT", "TOKEN EXPIRES")
+    grid = render.Grid("ID", "LABEL", "KIND", "STATE", "CREDITS LEFT", "TOKEN EXPIRES")
     for account in listed:
         grid.add_row(
             render.short_id(account["id"]),

@@ -61,7 +61,7 @@ def _print_status(app: App, current: Status, accounts: list[dict[str, Any]]) -> 
     if not accounts:
         out.print("\nNo accounts yet: add one with `kiroctl accounts login` or `accounts import`.")
         return
-    grid = render.table("ACCOUNT", "STATE", "REASON", "CREDITS LEFT", "RESETS", "LAST ERROR")
+    grid = render.Grid("ACCOUNT", "STATE", "REASON", "CREDITS LEFT", "RESETS", "LAST ERROR")
     for account in accounts:
         usage = account.get("usage")
         grid.add_row(
@@ -86,7 +86,7 @@ def config(app: App, as_json: bool) -> None:
         render.print_json(doc)
         return
     app.out.print(f"config file: {doc['config_path'] or '(none: defaults and environment)'}")
-    grid = render.table("OPTION", "VALUE")
+    grid = render.Grid("OPTION", "VALUE")
     for name, value in doc["settings"].items():
         shown = ", ".join(value) if isinstance(value, list) else value
         grid.add_row(name, render.DASH if shown in (None, "") else str(shown))

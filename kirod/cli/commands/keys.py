@@ -32,7 +32,7 @@ def list_(app: App, as_json: bool) -> None:
     if as_json:
         render.print_json({"keys": [key.to_json() for key in listed]})
         return
-    grid = render.table("ID", "NAME", "KEY", "MODELS", "RPM", "CREATED", "LAST USED")
+    grid = render.Grid("ID", "NAME", "KEY", "MODELS", "RPM", "CREATED", "LAST USED")
     for key in listed:
         grid.add_row(
             render.short_id(key.id),

@@ -26,7 +26,7 @@ def models(app: App, as_json: bool) -> None:
     if as_json:
         render.print_json(doc)
         return
-    grid = render.table("MODEL", "KIRO ID", "CONTEXT", "MAX OUTPUT", "ACCOUNTS")
+    grid = render.Grid("MODEL", "KIRO ID", "CONTEXT", "MAX OUTPUT", "ACCOUNTS")
     for row in doc["models"]:
         grid.add_row(
             row["id"],
@@ -91,7 +91,7 @@ def stats(app: App, since: str | None, as_json: bool) -> None:
     _groups(app, "ACCOUNT", report.accounts, labels)
     _groups(app, "MODEL", report.models, {})
     if report.errors:
-        grid = render.table("ERROR", "COUNT")
+        grid = render.Grid("ERROR", "COUNT")
         for code, count in report.errors.items():
             grid.add_row(code, f"{count:,}")
         out.print()
@@ -101,7 +101,7 @@ def stats(app: App, since: str | None, as_json: bool) -> None:
 def _groups(app: App, title: str, groups: tuple[StatsGroup, ...], names: dict[str, str]) -> None:
     if not groups:
         return
-    grid = render.table(title, "REQUESTS", "ERRORS", "CREDITS")
+    grid = render.Grid(title, "REQUESTS", "ERRORS", "CREDITS")
     for group in groups:
         grid.add_row(
             names.get(group.key, group.key),
