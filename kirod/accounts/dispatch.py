@@ -49,7 +49,7 @@ from kirod.canonical.models import STATIC_CATALOG, ModelCatalog, ModelInfo, reso
 from kirod.canonical.models import catalog_from_list_available_models as parse_catalog
 from kirod.canonical.request import CanonicalRequest
 from kirod.canonical.tokens import estimate_request_tokens
-from kirod.errors import ApiError, ErrorKind, KirodError, StoreError
+from kirod.errors import ApiError, ErrorKind, KirodError
 from kirod.storage.affinity import Binding
 from kirod.storage.oplog import Attempt, OpEntry, OpLog
 from kirod.upstream.client import KiroClient, UpstreamAccount
@@ -275,7 +275,7 @@ class Dispatcher:
                     binding = await self._affinity.lookup(key_hash)
                 opened = await self._open(request, binding, operation, stack)
                 if key_hash is not None:
-                    await self._bind(key_hash, opened)
+                    self._affinity.bind(key_hash, opened.lease.account_id, opened.conversation_id)
                 yield Dispatch(
                     message_id=opened.message_id,
                     model=opened.model,
@@ -291,13 +291,6 @@ class Dispatcher:
             if operation.credits and operation.account_id:
                 self._pool.spent(operation.account_id, operation.credits)
             self._oplog.append(operation.entry(failure))
-
-    async def _bind(self, key_hash: str, opened: _Opened) -> None:
-        """Remember where the conversation runs; losing that costs a cache, not the answer."""
-        try:
-            await self._affinity.bind(key_hash, opened.lease.account_id, opened.conversation_id)
-        except StoreError as exc:
-            log.event(logger, "affinity_write_failed", level=logging.ERROR, error=str(exc))
 
     async def _open(
         self,

@@ -55,7 +55,13 @@ class AccountLayer:
     dispatcher: Dispatcher
     maintenance: Maintenance
     oplog: OpLog
+    affinity: AffinityMap
     operations: PoolOperations
+
+    async def close(self) -> None:
+        """Write what the layer holds behind the request; after the drain, before the store."""
+        await self.oplog.close()
+        await self.affinity.close()
 
 
 def build_account_layer(
@@ -110,4 +116,6 @@ def build_account_layer(
         retention=RetentionPolicy(settings.oplog_retention_s, settings.oplog_max_rows),
     )
     operations = PoolOperations(pool, maintenance)
-    return AccountLayer(pool, keeper, catalogs, dispatcher, maintenance, oplog, operations)
+    return AccountLayer(
+        pool, keeper, catalogs, dispatcher, maintenance, oplog, affinity, operations
+    )

@@ -200,7 +200,7 @@ async def run(
                 affinity_secret=derive(install_key, "account-affinity"),
                 authorize=gate.authorize_model,
             )
-            stack.push_async_callback(layer.oplog.close)  # after the drain, before the store
+            stack.push_async_callback(layer.close)  # after the drain, before the store
             keeper, catalogs, dispatcher = layer.keeper, layer.catalogs, layer.dispatcher
 
             def info() -> DaemonInfo:

@@ -5,28 +5,22 @@ accounts were tried and how each attempt ended, and how the request went: status
 stop reason, tokens, credits, time to first byte and total time. Prompts, outputs and tool content
 are never part of it. Retention is bounded by age and row count.
 
-Rows are buffered and written in batches, a transaction per `FLUSH_DELAY_S` (or per `FLUSH_ROWS`
-rows) instead of one per request: a per-request transaction was the largest single cost of a small
-request. Every read flushes first, so `kiroctl stats` never misses a finished request, and `close`
-flushes what is left; a crash can lose the last `FLUSH_DELAY_S` of rows, never the store.
+Rows are written behind the request (`kirod.storage.behind`): in one transaction per
+`FLUSH_DELAY_S` or `FLUSH_ROWS`, flushed before any read and at shutdown.
 """
 
 from __future__ import annotations
 
-import asyncio
 import json
-import logging
 import math
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
 import aiosqlite
 
-from kirod import log
-from kirod.errors import StoreError
+from kirod.storage.behind import WriteBehind
 from kirod.storage.db import Database
-
-logger = logging.getLogger(__name__)
 
 FLUSH_DELAY_S = 0.5
 FLUSH_ROWS = 256
@@ -118,53 +112,20 @@ _SUCCESS = "(status < 400 AND error IS NULL)"
 class OpLog:
     def __init__(self, db: Database, *, flush_delay_s: float = FLUSH_DELAY_S) -> None:
         self._db = db
-        self._flush_delay_s = flush_delay_s
-        self._pending: list[OpEntry] = []
-        self._timer: asyncio.TimerHandle | None = None
-        self._flushes: set[asyncio.Task[None]] = set()
-        self._flushing = asyncio.Lock()
+        self._behind = WriteBehind[OpEntry](
+            db, _insert, name="oplog", delay_s=flush_delay_s, max_rows=FLUSH_ROWS
+        )
 
     def append(self, entry: OpEntry) -> None:
         """Queue a row; it is written within `flush_delay_s`, or before any read."""
-        self._pending.append(entry)
-        if len(self._pending) >= FLUSH_ROWS:
-            self._flush_in_background()
-        elif self._timer is None:
-            loop = asyncio.get_running_loop()
-            self._timer = loop.call_later(self._flush_delay_s, self._flush_in_background)
+        self._behind.add(entry)
 
     async def flush(self) -> None:
-        """Write every queued row; serialised, so a reader waits for a batch being written."""
-        async with self._flushing:
-            batch, self._pending = self._pending, []
-            if self._timer is not None:
-                self._timer.cancel()
-                self._timer = None
-            if batch:
-                rows = [_row(entry) for entry in batch]
-
-                async def insert(conn: aiosqlite.Connection) -> None:
-                    await conn.executemany(_INSERT, rows)
-
-                await self._db.run_write(insert)
+        await self._behind.flush()
 
     async def close(self) -> None:
         """Write what is queued; for shutdown, before the database closes."""
-        if self._flushes:
-            await asyncio.gather(*self._flushes, return_exceptions=True)
-        await self._flush_logged()
-
-    def _flush_in_background(self) -> None:
-        self._timer = None
-        task = asyncio.get_running_loop().create_task(self._flush_logged(), name="kirod-oplog")
-        self._flushes.add(task)
-        task.add_done_callback(self._flushes.discard)
-
-    async def _flush_logged(self) -> None:
-        try:
-            await self.flush()
-        except StoreError as exc:
-            log.event(logger, "oplog_write_failed", level=logging.ERROR, error=str(exc))
+        await self._behind.close()
 
     async def entries(self, *, since: float | None = None, limit: int = 100) -> list[OpEntry]:
         """The newest rows first."""
@@ -271,6 +232,10 @@ class OpLog:
             assert found is not None
             values.append(found[0])
         return Percentiles(*values)
+
+
+async def _insert(conn: aiosqlite.Connection, entries: Sequence[OpEntry]) -> None:
+    await conn.executemany(_INSERT, [_row(entry) for entry in entries])
 
 
 def _row(entry: OpEntry) -> tuple[Any, ...]:

@@ -241,6 +241,7 @@ async def pool_env(
         keeper = TokenKeeper(store, client, tasks)
         probes = UsageProbes(pool, client, keeper, tasks)
         affinity = AffinityMap(AffinityStore(db), SECRET, ttl_s=affinity_ttl_s, clock=clock)
+        stack.push_async_callback(affinity.close)
         oplog = OpLog(db)
         stack.push_async_callback(oplog.close)
         dispatcher = Dispatcher(

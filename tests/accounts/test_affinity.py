@@ -86,6 +86,7 @@ async def test_the_hash_isolates_tenants_and_hides_the_key(tmp_path: Path) -> No
         ids = conversation_ids(env.fake)
         assert ids[0] != ids[1]
         assert env.chats()[0] != env.chats()[1]
+        await env.affinity.flush()
         rows = await env.db.read("SELECT key_hash FROM affinity")
         assert len(rows) == 2
         data = b"".join(p.read_bytes() for p in tmp_path.iterdir() if p.name.startswith("kirod.db"))

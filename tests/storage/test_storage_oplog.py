@@ -125,11 +125,11 @@ async def test_stats(db: Database) -> None:
 
 async def test_affinity_rows_rebind_and_lapse(db: Database) -> None:
     store = AffinityStore(db)
-    await store.put("h1", "acc-a", "conv-1", now=100.0)
+    store.put("h1", "acc-a", "conv-1", now=100.0)
     binding = await store.get("h1", used_since=50.0)
     assert binding is not None
     assert (binding.account_id, binding.conversation_id) == ("acc-a", "conv-1")
-    await store.put("h1", "acc-b", "conv-2", now=200.0)
+    store.put("h1", "acc-b", "conv-2", now=200.0)
     rebound = await store.get("h1", used_since=50.0)
     assert rebound is not None
     assert (rebound.account_id, rebound.conversation_id, rebound.last_used_at) == (
