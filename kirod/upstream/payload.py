@@ -574,7 +574,7 @@ def _tool_specs(
         name = names[tool.name]
         if name.lower() not in known:
             known.add(name.lower())
-            specs.append(_spec(name, _description(tool), _clean_schema_root(tool.input_schema)))
+            specs.append(_spec(name, _description(tool), _cleaned(tool.input_schema)))
     for turn in turns:
         for use in turn.uses:
             if use.name.lower() not in known:
@@ -608,6 +608,22 @@ _SCHEMA_LISTS = frozenset({"anyOf", "oneOf", "allOf", "prefixItems"})
 _SCHEMA_VALUES = frozenset(
     {"items", "additionalProperties", "not", "contains", "if", "then", "else", "propertyNames"}
 )
+
+
+# Cleaned schemas by their JSON: agents send the same tools with every request of a session.
+# The dicts are shared between payloads, which are only ever encoded, never modified.
+_CLEANED: dict[bytes, dict[str, Any]] = {}
+_CLEANED_MAX = 1024
+
+
+def _cleaned(schema: Mapping[str, Any]) -> dict[str, Any]:
+    key = wirejson.dumps(schema)
+    cleaned = _CLEANED.get(key)
+    if cleaned is None:
+        if len(_CLEANED) >= _CLEANED_MAX:
+            _CLEANED.clear()
+        cleaned = _CLEANED[key] = _clean_schema_root(schema)
+    return cleaned
 
 
 def _clean_schema_root(schema: Mapping[str, Any]) -> dict[str, Any]:
