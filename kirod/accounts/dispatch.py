@@ -108,8 +108,13 @@ class CatalogCache:
                 self._fetch(account, entry), name="kirod-model-catalog"
             )
             self._fetches[account.id] = fetch
-            fetch.add_done_callback(lambda _: self._fetches.pop(account.id, None))
+            fetch.add_done_callback(lambda done: self._fetched(account.id, done))
         return await asyncio.shield(fetch)
+
+    def _fetched(self, account_id: str, fetch: asyncio.Task[ModelCatalog]) -> None:
+        self._fetches.pop(account_id, None)
+        if not fetch.cancelled():
+            fetch.exception()  # retrieved: every requester may have gone (shutdown), none reads it
 
     async def _fetch(
         self, account: UpstreamAccount, entry: tuple[float, ModelCatalog] | None
