@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import socket
+import sqlite3
 import sys
 import time
 from collections.abc import Iterator
@@ -180,3 +181,25 @@ def test_shutdown_drains_and_exits_zero(fake: ThreadedFake, short_tmp: Path) -> 
         assert "shutdown reason=kiroctl" in proc.log()
     finally:
         proc.kill()
+
+
+def test_rows_written_behind_survive_a_prompt_shutdown(fake: ThreadedFake, short_tmp: Path) -> None:
+    """The oplog and the affinity bindings are written behind the requests: a SIGTERM right after
+    them must still land every row before the store closes."""
+    proc = start_daemon(short_tmp / "d", fake, {"KIROD_API_KEYS": CONFIG_KEY})
+    try:
+        import_account(proc, fake.fake.issue_social_account())
+        with anthropic.Anthropic(base_url=proc.base_url, api_key=CONFIG_KEY, max_retries=0) as c:
+            for n in range(3):
+                c.messages.create(
+                    model="claude-sonnet-4-6",
+                    max_tokens=50,
+                    messages=[{"role": "user", "content": f"turn {n}"}],
+                    extra_headers={"x-claude-code-session-id": f"session-{n}"},
+                )
+        assert proc.stop() == 0
+    finally:
+        proc.kill()
+    with sqlite3.connect(proc.state_dir / "kirod.db") as db:
+        assert db.execute("SELECT count(*) FROM oplog").fetchone()[0] == 3
+        assert db.execute("SELECT count(*) FROM affinity").fetchone()[0] == 3
