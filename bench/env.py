@@ -8,6 +8,7 @@ generator is the harness process itself, so each of the three has its own interp
 from __future__ import annotations
 
 import base64
+import contextlib
 import json
 import os
 import select
@@ -22,7 +23,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
-from typing import Any
+from typing import Any, Self
 
 from kirod.testing.daemon import DaemonProcess
 from kirod.testing.fake_kiro import Latency, RemoteFake
@@ -61,12 +62,84 @@ class FakeAccount:
         ).encode()
 
 
-class FakeProcess:
+class AnnouncedProcess:
+    """A child that prints one JSON line on stdout once it serves (`announced`); its stderr goes
+    to `log_path`. A context manager; `stop` sends SIGTERM, then SIGKILL after STOP_TIMEOUT_S."""
+
+    def __init__(
+        self,
+        name: str,
+        command: Sequence[str],
+        log_path: Path,
+        *,
+        cwd: Path | None = None,
+        env: Mapping[str, str] | None = None,
+    ) -> None:
+        self._name = name
+        self._log = log_path.open("ab")
+        self.proc = subprocess.Popen(
+            list(command),
+            cwd=cwd,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=self._log,
+        )
+        try:
+            self.announced: dict[str, Any] = json.loads(self._first_line())
+        except BaseException:
+            self.stop()
+            raise
+
+    def _first_line(self) -> bytes:
+        assert self.proc.stdout is not None
+        ready, _, _ = select.select([self.proc.stdout], [], [], START_TIMEOUT_S)
+        if not ready:
+            raise RuntimeError(
+                f"the {self._name} did not announce itself within {START_TIMEOUT_S} s"
+            )
+        line = self.proc.stdout.readline()
+        if not line:
+            raise RuntimeError(f"the {self._name} exited with {self.proc.wait(STOP_TIMEOUT_S)}")
+        return line
+
+    @property
+    def pid(self) -> int:
+        return self.proc.pid
+
+    def stop(self) -> int | None:
+        """The exit status (None if it never ended)."""
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(STOP_TIMEOUT_S)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                with contextlib.suppress(subprocess.TimeoutExpired):
+                    self.proc.wait(STOP_TIMEOUT_S)
+        if self.proc.stdout is not None:
+            self.proc.stdout.close()
+        self._log.close()
+        return self.proc.returncode
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        self.stop()
+
+
+class FakeProcess(AnnouncedProcess):
     """`python -m kirod.testing.fake_kiro` with a latency profile, on a free loopback port."""
 
     def __init__(self, latency: Latency, log_path: Path) -> None:
-        self._log = log_path.open("ab")
-        self.proc = subprocess.Popen(
+        super().__init__(
+            "fake",
             [
                 sys.executable,
                 "-m",
@@ -76,49 +149,15 @@ class FakeProcess:
                 "--latency-between",
                 str(latency.between_s),
             ],
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=self._log,
+            log_path,
             env={k: v for k, v in os.environ.items() if not k.startswith("KIROD_")},
         )
-        try:
-            line = self._first_line()
-        except BaseException:
-            self.stop()
-            raise
-        announced = json.loads(line)
-        self.url: str = announced["url"]
-        self.first_account = FakeAccount(announced["account"])
+        self.url: str = self.announced["url"]
+        self.first_account = FakeAccount(self.announced["account"])
         self.remote = RemoteFake(self.url)
-
-    def _first_line(self) -> bytes:
-        assert self.proc.stdout is not None
-        ready, _, _ = select.select([self.proc.stdout], [], [], START_TIMEOUT_S)
-        if not ready:
-            raise RuntimeError(f"the fake did not announce itself within {START_TIMEOUT_S} s")
-        line = self.proc.stdout.readline()
-        if not line:
-            raise RuntimeError(f"the fake exited with {self.proc.wait(STOP_TIMEOUT_S)}")
-        return line
-
-    @property
-    def pid(self) -> int:
-        return self.proc.pid
 
     def issue_account(self) -> FakeAccount:
         return FakeAccount(self.remote.issue_account("social"))
-
-    def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(STOP_TIMEOUT_S)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-        if self.proc.stdout is not None:
-            self.proc.stdout.close()
-        self._log.close()
 
 
 def daemon_env(fake_url: str, extra: Mapping[str, str] | None = None) -> dict[str, str]:

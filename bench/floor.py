@@ -12,19 +12,15 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import json
-import select
 import signal
-import subprocess
 import sys
 from pathlib import Path
-from types import TracebackType
 
 import aiohttp
 from aiohttp import web
 
-from bench.env import START_TIMEOUT_S, STOP_TIMEOUT_S
+from bench.env import AnnouncedProcess
 
 RELAY_PATH = "/generateAssistantResponse"
 FORWARDED = ("Authorization", "Content-Type")
@@ -70,64 +66,15 @@ async def serve(upstream: str, *, keep_alive: bool) -> None:
             await runner.cleanup()
 
 
-class FloorProcess:
+class FloorProcess(AnnouncedProcess):
     """`python -m bench.floor` relaying to `upstream`, on a free loopback port."""
 
     def __init__(self, upstream: str, *, keep_alive: bool, log_path: Path) -> None:
-        self._log = log_path.open("ab")
         command = [sys.executable, "-m", "bench.floor", "--upstream", upstream]
         if keep_alive:
             command.append("--keep-alive")
-        self.proc = subprocess.Popen(
-            command, cwd=ROOT, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=self._log
-        )
-        try:
-            self.url: str = json.loads(self._first_line())["url"]
-        except BaseException:
-            self.stop()
-            raise
-
-    def _first_line(self) -> bytes:
-        assert self.proc.stdout is not None
-        ready, _, _ = select.select([self.proc.stdout], [], [], START_TIMEOUT_S)
-        if not ready:
-            raise RuntimeError(
-                f"the floor relay did not announce itself within {START_TIMEOUT_S} s"
-            )
-        line = self.proc.stdout.readline()
-        if not line:
-            raise RuntimeError(f"the floor relay exited with {self.proc.wait(STOP_TIMEOUT_S)}")
-        return line
-
-    @property
-    def pid(self) -> int:
-        return self.proc.pid
-
-    def stop(self) -> int | None:
-        """SIGTERM, then SIGKILL after STOP_TIMEOUT_S; the exit status (None if it never ended)."""
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(STOP_TIMEOUT_S)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                with contextlib.suppress(subprocess.TimeoutExpired):
-                    self.proc.wait(STOP_TIMEOUT_S)
-        if self.proc.stdout is not None:
-            self.proc.stdout.close()
-        self._log.close()
-        return self.proc.returncode
-
-    def __enter__(self) -> FloorProcess:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
-        self.stop()
+        super().__init__("floor relay", command, log_path, cwd=ROOT)
+        self.url: str = self.announced["url"]
 
 
 def main(argv: list[str] | None = None) -> None:
