@@ -16,7 +16,7 @@ import tomllib
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 from urllib.parse import urlsplit
 
 from kirod import paths
@@ -36,6 +36,7 @@ class Kind(enum.Enum):
     LIST = "list of strings"
     CHOICE = "one of"
     URL = "http(s) URL"
+    MAP = "table of strings"
 
 
 @dataclass(frozen=True)
@@ -251,6 +252,23 @@ OPTIONS: tuple[Option, ...] = (
         choices=("drop", "error"),
     ),
     Option(
+        "model_fallback",
+        Kind.CHOICE,
+        "How a model id no account offers is served (claude-opus-5-5, claude-sonnet-6, opus): "
+        "by the newest model of the same Claude family the account offers (family), or answered "
+        "with 404 (strict).",
+        "family",
+        choices=("family", "strict"),
+    ),
+    Option(
+        "model_aliases",
+        Kind.MAP,
+        "Client model ids served by a model of your choice, before any fallback: a TOML table "
+        '("claude-opus-5-5" = "claude-opus-4.7"), or id=model pairs separated by commas in '
+        "the environment and on the command line.",
+        {},
+    ),
+    Option(
         "upstream_keep_alive",
         Kind.BOOL,
         "Reuse upstream connections (default: a fresh connection per request, as Kiro IDE).",
@@ -346,6 +364,8 @@ class Settings:
     oplog_max_rows: int
     refresh_window_s: float
     parameter_policy: str
+    model_fallback: Literal["family", "strict"]
+    model_aliases: Mapping[str, str]
     upstream_keep_alive: bool
     responses_retention_s: float
     responses_max_bytes: int
@@ -374,6 +394,8 @@ class Settings:
                 value = str(value)
             elif isinstance(value, tuple):
                 value = list(value)
+            elif isinstance(value, Mapping):
+                value = dict(value)
             out[option.name] = value
         return out
 
@@ -429,6 +451,8 @@ def coerce(option: Option, value: object, source: str) -> Any:
         if isinstance(value, list | tuple) and all(isinstance(v, str) for v in value):
             return tuple(value)
         raise _bad(option, value, source)
+    elif kind is Kind.MAP:
+        return _table(option, value, source)
     elif kind is Kind.PATH:
         if not isinstance(value, str | Path) or not str(value):
             raise _bad(option, value, source)
@@ -451,6 +475,23 @@ def coerce(option: Option, value: object, source: str) -> Any:
     if option.maximum is not None and result > option.maximum:
         raise _bad(option, value, source)
     return result
+
+
+def _table(option: Option, value: object, source: str) -> Mapping[str, str]:
+    """A TOML table of strings, or `a=b,c=d` from the environment or a flag."""
+    if isinstance(value, str):
+        pairs: list[tuple[str, str]] = []
+        for item in filter(None, (part.strip() for part in value.split(","))):
+            name, sep, target = item.partition("=")
+            if not sep or not name.strip() or not target.strip():
+                raise _bad(option, value, source)
+            pairs.append((name.strip(), target.strip()))
+        return dict(pairs)
+    if isinstance(value, Mapping) and all(
+        isinstance(k, str) and k and isinstance(v, str) and v for k, v in value.items()
+    ):
+        return dict(value)
+    raise _bad(option, value, source)
 
 
 def _check_known(keys: Sequence[str], source: str) -> None:

@@ -68,6 +68,9 @@ class ApiError(KirodError):
 
     `message` is shown to the client, so it must never carry internal detail (exception text,
     tokens, paths). `code` is a stable machine-readable reason such as `malformed_request_body`.
+    `final` marks an error that retrying cannot fix until the user acts (no account, a login
+    needed, a model the key may not use): it is answered with `x-should-retry: false`, which
+    the Anthropic and OpenAI SDKs and Claude Code honour instead of retrying for minutes.
     """
 
     def __init__(
@@ -78,6 +81,7 @@ class ApiError(KirodError):
         code: str | None = None,
         param: str | None = None,
         headers: Mapping[str, str] | None = None,
+        final: bool = False,
     ) -> None:
         super().__init__(message)
         self.kind = kind
@@ -85,6 +89,7 @@ class ApiError(KirodError):
         self.code = code
         self.param = param
         self.headers: dict[str, str] = dict(headers or {})
+        self.final = final
 
     @property
     def status(self) -> int:

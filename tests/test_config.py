@@ -188,3 +188,39 @@ def test_watchdog_interval_is_half_of_watchdog_usec() -> None:
         load_service_env({"WATCHDOG_USEC": "2000000", "WATCHDOG_PID": "1"}).watchdog_interval_s
         is None
     )
+
+
+def test_model_aliases_from_a_toml_table_env_and_flags(tmp_path: Path) -> None:
+    config = write_config(
+        tmp_path,
+        'model_fallback = "strict"\n[model_aliases]\n"claude-opus-5-5" = "claude-opus-4.7"\n',
+    )
+    settings = load_settings(env=env_for(tmp_path), config_path=config)
+    assert settings.model_fallback == "strict"
+    assert settings.model_aliases == {"claude-opus-5-5": "claude-opus-4.7"}
+    from_env = load_settings(
+        env=env_for(tmp_path, KIROD_MODEL_ALIASES=" a = b , fast=claude-haiku-4.5 ,")
+    )
+    assert from_env.model_aliases == {"a": "b", "fast": "claude-haiku-4.5"}
+    flagged = load_settings({"model_aliases": "x=y"}, env=env_for(tmp_path))
+    assert flagged.model_aliases == {"x": "y"}
+    assert load_settings(env=env_for(tmp_path)).model_aliases == {}
+
+
+@pytest.mark.parametrize(
+    ("text", "source"),
+    [
+        ('[model_aliases]\n"a" = 1\n', "config"),
+        ('model_aliases = ["a"]\n', "config"),
+        ("a=,b=c", "env"),
+        ("nothing-here", "env"),
+    ],
+)
+def test_bad_model_aliases_name_the_option(tmp_path: Path, text: str, source: str) -> None:
+    if source == "config":
+        config: Path | None = write_config(tmp_path, text)
+        env = env_for(tmp_path)
+    else:
+        config, env = None, env_for(tmp_path, KIROD_MODEL_ALIASES=text)
+    with pytest.raises(ConfigError, match="model_aliases"):
+        load_settings(env=env, config_path=config)

@@ -35,6 +35,7 @@ from kirod import log
 from kirod.accounts.account import to_upstream
 from kirod.accounts.affinity import AffinityMap
 from kirod.accounts.branches import BranchQueue
+from kirod.accounts.models import ModelDirectory
 from kirod.accounts.pool import AccountPool, Lease
 from kirod.accounts.probes import UsageProbes
 from kirod.accounts.tokens import TokenKeeper
@@ -45,8 +46,7 @@ from kirod.canonical.events import (
     MessageStop,
     Usage,
 )
-from kirod.canonical.models import STATIC_CATALOG, ModelCatalog, ModelInfo, resolve_model
-from kirod.canonical.models import catalog_from_list_available_models as parse_catalog
+from kirod.canonical.models import ModelInfo
 from kirod.canonical.request import CanonicalRequest
 from kirod.canonical.tokens import estimate_request_tokens
 from kirod.errors import ApiError, ErrorKind, KirodError
@@ -60,7 +60,6 @@ from kirod.upstream.translate import Translator
 
 logger = logging.getLogger("kirod.dispatch")
 
-CATALOG_TTL_S = 3600.0
 QUOTA_PROBE_TIMEOUT_S = 10.0
 
 # A stream that fails with one of these before its first event can go to another account.
@@ -77,63 +76,11 @@ class Dispatch:
 
     message_id: str
     model: ModelInfo
+    model_name: str  # what responses name: the client's own name, or the substitute's public id
     account_id: str
     input_tokens: int
     payload: BuiltPayload
     events: AsyncIterator[CanonicalEvent]
-
-
-class CatalogCache:
-    """Each account's model catalog from ListAvailableModels, with the static list as fallback."""
-
-    def __init__(self, client: KiroClient) -> None:
-        self._client = client
-        self._entries: dict[str, tuple[float, ModelCatalog]] = {}
-        self._fetches: dict[str, asyncio.Task[ModelCatalog]] = {}
-
-    def cached(self, account_id: str) -> ModelCatalog | None:
-        entry = self._entries.get(account_id)
-        return entry[1] if entry else None
-
-    async def get(self, account: UpstreamAccount) -> ModelCatalog:
-        entry = self._entries.get(account.id)
-        if entry is not None and time.monotonic() - entry[0] < CATALOG_TTL_S:
-            return entry[1]
-        # One fetch per account however many requests find the catalog stale (a burst at start
-        # would otherwise send one ListAvailableModels each); a requester that goes away does
-        # not cancel it for the others.
-        fetch = self._fetches.get(account.id)
-        if fetch is None:
-            fetch = asyncio.get_running_loop().create_task(
-                self._fetch(account, entry), name="kirod-model-catalog"
-            )
-            self._fetches[account.id] = fetch
-            fetch.add_done_callback(lambda done: self._fetched(account.id, done))
-        return await asyncio.shield(fetch)
-
-    def _fetched(self, account_id: str, fetch: asyncio.Task[ModelCatalog]) -> None:
-        self._fetches.pop(account_id, None)
-        if not fetch.cancelled():
-            fetch.exception()  # retrieved: every requester may have gone (shutdown), none reads it
-
-    async def _fetch(
-        self, account: UpstreamAccount, entry: tuple[float, ModelCatalog] | None
-    ) -> ModelCatalog:
-        try:
-            catalog = parse_catalog(await self._client.list_models(account))
-        except UpstreamError as exc:
-            log.event(
-                logger,
-                "model_catalog_fallback",
-                level=logging.WARNING,
-                account=account.id,
-                failure=exc.failure.value,
-            )
-            return entry[1] if entry else STATIC_CATALOG
-        if len(catalog) == 0:
-            catalog = STATIC_CATALOG
-        self._entries[account.id] = (time.monotonic(), catalog)
-        return catalog
 
 
 @dataclass(frozen=True)
@@ -154,6 +101,7 @@ class _Retry(Exception):
 class _Opened:
     lease: Lease
     model: ModelInfo
+    model_name: str
     payload: BuiltPayload
     message_id: str
     input_tokens: int
@@ -243,7 +191,7 @@ class Dispatcher:
         pool: AccountPool,
         client: KiroClient,
         keeper: TokenKeeper,
-        catalogs: CatalogCache,
+        models: ModelDirectory,
         affinity: AffinityMap,
         probes: UsageProbes,
         oplog: OpLog,
@@ -255,7 +203,7 @@ class Dispatcher:
         self._pool = pool
         self._client = client
         self._keeper = keeper
-        self._catalogs = catalogs
+        self._models = models
         self._affinity = affinity
         self._probes = probes
         self._oplog = oplog
@@ -284,6 +232,7 @@ class Dispatcher:
                 yield Dispatch(
                     message_id=opened.message_id,
                     model=opened.model,
+                    model_name=opened.model_name,
                     account_id=opened.lease.account_id,
                     input_tokens=opened.input_tokens,
                     payload=opened.payload,
@@ -343,11 +292,14 @@ class Dispatcher:
     ) -> _Opened:
         account = await self._fresh(lease, operation, to_upstream(lease.account))
         try:
-            model = resolve_model(request.model, await self._catalogs.get(account))
+            resolution = self._models.resolve(
+                request.model, await self._models.catalog_for(account)
+            )
         except ApiError as unknown:
             # Not in this account's catalog (its plan lacks it?): another account may list it.
             operation.tried(lease.account_id, "model_not_listed")
             raise _Retry(unknown) from None
+        model = resolution.info
         if self._authorize is not None:
             self._authorize(operation.tenant, model)
         conversation_id = AffinityMap.conversation_id(binding, lease.account_id)
@@ -373,13 +325,17 @@ class Dispatcher:
                     account = await self._fresh(lease, operation, account, rejected=rejected)
                     continue
                 token = account.credentials.access_token if exc.failure is Failure.BEARER else None
-                raise await self._failed(lease, operation, exc, rejected_token=token) from None
+                failed = await self._failed(lease, operation, exc, rejected_token=token)
+                if exc.failure is Failure.CONTEXT_TOO_LONG:
+                    failed = _too_long(request, model)
+                raise failed from None
         assert frames is not None
         message_id = secrets.token_hex(12)
+        model_name = request.model if resolution.via == "exact" else model.public_id
         input_tokens = estimate_request_tokens(request)
         translator = Translator(
             message_id=message_id,
-            model=model.public_id,
+            model=model_name,
             context_window=model.context_window,
             input_tokens_estimate=input_tokens,
             tool_names=payload.tool_names.original,
@@ -408,6 +364,7 @@ class Dispatcher:
         return _Opened(
             lease=lease,
             model=model,
+            model_name=model_name,
             payload=payload,
             message_id=message_id,
             input_tokens=input_tokens,
@@ -497,6 +454,22 @@ def _detail(error: UpstreamError) -> str:
     return str(error)
 
 
+def _too_long(request: CanonicalRequest, model: ModelInfo) -> ApiError:
+    """Kiro's "too long", in the form Claude Code reads to start its auto-compaction.
+
+    The local estimate can fall short of Kiro's count; Kiro said the prompt does not fit, so
+    the count given is at least one more than the window.
+    """
+    window = model.context_window
+    tokens = max(estimate_request_tokens(request), window + 1)
+    return ApiError(
+        ErrorKind.INVALID_REQUEST,
+        f"prompt is too long: {tokens} tokens > {window} maximum",
+        code="context_length_exceeded",
+        final=True,
+    )
+
+
 def _with_retry_after(error: ApiError, unavailable: ApiError) -> ApiError:
     """The last attempt's error, told when an account is expected back if it did not say."""
     retry_after = unavailable.headers.get("Retry-After")
@@ -510,6 +483,7 @@ def _with_retry_after(error: ApiError, unavailable: ApiError) -> ApiError:
         code=error.code,
         param=error.param,
         headers={**error.headers, "Retry-After": retry_after},
+        final=error.final,
     )
 
 

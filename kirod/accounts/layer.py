@@ -6,13 +6,14 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from kirod.accounts.affinity import AffinityMap
-from kirod.accounts.dispatch import CatalogCache, Dispatcher, DispatchPolicy
+from kirod.accounts.dispatch import Dispatcher, DispatchPolicy
 from kirod.accounts.maintenance import Maintenance, RetentionPolicy
+from kirod.accounts.models import CatalogCache, ModelDirectory
 from kirod.accounts.pool import AccountPool
 from kirod.accounts.probes import UsageProbes
 from kirod.accounts.strategy import Strategy
 from kirod.accounts.tokens import TokenKeeper
-from kirod.canonical.models import ModelInfo
+from kirod.canonical.models import ModelInfo, ModelPolicy
 from kirod.config import Settings
 from kirod.storage.accounts import AccountRecord, AccountStore
 from kirod.storage.affinity import AffinityStore
@@ -51,7 +52,7 @@ class PoolOperations:
 class AccountLayer:
     pool: AccountPool
     keeper: TokenKeeper
-    catalogs: CatalogCache
+    models: ModelDirectory
     dispatcher: Dispatcher
     maintenance: Maintenance
     oplog: OpLog
@@ -85,7 +86,12 @@ def build_account_layer(
         queue_timeout_s=settings.queue_timeout_s,
     )
     keeper = TokenKeeper(accounts, client, tasks, settings.refresh_window_s)
-    catalogs = CatalogCache(client)
+    models = ModelDirectory(
+        accounts,
+        CatalogCache(client),
+        keeper,
+        ModelPolicy(aliases=dict(settings.model_aliases), fallback=settings.model_fallback),
+    )
     affinity = AffinityMap(AffinityStore(db), affinity_secret, ttl_s=settings.affinity_ttl_s)
     probes = UsageProbes(pool, client, keeper, tasks)
     oplog = OpLog(db)
@@ -93,7 +99,7 @@ def build_account_layer(
         pool,
         client,
         keeper,
-        catalogs,
+        models,
         affinity,
         probes,
         oplog,
@@ -116,6 +122,4 @@ def build_account_layer(
         retention=RetentionPolicy(settings.oplog_retention_s, settings.oplog_max_rows),
     )
     operations = PoolOperations(pool, maintenance)
-    return AccountLayer(
-        pool, keeper, catalogs, dispatcher, maintenance, oplog, affinity, operations
-    )
+    return AccountLayer(pool, keeper, models, dispatcher, maintenance, oplog, affinity, operations)

@@ -312,6 +312,7 @@ class AccountPool:
                 "no Kiro account is configured: add one with 'kiroctl accounts login' or "
                 "'kiroctl accounts import'",
                 code="no_accounts",
+                final=True,
             )
         counts = collections.Counter(state.status for state in states)
         back = f"; the first is back in {retry_after} s" if retry_after is not None else ""
@@ -328,14 +329,21 @@ class AccountPool:
         elif only == "needs_login":
             code = "accounts_need_login"
             message = "all Kiro accounts need a new login: run 'kiroctl accounts login'"
+        elif only == "disabled":
+            code = "accounts_disabled"
+            message = "all Kiro accounts are disabled: run 'kiroctl accounts enable ACCOUNT'"
         else:
             code = "no_available_accounts"
             parts = ", ".join(
                 f"{n} {status.replace('_', ' ')}" for status, n in sorted(counts.items())
             )
             message = f"no Kiro account is available ({parts}){back}"
+            if "needs_login" in counts:
+                message += "; run 'kiroctl accounts login'"
         if retry_after is None:
-            return ApiError(ErrorKind.UNAVAILABLE, message, code=code)
+            # Nothing comes back by itself: retrying only delays the message the user needs.
+            final = "cooling_down" not in counts
+            return ApiError(ErrorKind.UNAVAILABLE, message, code=code, final=final)
         return ApiError(
             ErrorKind.RATE_LIMIT,
             message,

@@ -14,7 +14,10 @@ from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, TypeAlias
 
+from kirod.canonical.request import Effort
 from kirod.errors import ApiError, ErrorKind
+
+EFFORTS: tuple[Effort, ...] = ("low", "medium", "high", "xhigh", "max")
 
 ReasoningFieldStyle: TypeAlias = Literal["none", "output_config", "reasoning"]
 """Which root `additionalModelRequestFields` key carries an effort (§2.4b): Claude takes
@@ -43,6 +46,15 @@ class ModelInfo:
     supports_images: bool = True
     native_reasoning: bool = False
     reasoning_field_style: ReasoningFieldStyle = "none"
+    efforts: tuple[Effort, ...] = EFFORTS  # the reasoning efforts it accepts, lowest first
+
+    def clamp_effort(self, effort: Effort) -> Effort:
+        """The strongest effort the model accepts that is not above `effort` (else its lowest)."""
+        if effort in self.efforts or not self.efforts:
+            return effort
+        rank = EFFORTS.index(effort)
+        below = [e for e in self.efforts if EFFORTS.index(e) <= rank]
+        return below[-1] if below else self.efforts[0]
 
 
 @dataclass(frozen=True, slots=True)
@@ -199,32 +211,119 @@ def _candidates(name: str) -> tuple[str, ...]:
     return (normal,)
 
 
-def resolve_model(name: str, catalog: ModelCatalog) -> ModelInfo:
-    """The catalog entry a client's model name means.
+FallbackPolicy: TypeAlias = Literal["family", "strict"]
+ResolvedVia: TypeAlias = Literal["exact", "alias", "family"]
+FAMILIES = ("opus", "sonnet", "haiku")
+_FAMILY_IN_NAME = re.compile(r"(?:^|[-_./])(opus|sonnet|haiku)(?:$|[-_./\d])")
+_VERSION = re.compile(
+    r"^claude-(?P<family>opus|sonnet|haiku)-(?P<major>\d+)(?:\.(?P<minor>\d+))?(?P<m1>-1m)?$"
+)
+_SHOWN_MODELS = 8
 
-    Unknown names are a client error rather than a silent substitution (DESIGN §1: nothing is
-    approximated), and the message lists what the client may use instead.
+
+@dataclass(frozen=True, slots=True)
+class ModelPolicy:
+    """How names a catalog lacks are served: `aliases` (client id → model id) win, then
+    `fallback`: "family" serves the newest model of the same Claude family, "strict" refuses."""
+
+    aliases: Mapping[str, str] = field(default_factory=dict)
+    fallback: FallbackPolicy = "family"
+
+
+STRICT = ModelPolicy(fallback="strict")
+
+
+@dataclass(frozen=True, slots=True)
+class Resolution:
+    """The model serving a request, and whether it is the one named or a substitute."""
+
+    info: ModelInfo
+    via: ResolvedVia
+
+
+def family_of(name: str) -> str | None:
+    """The Claude family a name asks for: `opus`, `claude-opus-5-5`, `claude-3-5-haiku-latest`.
+
+    Only Claude names (and the bare family words) have a family; `gpt-5.7` has none.
     """
+    normal = _CONTEXT_SUFFIX.sub("", name.strip()).strip().lower().removeprefix("anthropic/")
+    if normal in FAMILIES:
+        return normal
+    if not normal.startswith("claude"):
+        return None
+    match = _FAMILY_IN_NAME.search(normal)
+    return match[1] if match else None
+
+
+def newest_of_family(
+    family: str, catalog: ModelCatalog, *, million: bool = False
+) -> ModelInfo | None:
+    """The catalog's newest model of `family` by version. Of one version's entries the
+    1M-context variant is chosen when `million` asks for it, else the plain one."""
+    best: tuple[int, int, bool] | None = None
+    chosen: ModelInfo | None = None
+    for info in catalog:
+        match = _VERSION.match(info.kiro_id)
+        if match is None or match["family"] != family:
+            continue
+        rank = (int(match["major"]), int(match["minor"] or 0), bool(match["m1"]) == million)
+        if best is None or rank > best:
+            best, chosen = rank, info
+    return chosen
+
+
+def _exact(name: str, catalog: ModelCatalog) -> ModelInfo | None:
     for candidate in _candidates(name):
         if (info := catalog.get(candidate)) is not None:
             return info
+    return None
+
+
+def resolve(name: str, catalog: ModelCatalog, policy: ModelPolicy = STRICT) -> Resolution:
+    """The catalog entry serving a client's model name, under `policy`.
+
+    An alias rewrites the name first (its target may itself fall back); a name the catalog
+    lacks is served by the newest model of its Claude family when the policy says so. Anything
+    else is a 404 that lists models the client may use instead.
+    """
+    target = policy.aliases.get(name) or policy.aliases.get(name.strip().lower())
+    wanted = target or name
+    if (info := _exact(wanted, catalog)) is not None:
+        return Resolution(info, "alias" if target else "exact")
+    if policy.fallback == "family" and (family := family_of(wanted)) is not None:
+        million = "[1m]" in wanted.lower() or wanted.lower().endswith("-1m")
+        if (info := newest_of_family(family, catalog, million=million)) is not None:
+            return Resolution(info, "family")
+    raise unknown_model(name, catalog)
+
+
+def resolve_model(name: str, catalog: ModelCatalog) -> ModelInfo:
+    """The catalog entry `name` names exactly (no alias, no fallback)."""
+    return resolve(name, catalog).info
+
+
+def unknown_model(name: str, catalog: ModelCatalog) -> ApiError:
+    """404 naming the model and a few that work, with "…" when the list is cut."""
     shown = name if len(name) <= 100 else name[:100] + "…"
-    available = ", ".join(dict.fromkeys(info.public_id for info in catalog))
-    raise ApiError(
-        ErrorKind.INVALID_REQUEST,
-        f"model '{shown}' is not available; available models: {available}",
+    available = [row.id for row in public_models(catalog)]
+    listed = ", ".join(available[:_SHOWN_MODELS])
+    if len(available) > _SHOWN_MODELS:
+        listed += ", …"
+    return ApiError(
+        ErrorKind.NOT_FOUND,
+        f"model '{shown}' is not available; models that work include {listed} "
+        "(GET /v1/models lists them all)",
         code="model_not_found",
         param="model",
+        final=True,
     )
 
 
 def public_models(catalog: ModelCatalog) -> tuple[ListedModel, ...]:
-    """The /v1/models rows: every public id, then every Kiro id that is spelled differently."""
+    """The /v1/models rows: one per model, by the public id clients send."""
     rows: dict[str, ListedModel] = {}
     for info in catalog:
         rows.setdefault(info.public_id, ListedModel(info.public_id, info))
-    for info in catalog:
-        rows.setdefault(info.kiro_id, ListedModel(info.kiro_id, info))
     return tuple(rows.values())
 
 
@@ -264,6 +363,7 @@ def _from_listing(entry: Mapping[str, Any]) -> ModelInfo:
         reasoning_field_style=_advertised_style(
             entry.get("additionalModelRequestFieldsSchema"), base.reasoning_field_style
         ),
+        efforts=_advertised_efforts(entry.get("additionalModelRequestFieldsSchema")),
     )
 
 
@@ -285,3 +385,18 @@ def _advertised_style(schema: object, default: ReasoningFieldStyle) -> Reasoning
     if "reasoning" in properties:
         return "reasoning"
     return "none"
+
+
+def _advertised_efforts(schema: object) -> tuple[Effort, ...]:
+    """The `effort` enum of the schema's `output_config` or `reasoning`; all when it says none."""
+    properties = schema.get("properties") if isinstance(schema, Mapping) else None
+    for key in ("output_config", "reasoning"):
+        node = properties.get(key) if isinstance(properties, Mapping) else None
+        fields = node.get("properties") if isinstance(node, Mapping) else None
+        effort = fields.get("effort") if isinstance(fields, Mapping) else None
+        enum = effort.get("enum") if isinstance(effort, Mapping) else None
+        if isinstance(enum, list):
+            listed = tuple(e for e in EFFORTS if e in enum)
+            if listed:
+                return listed
+    return EFFORTS

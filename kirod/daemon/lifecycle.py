@@ -201,7 +201,7 @@ async def run(
                 authorize=gate.authorize_model,
             )
             stack.push_async_callback(layer.close)  # after the drain, before the store
-            keeper, catalogs, dispatcher = layer.keeper, layer.catalogs, layer.dispatcher
+            models, dispatcher = layer.models, layer.dispatcher
 
             def info() -> DaemonInfo:
                 return DaemonInfo(
@@ -221,8 +221,7 @@ async def run(
                         accounts=accounts,
                         keys=keys,
                         reload_keys=gate.reload,
-                        catalogs=catalogs,
-                        keeper=keeper,
+                        models=models,
                         logins=Logins(client, accounts, background),
                         operations=layer.operations,
                         reports=LayerReports(layer.maintenance, layer.oplog, layer.pool),
@@ -243,7 +242,7 @@ async def run(
                 accounts=accounts,
                 gate=gate,
                 dispatcher=dispatcher,
-                catalogs=catalogs,
+                models=models,
                 signer=ThinkingSigner(derive(install_key, "anthropic-thinking-signature")),
                 reasoning_box=ReasoningBox(derive(install_key, "responses-reasoning")),
                 responses=ResponseStore(

@@ -140,4 +140,5 @@ class KeyGate:
             + ", ".join(scope.models),
             code="model_not_allowed",
             param="model",
+            final=True,
         )

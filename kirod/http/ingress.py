@@ -43,6 +43,8 @@ def error_response(request: web.Request, error: ApiError) -> web.Response:
     body = render(family_for(request), error, request[REQUEST_ID])
     response = web.json_response(body, status=error.status, dumps=json.dumps)
     response.headers.update(error.headers)
+    if error.final:
+        response.headers["x-should-retry"] = "false"
     return response
 
 
@@ -148,4 +150,5 @@ async def add_request_id_header(request: web.Request, response: web.StreamRespon
     request_id = request.get(REQUEST_ID)
     if request_id is not None:
         response.headers["x-request-id"] = request_id
+        response.headers["request-id"] = request_id  # what the Anthropic SDK reads
     response.headers["Server"] = "kirod"

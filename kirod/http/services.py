@@ -6,7 +6,8 @@ from dataclasses import dataclass
 
 from aiohttp import web
 
-from kirod.accounts.dispatch import CatalogCache, Dispatcher
+from kirod.accounts.dispatch import Dispatcher
+from kirod.accounts.models import ModelDirectory
 from kirod.config import Settings
 from kirod.http.auth import KeyGate
 from kirod.protocols.anthropic import ThinkingSigner
@@ -23,7 +24,7 @@ class Services:
     accounts: AccountStore
     gate: KeyGate
     dispatcher: Dispatcher
-    catalogs: CatalogCache
+    models: ModelDirectory
     signer: ThinkingSigner
     reasoning_box: ReasoningBox
     responses: ResponseStore

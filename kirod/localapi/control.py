@@ -9,8 +9,7 @@ from typing import Any
 
 from aiohttp import web
 
-from kirod.accounts.dispatch import CatalogCache
-from kirod.accounts.tokens import TokenKeeper
+from kirod.accounts.models import ModelDirectory
 from kirod.config import Settings
 from kirod.localapi.logins import Logins
 from kirod.localapi.pool import AccountOperations, PoolReports
@@ -28,8 +27,7 @@ class Control:
     accounts: AccountStore
     keys: KeyStore
     reload_keys: Callable[[], Awaitable[None]]  # make the gate see created and revoked keys
-    catalogs: CatalogCache
-    keeper: TokenKeeper
+    models: ModelDirectory
     logins: Logins
     operations: AccountOperations
     reports: PoolReports

@@ -164,7 +164,8 @@ def build_payload(
     tools = _tool_specs(request.tools, names, turns) if tools_enabled else []
     current_entry = _user_entry(current, model.kiro_id, tools)
     if mode == "native" and request.reasoning is not None:
-        current_entry["userInputMessage"]["reasoning"] = {"effort": _effort(request.reasoning)}
+        effort = model.clamp_effort(_effort(request.reasoning))
+        current_entry["userInputMessage"]["reasoning"] = {"effort": effort}
 
     state: dict[str, Any] = {
         "conversationId": conversation_id,

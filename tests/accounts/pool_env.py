@@ -19,13 +19,15 @@ import aiohttp
 from aiohttp import web
 
 from kirod.accounts.affinity import AffinityMap
-from kirod.accounts.dispatch import CatalogCache, Dispatch, Dispatcher, DispatchPolicy
+from kirod.accounts.dispatch import Dispatch, Dispatcher, DispatchPolicy
 from kirod.accounts.maintenance import Maintenance, RetentionPolicy
+from kirod.accounts.models import CatalogCache, ModelDirectory
 from kirod.accounts.pool import AccountPool
 from kirod.accounts.probes import UsageProbes
 from kirod.accounts.strategy import Strategy
 from kirod.accounts.tokens import TokenKeeper
 from kirod.canonical.events import CanonicalEvent
+from kirod.canonical.models import STRICT
 from kirod.canonical.request import (
     CanonicalRequest,
     ClientProtocol,
@@ -248,7 +250,7 @@ async def pool_env(
             pool,
             client,
             keeper,
-            CatalogCache(client),
+            ModelDirectory(store, CatalogCache(client), keeper, STRICT),
             affinity,
             probes,
             oplog,

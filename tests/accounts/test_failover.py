@@ -97,11 +97,12 @@ async def test_a_failure_of_the_request_itself_returns_at_once(tmp_path: Path, f
             req = request(model="gpt-nonexistent")
         with pytest.raises(ApiError) as error:
             await env.complete(req)
-        assert error.value.kind is ErrorKind.INVALID_REQUEST
-        assert len(env.chats()) == (0 if fatal == "unknown_model" else 1)
+        unknown = fatal == "unknown_model"
+        assert error.value.kind is (ErrorKind.NOT_FOUND if unknown else ErrorKind.INVALID_REQUEST)
+        assert len(env.chats()) == (0 if unknown else 1)
         assert (await env.state(first.id)).status == "active"
         row = (await env.oplog.entries())[0]
-        assert row.status == 400
+        assert row.status == (404 if unknown else 400)
         if fatal == "unknown_model":  # looked up in each account's catalog, never sent
             assert [a.outcome for a in row.attempts] == ["model_not_listed"] * 2
         else:

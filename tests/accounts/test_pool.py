@@ -129,6 +129,7 @@ async def test_why_no_account_can_serve(store: AccountStore) -> None:
         await pool.lease()
     assert (error.value.kind, error.value.code) == (ErrorKind.UNAVAILABLE, "no_accounts")
     assert "kiroctl accounts login" in error.value.message
+    assert error.value.final  # nothing comes back by itself: clients must not retry
 
     one, two = await add(store, 2)
     await pool.sync()
@@ -139,6 +140,7 @@ async def test_why_no_account_can_serve(store: AccountStore) -> None:
     assert (error.value.kind, error.value.code) == (ErrorKind.RATE_LIMIT, "accounts_cooling_down")
     assert error.value.headers["Retry-After"] in ("29", "30")
     assert "cooling down" in error.value.message
+    assert not error.value.final
 
     for account in (one, two):
         await store.update_state(account.id, lambda r: AccountState("exhausted", "used up"))
@@ -151,6 +153,22 @@ async def test_why_no_account_can_serve(store: AccountStore) -> None:
     with pytest.raises(ApiError) as error:
         await pool.lease()
     assert error.value.code == "accounts_need_login"
+    assert error.value.final
+
+    await store.update_state(one.id, lambda r: AccountState("disabled", "by the user"))
+    with pytest.raises(ApiError) as error:
+        await pool.lease()
+    assert error.value.code == "no_available_accounts"
+    assert "1 disabled, 1 needs login" in error.value.message
+    assert "kiroctl accounts login" in error.value.message
+    assert error.value.final
+
+    await store.update_state(two.id, lambda r: AccountState("disabled", "by the user"))
+    with pytest.raises(ApiError) as error:
+        await pool.lease()
+    assert error.value.code == "accounts_disabled"
+    assert "kiroctl accounts enable" in error.value.message
+    assert error.value.final
 
     await store.update_state(
         one.id, lambda r: AccountState("exhausted", "used up", until=clock() + 3600)
@@ -159,8 +177,9 @@ async def test_why_no_account_can_serve(store: AccountStore) -> None:
         await pool.lease()
     assert error.value.kind is ErrorKind.RATE_LIMIT
     assert error.value.code == "no_available_accounts"
-    assert "1 exhausted, 1 needs login" in error.value.message
+    assert "1 disabled, 1 exhausted" in error.value.message
     assert int(error.value.headers["Retry-After"]) > 3500
+    assert not error.value.final
 
 
 async def test_half_open_lets_one_trial_through_and_success_closes(store: AccountStore) -> None:

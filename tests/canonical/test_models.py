@@ -10,8 +10,12 @@ from kirod.canonical.models import (
     STATIC_CATALOG,
     ModelCatalog,
     ModelInfo,
+    ModelPolicy,
     catalog_from_list_available_models,
+    family_of,
+    newest_of_family,
     public_models,
+    resolve,
     resolve_model,
 )
 from kirod.errors import ApiError, ErrorKind
@@ -85,12 +89,13 @@ def test_unknown_model_is_a_client_error_listing_public_ids(name: str) -> None:
     with pytest.raises(ApiError) as caught:
         resolve_model(name, STATIC_CATALOG)
     error = caught.value
-    assert error.kind is ErrorKind.INVALID_REQUEST
-    assert (error.code, error.param) == ("model_not_found", "model")
+    assert error.kind is ErrorKind.NOT_FOUND
+    assert (error.code, error.param, error.final) == ("model_not_found", "model", True)
     assert f"'{name}'" in error.message
-    for public_id in ("claude-sonnet-4-5", "claude-opus-4-6", "auto", "gpt-5.6-sol"):
+    for public_id in ("claude-sonnet-4-5", "claude-opus-4-6"):
         assert public_id in error.message
     assert "claude-sonnet-4.5," not in error.message  # public ids only, not Kiro spellings
+    assert ", … (GET /v1/models lists them all)" in error.message  # the list is cut, visibly
 
 
 def test_unknown_model_message_truncates_huge_names() -> None:
@@ -170,15 +175,15 @@ def test_static_reasoning_field_style(kiro_id: str, style: str) -> None:
     assert info.reasoning_field_style == style
 
 
-def test_public_models_lists_public_ids_then_distinct_kiro_ids() -> None:
+def test_public_models_lists_each_model_once_by_its_public_id() -> None:
     rows = public_models(STATIC_CATALOG)
     ids = [row.id for row in rows]
-    assert len(ids) == len(set(ids))
-    assert ids.index("claude-sonnet-4-5") < ids.index("claude-sonnet-4.5")
-    assert ids.count("auto") == 1
-    assert {"claude-opus-4-6", "claude-opus-4.6", "claude-opus-5", "gpt-5.6-sol"} <= set(ids)
+    assert len(ids) == len(STATIC_CATALOG) == len(set(ids))
+    assert "claude-sonnet-4.5" not in ids  # no twin of claude-sonnet-4-5
+    assert {"claude-opus-4-6", "claude-opus-5", "auto", "gpt-5.6-sol"} <= set(ids)
     for row in rows:
         assert resolve_model(row.id, STATIC_CATALOG) == row.info
+        assert resolve_model(row.info.kiro_id, STATIC_CATALOG) == row.info
 
 
 def _listing(model_id: str, **fields: Any) -> dict[str, Any]:
@@ -252,3 +257,138 @@ def test_advertised_schema_without_effort_keys_means_no_field() -> None:
         [{"models": [_listing("claude-opus-4.7", additionalModelRequestFieldsSchema={})]}]
     )
     assert resolve_model("claude-opus-4.7", catalog).reasoning_field_style == "none"
+
+
+FAMILY = ModelPolicy()
+
+
+def _catalog(*kiro_ids: str) -> ModelCatalog:
+    return ModelCatalog(tuple(STATIC_CATALOG.get(k) or _plain(k) for k in kiro_ids))
+
+
+def _plain(kiro_id: str) -> ModelInfo:
+    return ModelInfo(public_id=kiro_id.replace(".", "-"), kiro_id=kiro_id, display_name=kiro_id)
+
+
+@pytest.mark.parametrize(
+    ("name", "family"),
+    [
+        ("claude-opus-5-5", "opus"),  # Claude Code 2.1.332's default
+        ("claude-sonnet-6", "sonnet"),
+        ("claude-3-5-haiku-latest", "haiku"),
+        ("opus", "opus"),
+        ("Sonnet", "sonnet"),
+        ("claude-opus-5-5[1m]", "opus"),
+        ("anthropic/claude-haiku-9", "haiku"),
+        ("gpt-5.7", None),
+        ("my-sonnet", None),
+        ("claude-opusx", None),
+        ("auto", None),
+    ],
+)
+def test_family_of(name: str, family: str | None) -> None:
+    assert family_of(name) == family
+
+
+@pytest.mark.parametrize(
+    ("name", "served"),
+    [
+        ("claude-opus-5-5", "claude-opus-4.8"),
+        ("opus", "claude-opus-4.8"),
+        ("claude-sonnet-6", "claude-sonnet-5"),  # 5 (no minor) is newer than 4.6
+        ("sonnet", "claude-sonnet-5"),
+        ("claude-haiku-5-5", "claude-haiku-4.5"),
+        ("claude-opus-5-5[1m]", "claude-opus-4.8"),  # the newest version first, variant second
+    ],
+)
+def test_family_fallback_serves_the_newest_of_the_family(name: str, served: str) -> None:
+    catalog = _catalog(
+        "claude-sonnet-4.5",
+        "claude-sonnet-4.6",
+        "claude-sonnet-5",
+        "claude-haiku-4.5",
+        "claude-opus-4.6",
+        "claude-opus-4.6-1m",
+        "claude-opus-4.8",
+        "claude-opus-4.7",
+    )
+    resolution = resolve(name, catalog, FAMILY)
+    assert (resolution.info.kiro_id, resolution.via) == (served, "family")
+
+
+def test_an_exact_name_wins_over_the_family_and_keeps_its_own_model() -> None:
+    catalog = _catalog("claude-opus-4.5", "claude-opus-4.8")
+    resolution = resolve("claude-opus-4-5-20251101", catalog, FAMILY)
+    assert (resolution.info.kiro_id, resolution.via) == ("claude-opus-4.5", "exact")
+
+
+def test_newest_of_family_prefers_the_plain_variant_of_a_version() -> None:
+    catalog = _catalog("claude-sonnet-4.6-1m", "claude-sonnet-4.6", "claude-sonnet-4.5")
+    plain = newest_of_family("sonnet", catalog)
+    long = newest_of_family("sonnet", catalog, million=True)
+    assert (plain and plain.kiro_id, long and long.kiro_id) == (
+        "claude-sonnet-4.6",
+        "claude-sonnet-4.6-1m",
+    )
+    assert newest_of_family("haiku", catalog) is None
+
+
+def test_family_fallback_fails_when_the_account_lacks_the_family() -> None:
+    with pytest.raises(ApiError) as caught:
+        resolve("claude-opus-5-5", _catalog("claude-sonnet-4.5", "auto"), FAMILY)
+    assert caught.value.kind is ErrorKind.NOT_FOUND
+    assert "'claude-opus-5-5'" in caught.value.message
+    assert "claude-sonnet-4-5, auto (GET" in caught.value.message  # short list: no "…"
+
+
+def test_strict_policy_answers_404_for_what_the_catalog_lacks() -> None:
+    with pytest.raises(ApiError) as caught:
+        resolve("claude-opus-5-5", STATIC_CATALOG, ModelPolicy(fallback="strict"))
+    assert (caught.value.status, caught.value.code) == (404, "model_not_found")
+
+
+def test_unknown_non_claude_ids_are_404_even_with_family_fallback() -> None:
+    with pytest.raises(ApiError) as caught:
+        resolve("gpt-9-ultra", STATIC_CATALOG, FAMILY)
+    assert caught.value.status == 404
+
+
+def test_aliases_win_over_the_policy_and_may_fall_back_themselves() -> None:
+    policy = ModelPolicy(aliases={"claude-opus-5-5": "claude-opus-4.7", "fast": "claude-haiku-9"})
+    catalog = _catalog("claude-opus-4.7", "claude-opus-4.8", "claude-haiku-4.5")
+    alias = resolve("claude-opus-5-5", catalog, policy)
+    assert (alias.info.kiro_id, alias.via) == ("claude-opus-4.7", "alias")
+    chained = resolve("fast", catalog, policy)
+    assert (chained.info.kiro_id, chained.via) == ("claude-haiku-4.5", "family")
+    with pytest.raises(ApiError):
+        resolve("fast", catalog, ModelPolicy(aliases=policy.aliases, fallback="strict"))
+
+
+@pytest.mark.parametrize(
+    ("efforts", "asked", "sent"),
+    [
+        (("low", "medium", "high", "xhigh", "max"), "xhigh", "xhigh"),
+        (("low", "medium", "high", "max"), "xhigh", "high"),
+        (("medium", "high"), "low", "medium"),
+        (("low", "medium", "high"), "max", "high"),
+    ],
+)
+def test_effort_is_clamped_to_what_the_model_accepts(
+    efforts: tuple[Any, ...], asked: Any, sent: str
+) -> None:
+    info = ModelInfo("m", "m", "m", efforts=efforts)
+    assert info.clamp_effort(asked) == sent
+
+
+def test_listed_effort_enum_becomes_the_models_efforts() -> None:
+    schema = {
+        "properties": {
+            "output_config": {"properties": {"effort": {"enum": ["low", "high", "bogus"]}}}
+        }
+    }
+    catalog = catalog_from_list_available_models(
+        [{"models": [_listing("claude-opus-4.8", additionalModelRequestFieldsSchema=schema)]}]
+    )
+    info = catalog.get("claude-opus-4.8")
+    assert info is not None
+    assert info.efforts == ("low", "high")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import sqlite3
 import sys
 import time
@@ -218,7 +219,11 @@ def test_models_stats_config_version(daemon: DaemonProcess) -> None:
     models = as_json(kiroctl(daemon, "models", "--json"))
     assert models["source"] == "accounts"
     assert "claude-sonnet-4-6" in {row["id"] for row in models["models"]}
-    assert "claude-sonnet-4.6" in kiroctl(daemon, "models").stdout
+    assert models["families"]["opus"] == "claude-opus-4.8"  # the fake's newest opus
+    text = kiroctl(daemon, "models").stdout
+    assert "claude-sonnet-4.6" in text
+    assert "newest model of their Claude family" in text
+    assert re.search(r"^opus +claude-opus-4\.8 +family$", text, re.MULTILINE), text
 
     stats = as_json(kiroctl(daemon, "stats", "--since", "1h", "--json"))
     assert {"requests", "succeeded", "success_rate", "ttfb_ms", "accounts", "models"} <= set(stats)

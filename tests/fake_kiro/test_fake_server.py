@@ -504,7 +504,7 @@ async def test_models_are_paged(served: Served, session: aiohttp.ClientSession) 
     account = fake.issue_social_account()
     ids, pages = await list_models(session, url, account)
     assert ids == [model.model_id for model in fake.models()]
-    assert pages == 3  # 11 models, 4 per page
+    assert pages == 4  # 13 models, 4 per page
     assert {"claude-sonnet-4.5", "claude-opus-4.7", "deepseek-3.2", "gpt-5.6-sol"} <= set(ids)
     assert (await list_models(session, url, account, maxResults="100"))[1] == 1
     free = fake.issue_social_account(subscription="KIRO FREE")

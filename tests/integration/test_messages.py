@@ -365,7 +365,6 @@ def test_payload_over_kiros_size_limit_is_413(
             },
             "image URLs are not supported",
         ),
-        ({"model": "gpt-nonexistent"}, "gpt-nonexistent"),
     ],
 )
 def test_rejected_capabilities(

@@ -297,7 +297,8 @@ def test_chat_completions_are_off_by_default(fake: ThreadedFake, short_tmp: Path
 def test_models_for_both_sdks(gpt: openai.OpenAI, daemon: DaemonProcess) -> None:
     ids = [model.id for model in gpt.models.list()]
     assert "claude-sonnet-4-5" in ids
-    assert "claude-sonnet-4.5" in ids  # Kiro ids are accepted too
+    assert "claude-sonnet-4.5" not in ids  # one row per model; Kiro's spelling resolves:
+    assert gpt.models.retrieve("claude-sonnet-4.5").id == "claude-sonnet-4-5"
     assert gpt.models.retrieve("claude-sonnet-4-5").owned_by == "anthropic"
     with pytest.raises(openai.NotFoundError):
         gpt.models.retrieve("no-such-model")

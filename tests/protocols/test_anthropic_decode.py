@@ -588,8 +588,8 @@ CASES: list[Case] = [
     ("messages object", lambda: set_path(minimal(), "messages", {}), "messages", None),
     ("message not object", lambda: set_path(minimal(), "messages.0", "hi"), "messages.0", None),
     (
-        "role system",
-        lambda: set_path(minimal(), "messages.0.role", "system"),
+        "role tool",
+        lambda: set_path(minimal(), "messages.0.role", "tool"),
         "messages.0.role",
         None,
     ),
@@ -982,4 +982,113 @@ def test_count_tokens_counts_a_forced_tool_choice() -> None:
 def test_count_tokens_validates_like_messages(body: Body, param: str) -> None:
     with pytest.raises(ApiError) as caught:
         count(body)
+    assert caught.value.param == param
+
+
+# -- inline system messages and context management (Claude Code 2.1.332 defaults) -----------------
+
+
+def test_inline_system_messages_stay_at_their_position_as_user_text() -> None:
+    body = minimal(
+        system="top",
+        messages=[
+            {"role": "user", "content": "hi"},
+            {"role": "system", "content": [{"type": "text", "text": "# Environment\ncwd: /w"}]},
+            assistant({"type": "text", "text": "hello"}),
+            {"role": "system", "content": "note two"},
+            {"role": "user", "content": "again"},
+        ],
+    )
+    request = decode(body)
+    assert request.system == ("top",)
+    assert [m.role for m in request.messages] == [
+        Role.USER,
+        Role.USER,
+        Role.ASSISTANT,
+        Role.USER,
+        Role.USER,
+    ]
+    assert request.messages[1].content == (TextBlock("# Environment\ncwd: /w"),)
+    assert request.messages[3].content == (TextBlock("note two"),)
+
+
+@pytest.mark.parametrize(
+    "block",
+    [
+        {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": "AA=="}},
+        {"type": "tool_result", "tool_use_id": "t1", "content": "x"},
+    ],
+)
+def test_inline_system_messages_hold_only_text(block: Body) -> None:
+    body = minimal(
+        messages=[{"role": "user", "content": "hi"}, {"role": "system", "content": [block]}]
+    )
+    with pytest.raises(ApiError) as caught:
+        decode(body)
+    assert caught.value.param == "messages.1.content.0.type"
+
+
+def _signed(text: str) -> Body:
+    return {"type": "thinking", "thinking": text, "signature": SIGNER.sign(text, "upstream-sig")}
+
+
+def _thinking_history() -> list[Body]:
+    return [
+        {"role": "user", "content": "one"},
+        assistant(_signed("first thought"), {"type": "text", "text": "a"}),
+        {"role": "user", "content": "two"},
+        assistant(_signed("second thought"), {"type": "text", "text": "b"}),
+        {"role": "user", "content": "three"},
+    ]
+
+
+def _thoughts(request: CanonicalRequest) -> list[str]:
+    return [
+        block.thinking
+        for message in request.messages
+        for block in message.content
+        if isinstance(block, ThinkingBlock)
+    ]
+
+
+def test_clear_thinking_keep_all_keeps_every_thinking_block() -> None:
+    edits = {"edits": [{"type": "clear_thinking_20251015", "keep": "all"}]}
+    request = decode(minimal(messages=_thinking_history(), context_management=edits))
+    assert _thoughts(request) == ["first thought", "second thought"]
+
+
+def test_clear_thinking_keeps_only_the_last_turns_asked_for() -> None:
+    edits = {
+        "edits": [
+            {"type": "clear_tool_uses_20250919"},
+            {"type": "clear_thinking_20251015", "keep": {"type": "thinking_turns", "value": 1}},
+        ]
+    }
+    request = decode(minimal(messages=_thinking_history(), context_management=edits))
+    assert _thoughts(request) == ["second thought"]
+    assert request.messages[1].content == (TextBlock("a"),)
+
+
+@pytest.mark.parametrize(
+    ("edits", "param"),
+    [
+        ({"edits": "all"}, "context_management.edits"),
+        ({"edits": [{"type": 1}]}, "context_management.edits.0.type"),
+        (
+            {"edits": [{"type": "clear_thinking_20251015", "keep": {"type": "x"}}]},
+            "context_management.edits.0.keep.type",
+        ),
+        (
+            {
+                "edits": [
+                    {"type": "clear_thinking_1", "keep": {"type": "thinking_turns", "value": -1}}
+                ]
+            },
+            "context_management.edits.0.keep.value",
+        ),
+    ],
+)
+def test_malformed_context_management_names_the_field(edits: Body, param: str) -> None:
+    with pytest.raises(ApiError) as caught:
+        decode(minimal(context_management=edits))
     assert caught.value.param == param

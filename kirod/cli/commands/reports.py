@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 import time
 from datetime import datetime
+from typing import Any
 
 import click
 
@@ -38,6 +39,26 @@ def models(app: App, as_json: bool) -> None:
     app.out.print(grid)
     if doc["source"] == "static":
         app.out.print("(no active account yet: this is kirod's built-in list)")
+    _substitutes(app, doc)
+
+
+def _substitutes(app: App, doc: dict[str, Any]) -> None:
+    """Which names are served by another model: aliases, family fallback, what was substituted."""
+    rows = [(name, target, "alias") for name, target in doc["aliases"].items()]
+    rows += [(word, kiro_id, "family") for word, kiro_id in doc["families"].items()]
+    rows += [(s["requested"], s["served"], f"{s['via']}, served") for s in doc["substitutions"]]
+    if doc["fallback"] == "family":
+        app.out.print(
+            "\nIds no account offers are served by the newest model of their Claude family "
+            "(model_fallback = \"family\")."
+        )
+    else:
+        app.out.print("\nIds no account offers are answered 404 (model_fallback = \"strict\").")
+    if rows:
+        grid = render.Grid("REQUESTED", "SERVED BY", "HOW")
+        for row in rows:
+            grid.add_row(*row)
+        app.out.print(grid)
 
 
 def parse_since(value: str, now: float | None = None) -> float:

@@ -8,6 +8,7 @@ from aiohttp import web
 
 from kirod.errors import ApiError, ErrorKind
 from kirod.http.body import read_json
+from kirod.http.decoding import decode_model_first
 from kirod.http.ingress import API_KEY_ID, REQUEST_ID
 from kirod.http.services import SERVICES
 from kirod.http.streaming import collect, stream_sse
@@ -29,10 +30,12 @@ async def create_chat_completion(request: web.Request) -> web.StreamResponse:
         services.settings.max_request_body_bytes,
         timeout_s=services.settings.client_body_timeout_s,
     )
-    decoded = decode_chat(body, request.headers, request_id=request[REQUEST_ID])
+    decoded = await decode_model_first(
+        services, body, lambda: decode_chat(body, request.headers, request_id=request[REQUEST_ID])
+    )
     completion_id = "chatcmpl-" + secrets.token_hex(12)
-    model = decoded.request.model
     async with services.dispatcher.open(decoded.request, tenant=request[API_KEY_ID]) as dispatch:
+        model = dispatch.model_name
         if decoded.request.stream:
             encoder = ChatStreamEncoder(
                 completion_id=completion_id,

@@ -6,6 +6,7 @@ from aiohttp import web
 
 from kirod.canonical.tokens import estimate_request_tokens
 from kirod.http.body import read_json
+from kirod.http.decoding import decode_model_first
 from kirod.http.ingress import API_KEY_ID, REQUEST_ID
 from kirod.http.services import SERVICES
 from kirod.http.streaming import collect, stream_sse
@@ -24,14 +25,18 @@ async def create_message(request: web.Request) -> web.StreamResponse:
         services.settings.max_request_body_bytes,
         timeout_s=services.settings.client_body_timeout_s,
     )
-    canonical = decode_messages(
-        body, request.headers, request_id=request[REQUEST_ID], signer=services.signer
+    canonical = await decode_model_first(
+        services,
+        body,
+        lambda: decode_messages(
+            body, request.headers, request_id=request[REQUEST_ID], signer=services.signer
+        ),
     )
     async with services.dispatcher.open(canonical, tenant=request[API_KEY_ID]) as dispatch:
         if canonical.stream:
             encoder = MessagesStreamEncoder(
                 message_id=dispatch.message_id,
-                model=canonical.model,
+                model=dispatch.model_name,
                 signer=services.signer,
                 request_id=request[REQUEST_ID],
             )
@@ -43,7 +48,7 @@ async def create_message(request: web.Request) -> web.StreamResponse:
         message_json(
             completion,
             message_id=dispatch.message_id,
-            model=canonical.model,
+            model=dispatch.model_name,
             signer=services.signer,
         )
     )

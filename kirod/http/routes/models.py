@@ -1,7 +1,9 @@
 """`GET /v1/models` and `GET /v1/models/{id}`, in a shape both OpenAI and Anthropic SDKs accept.
 
-The list is the union of the catalogs fetched from the accounts' ListAvailableModels, or the
-static catalog before any was fetched. Public ids are the dashed names clients know.
+The list is what the model directory offers (the active accounts' catalogs, or the static one
+before any account answered), the same list as `kiroctl models`: one row per model, by its
+public id. Any name a request may use (a dated id, a Kiro id, an alias, a family word) resolves
+on `GET /v1/models/{id}` to the model that would serve it.
 """
 
 from __future__ import annotations
@@ -10,7 +12,7 @@ from typing import Any
 
 from aiohttp import web
 
-from kirod.canonical.models import STATIC_CATALOG, ListedModel, ModelCatalog, public_models
+from kirod.canonical.models import ListedModel, ModelCatalog, public_models
 from kirod.errors import ApiError, ErrorKind
 from kirod.http.ingress import API_KEY_ID
 from kirod.http.services import SERVICES
@@ -22,19 +24,7 @@ MAX_LIMIT = 1000
 
 
 async def _catalog(request: web.Request) -> ModelCatalog:
-    services = request.app[SERVICES]
-    fetched = [
-        catalog
-        for record in await services.accounts.list()
-        if (catalog := services.catalogs.cached(record.id)) is not None
-    ]
-    if not fetched:
-        return STATIC_CATALOG
-    seen: dict[str, Any] = {}
-    for catalog in fetched:
-        for info in catalog:
-            seen.setdefault(info.kiro_id, info)
-    return ModelCatalog(tuple(seen.values()))
+    return (await request.app[SERVICES].models.offers()).catalog
 
 
 def _entry(listed: ListedModel) -> dict[str, Any]:
@@ -88,8 +78,14 @@ async def list_models(request: web.Request) -> web.Response:
 
 
 async def get_model(request: web.Request) -> web.Response:
-    wanted = request.match_info["model_id"]
-    for listed in _visible(request, await _catalog(request)):
-        if listed.id == wanted:
-            return web.json_response(_entry(listed))
-    raise ApiError(ErrorKind.NOT_FOUND, f"no model {wanted!r}", code="model_not_found")
+    services = request.app[SERVICES]
+    catalog = await _catalog(request)
+    info = services.models.resolve(request.match_info["model_id"], catalog).info
+    if not services.gate.allows(request[API_KEY_ID], info):
+        raise ApiError(
+            ErrorKind.NOT_FOUND,
+            f"model '{info.public_id}' is not available to this API key",
+            code="model_not_found",
+            param="model",
+        )
+    return web.json_response(_entry(ListedModel(info.public_id, info)))

@@ -6,6 +6,7 @@ can continue it with `previous_response_id`; stored responses belong to the API 
 
 from __future__ import annotations
 
+import dataclasses
 import secrets
 import time
 from typing import Any
@@ -14,6 +15,7 @@ from aiohttp import web
 
 from kirod.errors import ApiError, ErrorKind
 from kirod.http.body import read_json
+from kirod.http.decoding import decode_model_first
 from kirod.http.ingress import API_KEY_ID, REQUEST_ID
 from kirod.http.services import SERVICES
 from kirod.http.streaming import collect, stream_sse
@@ -74,15 +76,22 @@ async def create_response(request: web.Request) -> web.StreamResponse:
         if stored is None:
             raise _not_found(previous, "previous_response_id")
         history = stored.history
-    decoded = decode_responses(
+    decoded = await decode_model_first(
+        services,
         body,
-        request.headers,
-        request_id=request[REQUEST_ID],
-        history=history,
-        reasoning_box=services.reasoning_box,
+        lambda: decode_responses(
+            body,
+            request.headers,
+            request_id=request[REQUEST_ID],
+            history=history,
+            reasoning_box=services.reasoning_box,
+        ),
     )
     response_id = "resp_" + secrets.token_hex(12)
     async with services.dispatcher.open(decoded.request, tenant=request[API_KEY_ID]) as dispatch:
+        decoded = dataclasses.replace(
+            decoded, echo=dataclasses.replace(decoded.echo, model=dispatch.model_name)
+        )
         if decoded.request.stream:
             encoder = ResponsesStreamEncoder(
                 response_id=response_id, echo=decoded.echo, reasoning_box=services.reasoning_box

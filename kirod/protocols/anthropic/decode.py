@@ -6,9 +6,16 @@ newer clients keep working; known keys with the wrong type are errors. Capabilit
 provide (server tools, forced tool choice, URL and file sources, documents, structured output,
 MCP servers) are refused with code `unsupported_capability` rather than approximated.
 
-Accepted and deliberately without effect: `cache_control` anywhere, `context_management`,
-`disable_parallel_tool_use`, and the tool flags `defer_loading`, `strict`,
-`eager_input_streaming` and `input_examples` (every declared tool is offered to the model).
+Accepted and deliberately without effect: `cache_control` anywhere, `disable_parallel_tool_use`,
+and the tool flags `defer_loading`, `strict`, `eager_input_streaming` and `input_examples` (every
+declared tool is offered to the model). Of `context_management`, `clear_thinking_*` edits are
+honoured (thinking older than the turns to keep is not sent upstream); other edits are accepted
+and logged at debug level.
+
+`role: "system"` messages inside `messages` (Claude Code's per-turn environment notes) stay where
+they are: each becomes a user message of its own at its position, which the payload builder
+merges into the adjacent user turn. Hoisting them into the system prompt would change the
+upstream bytes of every earlier turn whenever the note changes.
 
 Thinking blocks in history are replayed only if kirod signed them (see `signatures`); foreign or
 altered ones are dropped, never forwarded.
@@ -18,9 +25,11 @@ from __future__ import annotations
 
 import base64
 import binascii
+import logging
 from collections.abc import Mapping
 from typing import Any, Final, NoReturn, get_args
 
+from kirod import log
 from kirod.canonical.request import (
     Block,
     CanonicalRequest,
@@ -49,7 +58,7 @@ EMPTY_SCHEMA: Final[Mapping[str, Any]] = {"type": "object", "properties": {}}
 
 _EFFORTS: Final[frozenset[str]] = frozenset(get_args(Effort))
 _DISPLAYS: Final = frozenset({"summarized", "omitted"})
-_ROLES: Final = {"user": Role.USER, "assistant": Role.ASSISTANT}
+_ROLES: Final = {"user": Role.USER, "assistant": Role.ASSISTANT, "system": Role.USER}
 _TOOL_CHOICES: Final = {mode.value: mode for mode in ToolChoiceMode}
 _SERVER_BLOCKS: Final = frozenset(
     {
@@ -70,6 +79,8 @@ _ASSISTANT_ONLY: Final = frozenset({"tool_use", "thinking", "redacted_thinking"}
 _SESSION_HEADER: Final = "x-claude-code-session-id"
 _AGENT_HEADER: Final = "x-claude-code-agent-id"
 _AFFINITY_HEADERS: Final = ("x-session-affinity", "x-session-id")
+
+logger = logging.getLogger("kirod.protocols.anthropic")
 
 
 def decode_messages(
@@ -126,7 +137,10 @@ def _decode(
         request_id=request_id,
         protocol=ClientProtocol.ANTHROPIC_MESSAGES,
         model=_nonempty_string(root.get("model"), "model"),
-        messages=_messages(root.get("messages"), signer),
+        messages=_clear_thinking(
+            _messages(root.get("messages"), signer),
+            _thinking_turns_to_keep(root.get("context_management")),
+        ),
         system=_system(root.get("system")),
         tools=_tools(root.get("tools")),
         tool_choice=_tool_choice(root.get("tool_choice")),
@@ -248,9 +262,6 @@ def _refuse_unsupported_top_level(root: Mapping[str, Any]) -> None:
         _unsupported("mcp_servers", "MCP servers are not supported; declare the tools instead")
     if root.get("output_format") is not None:
         _unsupported("output_format", "structured output is not supported")
-    context = root.get("context_management")
-    if context is not None:
-        _object(context, "context_management")
 
 
 def _system(value: object) -> tuple[str, ...]:
@@ -384,16 +395,81 @@ def _messages(value: object, signer: ThinkingSigner) -> tuple[Message, ...]:
     for i, item in enumerate(items):
         path = f"messages.{i}"
         message = _object(item, path)
-        role = _ROLES.get(_string(message.get("role"), f"{path}.role"))
+        name = _string(message.get("role"), f"{path}.role")
+        role = _ROLES.get(name)
         if role is None:
-            _invalid(f"{path}.role", "must be 'user' or 'assistant'")
+            _invalid(f"{path}.role", "must be 'user', 'assistant' or 'system'")
         content = message.get("content")
         if isinstance(content, str):
             blocks: tuple[Block, ...] = (TextBlock(content),)
+        elif name == "system":
+            blocks = _system_content(_list(content, f"{path}.content"), f"{path}.content")
         else:
             blocks = _content(_list(content, f"{path}.content"), role, f"{path}.content", signer)
         messages.append(Message(role, blocks))
     return tuple(messages)
+
+
+def _system_content(items: list[Any], path: str) -> tuple[Block, ...]:
+    """An inline system message holds text blocks only, as the top-level `system` does."""
+    blocks: list[Block] = []
+    for i, item in enumerate(items):
+        block = _object(item, f"{path}.{i}")
+        if _type_of(block, f"{path}.{i}") != "text":
+            _invalid(f"{path}.{i}.type", "system messages hold only 'text' blocks")
+        blocks.append(TextBlock(_string(block.get("text"), f"{path}.{i}.text")))
+    return tuple(blocks)
+
+
+def _thinking_turns_to_keep(value: object) -> int | None:
+    """From `context_management.edits`: how many recent assistant turns keep their thinking.
+
+    None keeps all. A `clear_thinking_*` edit's `keep` is "all" or `{"type": "thinking_turns",
+    "value": N}`; other edits (clearing tool uses) are accepted without effect.
+    """
+    if value is None:
+        return None
+    edits = _object(value, "context_management").get("edits")
+    if edits is None:
+        return None
+    keep: int | None = None
+    for i, item in enumerate(_list(edits, "context_management.edits")):
+        path = f"context_management.edits.{i}"
+        edit = _object(item, path)
+        kind = _string(edit.get("type"), f"{path}.type")
+        if not kind.startswith("clear_thinking_"):
+            log.event(logger, "context_management_ignored", level=logging.DEBUG, edit=kind[:64])
+            continue
+        rule = edit.get("keep")
+        if rule is None or rule == "all":
+            continue
+        rule = _object(rule, f"{path}.keep")
+        if rule.get("type") != "thinking_turns":
+            _invalid(f"{path}.keep.type", "must be 'thinking_turns'")
+        turns = _int(rule.get("value"), f"{path}.keep.value")
+        if turns < 0:
+            _invalid(f"{path}.keep.value", "must not be negative")
+        keep = turns if keep is None else min(keep, turns)
+    return keep
+
+
+def _clear_thinking(messages: tuple[Message, ...], keep: int | None) -> tuple[Message, ...]:
+    """Drop thinking from all but the last `keep` assistant turns that carry it."""
+    if keep is None:
+        return messages
+    thinking = (ThinkingBlock, RedactedThinkingBlock)
+    carriers = [
+        i
+        for i, message in enumerate(messages)
+        if message.role is Role.ASSISTANT and any(isinstance(b, thinking) for b in message.content)
+    ]
+    cleared = set(carriers[: max(0, len(carriers) - keep)])
+    return tuple(
+        Message(m.role, tuple(b for b in m.content if not isinstance(b, thinking)))
+        if i in cleared
+        else m
+        for i, m in enumerate(messages)
+    )
 
 
 def _content(items: list[Any], role: Role, path: str, signer: ThinkingSigner) -> tuple[Block, ...]:
