@@ -5,7 +5,8 @@ STAMP_RUN := $(VENV)/.installed-run
 STAMP_TEST := $(VENV)/.installed-test
 STAMP_BENCH := $(VENV)/.installed-bench
 
-.PHONY: run demo install-service uninstall-service test check lint types pytest bench soak clean
+.PHONY: run demo install-service uninstall-service test check lint types pytest bench soak clean \
+	clients clients-best-effort clients-latest
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -47,7 +48,22 @@ types: $(STAMP_TEST)
 
 check: lint types
 
-pytest: $(STAMP_TEST)
+# The real coding clients tests/clients drives (Claude Code from npm, at the versions in
+# tests/clients/versions.json), installed once into .cache/clients with `npm ci`.
+clients: $(STAMP_TEST)
+	$(BIN)/python tests/clients/install.py
+
+# What `make test` runs: without npm or its registry it says why and goes on; the client tests
+# then skip with that reason.
+clients-best-effort: $(STAMP_TEST)
+	-@$(BIN)/python tests/clients/install.py --best-effort
+
+# The client tests against the newest published Claude Code, and how its request differs from
+# the pinned one's capture (not part of `make test`).
+clients-latest: $(STAMP_TEST)
+	$(BIN)/python tests/clients/latest.py
+
+pytest: $(STAMP_TEST) clients-best-effort
 	$(BIN)/pytest
 
 test: check pytest

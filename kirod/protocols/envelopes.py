@@ -28,7 +28,9 @@ _ANTHROPIC_TYPES: dict[ErrorKind, str] = {
     ErrorKind.RATE_LIMIT: "rate_limit_error",
     ErrorKind.INTERNAL: "api_error",
     ErrorKind.UPSTREAM: "api_error",
-    ErrorKind.UNAVAILABLE: "overloaded_error",
+    # Not `overloaded_error`: kirod's 503s are "no usable account", which Claude Code would
+    # replace with its own "API is at capacity" text instead of showing the message.
+    ErrorKind.UNAVAILABLE: "api_error",
     ErrorKind.OVERLOADED: "overloaded_error",
 }
 

@@ -371,7 +371,7 @@ def test_ping() -> None:
     ("kind", "wire"),
     [
         (ErrorKind.OVERLOADED, "overloaded_error"),
-        (ErrorKind.UNAVAILABLE, "overloaded_error"),
+        (ErrorKind.UNAVAILABLE, "api_error"),
         (ErrorKind.RATE_LIMIT, "rate_limit_error"),
         (ErrorKind.UPSTREAM, "api_error"),
         (ErrorKind.INVALID_REQUEST, "invalid_request_error"),

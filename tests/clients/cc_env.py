@@ -1,0 +1,225 @@
+"""Driving the real Claude Code binary against a kirod: which binary, one run, its outcome.
+
+Imported by the client tests' conftest and test modules (not a test module itself).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TypeVar
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import capture
+import install
+
+CLIENT = "claude-code"
+BIN_ENV = "KIROD_TEST_CLAUDE_BIN"
+VERSION_ENV = "KIROD_TEST_CLIENT_VERSION"
+RUN_TIMEOUT_S = 40.0
+"""One `claude -p` run; the fake answers in milliseconds, so this only bounds a hang."""
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class Binary:
+    path: Path
+    version: str  # what `--version` printed, e.g. "2.1.332 (Claude Code)"
+
+
+@dataclass(frozen=True)
+class Located:
+    path: Path | None  # None: not installed
+    why: str  # why there is no binary
+    requested: bool  # named by an environment variable (so its absence is an error)
+    version: str | None  # the version it must report, if known
+
+
+def locate() -> Located:
+    """The binary to drive: `KIROD_TEST_CLAUDE_BIN` names one; `KIROD_TEST_CLIENT_VERSION` a
+    version installed in `.cache/clients` (`make clients-latest` sets it); by default the pin of
+    versions.json."""
+    explicit = os.environ.get(BIN_ENV)
+    if explicit:
+        path = Path(explicit)
+        if not path.exists():
+            return Located(None, f"{BIN_ENV}={path} does not exist", True, None)
+        return Located(path, "", True, None)
+    requested = os.environ.get(VERSION_ENV)
+    version = requested or install.pin(CLIENT).version
+    found = install.installed(CLIENT, version)
+    if found is not None:
+        return Located(found, "", bool(requested), version)
+    failure = install.recorded_failure(CLIENT, version)
+    why = f"{CLIENT} {version} is not installed"
+    why += f" ({failure.splitlines()[0]})" if failure else "; run `make clients` to install it"
+    return Located(None, why, bool(requested), version)
+
+
+def wait_until(check: Callable[[], T | None], timeout_s: float, what: str) -> T:
+    """Poll `check` every 50 ms until it returns something truthy, for at most `timeout_s`."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        result = check()
+        if result:
+            return result
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout_s} s waiting for {what}")
+        time.sleep(0.05)
+
+
+@dataclass
+class Run:
+    """One finished `claude` process."""
+
+    argv: list[str]
+    exit_code: int
+    stdout: str
+    stderr: str
+    elapsed_s: float
+
+    def describe(self) -> str:
+        """The run for an assertion message: the result's telling fields first."""
+        try:
+            document = json.loads(self.stdout.strip().splitlines()[-1])
+            keys = ("is_error", "subtype", "terminal_reason", "api_error_status", "result")
+            summary = {key: document.get(key) for key in keys if key in document}
+        except (ValueError, IndexError, AttributeError):
+            summary = {}
+        return (
+            f"`{' '.join(self.argv)}` exited {self.exit_code} after {self.elapsed_s:.1f} s\n"
+            f"result: {json.dumps(summary)[:2000]}\n"
+            f"stdout: {self.stdout[-3000:]}\nstderr: {self.stderr[-3000:]}"
+        )
+
+    @property
+    def result(self) -> dict[str, Any]:
+        """The `--output-format json` document (the last JSON line of stdout)."""
+        lines = [line for line in self.stdout.splitlines() if line.startswith("{")]
+        assert lines, f"no JSON result: {self.describe()}"
+        document = json.loads(lines[-1])
+        assert isinstance(document, dict), self.describe()
+        return document
+
+    def succeeded(self) -> dict[str, Any]:
+        """The result of a run that must have worked: exit 0, no error, a success subtype."""
+        document = self.result
+        assert self.exit_code == 0, self.describe()
+        assert document.get("is_error") is False, self.describe()
+        assert document.get("subtype") == "success", self.describe()
+        assert document.get("type") == "result", self.describe()
+        return document
+
+
+class ClaudeCode:
+    """Claude Code in a private HOME and working directory, pointed at one base URL and key."""
+
+    def __init__(self, binary: Binary, base_url: str, token: str, root: Path) -> None:
+        self.binary = binary
+        self.home = root / "home"
+        self.workdir = root / "work"
+        self.home.mkdir(parents=True, exist_ok=True)
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        self.env = capture.client_env(self.home, base_url, token)
+
+    def argv(self, prompt: str, args: Iterable[str]) -> list[str]:
+        return [str(self.binary.path), *capture.command(prompt, args)[1:]]
+
+    def run(self, prompt: str, *args: str, timeout_s: float = RUN_TIMEOUT_S) -> Run:
+        argv = self.argv(prompt, args)
+        started = time.monotonic()
+        try:
+            done = subprocess.run(
+                argv,
+                cwd=self.workdir,
+                env=self.env,
+                stdin=subprocess.DEVNULL,
+                capture_output=True,
+                text=True,
+                timeout=timeout_s,
+            )
+        except subprocess.TimeoutExpired as exc:
+            raise AssertionError(
+                f"`{' '.join(argv)}` did not finish in {timeout_s} s; stdout: {exc.stdout!r}"
+            ) from None
+        return Run(argv, done.returncode, done.stdout, done.stderr, time.monotonic() - started)
+
+    def start(self, prompt: str, *args: str) -> Started:
+        """Start a run in its own process group (a terminal's foreground job), to interrupt it."""
+        argv = self.argv(prompt, args)
+        process = subprocess.Popen(
+            argv,
+            cwd=self.workdir,
+            env=self.env,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            start_new_session=True,
+        )
+        return Started(argv, process, time.monotonic())
+
+    def transcript(self, session_id: str) -> list[dict[str, Any]]:
+        """The session's entries as Claude Code stored them (`~/.claude/projects/*/<id>.jsonl`)."""
+        files = list((self.home / ".claude" / "projects").glob(f"*/{session_id}.jsonl"))
+        assert len(files) == 1, f"transcript of {session_id}: {files}"
+        return [json.loads(line) for line in files[0].read_text().splitlines() if line.strip()]
+
+
+@dataclass
+class Started:
+    argv: list[str]
+    process: subprocess.Popen[str]
+    started: float
+
+    def interrupt(self) -> None:
+        """Ctrl-C: SIGINT to the whole foreground process group."""
+        os.killpg(self.process.pid, signal.SIGINT)
+
+    def finish(self, timeout_s: float) -> Run:
+        try:
+            stdout, stderr = self.process.communicate(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            self.kill()
+            stdout, stderr = self.process.communicate()
+            raise AssertionError(
+                f"`{' '.join(self.argv)}` still ran {timeout_s} s after Ctrl-C; "
+                f"stdout: {stdout[-2000:]!r} stderr: {stderr[-2000:]!r}"
+            ) from None
+        elapsed = time.monotonic() - self.started
+        return Run(self.argv, self.process.returncode, stdout, stderr, elapsed)
+
+    def kill(self) -> None:
+        if self.process.poll() is None:
+            os.killpg(self.process.pid, signal.SIGKILL)
+            self.process.wait(timeout=10)
+
+
+def assistant_blocks(entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Every content block of every assistant message in a transcript."""
+    blocks: list[dict[str, Any]] = []
+    for entry in entries:
+        message = entry.get("message")
+        if entry.get("type") == "assistant" and isinstance(message, dict):
+            content = message.get("content")
+            blocks += [block for block in content or [] if isinstance(block, dict)]
+    return blocks
+
+
+# -- what kirod logged ------------------------------------------------------------------------
+
+_FIELD = re.compile(r"(\w+)=(\S+)")
+
+
+def access_lines(log: str) -> list[dict[str, str]]:
+    """kirod's access-log lines (`… request method=… path=… status=…`) as field maps."""
+    return [dict(_FIELD.findall(line)) for line in log.splitlines() if " request method=" in line]

@@ -1,0 +1,369 @@
+"""Install the coding clients the client tests drive, from npm, into `.cache/clients/`.
+
+Standard library only.
+
+    python tests/clients/install.py                  # every client with tests, at its pin
+    python tests/clients/install.py --best-effort    # `make test`: report a failure, exit 0
+    python tests/clients/install.py --latest         # the newest published claude-code
+    python tests/clients/install.py --relock         # package.json + lockfile from versions.json
+
+A pinned install copies `npm/<client>/package.json` and its `package-lock.json` (committed,
+written by `--relock` with `omit-lockfile-registry-resolved`, so it names no registry host but
+keeps every `integrity`) into `.cache/clients/<client>-<version>/` and runs `npm ci` there. A
+stamp file makes a second run a no-op; a changed lockfile reinstalls. When an install fails,
+`<client>-<version>.failed` says why, and the tests skip with that reason. Installs of older
+versions stay in `.cache/clients` (about 400 MB each for Claude Code) until removed by hand.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import fcntl
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parents[1]
+VERSIONS_FILE = HERE / "versions.json"
+NPM_DIR = HERE / "npm"
+TESTED_CLIENTS = ("claude-code",)
+"""The clients `tests/clients` drives today; the others in versions.json are pinned for later."""
+
+STAMP = ".kirod-installed.json"
+NPM_CI_TIMEOUT_S = 900.0
+PING_TIMEOUT_S = 30.0
+LOCK_WAIT_S = NPM_CI_TIMEOUT_S + 60.0
+LOG_TAIL_LINES = 15
+
+
+class InstallError(RuntimeError):
+    """Why a client could not be installed (one line or a short npm log tail)."""
+
+
+@dataclass(frozen=True)
+class Pin:
+    client: str
+    package: str
+    version: str
+    bin: str
+
+
+def pins() -> dict[str, Pin]:
+    data = json.loads(VERSIONS_FILE.read_text())
+    return {
+        name: Pin(name, entry["package"], entry["version"], entry["bin"])
+        for name, entry in data.items()
+    }
+
+
+def pin(client: str) -> Pin:
+    try:
+        return pins()[client]
+    except KeyError:
+        raise InstallError(f"{client!r} is not in {VERSIONS_FILE.name}") from None
+
+
+def cache_root() -> Path:
+    configured = os.environ.get("KIROD_CLIENTS_CACHE")
+    return Path(configured) if configured else REPO / ".cache" / "clients"
+
+
+def install_dir(client: str, version: str) -> Path:
+    return cache_root() / f"{client}-{version}"
+
+
+def failure_file(client: str, version: str) -> Path:
+    return cache_root() / f"{client}-{version}.failed"
+
+
+def binary_path(client: str, version: str) -> Path:
+    return install_dir(client, version) / "node_modules" / ".bin" / pin(client).bin
+
+
+def lock_digest(client: str) -> str:
+    return hashlib.sha256((NPM_DIR / client / "package-lock.json").read_bytes()).hexdigest()
+
+
+def _stamp_for(client: str, version: str) -> dict[str, str]:
+    pinned = pin(client).version == version
+    return {
+        "client": client,
+        "version": version,
+        "lock_sha256": lock_digest(client) if pinned else "unpinned",
+    }
+
+
+def installed(client: str, version: str) -> Path | None:
+    """The binary if this exact install (version, and lockfile for a pin) is complete."""
+    stamp = install_dir(client, version) / STAMP
+    binary = binary_path(client, version)
+    try:
+        recorded = json.loads(stamp.read_text())
+    except (OSError, ValueError):
+        return None
+    if recorded != _stamp_for(client, version) or not binary.exists():
+        return None
+    return binary
+
+
+def recorded_failure(client: str, version: str) -> str | None:
+    try:
+        return failure_file(client, version).read_text().strip() or "unknown failure"
+    except OSError:
+        return None
+
+
+def _npm() -> str:
+    npm = shutil.which("npm")
+    if npm is None:
+        raise InstallError("npm is not on PATH (install Node.js and npm to run the client tests)")
+    return npm
+
+
+def _run(args: list[str], cwd: Path, log: Path, timeout_s: float) -> None:
+    """Run npm with its output in `log`; raise with the log's tail if it fails or times out."""
+    with log.open("ab") as out:
+        out.write(f"\n$ {' '.join(args)}  (in {cwd})\n".encode())
+        out.flush()
+        try:
+            code = subprocess.run(
+                args, cwd=cwd, stdin=subprocess.DEVNULL, stdout=out, stderr=out, timeout=timeout_s
+            ).returncode
+        except subprocess.TimeoutExpired:
+            code = None
+    if code == 0:
+        return
+    output = log.read_text(errors="replace")
+    what = f"timed out after {timeout_s:.0f} s" if code is None else f"exited with {code}"
+    tail = "\n".join(output.splitlines()[-LOG_TAIL_LINES:])
+    raise InstallError(f"`npm {args[1]}` {what}: {_npm_error(output)} (log: {log})\n{tail}")
+
+
+def check_registry(timeout_s: float = PING_TIMEOUT_S) -> None:
+    """Fail fast (instead of npm's minutes of retries) when the registry cannot be reached."""
+    try:
+        answer = subprocess.run(
+            [_npm(), "ping", "--fetch-retries=0", f"--fetch-timeout={int(timeout_s * 1000)}"],
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            text=True,
+            timeout=timeout_s + 5,
+        )
+    except subprocess.TimeoutExpired:
+        raise InstallError(
+            f"npm registry unreachable: `npm ping` timed out ({timeout_s:.0f} s)"
+        ) from None
+    if answer.returncode != 0:
+        raise InstallError(
+            f"npm registry unreachable: {_npm_error(answer.stderr or answer.stdout)}"
+        )
+
+
+def _npm_error(output: str) -> str:
+    """The telling lines of npm's error output (its code and reason, not the boilerplate)."""
+    boilerplate = ("A complete log", "behind a proxy", "npm help config")
+    lines = [
+        line.removeprefix("npm error").strip()
+        for line in output.splitlines()
+        if line.startswith("npm error") and not any(text in line for text in boilerplate)
+    ]
+    telling = [line for line in lines if line and not line.startswith(("at ", "{", "}"))]
+    return " / ".join(telling[:4])[:300] or "npm failed without a message"
+
+
+@contextlib.contextmanager
+def _locked(root: Path, name: str) -> Iterator[None]:
+    """One installer at a time per client directory (another `make` may be installing)."""
+    root.mkdir(parents=True, exist_ok=True)
+    with (root / f".{name}.lock").open("w") as handle:
+        deadline = time.monotonic() + LOCK_WAIT_S
+        while True:
+            try:
+                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() > deadline:
+                    raise InstallError(f"another install of {name} holds the lock") from None
+                time.sleep(1.0)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def _package_json(pinned: Pin, version: str) -> str:
+    document = {
+        "name": f"kirod-client-{pinned.client}",
+        "version": "0.0.0",
+        "private": True,
+        "description": f"{pinned.package} for kirod's client tests (tests/clients).",
+        "dependencies": {pinned.package: version},
+    }
+    return json.dumps(document, indent=2) + "\n"
+
+
+def binary_version(binary: Path, timeout_s: float = 30.0) -> str:
+    """What `<binary> --version` prints (first line), e.g. `2.1.332 (Claude Code)`."""
+    answer = subprocess.run(
+        [str(binary), "--version"],
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=timeout_s,
+        env={**os.environ, "DISABLE_AUTOUPDATER": "1"},
+    )
+    if answer.returncode != 0:
+        raise InstallError(f"`{binary} --version` exited with {answer.returncode}: {answer.stderr}")
+    return answer.stdout.strip().splitlines()[0] if answer.stdout.strip() else ""
+
+
+def install(
+    client: str, version: str | None = None, *, timeout_s: float = NPM_CI_TIMEOUT_S
+) -> Path:
+    """Install `client` (its pin unless `version`) if it is not already; return its binary.
+
+    The pinned version installs from the committed lockfile with `npm ci`; any other version
+    (`--latest`) with `npm install` of that exact version.
+    """
+    pinned = pin(client)
+    version = version or pinned.version
+    root = cache_root()
+    with _locked(root, f"{client}-{version}"):
+        binary = installed(client, version)
+        if binary is not None:
+            failure_file(client, version).unlink(missing_ok=True)
+            return binary
+        try:
+            binary = _install(pinned, version, root, timeout_s)
+        except InstallError as exc:
+            failure_file(client, version).write_text(f"{exc}\n")
+            raise
+        failure_file(client, version).unlink(missing_ok=True)
+        return binary
+
+
+def _install(pinned: Pin, version: str, root: Path, timeout_s: float) -> Path:
+    npm = _npm()
+    final = install_dir(pinned.client, version)
+    staging = root / f".{final.name}.staging"
+    log = root / f"{final.name}.log"
+    log.unlink(missing_ok=True)
+    shutil.rmtree(staging, ignore_errors=True)
+    staging.mkdir(parents=True)
+    if version == pinned.version:
+        for name in ("package.json", "package-lock.json"):
+            shutil.copyfile(NPM_DIR / pinned.client / name, staging / name)
+        command = [npm, "ci", "--no-audit", "--no-fund"]
+    else:
+        (staging / "package.json").write_text(_package_json(pinned, version))
+        command = [npm, "install", "--no-audit", "--no-fund", "--save-exact"]
+    _run(command, staging, log, timeout_s)
+    binary = staging / "node_modules" / ".bin" / pinned.bin
+    if not binary.exists():
+        raise InstallError(f"npm finished but {binary} is missing; {log}")
+    reported = binary_version(binary)
+    if version not in reported:
+        raise InstallError(f"{binary} --version says {reported!r}, expected {version}")
+    shutil.rmtree(final, ignore_errors=True)
+    staging.rename(final)
+    (final / STAMP).write_text(json.dumps(_stamp_for(pinned.client, version)) + "\n")
+    return binary_path(pinned.client, version)
+
+
+def latest_version(client: str, timeout_s: float = 60.0) -> str:
+    """The newest published version (`npm view <package> version`)."""
+    package = pin(client).package
+    try:
+        answer = subprocess.run(
+            [_npm(), "view", package, "version"],
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            text=True,
+            timeout=timeout_s,
+        )
+    except subprocess.TimeoutExpired:
+        raise InstallError(f"`npm view {package} version` timed out") from None
+    version = answer.stdout.strip()
+    if answer.returncode != 0 or not version:
+        raise InstallError(f"`npm view {package} version` failed: {answer.stderr.strip()}")
+    return version
+
+
+def relock(client: str, timeout_s: float = 300.0) -> Path:
+    """Write `npm/<client>/package.json` from versions.json and regenerate its lockfile."""
+    pinned = pin(client)
+    folder = NPM_DIR / client
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "package.json").write_text(_package_json(pinned, pinned.version))
+    (folder / "package-lock.json").unlink(missing_ok=True)
+    log = cache_root() / f"relock-{client}.log"
+    log.parent.mkdir(parents=True, exist_ok=True)
+    command = [
+        _npm(),
+        "install",
+        "--package-lock-only",
+        "--omit-lockfile-registry-resolved=true",
+        "--no-audit",
+        "--no-fund",
+    ]
+    _run(command, folder, log, timeout_s)
+    return folder / "package-lock.json"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("clients", nargs="*", help=f"default: {' '.join(TESTED_CLIENTS)}")
+    parser.add_argument(
+        "--best-effort",
+        action="store_true",
+        help="on failure, record why (the tests skip with it) and exit 0",
+    )
+    parser.add_argument(
+        "--latest",
+        action="store_true",
+        help="install the newest published version; print `<client> <version> <binary>`",
+    )
+    parser.add_argument("--relock", action="store_true", help="regenerate the committed lockfiles")
+    parser.add_argument(
+        "--timeout", type=float, default=NPM_CI_TIMEOUT_S, help="seconds per npm run"
+    )
+    args = parser.parse_args(argv)
+    clients = args.clients or (list(pins()) if args.relock else list(TESTED_CLIENTS))
+    failed = False
+    for client in clients:
+        version = "?"
+        try:
+            version = pin(client).version
+            if args.relock:
+                print(f"{client}: wrote {relock(client)}")
+                continue
+            if args.latest:
+                version = latest_version(client)
+            if installed(client, version) is None and args.best_effort:
+                check_registry()
+            binary = install(client, version, timeout_s=args.timeout)
+        except InstallError as exc:
+            failed = True
+            if not args.relock and version != "?":  # what the tests' skip reason will quote
+                failure_file(client, version).parent.mkdir(parents=True, exist_ok=True)
+                failure_file(client, version).write_text(f"{exc}\n")
+            print(f"{client} {version}: NOT INSTALLED: {exc}", file=sys.stderr)
+            continue
+        print(f"{client} {version} {binary}" if args.latest else f"{client} {version}: {binary}")
+    if failed and args.best_effort:
+        print("(continuing: the client tests will skip and say why)", file=sys.stderr)
+        return 0
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,110 @@
+"""The client pins agree with their lockfiles, and the committed capture is sanitized.
+
+No npm and no client binary needed: these read only files in the tree.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import re
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import capture
+import install
+
+PINS = install.pins()
+
+
+def all_keys(value: Any) -> Iterator[str]:
+    if isinstance(value, dict):
+        for key, item in value.items():
+            yield key
+            yield from all_keys(item)
+    elif isinstance(value, list):
+        for item in value:
+            yield from all_keys(item)
+
+
+def test_versions_file_pins_the_clients() -> None:
+    assert set(PINS) == {"claude-code", "codex", "opencode"}
+    assert set(install.TESTED_CLIENTS) <= set(PINS)
+    for pin in PINS.values():
+        assert re.fullmatch(r"\d+\.\d+\.\d+", pin.version), pin
+
+
+@pytest.mark.parametrize("client", sorted(PINS))
+def test_lockfile_matches_the_pin(client: str) -> None:
+    pin = PINS[client]
+    folder = install.NPM_DIR / client
+    manifest = json.loads((folder / "package.json").read_text())
+    lock = json.loads((folder / "package-lock.json").read_text())
+    assert manifest["dependencies"] == {pin.package: pin.version}
+    assert manifest["private"] is True
+    assert lock["lockfileVersion"] == 3
+    assert lock["packages"][""]["dependencies"] == {pin.package: pin.version}
+    assert lock["packages"][f"node_modules/{pin.package}"]["version"] == pin.version
+    assert pin.bin in lock["packages"][f"node_modules/{pin.package}"]["bin"]
+    # `npm ci` verifies every tarball against `integrity`; no entry names a registry host.
+    assert "resolved" not in set(all_keys(lock))
+    for name, entry in lock["packages"].items():
+        if name:
+            assert entry["integrity"].startswith("sha512-"), name
+
+
+def pinned_capture() -> dict[str, Any]:
+    path = capture.default_output(PINS["claude-code"].version)
+    document: dict[str, Any] = json.loads(path.read_text())
+    return document
+
+
+def test_the_pinned_capture_names_its_client_and_command() -> None:
+    document = pinned_capture()
+    assert document["client"] == "claude-code"
+    assert document["version"] == PINS["claude-code"].version
+    assert document["command"] == ["claude", "-p", "hello", "--output-format", "json"]
+    first = document["requests"][0]
+    assert (first["method"], first["path"]) == ("POST", "/v1/messages?beta=true")
+    assert first["headers"]["user-agent"].startswith(f"claude-cli/{document['version']} ")
+
+
+def test_the_pinned_capture_holds_no_secret_or_local_detail() -> None:
+    document = pinned_capture()
+    text = json.dumps(document)
+    for request in document["requests"]:
+        assert not set(request["headers"]) & capture.SECRET_HEADERS
+    assert capture.TOKEN not in text
+    local = text.replace(capture.HOME_PLACEHOLDER, "").replace(capture.WORKDIR_PLACEHOLDER, "")
+    assert not re.search(r"/tmp/|/home/|/root\b|/work/|kd-capture", local)
+    assert set(re.findall(capture._UUID, text)) <= {capture.SESSION_PLACEHOLDER}
+    assert set(re.findall(r"\b[0-9a-f]{64}\b", text)) <= {capture.DEVICE_PLACEHOLDER}
+
+
+def test_differences_name_what_a_new_version_changed() -> None:
+    old = pinned_capture()
+    new = copy.deepcopy(old)
+    request = new["requests"][0]
+    request["headers"]["anthropic-beta"] += ",brand-new-2027-01-01"
+    request["body"]["brand_new_field"] = True
+    request["body"]["messages"].append(
+        {"role": "developer", "content": [{"type": "hologram", "data": "…"}]}
+    )
+    request["body"]["tools"].append({"name": "Teleport", "input_schema": {}, "eager": True})
+    request["body"]["model"] = "claude-opus-6"
+    new["requests"].append(copy.deepcopy(request))
+    lines = capture.differences(old, new)
+    assert f"requests per run: {len(old['requests'])} → {len(new['requests'])}" in lines
+    assert "new anthropic-beta values: brand-new-2027-01-01" in lines
+    assert "new body fields: brand_new_field" in lines
+    assert "new message roles: developer" in lines
+    assert "new content block types: hologram" in lines
+    assert "new tool names: Teleport" in lines
+    assert "new tool fields: eager" in lines
+    assert "new models: claude-opus-6" in lines
+    assert capture.differences(old, copy.deepcopy(old)) == []
