@@ -9,7 +9,7 @@ from aiohttp import web
 from aiohttp.typedefs import Middleware
 
 from kirod.http.ingress import API_KEY_ID, Handler, add_request_id_header, make_ingress
-from kirod.http.routes import chat, health, messages, models, responses
+from kirod.http.routes import chat, compact, health, messages, models, responses
 from kirod.http.services import SERVICES, Services
 
 # Paths served without an API key.
@@ -28,6 +28,7 @@ ROUTES: tuple[Route, ...] = (
     Route("/v1/messages", {"POST": messages.create_message}),
     Route("/v1/messages/count_tokens", {"POST": messages.count_tokens}),
     Route("/v1/responses", {"POST": responses.create_response}),
+    Route("/v1/responses/compact", {"POST": compact.compact_response}),
     Route(
         "/v1/responses/{response_id}",
         {"GET": responses.get_response, "DELETE": responses.delete_response},

@@ -350,7 +350,7 @@ def test_namespace_flattening_trims_delimiters_like_codex() -> None:
             "type": "namespace",
             "name": "crm_",
             "description": "",
-            "tools": [function("_lookup", "Finds"), {"type": "custom", "name": "grammar"}],
+            "tools": [function("_lookup", "Finds"), {"type": "web_search"}],
         }
     ]
     decoded = decode(body(tools=tools))
@@ -358,7 +358,7 @@ def test_namespace_flattening_trims_delimiters_like_codex() -> None:
         ToolSpec("crm__lookup", "Finds", {"type": "object", "properties": {}}),
     )
     assert decoded.tool_names == {"crm__lookup": ("crm_", "_lookup")}
-    assert decoded.dropped_tools == ("crm_.custom",)
+    assert decoded.dropped_tools == ("crm_.web_search",)
 
 
 @pytest.mark.parametrize(
@@ -372,7 +372,6 @@ def test_namespace_flattening_trims_delimiters_like_codex() -> None:
         "image_generation",
         "mcp",
         "local_shell",
-        "custom",
     ],
 )
 def test_hosted_tools_dropped_beside_function_tools(hosted: str) -> None:
@@ -630,7 +629,7 @@ REJECTIONS: list[tuple[str, dict[str, Any], str, str]] = [
     ("hosted-only", {"tools": [{"type": "file_search"}]}, "tools[0].type", UNSUPPORTED),
     (
         "hosted-in-namespace-only",
-        {"tools": [{"type": "namespace", "name": "n", "tools": [{"type": "custom", "name": "c"}]}]},
+        {"tools": [{"type": "namespace", "name": "n", "tools": [{"type": "mcp"}]}]},
         "tools[0].tools[0].type",
         UNSUPPORTED,
     ),
@@ -699,3 +698,101 @@ def test_body_must_be_an_object() -> None:
         decode(["not", "an", "object"])
     assert caught.value.param is None
     assert caught.value.code == "invalid_type"
+
+
+# -- code mode: additional_tools and freeform tools (Codex 0.171 with gpt-5.6-sol) ---------------
+
+GRAMMAR = {"type": "grammar", "syntax": "lark", "definition": "start: /.+/s"}
+
+
+def code_mode_tools() -> dict[str, Any]:
+    return {
+        "type": "additional_tools",
+        "role": "developer",
+        "tools": [
+            {
+                "type": "namespace",
+                "name": "functions",
+                "description": "",
+                "tools": [
+                    {"type": "custom", "name": "exec", "description": "Run JS", "format": GRAMMAR},
+                    function("wait", "Wait"),
+                ],
+            },
+            {"type": "custom", "name": "apply_patch", "description": "Patch files"},
+        ],
+    }
+
+
+def test_additional_tools_declare_tools_and_freeform_ones_take_one_string() -> None:
+    decoded = decode(body(input=[code_mode_tools(), user("hi")]))
+    specs = {spec.name: spec for spec in decoded.request.tools}
+    assert set(specs) == {"functions__exec", "functions__wait", "apply_patch"}
+    schema = specs["functions__exec"].input_schema
+    assert schema["required"] == ["input"]
+    assert schema["properties"]["input"]["type"] == "string"
+    assert "lark grammar:\nstart: /.+/s" in schema["properties"]["input"]["description"]
+    assert specs["functions__exec"].description == "Run JS"
+    assert decoded.echo.custom_tools == {"functions__exec", "apply_patch"}
+    assert decoded.tool_names["functions__exec"] == ("functions", "exec")
+    assert [m.role for m in decoded.request.messages] == [Role.USER]
+
+
+def test_additional_tools_again_in_a_later_turn_are_not_a_duplicate() -> None:
+    history = [code_mode_tools(), user("one")]
+    decoded = decode(body(input=[code_mode_tools(), user("two")]), history=history)
+    assert len(decoded.request.tools) == 3
+
+
+def test_custom_tool_call_and_its_output_replay_as_tool_use_and_result() -> None:
+    items = [
+        code_mode_tools(),
+        user("read it"),
+        {
+            "type": "custom_tool_call",
+            "call_id": "call_1",
+            "namespace": "functions",
+            "name": "exec",
+            "input": "text(1)",
+        },
+        {
+            "type": "custom_tool_call_output",
+            "call_id": "call_1",
+            "output": [
+                {"type": "input_text", "text": "Script completed\n"},
+                {"type": "input_text", "text": "file body"},
+            ],
+        },
+    ]
+    messages = decode(body(input=items)).request.messages
+    assert messages[1] == Message(
+        Role.ASSISTANT, (ToolUseBlock("call_1", "functions__exec", {"input": "text(1)"}),)
+    )
+    assert messages[2] == Message(
+        Role.USER,
+        (ToolResultBlock("call_1", (TextBlock("Script completed\n"), TextBlock("file body"))),),
+    )
+
+
+@pytest.mark.parametrize(
+    ("item", "param"),
+    [
+        ({"type": "additional_tools", "tools": {}}, "input[0].tools"),
+        (
+            {"type": "additional_tools", "tools": [{"type": "custom", "name": "x", "format": 1}]},
+            "input[0].tools[0].format",
+        ),
+        (
+            {
+                "type": "additional_tools",
+                "tools": [{"type": "custom", "name": "x", "format": {"type": "regex"}}],
+            },
+            "input[0].tools[0].format.type",
+        ),
+        ({"type": "custom_tool_call", "call_id": "c", "name": "x"}, "input[0].input"),
+    ],
+)
+def test_malformed_code_mode_items_name_the_field(item: dict[str, Any], param: str) -> None:
+    with pytest.raises(ApiError) as caught:
+        decode(body(input=[item, user("hi")]))
+    assert caught.value.param == param

@@ -442,3 +442,62 @@ def test_feed_starts_the_stream_once() -> None:
     first = encoder.feed(START)
     assert [name for name, _ in parse_sse(first)] == ["response.created", "response.in_progress"]
     assert encoder.start() == []
+
+
+CODE_MODE = {"functions__exec": ("functions", "exec")}
+
+
+def test_freeform_tool_call_streams_its_raw_input() -> None:
+    source = 'const r = await tools.exec_command({cmd: "cat a\\"b"});\ntext(r.output);'
+    arguments = json.dumps({"input": source})
+    cut = [arguments[:5], arguments[5:14], arguments[14:40], arguments[40:41], arguments[41:]]
+    events = stream(tool(0, "tooluse_X", "functions__exec", *cut), stop=StopReason.TOOL_USE)
+    settings = echo(tool_names=CODE_MODE, custom_tools=frozenset(CODE_MODE))
+    payloads, final = encode(events, settings)
+    names = kinds(payloads)
+    assert names[2] == "response.output_item.added"
+    assert payloads[2]["item"] == {
+        "id": "ctc_0123abcd_0",
+        "type": "custom_tool_call",
+        "call_id": "tooluse_X",
+        "name": "exec",
+        "namespace": "functions",
+        "input": "",
+        "status": "in_progress",
+    }
+    deltas = [p["delta"] for p in payloads if p["type"] == "response.custom_tool_call_input.delta"]
+    assert "".join(deltas) == source
+    assert all(deltas)  # no empty deltas, even for fragments that decode to nothing yet
+    done = next(p for p in payloads if p["type"] == "response.custom_tool_call_input.done")
+    assert done["input"] == source
+    item = next(p for p in payloads if p["type"] == "response.output_item.done")["item"]
+    assert (item["type"], item["input"], item["status"]) == (
+        "custom_tool_call",
+        source,
+        "completed",
+    )
+    assert names[-1] == "response.completed"
+    assert [(c.type, c.name, c.input) for c in final.output] == [
+        ("custom_tool_call", "exec", source)
+    ]
+
+
+def test_freeform_tool_call_non_streaming_and_not_json() -> None:
+    settings = echo(tool_names=CODE_MODE, custom_tools=frozenset(CODE_MODE))
+    completion = assemble(
+        stream(
+            tool(0, "tooluse_X", "functions__exec", '{"input":"text(1)"}'), stop=StopReason.TOOL_USE
+        )
+    )
+    [item] = response_items(completion, response_id=RESPONSE_ID, echo=settings, reasoning_box=BOX)
+    assert (item["type"], item["namespace"], item["name"], item["input"]) == (
+        "custom_tool_call",
+        "functions",
+        "exec",
+        "text(1)",
+    )
+    # A model that ignores the one-parameter schema: its raw arguments are the input.
+    events = stream(tool(0, "tooluse_Y", "functions__exec", "text(2)"), stop=StopReason.TOOL_USE)
+    payloads, _ = encode(events, settings)
+    done = next(p for p in payloads if p["type"] == "response.custom_tool_call_input.done")
+    assert done["input"] == "text(2)"

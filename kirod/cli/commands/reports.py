@@ -50,10 +50,10 @@ def _substitutes(app: App, doc: dict[str, Any]) -> None:
     if doc["fallback"] == "family":
         app.out.print(
             "\nIds no account offers are served by the newest model of their Claude family "
-            "(model_fallback = \"family\")."
+            '(model_fallback = "family").'
         )
     else:
-        app.out.print("\nIds no account offers are answered 404 (model_fallback = \"strict\").")
+        app.out.print('\nIds no account offers are answered 404 (model_fallback = "strict").')
     if rows:
         grid = render.Grid("REQUESTED", "SERVED BY", "HOW")
         for row in rows:

@@ -14,8 +14,23 @@ of the function trimmed); `ResponseEcho.tool_names` maps each flat name back, an
 emits such calls as `function_call` items with `namespace` and `name` split again, which is how
 Codex routes them. An input `function_call` carrying a `namespace` is flattened the same way.
 
-Hosted tools (every other tool type: `web_search`, `file_search`, `code_interpreter`, `mcp`,
-`custom`, …) cannot run behind Kiro. The rule: a hosted tool is dropped — named in
+Code mode. Codex declares its tools in an `additional_tools` input item (`{type, role:
+"developer", tools: [...]}`) instead of top-level `tools`; every such item, wherever it stands in
+`input` or in the stored history, declares tools exactly as top-level `tools` does.
+
+Freeform (`custom`) tools take a raw string, not JSON arguments. Kiro only knows JSON tools, so
+each is declared upstream as a tool with one string parameter, `input`, whose description is the
+client's own: the tool's description, then its input format (for a grammar, its syntax and
+definition, as the client declared them). The model's call comes back as a `custom_tool_call`
+item carrying that string; a `custom_tool_call` / `custom_tool_call_output` pair in the input
+goes upstream as that tool's use and result.
+
+Compaction: a `compaction_trigger` item turns the request into the summarisation turn of
+`compaction.py` (tools and reasoning off), answered with one `compaction` item; a kirod-sealed
+`compaction` item in the input stands for the summary it holds.
+
+Hosted tools (the tools a server would run: `web_search`, `file_search`, `code_interpreter`,
+`image_generation`, `mcp`, …) cannot run behind Kiro. The rule: a hosted tool is dropped — named in
 `dropped_tools` for the log line — when the request declares at least one function tool (plain
 or namespaced) and `tool_choice` does not force a tool (forcing is rejected anyway); this is the
 shape Codex always sends (`web_search` beside its function tools). A request whose only tools
@@ -61,7 +76,10 @@ from kirod.protocols.fields import (
     string_metadata,
     unsupported,
 )
-from kirod.protocols.responses.encode import ResponseEcho, ToolNames
+from kirod.protocols.responses.compaction import ITEM_TYPES as COMPACTION_ITEMS
+from kirod.protocols.responses.compaction import SUMMARY_INSTRUCTION
+from kirod.protocols.responses.compaction import TRIGGER as COMPACTION_TRIGGER
+from kirod.protocols.responses.encode import CUSTOM_INPUT, ResponseEcho, ToolNames
 from kirod.protocols.responses.reasoning import ReasoningBox
 
 ENCRYPTED_REASONING: Final = "reasoning.encrypted_content"
@@ -128,8 +146,13 @@ def decode_responses(
     request_id: str,
     history: Sequence[Mapping[str, Any]] = (),
     reasoning_box: ReasoningBox,
+    compact: bool = False,
 ) -> DecodedResponses:
-    """Decode a Responses request body; raises `ApiError` (400) naming the offending field."""
+    """Decode a Responses request body; raises `ApiError` (400) naming the offending field.
+
+    `compact` (the `/v1/responses/compact` endpoint), like a `compaction_trigger` input item,
+    makes the request the summarisation turn of `compaction.py`.
+    """
     if not isinstance(body, dict):
         raise invalid("", "the request body must be a JSON object", "invalid_type")
     for name, message in _UNSUPPORTED_FIELDS.items():
@@ -139,7 +162,6 @@ def decode_responses(
     assert model is not None
     instructions = string_field(body, "instructions", "instructions")
     tool_choice, choice_echo = _tool_choice(body.get("tool_choice"))
-    tools = _Tools(body.get("tools"))
     reasoning, reasoning_echo, summary = _reasoning(body.get("reasoning"))
     _check_text(body.get("text"))
     metadata = string_metadata(body.get("metadata"))
@@ -147,6 +169,13 @@ def decode_responses(
     previous_response_id = string_field(body, "previous_response_id", "previous_response_id")
 
     items = _normalize_input(body.get("input"))
+    tools = _Tools(
+        body.get("tools"),
+        [
+            *_additional_tools(history, "previous_response_id"),
+            *_additional_tools(items, "input"),
+        ],
+    )
     conversation = _Conversation(reasoning_box, tools.flat_names)
     for index, item in enumerate(history):
         conversation.add(item, f"previous_response_id[{index}]")
@@ -154,6 +183,9 @@ def decode_responses(
         conversation.add(item, f"input[{index}]")
     if instructions:
         conversation.system.insert(0, instructions)
+    compacting = compact or conversation.compacting
+    if compacting:
+        conversation.summarise()
     messages = conversation.messages()
     if not messages:
         raise invalid("input", "the conversation has no user or assistant message", "invalid_value")
@@ -164,9 +196,9 @@ def decode_responses(
         model=model,
         messages=messages,
         system=tuple(conversation.system),
-        tools=tuple(tools.specs),
-        tool_choice=tool_choice,
-        reasoning=reasoning,
+        tools=() if compacting else tuple(tools.specs),
+        tool_choice=ToolChoice(ToolChoiceMode.NONE) if compacting else tool_choice,
+        reasoning=None if compacting else reasoning,
         max_output_tokens=positive_integer(body, "max_output_tokens"),
         sampling=Sampling(
             temperature=number_field(body, "temperature", 0.0, 2.0),
@@ -195,6 +227,8 @@ def decode_responses(
         include_encrypted=ENCRYPTED_REASONING in _include(body.get("include")),
         summary=summary,
         tool_names=tools.names,
+        custom_tools=frozenset(tools.custom),
+        compaction=compacting,
     )
     return DecodedResponses(
         request=request,
@@ -217,6 +251,7 @@ class _Conversation:
         self.system: list[str] = []
         self._messages: list[tuple[Role, list[Block]]] = []
         self.dropped_reasoning = 0
+        self.compacting = False
 
     def messages(self) -> tuple[Message, ...]:
         return tuple(Message(role, tuple(blocks)) for role, blocks in self._messages if blocks)
@@ -229,8 +264,16 @@ class _Conversation:
             self._message(item, path)
         elif kind == "function_call":
             self._append(Role.ASSISTANT, [self._function_call(item, path)])
-        elif kind == "function_call_output":
+        elif kind in ("function_call_output", "custom_tool_call_output"):
             self._append(Role.USER, [_function_call_output(item, path)])
+        elif kind == "custom_tool_call":
+            self._append(Role.ASSISTANT, [self._custom_tool_call(item, path)])
+        elif kind == "additional_tools":
+            pass  # declarations, read with the tools
+        elif kind in COMPACTION_ITEMS:
+            self._compaction(item, path)
+        elif kind == COMPACTION_TRIGGER:
+            self.compacting = True
         elif kind == "reasoning":
             self._reasoning(item, path)
         elif kind == "item_reference":
@@ -273,6 +316,35 @@ class _Conversation:
         if namespace is not None:
             name = self._flat_names.get((namespace, name)) or flat_tool_name(namespace, name)
         return ToolUseBlock(call_id, name, json_arguments(arguments, f"{path}.arguments"))
+
+    def _compaction(self, item: Mapping[str, Any], path: str) -> None:
+        """A compaction item kirod sealed stands for the conversation it summarised."""
+        token = string_field(item, "encrypted_content", f"{path}.encrypted_content", required=True)
+        assert token is not None
+        summary = self._box.open_summary(token)
+        if summary is None:
+            raise invalid(
+                f"{path}.encrypted_content",
+                "this compaction item was not made by this kirod, or was altered; send the "
+                "conversation itself or start a new session",
+            )
+        self._append(Role.USER, [TextBlock(summary)])
+
+    def summarise(self) -> None:
+        """End the conversation with the request to summarise it (compaction.py)."""
+        self._append(Role.USER, [TextBlock(SUMMARY_INSTRUCTION)])
+
+    def _custom_tool_call(self, item: Mapping[str, Any], path: str) -> ToolUseBlock:
+        call_id = string_field(item, "call_id", f"{path}.call_id", required=True)
+        name = string_field(item, "name", f"{path}.name", required=True)
+        namespace = string_field(item, "namespace", f"{path}.namespace")
+        text = string_field(item, "input", f"{path}.input", required=True)
+        assert call_id is not None
+        assert name is not None
+        assert text is not None
+        if namespace is not None:
+            name = self._flat_names.get((namespace, name)) or flat_tool_name(namespace, name)
+        return ToolUseBlock(call_id, name, {CUSTOM_INPUT: text})
 
     def _reasoning(self, item: Mapping[str, Any], path: str) -> None:
         token = string_field(item, "encrypted_content", f"{path}.encrypted_content")
@@ -357,32 +429,43 @@ def flat_tool_name(namespace: str, name: str) -> str:
     return f"{namespace.rstrip('_')}{NAMESPACE_DELIMITER}{name.lstrip('_')}"
 
 
-class _Tools:
-    """Function and namespace tools, flattened; hosted tools dropped or refused by the rule."""
+def _additional_tools(items: Sequence[Mapping[str, Any]], where: str) -> list[tuple[str, object]]:
+    """The tool lists of the `additional_tools` items among `items`, with their paths."""
+    found: list[tuple[str, object]] = []
+    for index, item in enumerate(items):
+        if isinstance(item, Mapping) and item.get("type") == "additional_tools":
+            path = f"{where}[{index}].tools"
+            tools = item.get("tools")
+            if not isinstance(tools, list):
+                raise invalid(path, "must be a list of tools", "invalid_type")
+            found.append((path, tools))
+    return found
 
-    def __init__(self, value: object) -> None:
+
+class _Tools:
+    """Function, custom and namespace tools, flattened; hosted tools dropped or refused by the
+    rule. `additional` are the tool lists of `additional_tools` input items (code mode)."""
+
+    def __init__(self, value: object, additional: Sequence[tuple[str, object]] = ()) -> None:
         self.specs: list[ToolSpec] = []
         self.echo: list[dict[str, Any]] = []
         self.names: dict[str, tuple[str, str]] = {}
         self.flat_names: dict[tuple[str, str], str] = {}
+        self.custom: set[str] = set()
+        self._redeclaring = False
         hosted: list[tuple[str, str]] = []
         if value is None:
             value = []
         if not isinstance(value, list):
             raise invalid("tools", "must be a list", "invalid_type")
-        for index, tool in enumerate(value):
-            path = f"tools[{index}]"
-            if not isinstance(tool, Mapping):
-                raise invalid(path, "each tool must be an object", "invalid_type")
-            kind = string_field(tool, "type", f"{path}.type", required=True)
-            if kind == "function":
-                spec, echo = _function_tool(tool, path)
-                self._add(spec, path)
-                self.echo.append(echo)
-            elif kind == "namespace":
-                self.echo.append(self._namespace(tool, path, hosted))
-            else:
-                hosted.append((f"{path}.type", str(kind)))
+        for where, tools in [("tools", value), *additional]:
+            echo = self.echo if where == "tools" else []
+            # A later additional_tools item may declare a tool again (a stored turn and the new
+            # input both carry it; tools change mid-conversation): the last declaration wins.
+            self._redeclaring = where != "tools"
+            assert isinstance(tools, list)
+            for index, tool in enumerate(tools):
+                self._declare(tool, f"{where}[{index}]", echo, hosted)
         if hosted and not self.specs:
             where, kind = hosted[0]
             raise unsupported(
@@ -392,9 +475,37 @@ class _Tools:
             )
         self.dropped = tuple(kind for _, kind in hosted)
 
+    def _declare(
+        self,
+        tool: object,
+        path: str,
+        echo: list[dict[str, Any]],
+        hosted: list[tuple[str, str]],
+    ) -> None:
+        if not isinstance(tool, Mapping):
+            raise invalid(path, "each tool must be an object", "invalid_type")
+        kind = string_field(tool, "type", f"{path}.type", required=True)
+        if kind == "function":
+            spec, echoed = _function_tool(tool, path)
+            self._add(spec, path)
+            echo.append(echoed)
+        elif kind == "custom":
+            spec, echoed = _custom_tool(tool, path)
+            self._add(spec, path)
+            self.custom.add(spec.name)
+            echo.append(echoed)
+        elif kind == "namespace":
+            echo.append(self._namespace(tool, path, hosted))
+        else:
+            hosted.append((f"{path}.type", str(kind)))
+
     def _add(self, spec: ToolSpec, path: str) -> None:
-        if any(existing.name == spec.name for existing in self.specs):
-            raise invalid(f"{path}.name", f"tool name {spec.name!r} is declared twice")
+        for index, existing in enumerate(self.specs):
+            if existing.name == spec.name:
+                if not self._redeclaring:
+                    raise invalid(f"{path}.name", f"tool name {spec.name!r} is declared twice")
+                self.specs[index] = spec
+                return
         self.specs.append(spec)
 
     def _namespace(
@@ -412,12 +523,17 @@ class _Tools:
             if not isinstance(inner, Mapping):
                 raise invalid(inner_path, "each tool must be an object", "invalid_type")
             kind = string_field(inner, "type", f"{inner_path}.type", required=True)
-            if kind != "function":
+            if kind == "function":
+                spec, echo = _function_tool(inner, inner_path)
+            elif kind == "custom":
+                spec, echo = _custom_tool(inner, inner_path)
+            else:
                 hosted.append((f"{inner_path}.type", f"{namespace}.{kind}"))
                 continue
-            spec, echo = _function_tool(inner, inner_path)
             flat = flat_tool_name(namespace, spec.name)
             self._add(ToolSpec(flat, _namespaced(description, spec), spec.input_schema), inner_path)
+            if kind == "custom":
+                self.custom.add(flat)
             self.names[flat] = (namespace, spec.name)
             self.flat_names[(namespace, spec.name)] = flat
             echoed.append(echo)
@@ -453,6 +569,39 @@ def _function_tool(tool: Mapping[str, Any], path: str) -> tuple[ToolSpec, dict[s
         "strict": strict,
     }
     return ToolSpec(name, description, parameters), echo
+
+
+def _custom_tool(tool: Mapping[str, Any], path: str) -> tuple[ToolSpec, dict[str, Any]]:
+    """A freeform tool as Kiro can call it: one string parameter carrying the raw input."""
+    name = string_field(tool, "name", f"{path}.name", required=True)
+    if not name:
+        raise invalid(f"{path}.name", "must be a non-empty string")
+    description = string_field(tool, "description", f"{path}.description") or ""
+    fmt = tool.get("format")
+    if fmt is not None and not isinstance(fmt, Mapping):
+        raise invalid(f"{path}.format", "must be an object", "invalid_type")
+    schema = {
+        "type": "object",
+        "properties": {
+            CUSTOM_INPUT: {"type": "string", "description": _input_format(fmt, f"{path}.format")}
+        },
+        "required": [CUSTOM_INPUT],
+    }
+    echo: dict[str, Any] = {"type": "custom", "name": name, "description": description}
+    if fmt is not None:
+        echo["format"] = dict(fmt)
+    return ToolSpec(name, description, schema), echo
+
+
+def _input_format(fmt: Mapping[str, Any] | None, path: str) -> str:
+    """The client's declared input format, as the description of the one string parameter."""
+    if fmt is None or fmt.get("type") in (None, "text"):
+        return "The raw input text."
+    if fmt.get("type") != "grammar":
+        raise invalid(f"{path}.type", "must be 'text' or 'grammar'")
+    syntax = string_field(fmt, "syntax", f"{path}.syntax") or "lark"
+    definition = string_field(fmt, "definition", f"{path}.definition", required=True)
+    return f"The raw input text, in this {syntax} grammar:\n{definition}"
 
 
 def _tool_choice(value: object) -> tuple[ToolChoice, str]:

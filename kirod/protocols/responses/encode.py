@@ -1,8 +1,10 @@
 """Canonical events → OpenAI Responses: the SSE stream, the Response object, stored items.
 
 Every canonical block becomes one output item at the same index: text → `message`, thinking and
-redacted thinking → `reasoning`, tool use → `function_call`. Item ids derive from the response id
-and that index (`msg_<r>_<i>`, `rs_<r>_<i>`, `fc_<r>_<i>`), so the streamed items, the
+redacted thinking → `reasoning`, tool use → `function_call`, or `custom_tool_call` for a freeform
+tool (its raw input decoded from the one-parameter JSON it was declared upstream with, and
+streamed as `response.custom_tool_call_input.delta`). Item ids derive from the response id and
+that index (`msg_<r>_<i>`, `rs_<r>_<i>`, `fc_<r>_<i>`, `ctc_<r>_<i>`), so the streamed items, the
 non-streaming Response and the stored history agree without sharing state.
 
 Stream order is the one the openai SDK's `responses.stream` enforces (clients.md §2.5):
@@ -21,7 +23,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final
 
@@ -50,9 +52,12 @@ from kirod.canonical.request import (
 )
 from kirod.canonical.tokens import estimate_text_tokens
 from kirod.errors import ErrorKind
+from kirod.protocols.responses.compaction import compaction_item
+from kirod.protocols.responses.freeform import InputReader
 from kirod.protocols.responses.reasoning import ReasoningBox
 from kirod.protocols.sse import encode_event
 
+CUSTOM_INPUT: Final = "input"  # the one parameter a freeform tool is declared with upstream
 ToolNames = Mapping[str, tuple[str, str]]
 """Flattened tool name sent upstream → (namespace, function name) the client declared."""
 
@@ -89,6 +94,8 @@ class ResponseEcho:
     include_encrypted: bool = False
     summary: bool = False
     tool_names: ToolNames = field(default_factory=dict)
+    custom_tools: frozenset[str] = frozenset()  # upstream names of freeform tools
+    compaction: bool = False  # a summarisation turn: answered with one compaction item
 
 
 def item_id(prefix: str, response_id: str, index: int) -> str:
@@ -99,9 +106,10 @@ def item_id(prefix: str, response_id: str, index: int) -> str:
 class ResponsesStreamEncoder:
     """Renders one response's canonical event stream as Responses SSE events.
 
-    Sans-IO: `start()` and `feed()` return encoded SSE events to write. After the terminal
-    event, `response` is the final Response object (as in the terminal event) and
-    `history_items` the output items to store for `previous_response_id`.
+    Sans-IO: `start()` and `feed()` return encoded events to write: SSE events by default, or
+    whatever `render(event, type)` makes of each event object (a WebSocket text frame sends the
+    same object alone). After the terminal event, `response` is the final Response object (as in
+    the terminal event) and `history_items` the output items to store for `previous_response_id`.
     """
 
     def __init__(
@@ -111,8 +119,10 @@ class ResponsesStreamEncoder:
         echo: ResponseEcho,
         reasoning_box: ReasoningBox,
         created_at: int | None = None,
+        render: Callable[[dict[str, Any], str], bytes] = encode_event,
     ) -> None:
         self._id = response_id
+        self._render = render
         self._echo = echo
         self._box = reasoning_box
         self._created_at = int(time.time()) if created_at is None else created_at
@@ -123,6 +133,7 @@ class ResponsesStreamEncoder:
         self._open: _OpenItem | None = None
         self._usage = Usage(0, 0)
         self._reasoning_text: list[str] = []
+        self._summary: list[str] = []
         self.response: dict[str, Any] | None = None
 
     @property
@@ -144,6 +155,8 @@ class ResponsesStreamEncoder:
     def feed(self, event: CanonicalEvent) -> list[bytes]:
         """The SSE events for one canonical event; starts the stream first if needed."""
         out = self.start()
+        if self._echo.compaction and not isinstance(event, MessageStart | Usage | ErrorEvent):
+            return out + self._compacting(event)
         match event:
             case MessageStart():
                 self._usage = Usage(event.input_tokens, 0)
@@ -186,6 +199,19 @@ class ResponsesStreamEncoder:
             case BlockKind.THINKING:
                 item = reasoning_item(item_id("rs", self._id, index), None, None)
                 return [self._added(_OpenItem(start.kind, index, item))]
+            case BlockKind.TOOL_USE if start.tool_name in self._echo.custom_tools:
+                assert start.tool_use_id is not None
+                item = custom_tool_call_item(
+                    item_id("ctc", self._id, index),
+                    start.tool_use_id,
+                    start.tool_name,
+                    "",
+                    "in_progress",
+                    self._echo.tool_names,
+                )
+                opened = _OpenItem(start.kind, index, item)
+                opened.reader = InputReader(CUSTOM_INPUT)
+                return [self._added(opened)]
             case BlockKind.TOOL_USE:
                 assert start.tool_use_id is not None
                 assert start.tool_name is not None
@@ -215,6 +241,18 @@ class ResponsesStreamEncoder:
     def _arguments_delta(self, opened: _OpenItem | None, partial: str) -> list[bytes]:
         assert opened is not None
         opened.parts.append(partial)
+        if opened.reader is not None:
+            text = opened.reader.feed(partial)
+            if not text:
+                return []
+            return [
+                self._event(
+                    "response.custom_tool_call_input.delta",
+                    item_id=opened.item["id"],
+                    output_index=opened.index,
+                    delta=text,
+                )
+            ]
         return [
             self._event(
                 "response.function_call_arguments.delta",
@@ -259,6 +297,18 @@ class ResponsesStreamEncoder:
                 )
                 out.append(self._event("response.content_part.done", **opened.at(), part=part))
                 shown = message_item(opened.item["id"], text, "completed")
+                stored = shown
+            case BlockKind.TOOL_USE if opened.reader is not None:
+                raw = opened.reader.value()
+                out.append(
+                    self._event(
+                        "response.custom_tool_call_input.done",
+                        item_id=opened.item["id"],
+                        output_index=opened.index,
+                        input=raw,
+                    )
+                )
+                shown = {**opened.item, "input": raw, "status": "completed"}
                 stored = shown
             case BlockKind.TOOL_USE:
                 if not text.strip():
@@ -312,6 +362,18 @@ class ResponsesStreamEncoder:
         self._stored.append(stored)
         return self._event("response.output_item.done", output_index=index, item=shown)
 
+    def _compacting(self, event: CanonicalEvent) -> list[bytes]:
+        """A summarisation turn shows nothing until its one compaction item (compaction.py)."""
+        if isinstance(event, TextDelta):
+            self._summary.append(event.text)
+        if not isinstance(event, MessageStop):
+            return []
+        index = len(self._shown)
+        item = compaction_item(item_id("cmp", self._id, index), self._box, "".join(self._summary))
+        added = self._event("response.output_item.added", output_index=index, item=item)
+        # However the summary ended (even at max tokens), it is the compaction Codex asked for.
+        return [added, self._done(index, item, item), *self._finish(StopReason.END_TURN)]
+
     # -- terminal events --------------------------------------------------------------------------
 
     def _finish(self, stop_reason: StopReason) -> list[bytes]:
@@ -357,13 +419,13 @@ class ResponsesStreamEncoder:
     def _event(self, kind: str, **fields: Any) -> bytes:
         data = {"type": kind, "sequence_number": self._sequence, **fields}
         self._sequence += 1
-        return encode_event(data, event=kind)
+        return self._render(data, kind)
 
 
 class _OpenItem:
     """The output item being streamed: its added form and the fragments received so far."""
 
-    __slots__ = ("index", "item", "kind", "parts", "signature", "summary_open")
+    __slots__ = ("index", "item", "kind", "parts", "reader", "signature", "summary_open")
 
     def __init__(self, kind: BlockKind, index: int, item: dict[str, Any]) -> None:
         self.kind = kind
@@ -372,6 +434,7 @@ class _OpenItem:
         self.parts: list[str] = []
         self.signature: list[str] = []
         self.summary_open = False
+        self.reader: InputReader | None = None  # a freeform tool's input, as it streams
 
     def at(self) -> dict[str, Any]:
         """Where a content event points: item, output index and (single) content part."""
@@ -385,6 +448,8 @@ class _OpenItem:
         text = "".join(self.parts)
         if self.kind is BlockKind.TEXT:
             return message_item(self.item["id"], text, "incomplete")
+        if self.reader is not None:
+            return {**self.item, "input": self.reader.value(), "status": "incomplete"}
         if self.kind is BlockKind.TOOL_USE:
             return {**self.item, "arguments": text, "status": "incomplete"}
         return reasoning_item(self.item["id"], None, None)
@@ -430,6 +495,23 @@ def function_call_item(
         "call_id": call_id,
         "name": name,
         "arguments": arguments,
+        "status": status,
+    }
+    if name in tool_names:
+        item["namespace"], item["name"] = tool_names[name]
+    return item
+
+
+def custom_tool_call_item(
+    ctc_id: str, call_id: str, name: str, text: str, status: str, tool_names: ToolNames
+) -> dict[str, Any]:
+    """A freeform tool call: its raw `input`; namespaced as function calls are."""
+    item: dict[str, Any] = {
+        "id": ctc_id,
+        "type": "custom_tool_call",
+        "call_id": call_id,
+        "name": name,
+        "input": text,
         "status": status,
     }
     if name in tool_names:
@@ -511,6 +593,9 @@ def response_items(
     include_encrypted: bool = True,
 ) -> list[dict[str, Any]]:
     """The output items of a completed response; by default the stored form (always sealed)."""
+    if echo.compaction:
+        summary = "".join(b.text for b in completion.content if isinstance(b, TextBlock))
+        return [compaction_item(item_id("cmp", response_id, 0), reasoning_box, summary)]
     items = []
     for index, block in enumerate(completion.content):
         items.append(_item(block, index, response_id, echo, reasoning_box, include_encrypted))
@@ -535,6 +620,17 @@ def _item(
         case RedactedThinkingBlock():
             sealed = box.seal_redacted(block.data) if include_encrypted else None
             return reasoning_item(item_id("rs", response_id, index), None, sealed)
+        case ToolUseBlock() if block.name in echo.custom_tools:
+            raw = block.input.get(CUSTOM_INPUT)
+            text = raw if isinstance(raw, str) else json.dumps(block.input, ensure_ascii=False)
+            return custom_tool_call_item(
+                item_id("ctc", response_id, index),
+                block.id,
+                block.name,
+                text,
+                "completed",
+                echo.tool_names,
+            )
         case ToolUseBlock():
             arguments = json.dumps(block.input, ensure_ascii=False, separators=(",", ":"))
             fc_id = item_id("fc", response_id, index)
@@ -560,7 +656,8 @@ def response_json(
         include_encrypted=echo.include_encrypted,
     )
     thinking = "".join(b.thinking for b in completion.content if isinstance(b, ThinkingBlock))
-    status, incomplete = terminal_status(completion.stop_reason)
+    stop = StopReason.END_TURN if echo.compaction else completion.stop_reason
+    status, incomplete = terminal_status(stop)
     return response_object(
         response_id,
         echo,

@@ -8,7 +8,8 @@ neither read the thinking it did not ask to see nor forge reasoning that kirod w
 
 Token format: `krs1_` + base64url(nonce ‖ AES-256-GCM ciphertext ‖ tag), no padding, with the
 associated data `kirod-reasoning-v1`. The plaintext is compact JSON, `{"t": text, "s": signature}`
-for thinking or `{"r": data}` for redacted (opaque) reasoning. Anything that is not such a token
+for thinking, `{"r": data}` for redacted (opaque) reasoning, or `{"c": summary}` for the summary
+a compaction item carries (`compaction.py`). Anything that is not such a token
 under this key — OpenAI's own blobs, another install's, a truncated or edited one — opens to
 `None`, and the decoder drops it rather than failing the request.
 """
@@ -54,6 +55,16 @@ class ReasoningBox:
         """Seal an opaque redacted-reasoning blob, which replays upstream as it came."""
         return self._seal({"r": data})
 
+    def seal_summary(self, summary: str) -> str:
+        """Seal the summary of a compacted conversation (a `compaction` item's content)."""
+        return self._seal({"c": summary})
+
+    def open_summary(self, token: str) -> str | None:
+        """A sealed compaction summary, or None for anything else."""
+        payload = self._open(token)
+        summary = payload.get("c") if isinstance(payload, dict) else None
+        return summary if isinstance(summary, str) else None
+
     def open(self, token: str) -> tuple[str, str | None] | None:
         """The thinking text and signature, or None for anything but sealed thinking."""
         block = self.open_block(token)
@@ -63,6 +74,10 @@ class ReasoningBox:
 
     def open_block(self, token: str) -> ThinkingBlock | RedactedThinkingBlock | None:
         """The sealed reasoning as a canonical block, or None when foreign/altered/truncated."""
+        return _block(self._open(token))
+
+    def _open(self, token: str) -> object:
+        """The authenticated plaintext JSON of a token this box sealed, else None."""
         if not token.startswith(PREFIX):
             return None
         try:
@@ -75,7 +90,7 @@ class ReasoningBox:
             plain = self._aead.decrypt(raw[:_NONCE_BYTES], raw[_NONCE_BYTES:], _ASSOCIATED_DATA)
         except InvalidTag:
             return None
-        return _block(json.loads(plain))
+        return json.loads(plain)
 
     def _seal(self, payload: dict[str, str | None]) -> str:
         nonce = os.urandom(_NONCE_BYTES)
