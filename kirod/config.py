@@ -9,7 +9,9 @@ from __future__ import annotations
 import dataclasses
 import enum
 import ipaddress
+import difflib
 import json
+import math
 import os
 import sys
 import tomllib
@@ -51,6 +53,7 @@ class Option:
     maximum: float | None = None
     optional: bool = False
     secret: bool = False
+    min_item_length: int = 0  # LIST: shortest item accepted
 
     @property
     def env(self) -> str:
@@ -125,6 +128,7 @@ OPTIONS: tuple[Option, ...] = (
         "API keys accepted on the public API, besides those in the store.",
         (),
         secret=True,
+        min_item_length=16,
     ),
     Option(
         "max_request_body_bytes",
@@ -148,6 +152,15 @@ OPTIONS: tuple[Option, ...] = (
         60.0,
         minimum=1,
     ),
+    Option(
+        "max_connections",
+        Kind.INT,
+        "Most client connections the public API holds open at once; a connection beyond it "
+        "is answered 503 at once and closed. Lowered at start to what the open-files limit "
+        "(RLIMIT_NOFILE) leaves room for.",
+        1024,
+        minimum=1,
+    ),
     Option("request_timeout_s", Kind.FLOAT, "Whole-request deadline.", 600.0, minimum=1),
     Option(
         "stream_idle_timeout_s",
@@ -162,6 +175,29 @@ OPTIONS: tuple[Option, ...] = (
         "How long in-flight requests may finish at shutdown.",
         10.0,
         minimum=0,
+    ),
+    Option(
+        "websocket_idle_timeout_s",
+        Kind.FLOAT,
+        "How long a Responses WebSocket connection may stay open with no turn running or "
+        "waiting before it is closed.",
+        900.0,
+        minimum=1,
+    ),
+    Option(
+        "websocket_max_age_s",
+        Kind.FLOAT,
+        "How long a Responses WebSocket connection serves turns; after it the client is told "
+        "to reconnect (websocket_connection_limit_reached).",
+        3600.0,
+        minimum=1,
+    ),
+    Option(
+        "websocket_compression",
+        Kind.BOOL,
+        "Accept permessage-deflate on Responses WebSocket connections when the client offers "
+        "it (off: on loopback compressing costs CPU and saves nothing).",
+        False,
     ),
     Option(
         "lock_timeout_s",
@@ -200,6 +236,16 @@ OPTIONS: tuple[Option, ...] = (
         3,
         minimum=1,
         maximum=10,
+    ),
+    Option(
+        "breaker_consecutive_failures",
+        Kind.INT,
+        "Consecutive transient upstream failures (server error, broken stream, network, "
+        "overload without Retry-After) that take an account out for a cool-down; failures "
+        "that are the account's own (throttling, quota, suspension, rejected login) act at once.",
+        3,
+        minimum=1,
+        maximum=100,
     ),
     Option(
         "affinity_ttl_s",
@@ -242,6 +288,21 @@ OPTIONS: tuple[Option, ...] = (
         "Refresh an access token this long before it expires.",
         600.0,
         minimum=0,
+    ),
+    Option(
+        "import_max_bytes",
+        Kind.INT,
+        "Largest credentials file `kiroctl accounts import` may upload (an SQLite store; JSON "
+        "files and keys are held to 4 MiB).",
+        32 * 1024 * 1024,
+        minimum=1024,
+    ),
+    Option(
+        "import_timeout_s",
+        Kind.FLOAT,
+        "How long reading one uploaded SQLite store may take before the import is refused.",
+        5.0,
+        minimum=0.1,
     ),
     Option(
         "parameter_policy",
@@ -349,20 +410,27 @@ class Settings:
     max_request_body_bytes: int
     client_header_timeout_s: float
     client_body_timeout_s: float
+    max_connections: int
     request_timeout_s: float
     stream_idle_timeout_s: float
     shutdown_drain_s: float
+    websocket_idle_timeout_s: float
+    websocket_max_age_s: float
+    websocket_compression: bool
     lock_timeout_s: float
     account_inference_concurrency: int
     account_selection_strategy: str
     queue_timeout_s: float
     max_account_attempts: int
+    breaker_consecutive_failures: int
     affinity_ttl_s: float
     maintenance_interval_s: float
     usage_refresh_interval_s: float
     oplog_retention_s: float
     oplog_max_rows: int
     refresh_window_s: float
+    import_max_bytes: int
+    import_timeout_s: float
     parameter_policy: str
     model_fallback: Literal["family", "strict"]
     model_aliases: Mapping[str, str]
@@ -406,7 +474,10 @@ _FALSE = {"0", "false", "no", "off"}
 
 def _bad(option: Option, value: object, source: str) -> ConfigError:
     expected = option.describe_type()
-    shown = repr(value) if isinstance(value, str) else json.dumps(value, default=str)
+    if option.secret:
+        shown = "<redacted>"  # a malformed list of keys still holds keys
+    else:
+        shown = repr(value) if isinstance(value, str) else json.dumps(value, default=str)
     return ConfigError(
         f"invalid value for {option.name!r} from {source}: {shown} (expected {expected})"
     )
@@ -425,6 +496,8 @@ def coerce(option: Option, value: object, source: str) -> Any:
             return value
         if isinstance(value, str) and value.strip().lower() in _TRUE | _FALSE:
             return value.strip().lower() in _TRUE
+        if isinstance(value, int) and value in (0, 1):  # as "0" and "1" in the environment
+            return bool(value)
         raise _bad(option, value, source)
     if kind is Kind.INT:
         if isinstance(value, bool):
@@ -442,14 +515,14 @@ def coerce(option: Option, value: object, source: str) -> Any:
             result = float(value) if isinstance(value, int | float | str) else None
         except ValueError:
             result = None
-        if result is None or result != result:
+        if result is None or not math.isfinite(result):
             raise _bad(option, value, source)
     elif kind is Kind.LIST:
         if isinstance(value, str):
             items = [part.strip() for part in value.split(",")]
-            return tuple(item for item in items if item)
+            return _long_enough(option, tuple(item for item in items if item), source)
         if isinstance(value, list | tuple) and all(isinstance(v, str) for v in value):
-            return tuple(value)
+            return _long_enough(option, tuple(value), source)
         raise _bad(option, value, source)
     elif kind is Kind.MAP:
         return _table(option, value, source)
@@ -468,13 +541,55 @@ def coerce(option: Option, value: object, source: str) -> Any:
         if kind is Kind.URL:
             parts = urlsplit(value)
             if parts.scheme not in ("http", "https") or not parts.hostname:
-                raise _bad(option, "<redacted>" if option.secret else value, source)
+                raise _bad(option, value, source)
         return value
     if option.minimum is not None and result < option.minimum:
         raise _bad(option, value, source)
     if option.maximum is not None and result > option.maximum:
         raise _bad(option, value, source)
     return result
+
+
+def _long_enough(option: Option, items: tuple[str, ...], source: str) -> tuple[str, ...]:
+    """`items`, unless one is shorter than the option allows (a short key can be guessed)."""
+    for number, item in enumerate(items, 1):
+        if len(item) < option.min_item_length:
+            raise ConfigError(
+                f"invalid value for {option.name!r} from {source}: item {number} has "
+                f"{len(item)} characters, fewer than {option.min_item_length} (a short key "
+                "can be guessed; make one with `kiroctl keys create NAME`)"
+            )
+    return items
+
+
+def default_value(
+    option: Option, env: Mapping[str, str] | None = None, platform: str = sys.platform
+) -> Any:
+    """What `option` is when nothing sets it (for the factories: here, now)."""
+    if option.default_factory is not None:
+        return option.default_factory(os.environ if env is None else env, platform)
+    return option.default
+
+
+def default_config_file(env: Mapping[str, str] | None = None, platform: str = sys.platform) -> Path:
+    """The config file read when neither --config nor KIROD_CONFIG names one."""
+    return paths.config_file(os.environ if env is None else env, platform)
+
+
+# KIROD_* variables that are not options but are still read.
+OTHER_ENV = (CONFIG_ENV,)
+
+
+def unknown_env(env: Mapping[str, str] | None = None) -> list[tuple[str, str | None]]:
+    """Each `KIROD_*` variable that sets nothing, with the option it most looks like."""
+    env = os.environ if env is None else env
+    known = {option.env for option in OPTIONS} | set(OTHER_ENV)
+    found: list[tuple[str, str | None]] = []
+    for name in sorted(env):
+        if name.startswith(ENV_PREFIX) and name not in known:
+            close = difflib.get_close_matches(name, sorted(known), n=1, cutoff=0.6)
+            found.append((name, close[0] if close else None))
+    return found
 
 
 def _table(option: Option, value: object, source: str) -> Mapping[str, str]:
@@ -576,14 +691,23 @@ class ServiceEnv:
     """What the service manager told us through the environment."""
 
     watchdog_interval_s: float | None
+    systemd: bool = False  # started by systemd (INVOCATION_ID is set for every unit it runs)
+    launchd_label: str | None = None  # the launchd job's label (XPC_SERVICE_NAME)
 
 
 def load_service_env(env: Mapping[str, str] | None = None) -> ServiceEnv:
-    """Read systemd's watchdog request; pings go out at half the configured interval."""
+    """Read systemd's watchdog request (pings go out at half the configured interval) and
+    which service manager, if any, started us."""
     env = os.environ if env is None else env
     usec = env.get("WATCHDOG_USEC", "")
     pid = env.get("WATCHDOG_PID", "")
     interval: float | None = None
     if usec.isdigit() and int(usec) > 0 and (not pid or pid == str(os.getpid())):
         interval = int(usec) / 1_000_000 / 2
-    return ServiceEnv(watchdog_interval_s=interval)
+    label = env.get("XPC_SERVICE_NAME", "")
+    return ServiceEnv(
+        watchdog_interval_s=interval,
+        systemd=bool(env.get("INVOCATION_ID")),
+        # Apps started from a terminal on macOS carry "0" or "application.…" here.
+        launchd_label=label if label and label != "0" and "application." not in label else None,
+    )

@@ -8,11 +8,15 @@ callers (and tests) decide which environment is meant; only this module and `con
 
 from __future__ import annotations
 
+import contextlib
 import os
+import stat
 import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+
+from kirod.errors import ConfigError
 
 APP = "kirod"
 CONFIG_FILE = "config.toml"
@@ -150,12 +154,58 @@ class StatePaths:
         return self.root / INSTALL_KEY_FILE
 
 
-def ensure_private_dir(path: Path) -> None:
-    """Create `path` (and parents) as 0700, and tighten it if it already exists."""
-    old = os.umask(0o077)
+def ensure_private_dir(path: Path, *, tighten: bool = True, fix: str | None = None) -> None:
+    """Make sure `path` is a directory only this user can change; create what is missing, 0700.
+
+    Only directories created here are given mode 0700. An existing one is checked, not changed:
+    it must be a directory this user can write, owned by this user (or root) and writable by
+    no one else. `tighten` (for kirod's own state directory) also takes group and other access
+    away from an existing directory this user owns, when it grants no write access to others.
+    Failures raise `ConfigError` naming the path and, with `fix`, what to do about it.
+    """
+    fix = f"; {fix}" if fix else ""
     try:
-        path.mkdir(mode=0o700, parents=True, exist_ok=True)
-    finally:
-        os.umask(old)
-    if os.name == "posix":
-        os.chmod(path, 0o700)
+        info = os.stat(path)
+    except FileNotFoundError:
+        info = None
+    except OSError as exc:
+        raise ConfigError(f"cannot use {path}: {exc.strerror}{fix}") from None
+    if info is None:
+        old = os.umask(0o077)
+        try:
+            path.mkdir(mode=0o700, parents=True, exist_ok=True)
+        except OSError as exc:
+            raise ConfigError(
+                f"cannot create the directory {path}: {_reason(path, exc)}{fix}"
+            ) from None
+        finally:
+            os.umask(old)
+        info = os.stat(path)
+    if not stat.S_ISDIR(info.st_mode):
+        raise ConfigError(f"{path} is not a directory{fix}")
+    mode = stat.S_IMODE(info.st_mode)
+    if info.st_uid not in (os.geteuid(), 0):
+        raise ConfigError(f"the directory {path} belongs to another user (uid {info.st_uid}){fix}")
+    if mode & 0o022:
+        raise ConfigError(
+            f"the directory {path} is writable by other users (mode {mode:04o}); kirod keeps "
+            f"its files only in a private directory{fix}"
+        )
+    if not os.access(path, os.W_OK | os.X_OK):
+        raise ConfigError(f"the directory {path} is not writable by this user{fix}")
+    if tighten and mode & 0o077 and info.st_uid == os.geteuid():
+        try:
+            os.chmod(path, 0o700)
+        except OSError as exc:
+            raise ConfigError(f"cannot make {path} private: {exc.strerror}{fix}") from None
+
+
+def _reason(path: Path, exc: OSError) -> str:
+    """Why a directory cannot be made, naming the ancestor at fault when it is not one."""
+    for parent in path.parents:
+        with contextlib.suppress(OSError):
+            if parent.exists() and not parent.is_dir():
+                return f"{parent} is not a directory"
+            if parent.is_dir():
+                break
+    return exc.strerror or type(exc).__name__

@@ -125,7 +125,7 @@ def test_bad_values_name_key_value_and_type(
     message = str(error.value)
     assert repr(key) in message
     assert f"(expected {expected}" in message
-    if key != "proxy_url":
+    if key not in ("proxy_url", "api_keys"):  # secrets are never echoed
         assert value.strip("'") in message
 
 
@@ -134,18 +134,27 @@ def test_secret_values_are_not_echoed_in_errors(tmp_path: Path) -> None:
     with pytest.raises(ConfigError) as error:
         load_settings(env=env)
     assert "hunter2" not in str(error.value)
+    config = write_config(tmp_path, 'api_keys = ["sk-live-secret-key-1234", 7]\n')
+    with pytest.raises(ConfigError) as malformed:
+        load_settings(env=env_for(tmp_path), config_path=config)
+    assert "api_keys" in str(malformed.value)
+    assert "sk-live-secret-key-1234" not in str(malformed.value)
 
 
 def test_lists_and_booleans_from_env(tmp_path: Path) -> None:
     env = env_for(
         tmp_path,
-        KIROD_API_KEYS="key-alpha, key-beta,,key-gamma",
+        KIROD_API_KEYS="key-alpha-0123456789, key-beta-0123456789,,key-gamma-0123456789",
         KIROD_ENABLE_CHAT_COMPLETIONS="yes",
     )
     settings = load_settings(env=env)
-    assert settings.api_keys == ("key-alpha", "key-beta", "key-gamma")
+    assert settings.api_keys == (
+        "key-alpha-0123456789",
+        "key-beta-0123456789",
+        "key-gamma-0123456789",
+    )
     assert settings.enable_chat_completions is True
-    assert "key-alpha" not in repr(settings)
+    assert "key-alpha-0123456789" not in repr(settings)
     assert settings.redacted()["api_keys"] == ["<redacted>"] * 3
 
 

@@ -51,7 +51,7 @@ from kirod.canonical.request import CanonicalRequest
 from kirod.canonical.tokens import estimate_request_tokens
 from kirod.errors import ApiError, ErrorKind, KirodError
 from kirod.storage.affinity import Binding
-from kirod.storage.oplog import Attempt, OpEntry, OpLog
+from kirod.storage.oplog import UNKNOWN_MODEL, Attempt, OpEntry, OpLog
 from kirod.upstream.client import KiroClient, UpstreamAccount
 from kirod.upstream.errors import Failure, RefreshError, UpstreamError, UpstreamHttpError
 from kirod.upstream.frames import Frame
@@ -93,8 +93,14 @@ class DispatchPolicy:
 class _Retry(Exception):
     """An attempt failed recoverably; `error` is what the client sees if no account succeeds."""
 
-    def __init__(self, error: ApiError) -> None:
+    def __init__(self, error: ApiError, failure: Failure | None = None) -> None:
         self.error = error
+        self.failure = failure
+
+
+# Failures a request can cause itself (a body Kiro chokes on): the same one on two accounts in a
+# row ends the failover, so one bad payload does not count against every account it visits.
+_SUSPECT_REQUEST: frozenset[Failure] = frozenset({Failure.SERVER, Failure.PROTOCOL})
 
 
 @dataclass
@@ -155,7 +161,8 @@ class _Operation:
             request_id=self.request.request_id,
             key_id=self.tenant,
             protocol=self.request.protocol.value,
-            model=self.request.model,
+            # A name no account serves is the client's invention: logged as a marker.
+            model=UNKNOWN_MODEL if error == "model_not_found" else self.request.model,
             stream=self.request.stream,
             account_id=self.account_id,
             attempts=tuple(self.attempts),
@@ -256,6 +263,7 @@ class Dispatcher:
         """Try accounts until one produces a first event; its slot and response join `stack`."""
         tried: list[str] = []
         last: ApiError | None = None
+        previous: Failure | None = None
         while len(tried) < self._policy.max_account_attempts:
             try:
                 lease = await self._pool.lease(
@@ -273,6 +281,10 @@ class Dispatcher:
                     opened = await self._attempt(lease, request, binding, operation, attempt)
                 except _Retry as retry:
                     last = retry.error
+                    if retry.failure in _SUSPECT_REQUEST and retry.failure is previous:
+                        log.event(logger, "failover_stopped", failure=retry.failure.value)
+                        raise last from None
+                    previous = retry.failure
                     continue
                 await self._pool.succeeded(lease)
                 operation.tried(lease.account_id, "ok")
@@ -427,7 +439,7 @@ class Dispatcher:
         )
         if failure is Failure.QUOTA:
             await self._confirm_quota(lease.account_id)
-        return _Retry(api_error)
+        return _Retry(api_error, failure)
 
     async def _confirm_quota(self, account_id: str) -> None:
         """A 402 is checked against getUsageLimits at once: the probe tells for how long the

@@ -4,14 +4,19 @@ Each function maps the state as stored (and what just happened) to the next stat
 "leave it". They run inside the store's write transaction (`AccountStore.update_state`), on the row
 as it is then, so a decision never overrides a newer one it did not see.
 
-    active ──failure──▶ cooling_down (60 s * 2^(n-1), cap 24 h; 429 honours Retry-After)
+    active ──failure──▶ cooling_down (60 s * 2^(k-1), cap 24 h; 429 honours Retry-After)
        ▲                    │ until passed: one half-open trial request
-       └─────success────────┘ trial failure: n+1, longer cool-down
+       └─────success────────┘ trial failure: k+1, longer cool-down
     402 / MONTHLY_REQUEST_COUNT ─▶ exhausted, until a usage probe shows credits again
     403 suspended ─▶ suspended (by hand: enable)     refresh token dead ─▶ needs_login
     5 consecutive rejections of fresh credentials ─▶ disabled
 
-Network failures and timeouts are the network's, not the account's: they are noted, not counted.
+Transient failures (a server error, a broken stream, the network, a capacity error without
+Retry-After) say little about the account: like Envoy's outlier detection, the breaker opens
+only after `threshold` consecutive ones (`breaker_consecutive_failures`), so one glitch never
+takes a user's only account out. Failures that are the account's (throttled, quota, suspended,
+rejected credentials, forbidden) act at once. A cool-down opened by transient failures is marked
+`transient`, which lets the pool's panic mode try it before it ends when nothing else is left.
 Failures of the request itself (bad request, context too long, unknown model) do not touch health.
 """
 
@@ -26,6 +31,9 @@ from kirod.upstream.errors import Failure
 BASE_COOLDOWN_S = 60.0
 MAX_COOLDOWN_S = 24 * 3600.0
 AUTH_FAILURE_LIMIT = 5
+DEFAULT_THRESHOLD = 3  # consecutive transient failures that open the breaker
+
+_TRANSIENT = frozenset({Failure.SERVER, Failure.PROTOCOL, Failure.NETWORK, Failure.TIMEOUT})
 
 # Automatic transitions only move "up" this order (or within a level): a throttle seen by a
 # request that started earlier never turns an exhausted, suspended or disabled account back.
@@ -43,6 +51,8 @@ _COOLING_REASONS: dict[Failure, str] = {
     Failure.CAPACITY: "Kiro reported the model overloaded",
     Failure.SERVER: "Kiro answered with a server error",
     Failure.PROTOCOL: "Kiro sent a malformed response",
+    Failure.NETWORK: "Kiro could not be reached",
+    Failure.TIMEOUT: "Kiro did not answer in time",
     Failure.FORBIDDEN: "Kiro refused the call (profile or region mismatch?)",
     Failure.BEARER: "Kiro rejected freshly refreshed credentials",
 }
@@ -72,6 +82,19 @@ def status_eligibility(status: str, until: float | None, now: float) -> Eligibil
     return Eligibility.NO
 
 
+def is_transient(failure: Failure, retry_after_s: float | None) -> bool:
+    """Whether a failure counts towards the breaker's threshold instead of acting at once."""
+    return failure in _TRANSIENT or (failure is Failure.CAPACITY and retry_after_s is None)
+
+
+def current_status(status: Status, until: float | None, now: float) -> Status:
+    """The status as of `now`: a cool-down whose time is up is active again (its next request
+    is the breaker's trial), without waiting for a request to write that down."""
+    if status == "cooling_down" and until is not None and until <= now:
+        return "active"
+    return status
+
+
 def after_failure(
     state: AccountState,
     failure: Failure,
@@ -79,6 +102,7 @@ def after_failure(
     detail: str,
     retry_after_s: float | None,
     now: float,
+    threshold: int = DEFAULT_THRESHOLD,
 ) -> AccountState | None:
     """The state after an attempt on the account failed with `failure` before any output."""
     if not failure.retryable:
@@ -88,8 +112,6 @@ def after_failure(
         last_error=f"{failure.value}: {detail}" if detail else failure.value,
         last_error_at=now,
     )
-    if failure in (Failure.NETWORK, Failure.TIMEOUT):
-        return noted
     if failure is Failure.SUSPENDED:
         return _escalate(noted, "suspended", f"suspended by Kiro: {detail or 'no reason given'}")
     if failure is Failure.QUOTA:
@@ -108,7 +130,11 @@ def after_failure(
             failures=failures,
             auth_failures=auth_failures,
         )
-    wait = cooldown_s(failures)
+    transient = is_transient(failure, retry_after_s)
+    if transient and state.status == "active" and failures < threshold:
+        return dataclasses.replace(noted, failures=failures, auth_failures=auth_failures)
+    # k: how many times the breaker has opened in a row, counted from the threshold's failure.
+    wait = cooldown_s(failures - threshold + 1 if transient else failures)
     if retry_after_s is not None and failure in (Failure.THROTTLED, Failure.CAPACITY):
         wait = min(MAX_COOLDOWN_S, max(0.0, retry_after_s))
     return dataclasses.replace(
@@ -119,6 +145,7 @@ def after_failure(
         until=now + wait,
         failures=failures,
         auth_failures=auth_failures,
+        transient=transient,
     )
 
 
@@ -129,7 +156,13 @@ def after_success(state: AccountState) -> AccountState | None:
     if state.status == "active" and not (state.failures or state.auth_failures):
         return None
     return dataclasses.replace(
-        state, status="active", reason=None, until=None, failures=0, auth_failures=0
+        state,
+        status="active",
+        reason=None,
+        until=None,
+        failures=0,
+        auth_failures=0,
+        transient=False,
     )
 
 
@@ -162,7 +195,13 @@ def after_usage(
 def enabled(state: AccountState) -> AccountState:
     """Back in service by hand, whatever the state: counters start over."""
     return dataclasses.replace(
-        state, status="active", reason=None, until=None, failures=0, auth_failures=0
+        state,
+        status="active",
+        reason=None,
+        until=None,
+        failures=0,
+        auth_failures=0,
+        transient=False,
     )
 
 
@@ -175,4 +214,4 @@ def disabled(state: AccountState, reason: str | None) -> AccountState:
 def _escalate(state: AccountState, status: Status, reason: str) -> AccountState:
     if _SEVERITY[state.status] > _SEVERITY[status]:
         return state
-    return dataclasses.replace(state, status=status, reason=reason, until=None)
+    return dataclasses.replace(state, status=status, reason=reason, until=None, transient=False)

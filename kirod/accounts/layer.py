@@ -27,9 +27,10 @@ class PoolOperations:
     """What the control API does to one account; each returns the account as it is afterwards,
     or None when there is no such account."""
 
-    def __init__(self, pool: AccountPool, maintenance: Maintenance) -> None:
+    def __init__(self, pool: AccountPool, maintenance: Maintenance, client: KiroClient) -> None:
         self._pool = pool
         self._maintenance = maintenance
+        self._client = client
 
     async def enable(self, account_id: str) -> AccountRecord | None:
         """Back in service with a clean slate, whatever its state."""
@@ -46,6 +47,16 @@ class PoolOperations:
     async def probe(self, account_id: str) -> AccountRecord | None:
         """Read the usage limits now; raises `UpstreamError` when that fails."""
         return await self._maintenance.probe_usage(account_id)
+
+    def welcome(self, account_id: str) -> None:
+        """A new account (imported, logged in): read its usage and models now, not later."""
+        self._maintenance.welcome(account_id)
+
+    async def remove(self, account_id: str) -> bool:
+        """Remove the account and close its upstream connections; False if there is none."""
+        removed = await self._pool.store.remove(account_id)
+        await self._client.forget_account(account_id)
+        return removed
 
 
 @dataclass(frozen=True)
@@ -84,6 +95,7 @@ def build_account_layer(
         concurrency=settings.account_inference_concurrency,
         strategy=Strategy(settings.account_selection_strategy),
         queue_timeout_s=settings.queue_timeout_s,
+        breaker_threshold=settings.breaker_consecutive_failures,
     )
     keeper = TokenKeeper(accounts, client, tasks, settings.refresh_window_s)
     models = ModelDirectory(
@@ -116,10 +128,12 @@ def build_account_layer(
         probes,
         affinity,
         oplog,
+        models,
+        tasks,
         interval_s=settings.maintenance_interval_s,
         usage_refresh_interval_s=settings.usage_refresh_interval_s,
         refresh_window_s=settings.refresh_window_s,
         retention=RetentionPolicy(settings.oplog_retention_s, settings.oplog_max_rows),
     )
-    operations = PoolOperations(pool, maintenance)
+    operations = PoolOperations(pool, maintenance, client)
     return AccountLayer(pool, keeper, models, dispatcher, maintenance, oplog, affinity, operations)

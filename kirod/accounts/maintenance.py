@@ -4,12 +4,16 @@ Each pass (at start, then every `interval_s`):
 
 - refreshes access tokens that expire within the refresh window;
 - probes usage when the last snapshot is older than `usage_refresh_interval_s`;
+- reads each account's model catalog once (at start; later it is refreshed on use);
 - probes exhausted accounts once their window is due (reset time passed, or unknown);
 - prunes lapsed affinity bindings and old operation-log rows.
 
 Accounts are served concurrently, at most `concurrency` at a time, and the whole pass has a
 deadline; refreshes and probes run as shared, owned tasks, so a pass cut short never loses a
 rotated token. The last pass, the next one and each account's last result are in `status()`.
+
+An account just imported or logged in is served at once (`welcome`), not at the next pass:
+until its usage is known, `lowest-usage` would send everything to another account.
 """
 
 from __future__ import annotations
@@ -25,12 +29,14 @@ from typing import Any
 from kirod import log
 from kirod.accounts.account import to_upstream
 from kirod.accounts.affinity import AffinityMap
+from kirod.accounts.models import ModelDirectory
 from kirod.accounts.pool import AccountPool
 from kirod.accounts.probes import UsageProbes
 from kirod.accounts.tokens import TokenKeeper
 from kirod.errors import KirodError
 from kirod.storage.accounts import AccountRecord
 from kirod.storage.oplog import OpLog
+from kirod.tasks import TaskOwner
 from kirod.upstream import auth
 from kirod.upstream.errors import RefreshError
 
@@ -47,7 +53,7 @@ class AccountResult:
 
     account_id: str
     at: float
-    actions: tuple[str, ...]  # "refresh", "usage"
+    actions: tuple[str, ...]  # "refresh", "usage", "catalog"
     error: str | None
 
 
@@ -79,6 +85,8 @@ class Maintenance:
         probes: UsageProbes,
         affinity: AffinityMap,
         oplog: OpLog,
+        models: ModelDirectory,
+        tasks: TaskOwner,
         *,
         interval_s: float,
         usage_refresh_interval_s: float,
@@ -93,6 +101,9 @@ class Maintenance:
         self._probes = probes
         self._affinity = affinity
         self._oplog = oplog
+        self._models = models
+        self._tasks = tasks
+        self._catalog_read: set[str] = set()
         self._interval_s = interval_s
         self._usage_every_s = usage_refresh_interval_s
         self._refresh_window_s = refresh_window_s
@@ -152,7 +163,29 @@ class Maintenance:
                 actions.append("usage")
         elif record.usage_at is None or now - record.usage_at >= self._usage_every_s:
             actions.append("usage")
+        if record.id not in self._catalog_read:
+            actions.append("catalog")
         return tuple(actions)
+
+    def welcome(self, account_id: str) -> None:
+        """Serve a new account now, in the background: its usage and its model catalog."""
+        self._tasks.spawn(self._welcome(account_id), name=f"welcome:{account_id}")
+
+    async def _welcome(self, account_id: str) -> None:
+        try:
+            async with asyncio.timeout(self._deadline_s):
+                await self._pool.sync()
+                record = await self._pool.store.get(account_id)
+                if record is not None and record.status not in IDLE_STATUSES:
+                    await self._service(record, ("usage", "catalog"))
+        except (TimeoutError, KirodError) as exc:
+            log.event(
+                logger,
+                "welcome_failed",
+                level=logging.WARNING,
+                account=account_id,
+                error=type(exc).__name__,
+            )
 
     async def _service(self, record: AccountRecord, actions: tuple[str, ...]) -> None:
         async with self._slots:
@@ -162,6 +195,9 @@ class Maintenance:
                     await self._keeper.fresh(to_upstream(record))
                 if "usage" in actions:
                     await self._probes.probe(record.id)
+                if "catalog" in actions:
+                    self._catalog_read.add(record.id)
+                    await self._models.catalog_for(await self._keeper.fresh(to_upstream(record)))
             except Exception as exc:  # one account's trouble must not end the loop
                 error = str(exc) if isinstance(exc, KirodError) else type(exc).__name__
                 log.event(

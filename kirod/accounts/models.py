@@ -198,13 +198,16 @@ class ModelDirectory:
                 seen.setdefault(info.kiro_id, info)
         return ModelCatalog(tuple(seen.values())) if seen else STATIC_CATALOG
 
+    async def resolve_known(self, name: str) -> Resolution:
+        """`name` against every account's catalog fetched so far (no upstream call)."""
+        accounts = [record.id for record in await self._accounts.list()]
+        return resolve(name, self.known(accounts), self.policy)
+
     async def check(self, name: object) -> None:
         """Raise the model's 404 when no account's known catalog can serve `name`.
 
         Called when a request is invalid anyway, so that a bad model is reported as such before
         the shape of the messages (no upstream call is made for it).
         """
-        if not isinstance(name, str) or not name:
-            return
-        accounts = [record.id for record in await self._accounts.list()]
-        resolve(name, self.known(accounts), self.policy)
+        if isinstance(name, str) and name:
+            await self.resolve_known(name)

@@ -8,7 +8,11 @@ credits spent since its last usage probe.
 A slot is reserved synchronously when an account is chosen and handed out as a `Lease`, which the
 dispatcher releases at the request's terminal cleanup. A request that finds every eligible account
 full queues; queued requests are served first come, first served as slots free up, each for up to
-`queue_timeout_s`, then answered 429. With no eligible account at all the answer says why.
+`queue_timeout_s`, then answered 429. A freed slot costs O(1) however many wait, and one timer
+per pool (not one per waiter) looks for cool-downs that ended. With no eligible account at all
+the answer says why, except in panic mode: when every account is out only for transient failures
+(the breaker's `transient` cool-downs), the one whose cool-down ends first takes one trial request
+at a time instead of the client hearing 429 (Envoy's panic threshold, for a pool of any size).
 
 Every state change goes through `AccountStore.update_state`, deciding on the row as stored.
 """
@@ -133,15 +137,19 @@ class AccountPool:
         concurrency: int,
         strategy: Strategy,
         queue_timeout_s: float,
+        breaker_threshold: int = health.DEFAULT_THRESHOLD,
         clock: Clock = time.time,
     ) -> None:
         self._store = store
         self._concurrency = concurrency
         self._selector = Selector(strategy)
         self._queue_timeout_s = queue_timeout_s
+        self._threshold = breaker_threshold
         self._clock = clock
         self._entries: dict[str, _Entry] = {}
         self._waiters: collections.deque[_Waiter] = collections.deque()
+        self._excluding = 0  # waiters with accounts to exclude: only they may be told "none left"
+        self._recheck: asyncio.TimerHandle | None = None
         self._synced_revision: int | None = None
 
     @property
@@ -183,15 +191,12 @@ class AccountPool:
         loop = asyncio.get_running_loop()
         waiter = _Waiter(prefer, frozenset(exclude), loop.create_future())
         self._waiters.append(waiter)
+        self._excluding += bool(waiter.exclude)
         self._grant()
-        deadline = loop.time() + self._queue_timeout_s
         try:
-            while not waiter.future.done():
-                remaining = deadline - loop.time()
-                if remaining <= 0:
-                    break
-                await asyncio.wait({waiter.future}, timeout=min(remaining, RECHECK_S))
-                self._grant()
+            if not waiter.future.done():
+                self._arm_recheck(loop)
+                await asyncio.wait({waiter.future}, timeout=self._queue_timeout_s)
         except BaseException:
             self._abandon(waiter)
             raise
@@ -209,30 +214,54 @@ class AccountPool:
     def _abandon(self, waiter: _Waiter) -> None:
         """A waiter gave up (timeout, cancellation): return a slot granted in the meantime."""
         if waiter in self._waiters:
-            self._waiters.remove(waiter)
+            self._remove(waiter)
         future = waiter.future
         if future.done() and not future.cancelled() and future.exception() is None:
             future.result().release()
         future.cancel()
 
+    def _remove(self, waiter: _Waiter) -> None:
+        self._waiters.remove(waiter)
+        self._excluding -= bool(waiter.exclude)
+
+    def _arm_recheck(self, loop: asyncio.AbstractEventLoop) -> None:
+        """One timer for the whole queue: a cool-down that ends frees no slot by itself."""
+        if self._recheck is None:
+            self._recheck = loop.call_later(RECHECK_S, self._rechecked, loop)
+
+    def _rechecked(self, loop: asyncio.AbstractEventLoop) -> None:
+        self._recheck = None
+        self._grant()
+        if self._waiters:
+            self._arm_recheck(loop)
+
     def _grant(self) -> None:
-        """Serve queued requests in order with the slots free now."""
+        """Serve queued requests in order with the slots free now.
+
+        When every eligible account is full, only waiters that exclude accounts can be answered
+        (with an error): with none of those, nothing is looked at, so a freed slot costs O(1).
+        """
         if not self._waiters:
             return
         now = self._clock()
         # Both stop at the first account that says yes: with many accounts, usually the first.
         any_eligible = any(_verdict(e, now) is not Eligibility.NO for e in self._entries.values())
         free = self._has_free_slot(now)
+        if not free and any_eligible and not self._excluding:
+            return
         for waiter in list(self._waiters):
             if waiter.future.done():
-                self._waiters.remove(waiter)
+                self._remove(waiter)
                 continue
-            if not free and any_eligible and not waiter.exclude:
-                continue  # everyone is full: only a waiter that excludes accounts may get an error
+            if not free and any_eligible:
+                if not self._excluding:
+                    return
+                if not waiter.exclude:
+                    continue  # everyone is full: only a waiter that excludes may get an error
             outcome = self._pick(waiter.prefer, waiter.exclude, now)
             if outcome is None:
                 continue
-            self._waiters.remove(waiter)
+            self._remove(waiter)
             if isinstance(outcome, Lease):
                 waiter.future.set_result(outcome)
                 free = self._has_free_slot(now)
@@ -271,8 +300,35 @@ class AccountPool:
             remaining = entry.remaining() if by_usage else None  # only lowest-usage reads it
             candidates.append(Candidate(account_id, entry.order, entry.in_flight, remaining))
         if not candidates:
-            return None if eligible else self._unavailable(exclude, now)
+            if eligible:
+                return None
+            soonest = self._panic_account(exclude, now)
+            if soonest is None:
+                return self._unavailable(exclude, now)
+            return self._panic_trial(soonest, now)
         return self._lease(self._entries[self._selector.choose(candidates, prefer).account_id], now)
+
+    def _panic_account(self, exclude: frozenset[str], now: float) -> _Entry | None:
+        """Panic mode's account: the soonest back, when all are out only for transient failures."""
+        out = [e for account_id, e in self._entries.items() if account_id not in exclude]
+        if not out or not all(
+            e.record.status == "cooling_down" and e.record.status_transient for e in out
+        ):
+            return None
+        return min(out, key=lambda e: e.record.status_until or now)
+
+    def _panic_trial(self, soonest: _Entry, now: float) -> Lease | None:
+        """One trial at a time on it; None (wait for that trial) while one is out."""
+        if soonest.trial or soonest.in_flight >= self._concurrency:
+            return None
+        log.event(
+            logger,
+            "panic_trial",
+            level=logging.WARNING,
+            account=soonest.record.id,
+            until=soonest.record.status_until,
+        )
+        return self._lease(soonest, now, trial=True)
 
     def _can_take(self, entry: _Entry, now: float) -> bool:
         """Eligible, with a free slot, and not a second trial while one is out."""
@@ -281,8 +337,9 @@ class AccountPool:
             return False
         return not (ready is Eligibility.TRIAL and entry.trial)
 
-    def _lease(self, entry: _Entry, now: float) -> Lease:
-        trial = _verdict(entry, now) is Eligibility.TRIAL
+    def _lease(self, entry: _Entry, now: float, *, trial: bool | None = None) -> Lease:
+        if trial is None:
+            trial = _verdict(entry, now) is Eligibility.TRIAL
         entry.in_flight += 1
         entry.trial = entry.trial or trial
         return Lease(entry.record, trial, entry, self)
@@ -379,7 +436,12 @@ class AccountPool:
             ):
                 return None
             return health.after_failure(
-                record.state, failure, detail=detail, retry_after_s=retry_after_s, now=now
+                record.state,
+                failure,
+                detail=detail,
+                retry_after_s=retry_after_s,
+                now=now,
+                threshold=self._threshold,
             )
 
         await self._update(account_id, decide)

@@ -1,10 +1,12 @@
 """The composition root: build every service once, serve, and shut down in order.
 
-Start: lock → store → API key → sockets → control and public apps → READY=1.
-Stop (signal or compromised lock): STOPPING=1 → stop accepting → drain in-flight requests up to
-`shutdown_drain_s` → cancel the rest → background tasks (the accounts' maintenance loop, token
-refreshes, usage probes) → upstream client → store → lock. Each resource is entered
-on one `AsyncExitStack`, so teardown runs in reverse and only for what started.
+Start: open-files limit → lock → store → API key → sockets → control and public apps → READY=1.
+Stop (SIGTERM, SIGINT, SIGHUP, `kiroctl shutdown` or a compromised lock): STOPPING=1 → stop
+accepting → drain in-flight requests up to `shutdown_drain_s` → cancel the rest → background
+tasks (the accounts' maintenance loop, token refreshes, usage probes) → upstream client → store →
+lock. SIGHUP reloads nothing: kirod's settings are fixed for its lifetime, and a hang-up (the
+terminal that ran it closed) means stop, so it drains exactly like SIGTERM. Each resource is
+entered on one `AsyncExitStack`, so teardown runs in reverse and only for what started.
 """
 
 from __future__ import annotations
@@ -14,9 +16,12 @@ import contextlib
 import logging
 import os
 import signal
+import sys
 import time
+from collections.abc import Callable
 from contextlib import AsyncExitStack
 from dataclasses import dataclass
+from pathlib import Path
 
 from aiohttp import web
 
@@ -24,12 +29,23 @@ from kirod import __version__, log
 from kirod.accounts.layer import build_account_layer
 from kirod.config import ServiceEnv, Settings
 from kirod.daemon.install_key import derive, load_or_create
-from kirod.daemon.lock import InstanceLock
+from kirod.daemon.lock import Holder, InstanceLock, how_to_stop
 from kirod.daemon.notify import Notifier
-from kirod.daemon.sockets import BACKLOG, bind_tcp, bind_unix, tcp_address
+from kirod.daemon.sockets import (
+    CONTROL_MAX_CONNECTIONS,
+    Acceptor,
+    bind_tcp,
+    bind_unix,
+    connection_cap,
+    control_refusal,
+    public_refusal,
+    raise_open_files_limit,
+    tcp_address,
+)
 from kirod.errors import StartupError
 from kirod.http.app import Route, build_public_app
 from kirod.http.auth import KeyGate
+from kirod.http.ingress import new_request_id
 from kirod.http.services import Services
 from kirod.localapi.control import Control
 from kirod.localapi.logins import Logins
@@ -51,6 +67,8 @@ logger = logging.getLogger("kirod.daemon")
 LOCK_CHECK_INTERVAL_S = 5.0
 EXIT_OK = 0
 EXIT_FAILURE = 1
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
+API_KEY_FALLBACK = "api-key"  # in the state dir, when api_key_file holds another instance's key
 
 
 @dataclass
@@ -69,37 +87,79 @@ class StopRequest:
         self.event.set()
 
 
-def _write_private(path: os.PathLike[str], text: str) -> None:
+def _write_new_private(path: Path, text: str) -> bool:
+    """Create `path` (0600) holding `text`; False if something already exists there.
+
+    Never truncates: an existing key file is another instance's (or the user's) key, which a
+    store holds only as a digest, so overwriting it would lose that key for good.
+    """
     old = os.umask(0o077)
     try:
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+    except FileExistsError:
+        return False
+    except OSError as exc:
+        raise StartupError(f"cannot write the new API key to {path}: {exc.strerror}") from None
     finally:
         os.umask(old)
-    with os.fdopen(fd, "w") as handle:
-        os.fchmod(handle.fileno(), 0o600)
-        handle.write(text)
+    try:
+        with os.fdopen(fd, "w") as handle:
+            handle.write(text)
+    except OSError as exc:
+        with contextlib.suppress(OSError):
+            os.unlink(path)
+        raise StartupError(f"cannot write the new API key to {path}: {exc.strerror}") from None
+    return True
 
 
-async def ensure_api_key(settings: Settings, keys: KeyStore, gate: KeyGate) -> None:
-    """Load the stored keys; with no key anywhere, create one and write it to a 0600 file.
+async def ensure_api_key(settings: Settings, keys: KeyStore, gate: KeyGate) -> Path | None:
+    """Load the stored keys; with no key anywhere, create one and write it to a new 0600 file.
 
-    The file is written before the digest is stored: if either step fails the next start tries
-    again, and the user is never left with a stored key nobody can read.
+    The file is `api_key_file`, unless that already exists: a store with no key did not write
+    it (another kirod on another state dir did, or the user), so the key goes to `api-key` in
+    this state dir instead, and the log says so. If that exists too, kirod refuses to start.
+    The file is written before the digest is stored. Returns the file written, if any.
     """
     await gate.reload()
     if not gate.empty:
-        return
+        return None
     key = generate_key()
-    ensure_private_dir(settings.api_key_file.parent)
-    try:
-        _write_private(settings.api_key_file, key + "\n")
-    except OSError as exc:
-        raise StartupError(
-            f"cannot write the new API key to {settings.api_key_file}: {exc.strerror}"
-        ) from None
+    ensure_private_dir(
+        settings.api_key_file.parent,
+        tighten=False,
+        fix="set api_key_file to a path in another directory",
+    )
+    path = settings.api_key_file
+    if not _write_new_private(path, key + "\n"):
+        fallback = settings.state_dir / API_KEY_FALLBACK
+        if fallback == path or not _write_new_private(fallback, key + "\n"):
+            raise StartupError(
+                f"this state dir ({settings.state_dir}) has no API key yet, but {path} already "
+                f"exists and kirod never overwrites a key file; remove it if no kirod uses it, "
+                f"or set api_key_file to a new path"
+            )
+        log.event(
+            logger,
+            "api_key_file_taken",
+            level=logging.WARNING,
+            path=str(path),
+            written=str(fallback),
+            hint="the existing file holds another instance's key; this instance's key is in "
+            "the written file",
+        )
+        path = fallback
     await keys.insert("default", key)
     await gate.reload()
-    log.event(logger, "api_key_created", path=str(settings.api_key_file))
+    # First start: one line with where everything is and what to do next.
+    log.event(
+        logger,
+        "api_key_created",
+        path=str(path),
+        database=str(settings.state.database),
+        control=str(settings.socket_path),
+        next="add an account with `kiroctl accounts login` or `kiroctl accounts import`",
+    )
+    return path
 
 
 async def _watch_lock(lock: InstanceLock, stop: StopRequest) -> None:
@@ -119,9 +179,39 @@ async def _watchdog(notifier: Notifier, interval_s: float) -> None:
         await asyncio.sleep(interval_s)
 
 
+def _say_waiting(lock: InstanceLock, timeout_s: float) -> Callable[[Holder], None]:
+    def waiting(holder: Holder) -> None:
+        # A plain line, like the "cannot start" one: the person who just started kirod reads it.
+        print(
+            f"kirod: waiting for kirod (pid {holder.pid}) to release {lock.path} "
+            f"(up to {timeout_s:g} s); to stop it: {holder.stop}",
+            file=sys.stderr,
+            flush=True,
+        )
+
+    return waiting
+
+
+def _stop_command(service_env: ServiceEnv) -> str:
+    """How to stop this process, as the lock file tells a second instance."""
+    try:
+        with open("/proc/self/cgroup") as handle:
+            cgroup = handle.read(65536)
+    except OSError:
+        cgroup = ""
+    launchd = service_env.launchd_label if os.getppid() == 1 else None
+    return how_to_stop(
+        os.getpid(),
+        systemd=service_env.systemd,
+        cgroup=cgroup,
+        launchd_label=launchd,
+        uid=os.getuid(),
+    )
+
+
 async def _acquire_lock(lock: InstanceLock, timeout_s: float, stop: StopRequest) -> bool:
     """Wait for the lock, unless asked to stop meanwhile. Returns whether we hold it."""
-    acquire = asyncio.ensure_future(lock.acquire(timeout_s))
+    acquire = asyncio.ensure_future(lock.acquire(timeout_s, _say_waiting(lock, timeout_s)))
     stopped = asyncio.ensure_future(stop.event.wait())
     try:
         await asyncio.wait({acquire, stopped}, return_when=asyncio.FIRST_COMPLETED)
@@ -144,15 +234,27 @@ async def run(
     """
     loop = asyncio.get_running_loop()
     stop = StopRequest(asyncio.Event())
-    for sig in (signal.SIGTERM, signal.SIGINT):
+    for sig in STOP_SIGNALS:
         loop.add_signal_handler(sig, stop.request, EXIT_OK, sig.name)
     notifier = Notifier()
     started = time.time()
     state = "starting"
     try:
         async with AsyncExitStack() as stack:
-            ensure_private_dir(settings.state_dir)
-            lock = InstanceLock(settings.state.lock)
+            files_before, open_files = raise_open_files_limit()
+            max_connections = connection_cap(settings.max_connections, open_files)
+            if max_connections < settings.max_connections:
+                log.event(
+                    logger,
+                    "max_connections_lowered",
+                    level=logging.WARNING,
+                    configured=settings.max_connections,
+                    effective=max_connections,
+                    open_files_limit=open_files,
+                    hint="raise the hard open-files limit (LimitNOFILE=, ulimit -Hn)",
+                )
+            ensure_private_dir(settings.state_dir, fix="set state_dir to another directory")
+            lock = InstanceLock(settings.state.lock, _stop_command(service_env))
             notifier.status("waiting for the instance lock")
             if not await _acquire_lock(lock, settings.lock_timeout_s, stop):
                 return stop.code
@@ -222,7 +324,9 @@ async def run(
                         keys=keys,
                         reload_keys=gate.reload,
                         models=models,
-                        logins=Logins(client, accounts, background),
+                        logins=Logins(
+                            client, accounts, background, on_added=layer.operations.welcome
+                        ),
                         operations=layer.operations,
                         reports=LayerReports(layer.maintenance, layer.oplog, layer.pool),
                         shutdown=lambda: stop.request(EXIT_OK, "kiroctl"),
@@ -234,7 +338,16 @@ async def run(
             )
             await control_runner.setup()
             stack.push_async_callback(control_runner.cleanup)
-            await web.SockSite(control_runner, unix.sock, backlog=BACKLOG).start()
+            assert control_runner.server is not None
+            await stack.enter_async_context(
+                Acceptor(
+                    unix.sock,
+                    control_runner.server,
+                    name="control",
+                    limit=CONTROL_MAX_CONNECTIONS,
+                    refusal=control_refusal,
+                )
+            )
 
             services = Services(
                 settings=settings,
@@ -259,7 +372,16 @@ async def run(
             )
             await public_runner.setup()
             stack.push_async_callback(public_runner.cleanup)
-            await web.SockSite(public_runner, tcp, backlog=BACKLOG).start()
+            assert public_runner.server is not None
+            await stack.enter_async_context(
+                Acceptor(
+                    tcp,
+                    public_runner.server,
+                    name="public",
+                    limit=max_connections,
+                    refusal=lambda: public_refusal(new_request_id()),
+                )
+            )
 
             background.spawn(_watch_lock(lock, stop), name="lock-watch")
             background.spawn(layer.maintenance.run(), name="maintenance")
@@ -275,6 +397,9 @@ async def run(
                 version=__version__,
                 public=public_address,
                 control=str(settings.socket_path),
+                max_connections=max_connections,
+                open_files_limit=open_files,
+                open_files_limit_raised_from=files_before if files_before != open_files else None,
             )
             notifier.ready(summary)
 
@@ -288,7 +413,7 @@ async def run(
                 drain_s=settings.shutdown_drain_s,
             )
     finally:
-        for sig in (signal.SIGTERM, signal.SIGINT):
+        for sig in STOP_SIGNALS:
             loop.remove_signal_handler(sig)
     log.event(logger, "stopped", exit_code=stop.code)
     return stop.code

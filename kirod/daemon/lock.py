@@ -4,6 +4,9 @@ An flock-style lock vanishes with its process, so a stale lock needs no clean-up
 see is the lock *file* being deleted or replaced while we hold it: another instance would then lock
 a new inode and both would serve. `InstanceLock.intact()` compares the path's inode with the held
 descriptor's, and the lifecycle stops the daemon when they differ.
+
+The holder writes its pid and the command that stops it (`how_to_stop`: it alone knows whether a
+service manager runs it) into the lock file, so a second instance can name both at once.
 """
 
 from __future__ import annotations
@@ -11,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+from collections.abc import Callable
 from pathlib import Path
 from types import TracebackType
 from typing import IO
@@ -23,9 +27,50 @@ from kirod.errors import AlreadyRunning, StartupError
 RETRY_INTERVAL_S = 1.0
 
 
+def systemd_unit(cgroup: str) -> tuple[str, bool] | None:
+    """The service unit a process runs in, from its /proc/PID/cgroup, and whether it is one
+    of a user's units (under user@UID.service); None outside a service unit."""
+    for line in cgroup.splitlines():
+        path = line.split(":", 2)[-1]
+        leaf = path.rstrip("/").rsplit("/", 1)[-1]
+        if leaf.endswith(".service") and not leaf.startswith("user@"):
+            return leaf, "/user@" in path
+    return None
+
+
+def how_to_stop(
+    pid: int, *, systemd: bool, cgroup: str, launchd_label: str | None, uid: int
+) -> str:
+    """The command that stops the process `pid` for good, for how it was started."""
+    unit = systemd_unit(cgroup) if systemd else None
+    if unit is not None:
+        name, user = unit
+        name = name.removesuffix(".service")
+        return f"systemctl --user stop {name}" if user else f"sudo systemctl stop {name}"
+    if launchd_label is not None:
+        if launchd_label.startswith("homebrew.mxcl."):
+            return f"brew services stop {launchd_label.removeprefix('homebrew.mxcl.')}"
+        return f"launchctl bootout gui/{uid}/{launchd_label}"
+    return f"kill {pid}"
+
+
+class Holder:
+    """Who holds the lock, as its lock file says."""
+
+    def __init__(self, text: str) -> None:
+        lines = text.splitlines()
+        first = lines[0].strip() if lines else ""
+        self.pid = first if first.isdigit() else "unknown"
+        stop = lines[1].strip() if len(lines) > 1 else ""
+        if not stop:  # an older kirod wrote only its pid
+            stop = f"kill {self.pid}" if self.pid != "unknown" else "stop the other kirod"
+        self.stop = stop
+
+
 class InstanceLock:
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, stop_command: str = "") -> None:
         self.path = path
+        self._stop_command = stop_command
         self._fd: int | None = None
         self._file: IO[str] | None = None
 
@@ -45,29 +90,42 @@ class InstanceLock:
             return False
         handle.seek(0)
         handle.truncate()
-        handle.write(f"{os.getpid()}\n")
+        handle.write(f"{os.getpid()}\n{self._stop_command}\n")
         handle.flush()
         self._file = handle
         self._fd = fd
         return True
 
-    def holder_pid(self) -> str:
+    def holder(self) -> Holder:
         try:
-            text = self.path.read_text().strip()
+            text = self.path.read_text(errors="replace")[:4096]
         except OSError:
-            return "unknown"
-        return text if text.isdigit() else "unknown"
+            text = ""
+        return Holder(text)
 
-    async def acquire(self, timeout_s: float) -> None:
-        """Take the lock, retrying each second for `timeout_s`: a predecessor may be draining."""
+    def holder_pid(self) -> str:
+        return self.holder().pid
+
+    async def acquire(
+        self, timeout_s: float, waiting: Callable[[Holder], None] | None = None
+    ) -> None:
+        """Take the lock, retrying each second for `timeout_s`: a predecessor may be draining.
+
+        `waiting` is told once, at the first refusal, who holds the lock.
+        """
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout_s
+        told = False
         while not self._try_once():
+            holder = self.holder()
             if loop.time() >= deadline:
                 raise AlreadyRunning(
-                    f"another kirod (pid {self.holder_pid()}) holds the lock {self.path}; "
-                    "stop it first (systemctl --user stop kirod)"
+                    f"another kirod (pid {holder.pid}) holds the lock {self.path}; "
+                    f"stop it first: {holder.stop}"
                 )
+            if waiting is not None and not told:
+                waiting(holder)
+                told = True
             await asyncio.sleep(min(RETRY_INTERVAL_S, max(0.0, deadline - loop.time())))
 
     def intact(self) -> bool:

@@ -5,17 +5,23 @@ from __future__ import annotations
 import functools
 import json
 import logging
+import re
 import sys
 import time
 from typing import Any
 
 from kirod.log import FIELDS_ATTR, request_id_var
 
+# Quoted: separators, and every control character a client could smuggle into a value (a path
+# with ESC or CR must not rewrite a terminal or forge a log line). json.dumps escapes them all,
+# and every non-ASCII character, except DEL, done by hand.
+_NEEDS_QUOTES = re.compile(r'[\x00-\x20"=\x7f-\x9f]')
+
 
 def _render_value(value: Any) -> str:
     text = value if isinstance(value, str) else json.dumps(value, default=str)
-    if text == "" or any(c in text for c in ' "=\n'):
-        return json.dumps(text)
+    if text == "" or _NEEDS_QUOTES.search(text):
+        return json.dumps(text).replace("\x7f", "\\u007f")
     return text
 
 
@@ -57,7 +63,7 @@ class JsonFormatter(logging.Formatter):
         doc.update(_fields(record))
         if record.exc_info and record.exc_info[0] is not None:
             doc["exc_type"] = record.exc_info[0].__name__
-        return json.dumps(doc, default=str, separators=(",", ":"))
+        return json.dumps(doc, default=str, separators=(",", ":")).replace("\x7f", "\\u007f")
 
 
 def configure(level: str, fmt: str) -> None:

@@ -4,17 +4,20 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import logging
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from kirod import __version__
+from kirod import __version__, log
 from kirod.config import OPTIONS, Kind, load_service_env, load_settings
 from kirod.daemon import lifecycle
 from kirod.daemon.logging import configure
 from kirod.errors import ConfigError, KirodError
 
 EXIT_USAGE = 2
+
+logger = logging.getLogger("kirod.daemon")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -52,8 +55,21 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"kirod: configuration error: {exc}", file=sys.stderr)
         return EXIT_USAGE
     configure(settings.log_level, settings.log_format)
+    for option in OPTIONS:
+        if option.secret and flags.get(option.name):
+            # Any local user can read a process's arguments in /proc/PID/cmdline.
+            log.event(
+                logger,
+                "secret_on_command_line",
+                level=logging.WARNING,
+                option=option.flag,
+                instead=f"{option.env} or {option.name} in the config file",
+            )
     try:
         return asyncio.run(lifecycle.run(settings, load_service_env()))
+    except ConfigError as exc:  # a configured path that cannot be used, found at start
+        print(f"kirod: cannot start: {exc}", file=sys.stderr)
+        return EXIT_USAGE
     except KirodError as exc:
         print(f"kirod: cannot start: {exc}", file=sys.stderr)
         return lifecycle.EXIT_FAILURE

@@ -8,9 +8,11 @@ from dataclasses import dataclass
 from aiohttp import web
 from aiohttp.typedefs import Middleware
 
+from kirod.http import websocket
 from kirod.http.ingress import API_KEY_ID, Handler, add_request_id_header, make_ingress
 from kirod.http.routes import chat, compact, health, messages, models, responses
 from kirod.http.services import SERVICES, Services
+from kirod.http.streaming import STREAMS, Streams
 
 # Paths served without an API key.
 OPEN_PATHS = frozenset({"/health"})
@@ -27,7 +29,10 @@ ROUTES: tuple[Route, ...] = (
     Route("/ready", {"GET": health.ready}),
     Route("/v1/messages", {"POST": messages.create_message}),
     Route("/v1/messages/count_tokens", {"POST": messages.count_tokens}),
-    Route("/v1/responses", {"POST": responses.create_response}),
+    Route(
+        "/v1/responses",
+        {"POST": responses.create_response, "GET": websocket.responses_socket},
+    ),
     Route("/v1/responses/compact", {"POST": compact.compact_response}),
     Route(
         "/v1/responses/{response_id}",
@@ -58,6 +63,10 @@ def add_routes(app: web.Application, routes: tuple[Route, ...]) -> None:
                 app.router.add_route(method, path, handler)
 
 
+async def _drain_streams(app: web.Application) -> None:
+    app[STREAMS].cut_after(app[SERVICES].settings.shutdown_drain_s)
+
+
 def build_public_app(services: Services, extra_routes: tuple[Route, ...] = ()) -> web.Application:
     app = web.Application(
         middlewares=[make_ingress(), _gate()],
@@ -70,6 +79,9 @@ def build_public_app(services: Services, extra_routes: tuple[Route, ...] = ()) -
         },
     )
     app[SERVICES] = services
+    app[STREAMS] = Streams()
+    app.on_shutdown.append(_drain_streams)
     app.on_response_prepare.append(add_request_id_header)
+    websocket.install(app)
     add_routes(app, ROUTES + extra_routes)
     return app

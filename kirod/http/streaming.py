@@ -25,7 +25,8 @@ from typing import Any, cast
 from aiohttp import web
 
 from kirod.canonical.assemble import Assembler, CanonicalCompletion
-from kirod.canonical.events import CanonicalEvent
+from kirod.canonical.events import CanonicalEvent, ErrorEvent
+from kirod.errors import ErrorKind
 from kirod.tasks import TaskOwner
 
 DEFAULT_HEARTBEAT_S = 10.0
@@ -104,6 +105,44 @@ def _resume(step: Coroutine[Any, Any, Any], suspended_on: Any) -> Generator[Any,
 
 _END: Any = object()
 
+CUT_AT_SHUTDOWN = ErrorEvent(
+    ErrorKind.UNAVAILABLE,
+    "kirod is shutting down and this answer was cut short; send the request again",
+    code="server_shutting_down",
+)
+CUT_MARGIN_S = 0.5  # before the drain deadline: the cut streams need a moment to end cleanly
+
+
+class Streams:
+    """The SSE streams being written, so that the drain can end them in their protocol.
+
+    aiohttp cancels what is still running when the drain time is up and closes the connection
+    in the same breath, too late to write anything. So just before that, `cut_after` cancels
+    each stream itself: the stream writes its terminal error event and ends, and the client
+    knows its answer was cut short rather than complete.
+    """
+
+    def __init__(self) -> None:
+        self._running: set[asyncio.Task[Any]] = set()
+        self.cutting = False
+
+    def add(self, task: asyncio.Task[Any]) -> None:
+        self._running.add(task)
+
+    def discard(self, task: asyncio.Task[Any]) -> None:
+        self._running.discard(task)
+
+    def cut_after(self, drain_s: float) -> None:
+        asyncio.get_running_loop().call_later(max(0.0, drain_s - CUT_MARGIN_S), self._cut)
+
+    def _cut(self) -> None:
+        self.cutting = True
+        for task in list(self._running):
+            task.cancel()
+
+
+STREAMS = web.AppKey("sse_streams", Streams)
+
 
 def _abandon(step: Coroutine[Any, Any, Any]) -> None:
     """Cancel a started step, as the task awaiting it would have been cancelled."""
@@ -129,11 +168,16 @@ async def stream_sse(
     """Send `start`, then each event as `encode` renders it, then `finish()`.
 
     If the client goes away, the handler is cancelled here and the pending step of `events` is
-    cancelled with it; the caller's context then aborts the upstream response.
+    cancelled with it; the caller's context then aborts the upstream response. If the daemon is
+    shutting down and its drain ran out, the stream still ends with its protocol's terminal error
+    event, so the client knows the answer was cut rather than complete.
     """
     response = web.StreamResponse(status=200, headers=SSE_HEADERS)
     response.enable_chunked_encoding()
     await response.prepare(request)
+    streams, task = request.app.get(STREAMS), asyncio.current_task()
+    if streams is not None and task is not None:
+        streams.add(task)
     beat = _Heartbeat(response, heartbeat, heartbeat_s)
     pending: list[bytes] = list(start)
 
@@ -171,7 +215,16 @@ async def stream_sse(
         await flush()
         await beat.stop()
         await response.write_eof()
+    except asyncio.CancelledError:
+        if streams is None or not streams.cutting or task is None:
+            raise  # the client went away: nobody to tell
+        task.uncancel()
+        pending.extend(encode(CUT_AT_SHUTDOWN))
+        await flush()
+        await response.write_eof()
     finally:
+        if streams is not None and task is not None:
+            streams.discard(task)
         await beat.stop()
     return response
 

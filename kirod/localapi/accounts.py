@@ -8,6 +8,7 @@ import binascii
 import dataclasses
 import logging
 import re
+import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 from urllib.parse import urlsplit
@@ -15,18 +16,24 @@ from urllib.parse import urlsplit
 from aiohttp import web
 
 from kirod import log
+from kirod.accounts.health import current_status
+from kirod.config import Settings
 from kirod.localapi.control import CONTROL, ControlError, json_body, not_found
 from kirod.localapi.logins import MAX_WAIT_S, TooManyLogins
 from kirod.storage.accounts import AccountRecord, AccountStore
 from kirod.upstream.credentials import Credentials
 from kirod.upstream.errors import CredentialImportError, LoginError, RefreshError, UpstreamError
-from kirod.upstream.importers import ImportedAccount, detect_and_parse, parse_api_key
+from kirod.upstream.importers import ImportedAccount, ImportLimits, parse_api_key, parse_upload
 from kirod.upstream.login import BUILDER_ID_START_URL, DEFAULT_REGION
 
 logger = logging.getLogger("kirod.localapi")
 
-MAX_IMPORT_BYTES = 32 * 1024 * 1024
 _REGION = re.compile(r"[a-z]{2}(?:-[a-z]+)+-\d{1,2}")
+
+
+def max_body_bytes(settings: Settings) -> int:
+    """The largest import request: the file and a companion, base64-encoded, in JSON."""
+    return (settings.import_max_bytes + 4 * 1024 * 1024) * 4 // 3 + 64 * 1024
 
 
 def _decode_b64(body: dict[str, Any], key: str) -> bytes | None:
@@ -73,20 +80,34 @@ async def store_imported(
     return record, True
 
 
+def shown(record: AccountRecord, now: float) -> dict[str, Any]:
+    """An account as the control API shows it: no secrets, its status as of now."""
+    out = record.redacted()
+    status = current_status(record.status, record.status_until, now)
+    if status != record.status:
+        out.update(
+            status=status,
+            status_reason="cool-down over; the next request tests the account",
+            status_until=None,
+        )
+    return out
+
+
 async def list_accounts(request: web.Request) -> web.Response:
     records = await request.app[CONTROL].accounts.list()
-    return web.json_response({"accounts": [record.redacted() for record in records]})
+    now = time.time()
+    return web.json_response({"accounts": [shown(record, now) for record in records]})
 
 
 async def get_account(request: web.Request) -> web.Response:
     record = await request.app[CONTROL].accounts.get(request.match_info["account_id"])
     if record is None:
         raise not_found("account")
-    return web.json_response(record.redacted())
+    return web.json_response(shown(record, time.time()))
 
 
 async def remove_account(request: web.Request) -> web.Response:
-    removed = await request.app[CONTROL].accounts.remove(request.match_info["account_id"])
+    removed = await request.app[CONTROL].operations.remove(request.match_info["account_id"])
     if not removed:
         raise not_found("account")
     log.event(logger, "account_removed", account=request.match_info["account_id"])
@@ -95,8 +116,10 @@ async def remove_account(request: web.Request) -> web.Response:
 
 async def import_accounts(request: web.Request) -> web.Response:
     """Body: {"content_b64", "companion_b64"?, "label"?} for a file, or {"api_key"}."""
-    if (request.content_length or 0) > MAX_IMPORT_BYTES:
-        raise ControlError(413, "too_large", "the import is too large")
+    settings = request.app[CONTROL].settings
+    if (request.content_length or 0) > max_body_bytes(settings):
+        limit = settings.import_max_bytes
+        raise ControlError(413, "too_large", f"the import exceeds import_max_bytes ({limit})")
     body = await json_body(request)
     try:
         if "api_key" in body:
@@ -108,18 +131,20 @@ async def import_accounts(request: web.Request) -> web.Response:
             content = _decode_b64(body, "content_b64")
             if content is None:
                 raise ControlError(400, "invalid_request", "give content_b64 or api_key")
-            imported = detect_and_parse(content, _decode_b64(body, "companion_b64"))
+            limits = ImportLimits(settings.import_max_bytes, settings.import_timeout_s)
+            imported = await parse_upload(content, _decode_b64(body, "companion_b64"), limits)
     except CredentialImportError as exc:
         raise ControlError(400, "invalid_import", str(exc)) from None
     label = body.get("label")
     if label is not None and not isinstance(label, str):
         raise ControlError(400, "invalid_request", "label must be a string")
-    store = request.app[CONTROL].accounts
+    control = request.app[CONTROL]
     results = []
     for item in imported:
         if label and len(imported) == 1:
             item = dataclasses.replace(item, label=label)
-        record, created = await store_imported(store, item)
+        record, created = await store_imported(control.accounts, item)
+        control.operations.welcome(record.id)
         log.event(
             logger,
             "account_imported",

@@ -14,6 +14,7 @@ import contextlib
 import logging
 import secrets
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -84,10 +85,19 @@ class _Session:
 
 
 class Logins:
-    def __init__(self, client: KiroClient, store: AccountStore, tasks: TaskOwner) -> None:
+    def __init__(
+        self,
+        client: KiroClient,
+        store: AccountStore,
+        tasks: TaskOwner,
+        *,
+        on_added: Callable[[str], None] = lambda account_id: None,
+    ) -> None:
+        """`on_added(account_id)` is told of each account a login stored."""
         self._client = client
         self._store = store
         self._tasks = tasks
+        self._on_added = on_added
         self._sessions: dict[str, _Session] = {}
 
     async def start(self, *, start_url: str, region: str) -> Login:
@@ -182,6 +192,7 @@ class Logins:
         )
         if usage is not None:
             record = await self._store.set_usage(record.id, usage.to_json()) or record
+        self._on_added(record.id)
         return record.redacted()
 
     async def _usage(

@@ -34,6 +34,14 @@ class AccountOperations(Protocol):
         """Read the usage limits now and store them. Raises `UpstreamError` when that fails."""
         ...
 
+    def welcome(self, account_id: str) -> None:
+        """A new account: read its usage and model catalog now, in the background."""
+        ...
+
+    async def remove(self, account_id: str) -> bool:
+        """Remove the account and let go of its upstream connections; False if there is none."""
+        ...
+
 
 class PoolReports(Protocol):
     def maintenance(self) -> Maintenance:

@@ -16,6 +16,7 @@ from collections.abc import Awaitable, Callable
 from aiohttp import web
 
 from kirod import log
+from kirod.accounts.health import current_status
 from kirod.localapi import accounts, keys, models
 from kirod.localapi.control import CONTROL, Control, ControlError
 from kirod.localapi.schema import PREFIX, AccountCounts, Status, error_body
@@ -58,7 +59,10 @@ async def guard(request: web.Request, handler: Handler) -> web.StreamResponse:
 async def status(request: web.Request) -> web.Response:
     control = request.app[CONTROL]
     records = await control.accounts.list()
-    by_status = collections.Counter[str](record.status for record in records)
+    now = time.time()
+    by_status = collections.Counter[str](
+        current_status(record.status, record.status_until, now) for record in records
+    )
     counts = AccountCounts(
         total=len(records), usable=by_status["active"], by_status=dict(by_status)
     )
@@ -123,7 +127,9 @@ ROUTES: tuple[tuple[str, str, Handler], ...] = (
 
 
 def build_control_app(control: Control) -> web.Application:
-    app = web.Application(middlewares=[guard], client_max_size=accounts.MAX_IMPORT_BYTES * 2)
+    app = web.Application(
+        middlewares=[guard], client_max_size=accounts.max_body_bytes(control.settings)
+    )
     app[CONTROL] = control
     for method, path, handler in ROUTES:
         app.router.add_route(method, PREFIX + path, handler)

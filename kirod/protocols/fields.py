@@ -1,8 +1,26 @@
-"""Protocol-neutral field checks shared by the OpenAI-style codecs (Chat and Responses).
+"""Protocol-neutral field checks and request bounds shared by the codecs.
 
 Each check raises `ApiError` (400, `invalid_request`) whose message and `param` name the
 offending field path, so every codec reports a bad field the same way. Codecs never import
 each other (DESIGN.md §2); what they share lives here.
+
+Bounds (docs/RELIABILITY.md, "Request bounds"), the same in every protocol, each a 400 naming it:
+
+    MAX_MESSAGES     10 000   messages (Messages, Chat), or input plus stored items (Responses)
+    MAX_BLOCKS       20 000   content blocks and parts in all: text, images, tool calls and
+                              results and their parts, thinking, system blocks
+    MAX_TOOLS         1 000   declared tools: namespaced functions and hosted tools counted
+    MAX_DEPTH           128   nested arrays and objects, in the body (kirod.http.body) and in
+                              a tool call's JSON-encoded `arguments`
+    MAX_CONTAINERS  100 000   arrays and objects in the body, and in such `arguments`
+    MAX_MODEL_CHARS     128   the `model` name
+    metadata          16 pairs, keys of at most 64 characters, values of at most 512 (OpenAI's
+                              own limits; Anthropic's `metadata.user_id` at most 256)
+
+Kiro refuses payloads above ~600 KB anyway (kirod.upstream.payload), so no servable request comes
+near the counts; they bound the work and memory one request can cost before that check.
+A value compared with a set of names (a `type`, an effort) must be a string first: a list there
+is a 400, never an unhashable-type error.
 """
 
 from __future__ import annotations
@@ -15,7 +33,19 @@ from typing import Any, Final
 from kirod.canonical.request import ImageBlock
 from kirod.errors import ApiError, ErrorKind
 
-_DATA_URL: Final = re.compile(r"data:(image/[\w.+-]+);base64,(.+)", re.DOTALL)
+_DATA_URL: Final = re.compile(r"data:(image/[\w.+-]{1,100});base64,(.+)", re.DOTALL)
+
+MAX_MESSAGES: Final = 10_000
+MAX_BLOCKS: Final = 20_000
+MAX_TOOLS: Final = 1_000
+MAX_DEPTH: Final = 128
+MAX_CONTAINERS: Final = 100_000
+MAX_MODEL_CHARS: Final = 128
+MAX_METADATA_PAIRS: Final = 16
+MAX_METADATA_KEY: Final = 64
+MAX_METADATA_VALUE: Final = 512
+_QUOTED_CHARS: Final = 64
+_CONTAINERS: Final = frozenset({dict, list})  # what JSON decodes arrays and objects to
 
 
 def invalid(param: str, message: str, code: str = "invalid_value") -> ApiError:
@@ -76,28 +106,114 @@ def number_field(obj: Mapping[str, Any], key: str, low: float, high: float) -> f
     return float(value)
 
 
+def quoted(value: object) -> str:
+    """`value` for an error message: its repr, cut to a few dozen characters."""
+    scalar = value is None or isinstance(value, str | int | float)
+    text = repr(value) if scalar else f"<{type(value).__name__}>"
+    return text if len(text) <= _QUOTED_CHARS else text[: _QUOTED_CHARS - 1] + "…"
+
+
+def model_name(value: object, param: str = "model") -> str:
+    """The required `model`: a string of at most `MAX_MODEL_CHARS` characters."""
+    if value is None:
+        raise invalid(param, "is required", "missing_required_parameter")
+    if not isinstance(value, str):
+        raise invalid(param, "must be a string", "invalid_type")
+    if len(value) > MAX_MODEL_CHARS:
+        raise invalid(param, f"must be at most {MAX_MODEL_CHARS} characters", "string_too_long")
+    return value
+
+
+def at_most(count: int, limit: int, param: str, what: str) -> None:
+    """A 400 when a request carries more than `limit` of `what`."""
+    if count > limit:
+        raise invalid(param, f"at most {limit} {what} are allowed ({count} sent)", "too_many")
+
+
+class BlockBudget:
+    """Counts content blocks across one request, up to `MAX_BLOCKS`."""
+
+    __slots__ = ("_left",)
+
+    def __init__(self) -> None:
+        self._left = MAX_BLOCKS
+
+    def take(self, count: int) -> bool:
+        """Count `count` more blocks; False once the request holds more than the limit."""
+        self._left -= count
+        return self._left >= 0
+
+    def spend(self, count: int, param: str) -> None:
+        """`take`, raising the 400 when past the limit."""
+        if not self.take(count):
+            raise invalid(
+                param,
+                f"at most {MAX_BLOCKS} content blocks and parts are allowed in one request",
+                "too_many",
+            )
+
+
+def too_deep(value: object, limit: int = MAX_DEPTH) -> bool:
+    """Whether decoded JSON `value` nests arrays and objects more than `limit` levels deep.
+
+    Level by level, without recursion; about 0.3 µs per array or object.
+    """
+    level: list[Any] = [value] if value.__class__ in _CONTAINERS else []
+    depth = 0
+    while level:
+        depth += 1
+        if depth > limit:
+            return True
+        below: list[Any] = []
+        keep = below.append
+        for node in level:
+            for child in node.values() if node.__class__ is dict else node:
+                if child.__class__ in _CONTAINERS:
+                    keep(child)
+        level = below
+    return False
+
+
 def string_metadata(value: object) -> dict[str, str]:
-    """The top-level `metadata` object: string keys to string values."""
+    """The top-level `metadata` object: at most 16 string keys (64 characters) to string values
+    (512 characters), as OpenAI documents."""
     if value is None:
         return {}
     if not isinstance(value, Mapping):
         raise invalid("metadata", "must be an object of strings", "invalid_type")
+    at_most(len(value), MAX_METADATA_PAIRS, "metadata", "metadata pairs")
     for key, entry in value.items():
+        if len(key) > MAX_METADATA_KEY:
+            raise invalid(
+                "metadata", f"keys must be at most {MAX_METADATA_KEY} characters", "string_too_long"
+            )
         if not isinstance(entry, str):
             raise invalid(f"metadata.{key}", "metadata values must be strings", "invalid_type")
+        if len(entry) > MAX_METADATA_VALUE:
+            raise invalid(
+                f"metadata.{key}",
+                f"must be at most {MAX_METADATA_VALUE} characters",
+                "string_too_long",
+            )
     return dict(value)
 
 
 def json_arguments(text: str, param: str) -> Mapping[str, Any]:
-    """Tool-call arguments: a JSON object encoded as a string (blank means no arguments)."""
+    """Tool-call arguments: a JSON object encoded as a string (blank means no arguments),
+    nested at most `MAX_DEPTH` levels, with at most `MAX_CONTAINERS` arrays and objects."""
     if not text.strip():
         return {}
+    # At most one container per two characters: only a long text can hold too many.
+    if len(text) > 2 * MAX_CONTAINERS and text.count("{") + text.count("[") > MAX_CONTAINERS:
+        raise invalid(param, f"must not hold more than {MAX_CONTAINERS} arrays and objects")
     try:
         value = json.loads(text)
-    except ValueError:
+    except (ValueError, RecursionError):
         value = None
     if not isinstance(value, dict):
         raise invalid(param, "must be a JSON object encoded as a string")
+    if too_deep(value):
+        raise invalid(param, f"must not nest arrays and objects more than {MAX_DEPTH} levels")
     return value
 
 

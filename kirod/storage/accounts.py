@@ -11,6 +11,7 @@ tombstoned: hidden, with credentials wiped.
 from __future__ import annotations
 
 import json
+import re
 import sqlite3
 import time
 import uuid
@@ -35,7 +36,8 @@ class AccountState:
     """An account's health: status with its reason and since/until, and the failure counters.
 
     `failures` counts consecutive failures (the circuit breaker's n), `auth_failures` consecutive
-    rejections of freshly refreshed credentials.
+    rejections of freshly refreshed credentials. `transient` marks a cool-down opened by
+    transient failures only (server, protocol, network), which panic mode may end early.
     """
 
     status: Status = "active"
@@ -45,6 +47,7 @@ class AccountState:
     auth_failures: int = 0
     last_error: str | None = None
     last_error_at: float | None = None
+    transient: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,6 +74,7 @@ class AccountRecord:
     auth_failures: int = 0
     last_error: str | None = None
     last_error_at: float | None = None
+    status_transient: bool = False
 
     @property
     def state(self) -> AccountState:
@@ -82,6 +86,7 @@ class AccountRecord:
             auth_failures=self.auth_failures,
             last_error=self.last_error,
             last_error_at=self.last_error_at,
+            transient=self.status_transient,
         )
 
     def redacted(self) -> dict[str, Any]:
@@ -110,6 +115,17 @@ class AccountRecord:
         }
 
 
+MAX_LABEL_CHARS = 128
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]+")
+
+
+def clean_label(label: str) -> str:
+    """A label fit for logs and terminals: no control characters, at most 128 characters
+    (labels come from imported files and from what Kiro reports, both untrusted)."""
+    text = _CONTROL.sub(" ", label).strip()[:MAX_LABEL_CHARS].strip()
+    return text or "account"
+
+
 def _record(row: sqlite3.Row) -> AccountRecord:
     return AccountRecord(
         id=row["id"],
@@ -132,6 +148,7 @@ def _record(row: sqlite3.Row) -> AccountRecord:
         auth_failures=row["auth_failures"],
         last_error=row["last_error"],
         last_error_at=row["last_error_at"],
+        status_transient=bool(row["status_transient"]),
     )
 
 
@@ -162,7 +179,7 @@ class AccountStore:
         now = time.time()
         params = (
             uuid.uuid4().hex,
-            label,
+            clean_label(label),
             auth_kind,
             region,
             auth_region,
@@ -246,8 +263,8 @@ class AccountStore:
                 "UPDATE accounts SET"
                 " status_since = CASE WHEN status = ? THEN status_since ELSE ? END,"
                 " status = ?, status_reason = ?, status_until = ?, failures = ?,"
-                " auth_failures = ?, last_error = ?, last_error_at = ?, updated_at = ?"
-                " WHERE id = ? AND generation = ? RETURNING *",
+                " auth_failures = ?, last_error = ?, last_error_at = ?, status_transient = ?,"
+                " updated_at = ? WHERE id = ? AND generation = ? RETURNING *",
                 (
                     state.status,
                     now,
@@ -258,6 +275,7 @@ class AccountStore:
                     state.auth_failures,
                     state.last_error,
                     state.last_error_at,
+                    state.transient,
                     now,
                     account_id,
                     record.generation,

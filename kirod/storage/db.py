@@ -116,6 +116,10 @@ MIGRATIONS: tuple[str, ...] = (
     ALTER TABLE api_keys ADD COLUMN models TEXT;   -- JSON array of model patterns; NULL: any
     ALTER TABLE api_keys ADD COLUMN rpm INTEGER;   -- requests per minute; NULL: unlimited
     """,
+    # 5: whether a cool-down is the breaker's for transient failures (panic mode may end it).
+    """
+    ALTER TABLE accounts ADD COLUMN status_transient INTEGER NOT NULL DEFAULT 0;
+    """,
 )
 
 _SIBLINGS = ("", "-wal", "-shm", "-journal")
@@ -342,7 +346,7 @@ class Database:
                     f"cannot migrate database {self._path} to schema version {target}: "
                     f"{_reason(exc)}"
                 ) from exc
-            log.info("migrated %s to schema version %d", self._path, target)
+            log.debug("migrated %s to schema version %d", self._path, target)
 
     async def _rollback(self, conn: aiosqlite.Connection) -> None:
         try:

@@ -3,7 +3,10 @@
 A row says who asked (the API key's id, never the key), for which model over which protocol, which
 accounts were tried and how each attempt ended, and how the request went: status, error class,
 stop reason, tokens, credits, time to first byte and total time. Prompts, outputs and tool content
-are never part of it. Retention is bounded by age and row count.
+are never part of it. Retention is bounded by age and row count, and every row by size: the model
+is the one string a client chooses, kept to `MAX_MODEL_CHARS` (the decoders refuse longer names)
+and stored as `UNKNOWN_MODEL` when no account serves it, so a flood of invented names neither
+fills the disk nor `kiroctl stats`; every other field is kirod's own (ids, codes, numbers).
 
 Rows are written behind the request (`kirod.storage.behind`): in one transaction per
 `FLUSH_DELAY_S` or `FLUSH_ROWS`, flushed before any read and at shutdown.
@@ -24,6 +27,9 @@ from kirod.storage.db import Database
 
 FLUSH_DELAY_S = 0.5
 FLUSH_ROWS = 256
+MAX_MODEL_CHARS = 128
+UNKNOWN_MODEL = "(unknown)"
+"""The model of a request refused because no account serves the name it gave."""
 
 _INSERT = (
     "INSERT INTO oplog (at, request_id, key_id, protocol, model, stream, account_id, attempts,"
@@ -46,7 +52,7 @@ class OpEntry:
     request_id: str
     key_id: str
     protocol: str
-    model: str  # as the client named it
+    model: str  # as the client named it (at most MAX_MODEL_CHARS), or UNKNOWN_MODEL
     stream: bool
     account_id: str | None  # the account that answered, or the last one tried
     attempts: tuple[Attempt, ...]
@@ -248,7 +254,7 @@ def _row(entry: OpEntry) -> tuple[Any, ...]:
         entry.request_id,
         entry.key_id,
         entry.protocol,
-        entry.model,
+        entry.model[:MAX_MODEL_CHARS],
         int(entry.stream),
         entry.account_id,
         attempts,

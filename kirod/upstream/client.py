@@ -37,6 +37,9 @@ from kirod.upstream.frames import Frame, FrameDecoder
 KIRO_IDE_VERSION = "0.9.2"
 SDK_VERSION = "1.0.34"
 MAX_ERROR_BODY = 64 * 1024
+MAX_JSON_ANSWER = 4 * 1024 * 1024
+"""Largest JSON answer read (usage, a model-list page, a token refresh, OIDC): each is a few
+kilobytes; a larger one is refused without being read further."""
 MAX_MESSAGE_CHARS = 300
 
 
@@ -167,6 +170,29 @@ def classify(status: int, headers: Mapping[str, str], body: bytes) -> UpstreamHt
     return UpstreamHttpError(
         status, failure, reason=reason, message=message, retry_after_s=retry_after
     )
+
+
+async def _read_bounded(
+    response: aiohttp.ClientResponse, limit: int, *, truncate: bool = False
+) -> bytes | None:
+    """The body, read up to `limit` bytes. Above it: the first `limit` bytes if `truncate`,
+    else None, in both cases without reading the rest (the caller closes the response).
+
+    A declared Content-Length above the limit is refused before any byte is read; the count
+    covers the decoded body, so a compressed answer cannot inflate past it either.
+    """
+    declared = response.content_length
+    if declared is not None and declared > limit and not truncate:
+        return None
+    chunks: list[bytes] = []
+    size = 0
+    while size <= limit:
+        chunk = await response.content.read(min(64 * 1024, limit + 1 - size))
+        if not chunk:
+            return b"".join(chunks)
+        chunks.append(chunk)
+        size += len(chunk)
+    return b"".join(chunks)[:limit] if truncate else None
 
 
 class KiroClient:
@@ -302,7 +328,7 @@ class KiroClient:
             raise UpstreamConnectionError(f"cannot reach Kiro: {type(exc).__name__}") from None
         if response.status >= 400:
             try:
-                body = await response.content.read(MAX_ERROR_BODY)
+                body = await _read_bounded(response, MAX_ERROR_BODY, truncate=True) or b""
             except (TimeoutError, aiohttp.ClientError):
                 body = b""
             finally:
@@ -321,8 +347,10 @@ class KiroClient:
     ) -> dict[str, Any]:
         data = None if body is None else json.dumps(body).encode()
         response = await self._send(session, method, url, headers=headers, data=data)
+        complete = False
         try:
-            raw = await response.read()
+            raw = await _read_bounded(response, MAX_JSON_ANSWER)
+            complete = True
         except (TimeoutError, aiohttp.ServerTimeoutError):
             raise UpstreamTimeout("Kiro did not finish its answer in time") from None
         except aiohttp.ClientError as exc:
@@ -330,7 +358,15 @@ class KiroClient:
                 f"connection to Kiro broke: {type(exc).__name__}"
             ) from None
         finally:
-            response.release()
+            # An answer not read to its end is aborted, never drained.
+            if complete:
+                response.release()
+            else:
+                response.close()
+        if raw is None:
+            raise UpstreamProtocolError(
+                f"Kiro's answer exceeds {MAX_JSON_ANSWER // (1024 * 1024)} MiB; it was not read"
+            )
         try:
             doc = json.loads(raw)
         except ValueError:

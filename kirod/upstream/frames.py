@@ -162,9 +162,11 @@ def _decode_frame(data: bytes) -> Frame:
 
 
 # Header blocks already parsed, by their bytes: Kiro sends the same few blocks (one per event
-# type) in every frame. Readers never modify the dicts.
+# type, about 100 bytes each) in every frame. Readers never modify the dicts. Bounded by bytes:
+# at most 64 blocks of at most 512 bytes (32 KiB); a longer block is parsed every time.
 _KNOWN_HEADERS: dict[bytes, dict[str, object]] = {}
 _KNOWN_HEADERS_MAX = 64
+_KNOWN_HEADER_BYTES = 512
 
 
 def _parse_string_headers(data: bytes) -> tuple[dict[str, object], bytes] | None:
@@ -202,9 +204,10 @@ def _parse_string_headers(data: bytes) -> tuple[dict[str, object], bytes] | None
             at = value_end
     except UnicodeDecodeError:
         return None
-    if len(_KNOWN_HEADERS) >= _KNOWN_HEADERS_MAX:
-        _KNOWN_HEADERS.clear()
-    _KNOWN_HEADERS[block] = headers
+    if len(block) <= _KNOWN_HEADER_BYTES:
+        if len(_KNOWN_HEADERS) >= _KNOWN_HEADERS_MAX:
+            _KNOWN_HEADERS.clear()
+        _KNOWN_HEADERS[block] = headers
     return headers, payload
 
 

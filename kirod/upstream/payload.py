@@ -11,7 +11,14 @@ the "error" policy, oversized prompts).
 Rule 12 (never send `cachePoint`) needs no code: the canonical request carries no cache points and
 nothing here creates one. Rule 15 is `_check_tool_choice`; rule 16 is `_check_size`.
 
+Rule 16 is checked twice: first on a lower bound of the payload's size, before any turn is shaped
+or any tool schema cleaned — every text the client sent (messages, tool results, system), each
+role change's history entry, and the tool schemas as sent (cleaning drops only nulls, `$schema`
+and malformed keywords, so a schema far above the limit does not come under it) — then on the
+encoded body. A request far too large for Kiro is refused at the cost of adding up lengths.
+
 The builder is pure: no I/O, no clock, no randomness; the caller supplies the conversation id.
+Its one cache, of cleaned tool schemas, is bounded by bytes (`SchemaCache`).
 """
 
 from __future__ import annotations
@@ -20,7 +27,7 @@ import hashlib
 import json
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal, TypeAlias
+from typing import Any, Final, Literal, TypeAlias
 
 from kirod.canonical import wirejson
 from kirod.canonical.models import ModelInfo
@@ -53,6 +60,9 @@ MAX_DESCRIPTION = 10_000
 RAW_IMAGE_HISTORY = 5
 TAG_BUDGET_MIN = 1_024
 TAG_BUDGET_MAX = 24_576
+MAX_NESTING = 200
+"""Tool inputs and schemas nested deeper are refused (the decoders stop at 128 already)."""
+_ENTRY_BYTES = 40  # the smallest history entry, {"assistantResponseMessage":{"content":""}},
 
 PLACEHOLDER = "(empty)"
 """Stands in for empty content (rule 5), as jwadow does. kiro.rs's lone space is not used: peers
@@ -144,6 +154,8 @@ def build_payload(
     """
     dropped = _check_parameters(request, parameter_policy)
     tools_enabled = _check_tool_choice(request)
+    schemas = [wirejson.dumps(tool.input_schema) for tool in request.tools] if tools_enabled else []
+    _check_size(_least_size(request) + sum(map(len, schemas)), max_payload_bytes, at_least=True)
     mode = _thinking_mode(request, model)
     names = _shorten_tool_names(_tool_names(request) if tools_enabled else ())
 
@@ -161,7 +173,7 @@ def build_payload(
     history, current = _split_current(turns)
     history = _system_pair(system) + history
 
-    tools = _tool_specs(request.tools, names, turns) if tools_enabled else []
+    tools = _tool_specs(request.tools, schemas, names, turns) if tools_enabled else []
     current_entry = _user_entry(current, model.kiro_id, tools)
     if mode == "native" and request.reasoning is not None:
         effort = model.clamp_effort(_effort(request.reasoning))
@@ -230,15 +242,43 @@ def _check_tool_choice(request: CanonicalRequest) -> bool:
     return mode is not ToolChoiceMode.NONE
 
 
-def _check_size(size: int, limit: int) -> None:
+def _check_size(size: int, limit: int, *, at_least: bool = False) -> None:
     """Rule 16: bodies above ~600 KB fail upstream with a cryptic 400, so refuse them clearly."""
     if size > limit:
+        amount = f"at least {size}" if at_least else f"{size}"
         raise ApiError(
             ErrorKind.REQUEST_TOO_LARGE,
-            f"the prompt is too large for Kiro ({size} bytes, limit {limit}); compact the "
+            f"the prompt is too large for Kiro ({amount} bytes, limit {limit}); compact the "
             "conversation or remove large attachments and retry",
             code="request_too_large",
         )
+
+
+def _least_size(request: CanonicalRequest) -> int:
+    """Bytes every payload for `request` carries at least, counted without shaping it.
+
+    Every non-blank text of the messages, their tool results and the system prompt is sent
+    verbatim (a character is at least one byte, and JSON escaping only adds), and each run of
+    one role becomes a history entry of at least `_ENTRY_BYTES`. Blank texts may be dropped
+    (rule 5), thinking and images may be left out (§2.4, rule 17): none of them count.
+    """
+    size = sum(len(text) for text in request.system if not text.isspace())
+    role: Role | None = None
+    for message in request.messages:
+        if message.role is not role:
+            role = message.role
+            size += _ENTRY_BYTES
+        for block in message.content:
+            if isinstance(block, TextBlock):
+                if not block.text.isspace():
+                    size += len(block.text)
+            elif isinstance(block, ToolResultBlock):
+                size += sum(
+                    len(part.text)
+                    for part in block.content
+                    if isinstance(part, TextBlock) and not part.text.isspace()
+                )
+    return size
 
 
 # -- tool names (rule 10) --------------------------------------------------------------------------
@@ -347,17 +387,27 @@ def _image_placeholder(image: ImageBlock) -> str:
     return f"[image ({image.media_type}) omitted]"
 
 
+def _too_deep(what: str) -> ApiError:
+    return ApiError(
+        ErrorKind.INVALID_REQUEST,
+        f"a tool {what} nests more than {MAX_NESTING} levels deep",
+        code="invalid_value",
+    )
+
+
 def _clean_input(value: Mapping[str, Any]) -> dict[str, Any]:
     """Rule 14: Kiro rejects tool inputs holding an empty-string key, at any depth."""
 
-    def clean(node: Any) -> Any:
+    def clean(node: Any, depth: int) -> Any:
+        if depth > MAX_NESTING:
+            raise _too_deep("input")
         if isinstance(node, Mapping):
-            return {key: clean(item) for key, item in node.items() if key != ""}
+            return {key: clean(item, depth + 1) for key, item in node.items() if key != ""}
         if isinstance(node, list):
-            return [clean(item) for item in node]
+            return [clean(item, depth + 1) for item in node]
         return node
 
-    cleaned: dict[str, Any] = clean(value)
+    cleaned: dict[str, Any] = clean(value, 1)
     return cleaned
 
 
@@ -562,20 +612,24 @@ def _inject_thinking_tags(tags: str, system: str, first: _Turn) -> str:
 
 
 def _tool_specs(
-    declared: Sequence[ToolSpec], names: Mapping[str, str], turns: Sequence[_Turn]
+    declared: Sequence[ToolSpec],
+    schemas: Sequence[bytes],
+    names: Mapping[str, str],
+    turns: Sequence[_Turn],
 ) -> list[dict[str, Any]]:
     """Rules 7 and 8: declare the client's tools plus every tool used in history.
 
     Kiro rejects toolResults without tools and uses of undeclared tools (matched
     case-insensitively); undeclared ones get a placeholder spec with an empty object schema.
+    `schemas` are the declared tools' schemas as JSON (the size check had them made).
     """
     specs: list[dict[str, Any]] = []
     known: set[str] = set()
-    for tool in declared:
+    for tool, schema in zip(declared, schemas, strict=True):
         name = names[tool.name]
         if name.lower() not in known:
             known.add(name.lower())
-            specs.append(_spec(name, _description(tool), _cleaned(tool.input_schema)))
+            specs.append(_spec(name, _description(tool), SCHEMAS.get(schema, tool.input_schema)))
     for turn in turns:
         for use in turn.uses:
             if use.name.lower() not in known:
@@ -611,20 +665,42 @@ _SCHEMA_VALUES = frozenset(
 )
 
 
-# Cleaned schemas by their JSON: agents send the same tools with every request of a session.
-# The dicts are shared between payloads, which are only ever encoded, never modified.
-_CLEANED: dict[bytes, dict[str, Any]] = {}
-_CLEANED_MAX = 1024
+class SchemaCache:
+    """Cleaned tool schemas by their JSON, least recently used out, bounded by bytes.
+
+    Agents send the same tools with every request of a session, so each distinct schema is
+    cleaned once. The budget counts each schema's JSON (`max_bytes` in all); a cleaned dict
+    takes about three times as much again, so the default 1 MiB holds ~4.5 MB. A schema
+    above `max_entry_bytes` is cleaned every time and never kept. The dicts are shared between
+    payloads, which are only ever encoded, never modified. A pure-function cache: it changes
+    no result, only how often one is computed.
+    """
+
+    def __init__(self, max_bytes: int, max_entry_bytes: int) -> None:
+        self._max_bytes = max_bytes
+        self._max_entry_bytes = max_entry_bytes
+        self._bytes = 0
+        self._entries: dict[bytes, dict[str, Any]] = {}
+
+    def get(self, key: bytes, schema: Mapping[str, Any]) -> dict[str, Any]:
+        """The cleaned form of `schema`, whose JSON is `key`."""
+        cleaned = self._entries.pop(key, None)
+        if cleaned is None:
+            cleaned = _clean_schema_root(schema)
+            if len(key) > self._max_entry_bytes:
+                return cleaned
+            self._bytes += len(key)
+            while self._bytes > self._max_bytes:
+                oldest = next(iter(self._entries))
+                del self._entries[oldest]
+                self._bytes -= len(oldest)
+        self._entries[key] = cleaned
+        return cleaned
 
 
-def _cleaned(schema: Mapping[str, Any]) -> dict[str, Any]:
-    key = wirejson.dumps(schema)
-    cleaned = _CLEANED.get(key)
-    if cleaned is None:
-        if len(_CLEANED) >= _CLEANED_MAX:
-            _CLEANED.clear()
-        cleaned = _CLEANED[key] = _clean_schema_root(schema)
-    return cleaned
+SCHEMA_CACHE_BYTES: Final = 1024 * 1024
+SCHEMA_ENTRY_BYTES: Final = 64 * 1024
+SCHEMAS: Final = SchemaCache(SCHEMA_CACHE_BYTES, SCHEMA_ENTRY_BYTES)
 
 
 def _clean_schema_root(schema: Mapping[str, Any]) -> dict[str, Any]:
@@ -634,14 +710,17 @@ def _clean_schema_root(schema: Mapping[str, Any]) -> dict[str, Any]:
     `additionalProperties`; kiro.rs forces them) we follow kiro.rs and the §2.1 skeleton: the root
     is `type: object` with a `properties` object, and other keywords are kept when well-formed.
     """
-    cleaned = _clean_schema(schema)
+    cleaned = _clean_schema(schema, 1)
     cleaned["type"] = "object"
     cleaned.setdefault("properties", {})
     return cleaned
 
 
-def _clean_schema(schema: Mapping[str, Any]) -> dict[str, Any]:
+def _clean_schema(schema: Mapping[str, Any], depth: int) -> dict[str, Any]:
     """Rule 13: no nulls, `type` a string, `properties` an object, `required` strings only."""
+    if depth > MAX_NESTING:
+        raise _too_deep("schema")
+    depth += 1
     cleaned: dict[str, Any] = {}
     for key, value in schema.items():
         if value is None or key == "$schema":  # Kiro rejects both (jwadow, kiro.rs)
@@ -655,18 +734,20 @@ def _clean_schema(schema: Mapping[str, Any]) -> dict[str, Any]:
         elif key in _SCHEMA_MAPS:
             if isinstance(value, Mapping):
                 cleaned[key] = {
-                    name: _clean_schema(sub)
+                    name: _clean_schema(sub, depth + 1)
                     for name, sub in value.items()
                     if isinstance(sub, Mapping)
                 }
             elif key == "properties":
                 cleaned[key] = {}
         elif key in _SCHEMA_LISTS and isinstance(value, list):
-            cleaned[key] = [_clean_schema(sub) for sub in value if isinstance(sub, Mapping)]
+            cleaned[key] = [
+                _clean_schema(sub, depth + 1) for sub in value if isinstance(sub, Mapping)
+            ]
         elif key in _SCHEMA_VALUES and isinstance(value, Mapping):
-            cleaned[key] = _clean_schema(value)
+            cleaned[key] = _clean_schema(value, depth)
         else:
-            cleaned[key] = _drop_nulls(value)
+            cleaned[key] = _drop_nulls(value, depth)
     return cleaned
 
 
@@ -680,11 +761,15 @@ def _schema_type(value: Any) -> str | None:
     return None
 
 
-def _drop_nulls(value: Any) -> Any:
+def _drop_nulls(value: Any, depth: int) -> Any:
+    if depth > MAX_NESTING:
+        raise _too_deep("schema")
     if isinstance(value, Mapping):
-        return {key: _drop_nulls(item) for key, item in value.items() if item is not None}
+        return {
+            key: _drop_nulls(item, depth + 1) for key, item in value.items() if item is not None
+        }
     if isinstance(value, list):
-        return [_drop_nulls(item) for item in value if item is not None]
+        return [_drop_nulls(item, depth + 1) for item in value if item is not None]
     return value
 
 

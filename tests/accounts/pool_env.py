@@ -246,11 +246,12 @@ async def pool_env(
         stack.push_async_callback(affinity.close)
         oplog = OpLog(db)
         stack.push_async_callback(oplog.close)
+        models = ModelDirectory(store, CatalogCache(client), keeper, STRICT)
         dispatcher = Dispatcher(
             pool,
             client,
             keeper,
-            ModelDirectory(store, CatalogCache(client), keeper, STRICT),
+            models,
             affinity,
             probes,
             oplog,
@@ -262,6 +263,8 @@ async def pool_env(
             probes,
             affinity,
             oplog,
+            models,
+            tasks,
             interval_s=extra.get("interval_s", 60.0),
             usage_refresh_interval_s=extra.get("usage_refresh_interval_s", 600.0),
             refresh_window_s=600.0,

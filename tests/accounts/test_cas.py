@@ -85,7 +85,7 @@ async def test_state_changes_during_a_refresh_keep_the_rotated_token(tmp_path: P
         await env.pool.sync()
         refresh = asyncio.create_task(env.keeper.fresh(to_upstream(record)))
         release = await gate.next()
-        await env.pool.failed(record.id, Failure.SERVER, detail="HTTP 500")
+        await env.pool.failed(record.id, Failure.THROTTLED, detail="HTTP 429")
         release.set()
         await refresh
         stored = await env.state(record.id)

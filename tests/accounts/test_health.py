@@ -28,32 +28,78 @@ def test_cooldown_doubles_from_a_minute_and_caps_at_a_day() -> None:
     assert cooldown_s(40) == 24 * 3600
 
 
-def test_consecutive_failures_open_the_breaker_longer_each_time() -> None:
+def test_transient_failures_open_the_breaker_at_the_threshold_then_longer_each_time() -> None:
     state = ACTIVE
-    for n, wait in ((1, 60), (2, 120), (3, 240)):
+    for n in (1, 2):  # one glitch is not an outage: below the threshold the account serves on
+        after = fail(state, Failure.SERVER)
+        assert after is not None
+        assert (after.status, after.failures, after.until) == ("active", n, None)
+        assert after.last_error == "server: HTTP 500"
+        state = after
+    for n, wait in ((3, 60), (4, 120), (5, 240)):
         after = fail(state, Failure.SERVER)
         assert after is not None
         assert (after.status, after.failures, after.until) == ("cooling_down", n, NOW + wait)
-        assert after.reason == f"Kiro answered with a server error ({n} consecutive failure" + (
-            "s)" if n > 1 else ")"
-        )
-        assert after.last_error == "server: HTTP 500"
+        assert after.reason == f"Kiro answered with a server error ({n} consecutive failures)"
+        assert after.transient
         assert after.last_error_at == NOW
         state = after
 
 
+@pytest.mark.parametrize(
+    ("failure", "retry_after"),
+    [
+        (Failure.SERVER, None),
+        (Failure.PROTOCOL, None),
+        (Failure.NETWORK, None),
+        (Failure.TIMEOUT, None),
+        (Failure.CAPACITY, None),
+    ],
+)
+def test_transient_classes_count_towards_the_threshold(
+    failure: Failure, retry_after: float | None
+) -> None:
+    once = fail(ACTIVE, failure, retry_after)
+    assert once is not None
+    assert (once.status, once.failures) == ("active", 1)
+    thrice = health.after_failure(
+        AccountState(failures=2), failure, detail="", retry_after_s=retry_after, now=NOW
+    )
+    assert thrice is not None
+    assert (thrice.status, thrice.transient, thrice.until) == ("cooling_down", True, NOW + 60)
+
+
+@pytest.mark.parametrize(
+    ("failure", "retry_after"),
+    [(Failure.THROTTLED, None), (Failure.THROTTLED, 5.0), (Failure.CAPACITY, 5.0)],
+)
+def test_account_specific_failures_act_at_once(failure: Failure, retry_after: float | None) -> None:
+    after = fail(ACTIVE, failure, retry_after)
+    assert after is not None
+    assert (after.status, after.transient) == ("cooling_down", False)
+
+
+def test_the_threshold_is_configurable_and_one_means_at_once() -> None:
+    after = health.after_failure(
+        ACTIVE, Failure.SERVER, detail="", retry_after_s=None, now=NOW, threshold=1
+    )
+    assert after is not None
+    assert (after.status, after.until) == ("cooling_down", NOW + 60)
+
+
 def test_half_open_after_the_cool_down_and_success_closes() -> None:
-    cooling = fail(ACTIVE, Failure.SERVER)
+    cooling = fail(AccountState(failures=2), Failure.SERVER)
     assert cooling is not None
     assert eligibility(cooling, NOW + 59) is Eligibility.NO
     assert eligibility(cooling, NOW + 60) is Eligibility.TRIAL
     closed = health.after_success(cooling)
     assert closed is not None
-    assert (closed.status, closed.failures, closed.until, closed.reason) == (
+    assert (closed.status, closed.failures, closed.until, closed.reason, closed.transient) == (
         "active",
         0,
         None,
         None,
+        False,
     )
     assert closed.last_error == "server: HTTP 500"  # still shown
     assert health.after_success(closed) is None  # nothing to write
@@ -69,12 +115,19 @@ def test_throttling_honours_retry_after() -> None:
     assert without.until == NOW + 60
 
 
-@pytest.mark.parametrize("failure", [Failure.NETWORK, Failure.TIMEOUT])
-def test_network_trouble_is_noted_not_counted(failure: Failure) -> None:
-    after = fail(ACTIVE, failure)
-    assert after is not None
-    assert (after.status, after.failures) == ("active", 0)
-    assert after.last_error is not None
+def test_a_success_below_the_threshold_resets_the_count() -> None:
+    noted = fail(ACTIVE, Failure.NETWORK)
+    assert noted is not None
+    reset = health.after_success(noted)
+    assert reset is not None
+    assert reset.failures == 0
+    assert fail(reset, Failure.NETWORK) == noted
+
+
+def test_current_status_ends_a_cool_down_whose_time_is_up() -> None:
+    assert health.current_status("cooling_down", NOW, NOW) == "active"
+    assert health.current_status("cooling_down", NOW + 1, NOW) == "cooling_down"
+    assert health.current_status("exhausted", NOW - 5, NOW) == "exhausted"
 
 
 @pytest.mark.parametrize(

@@ -31,8 +31,9 @@ async def test_a_pass_refreshes_expiring_tokens_and_reads_stale_usage(tmp_path: 
         assert status.last_pass_finished is not None
         assert status.last_pass_error is None
         results = {r.account_id: r for r in status.results}
-        assert results[expiring.id].actions == ("refresh", "usage")
-        assert results[fresh.id].actions == ("usage",)
+        assert results[expiring.id].actions == ("refresh", "usage", "catalog")
+        assert results[fresh.id].actions == ("usage", "catalog")  # the catalog: once, at start
+        assert len(env.fake.requests("models")) >= 2
         assert all(r.error is None for r in results.values())
         # nothing is due on the next pass
         env.fake.clear_requests()
@@ -185,3 +186,19 @@ def entry(at: float) -> OpEntry:
         error=None,
         dropped=(),
     )
+
+
+async def test_a_new_account_is_probed_at_once_not_at_the_next_pass(tmp_path: Path) -> None:
+    async with pool_env(tmp_path) as env:
+        await env.maintenance.run_pass()
+        account = await env.add_account()
+        env.fake.clear_requests()
+        env.maintenance.welcome(account.id)
+        for _ in range(100):  # bounded: the welcome runs in the background
+            state = await env.state(account.id)
+            if state.usage is not None and env.fake.requests("models"):
+                break
+            await asyncio.sleep(0.02)
+        assert state.usage is not None
+        assert state.usage["remaining"] == 1000.0
+        assert env.fake.requests("models")

@@ -133,7 +133,7 @@ async def test_why_no_account_can_serve(store: AccountStore) -> None:
 
     one, two = await add(store, 2)
     await pool.sync()
-    await pool.failed(one.id, Failure.SERVER, detail="HTTP 500")  # 60 s
+    await pool.failed(one.id, Failure.THROTTLED, detail="HTTP 429")  # 60 s
     await pool.failed(two.id, Failure.THROTTLED, detail="HTTP 429", retry_after_s=30)
     with pytest.raises(ApiError) as error:
         await pool.lease()
@@ -187,7 +187,7 @@ async def test_half_open_lets_one_trial_through_and_success_closes(store: Accoun
     [account] = await add(store)
     pool = make_pool(store, clock)
     await pool.sync()
-    await pool.failed(account.id, Failure.SERVER, detail="HTTP 500")
+    await pool.failed(account.id, Failure.THROTTLED, detail="HTTP 429")
     with pytest.raises(ApiError):
         await pool.lease()
     clock.advance(61)
@@ -215,12 +215,12 @@ async def test_a_failed_trial_doubles_the_cool_down(store: AccountStore) -> None
     [account] = await add(store)
     pool = make_pool(store, clock)
     await pool.sync()
-    await pool.failed(account.id, Failure.SERVER, detail="HTTP 500")
+    await pool.failed(account.id, Failure.THROTTLED, detail="HTTP 429")
     clock.advance(61)
     trial = await pool.lease()
     queued = asyncio.create_task(pool.lease())
     await asyncio.sleep(0.01)
-    await pool.failed(account.id, Failure.SERVER, detail="HTTP 500")
+    await pool.failed(account.id, Failure.THROTTLED, detail="HTTP 429")
     trial.release()
     with pytest.raises(ApiError) as error:
         await queued  # the trial failed: back to cooling, 120 s this time
@@ -239,7 +239,7 @@ async def test_state_survives_a_restart_and_a_removed_account_vanishes(
     one, two = await add(store, 2)
     pool = make_pool(store, clock)
     await pool.sync()
-    await pool.failed(one.id, Failure.SERVER, detail="HTTP 500")
+    await pool.failed(one.id, Failure.THROTTLED, detail="HTTP 429")
     restarted = make_pool(store, clock)
     lease = await restarted.lease()
     assert lease.account_id == two.id  # one is still cooling down
@@ -287,3 +287,56 @@ async def test_enable_disable_and_the_status_snapshot(store: AccountStore) -> No
     exhausted = await store.get(account.id)
     assert exhausted is not None
     assert (exhausted.status, exhausted.status_until) == ("exhausted", 2e9)
+
+
+async def _open_transient(pool: AccountPool, account_id: str) -> None:
+    for _ in range(3):  # the default threshold
+        await pool.failed(account_id, Failure.SERVER, detail="HTTP 500")
+
+
+async def test_panic_mode_tries_the_soonest_back_when_all_are_out_for_transient_reasons(
+    store: AccountStore,
+) -> None:
+    clock = Clock()
+    first, second = await add(store, 2)
+    pool = make_pool(store, clock)
+    await pool.sync()
+    await _open_transient(pool, first.id)
+    clock.advance(10)
+    await _open_transient(pool, second.id)  # back 10 s after the first
+    trial = await pool.lease()
+    assert (trial.account_id, trial.trial) == (first.id, True)
+    queued = asyncio.create_task(pool.lease())  # one trial at a time: waits for its verdict
+    await asyncio.sleep(0.05)
+    assert not queued.done()
+    await pool.succeeded(trial)
+    after = await asyncio.wait_for(queued, 1.0)
+    assert (after.account_id, after.trial) == (first.id, False)
+    trial.release()
+    after.release()
+
+
+async def test_no_panic_while_one_account_is_out_for_its_own_reason(store: AccountStore) -> None:
+    clock = Clock()
+    first, second = await add(store, 2)
+    pool = make_pool(store, clock)
+    await pool.sync()
+    await _open_transient(pool, first.id)
+    await pool.failed(second.id, Failure.QUOTA, detail="402")
+    with pytest.raises(ApiError):
+        await pool.lease()
+
+
+async def test_a_thousand_waiters_are_served_in_order_as_slots_free(store: AccountStore) -> None:
+    [account] = await add(store)
+    pool = make_pool(store, Clock(), concurrency=1, queue_timeout_s=30.0)
+    await pool.sync()
+    current = await pool.lease()
+    waiters = [asyncio.create_task(pool.lease()) for _ in range(1000)]
+    await asyncio.sleep(0.05)
+    for index, waiter in enumerate(waiters):  # each freed slot goes to the next in line
+        current.release()
+        current = await asyncio.wait_for(waiter, 1.0)
+        assert not any(w.done() for w in waiters[index + 1 : index + 3])
+    current.release()
+    assert current.account_id == account.id

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import string
+import sys
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -79,19 +80,23 @@ def test_long_texts_are_memoized_and_still_exact() -> None:
 
 
 def test_the_memo_stays_within_its_budget() -> None:
-    memo = tokens._Memo(max_chars=1_000)
-    texts = [f"{n:04d} " + "abc " * 100 for n in range(10)]  # 405 characters each
+    memo = tokens._Memo(max_bytes=1_000)
+    texts = [f"{n:04d} " + "abc " * 100 for n in range(10)]  # 405 characters, 454 bytes each
     for text in texts:
         assert memo.get(text) == reference(text)
-    assert memo._chars <= 1_000
-    assert sum(len(text) for text in memo._entries) == memo._chars
+    assert memo._bytes <= 1_000
+    assert sum(sys.getsizeof(text) for text in memo._entries) == memo._bytes
     assert list(memo._entries) == texts[-2:]
     assert memo.get(texts[-2]) == reference(texts[-2])  # a hit moves it to the newest end
     assert list(memo._entries) == [texts[-1], texts[-2]]
     huge = "x" * 2_000
     assert memo.get(huge) == reference(huge)
     assert huge not in memo._entries
-    assert memo._chars <= 1_000
+    assert memo._bytes <= 1_000
+    wide = "大" * 300  # 300 characters, but 2 bytes each: only one fits
+    memo.get(wide)
+    memo.get(wide + "き")
+    assert list(memo._entries) == [wide + "き"]
 
 
 def test_json_with_a_lone_surrogate_is_still_estimated() -> None:

@@ -1,8 +1,10 @@
-"""Fixtures for the client tests: the real Claude Code binary, and a daemon it talks to.
+"""Fixtures for the client tests: the real Claude Code and Codex binaries, and a daemon they
+talk to.
 
-The binary comes from `.cache/clients` (`make clients`). Not installed: every test that needs it
-skips, naming why (the installer's recorded failure, or "run `make clients`"). Installed (or
-named by `KIROD_TEST_CLAUDE_BIN` / `KIROD_TEST_CLIENT_VERSION`) but broken: those tests fail.
+The binaries come from `.cache/clients` (`make clients`). Not installed: every test that needs
+one skips, naming why (the installer's recorded failure, or "run `make clients`"). Installed (or
+named by `KIROD_TEST_CLAUDE_BIN` / `KIROD_TEST_CLIENT_VERSION`, `KIROD_TEST_CODEX_BIN` /
+`KIROD_TEST_CODEX_VERSION`) but broken: those tests fail.
 """
 
 from __future__ import annotations
@@ -20,11 +22,13 @@ from kirod.testing.fake_kiro import FakeKiro, ThreadedFake
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "integration"))
+import codex_env
 import install
 from cc_env import Binary, ClaudeCode, locate
 from kiro_env import import_account, start_daemon
 
 _driven: list[Binary] = []
+_codex_driven: list[codex_env.Binary] = []
 
 
 @pytest.fixture(scope="session")
@@ -45,11 +49,31 @@ def claude_binary() -> Binary:
     return binary
 
 
+@pytest.fixture(scope="session")
+def codex_binary() -> codex_env.Binary:
+    found = codex_env.locate()
+    if found.path is None:
+        if found.requested:
+            pytest.fail(found.why)
+        pytest.skip(f"Codex client tests: {found.why}")
+    try:
+        version = install.binary_version(found.path)
+    except (install.InstallError, OSError, subprocess.TimeoutExpired) as exc:
+        pytest.fail(f"{found.path} is installed but does not run: {exc}")
+    if found.version is not None and codex_env.reported_version(version) != found.version:
+        pytest.fail(f"{found.path} says {version!r}, expected {found.version}")
+    binary = codex_env.Binary(found.path, version)
+    _codex_driven.append(binary)
+    return binary
+
+
 def pytest_terminal_summary(terminalreporter: Any) -> None:
     for binary in _driven:
         terminalreporter.write_line(
             f"client tests drove Claude Code {binary.version} ({binary.path})"
         )
+    for codex in _codex_driven:
+        terminalreporter.write_line(f"client tests drove Codex {codex.version} ({codex.path})")
 
 
 @pytest.fixture(scope="module")

@@ -4,7 +4,7 @@ Standard library only.
 
     python tests/clients/install.py                  # every client with tests, at its pin
     python tests/clients/install.py --best-effort    # `make test`: report a failure, exit 0
-    python tests/clients/install.py --latest         # the newest published claude-code
+    python tests/clients/install.py --latest         # the newest published version of each
     python tests/clients/install.py --relock         # package.json + lockfile from versions.json
 
 A pinned install copies `npm/<client>/package.json` and its `package-lock.json` (committed,
@@ -35,7 +35,7 @@ HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
 VERSIONS_FILE = HERE / "versions.json"
 NPM_DIR = HERE / "npm"
-TESTED_CLIENTS = ("claude-code",)
+TESTED_CLIENTS = ("claude-code", "codex")
 """The clients `tests/clients` drives today; the others in versions.json are pinned for later."""
 
 STAMP = ".kirod-installed.json"

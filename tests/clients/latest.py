@@ -1,11 +1,15 @@
-"""`make clients-latest`: the client tests and a capture against the newest Claude Code on npm.
+"""`make clients-latest`: the client tests and captures against the newest Claude Code and Codex.
 
     python tests/clients/latest.py [pytest arguments…]
 
-Installs the newest published `@anthropic-ai/claude-code` into `.cache/clients/`, runs
-`tests/clients` against it (`KIROD_TEST_CLIENT_VERSION`), captures its default `-p hello` request
-into `.cache/clients/captures/` and prints how that differs from the pinned version's capture.
-Exits with pytest's status, or 1 if the capture failed. Not part of `make test`.
+Installs the newest published `@anthropic-ai/claude-code` and `@openai/codex` into
+`.cache/clients/`, runs `tests/clients` against them (`KIROD_TEST_CLIENT_VERSION`,
+`KIROD_TEST_CODEX_VERSION`), captures Claude Code's default `-p hello` request and Codex's first
+`codex exec hello` request (once per model of `capture.CODEX_MODELS`) into
+`.cache/clients/captures/` and prints how each differs from the pinned version's capture (for
+Codex: paths, headers and `x-codex-beta-features` values, top-level fields, input item types,
+message roles, tool types and names). Exits with pytest's status, or 1 if an install or a capture
+failed. Not part of `make test`.
 """
 
 from __future__ import annotations
@@ -18,41 +22,71 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import capture
+import codex_env
 import install
 from cc_env import CLIENT, VERSION_ENV
 
 PYTEST_TIMEOUT_S = 600.0
+CLIENTS = {CLIENT: VERSION_ENV, codex_env.CLIENT: codex_env.VERSION_ENV}
+"""Each client `make clients-latest` tries, and the variable that points the tests at it."""
 
 
 def main(argv: list[str]) -> int:
-    try:
-        version = install.latest_version(CLIENT)
-        binary = install.install(CLIENT, version)
-    except install.InstallError as exc:
-        print(f"cannot install the newest {CLIENT}: {exc}", file=sys.stderr)
-        return 1
-    pinned = install.pin(CLIENT).version
-    print(f"newest {CLIENT}: {version} (pinned: {pinned}) at {binary}", flush=True)
+    newest: dict[str, str] = {}
+    for client in CLIENTS:
+        try:
+            version = install.latest_version(client)
+            binary = install.install(client, version)
+        except install.InstallError as exc:
+            print(f"cannot install the newest {client}: {exc}", file=sys.stderr)
+            return 1
+        pinned = install.pin(client).version
+        print(f"newest {client}: {version} (pinned: {pinned}) at {binary}", flush=True)
+        newest[client] = version
     tests = subprocess.run(
         [sys.executable, "-m", "pytest", str(install.HERE), *argv],
-        env={**os.environ, VERSION_ENV: version},
+        env={**os.environ, **{CLIENTS[client]: newest[client] for client in CLIENTS}},
         cwd=install.REPO,
         timeout=PYTEST_TIMEOUT_S,
         check=False,
     )
-    out = install.cache_root() / "captures" / f"{CLIENT}-{version}-default.json"
+    captures = install.cache_root() / "captures"
+
+    version, pinned = newest[CLIENT], install.pin(CLIENT).version
+    out = captures / f"{CLIENT}-{version}-default.json"
     code = capture.main(
         ["--version", version, "--out", str(out), "--compare", str(capture.default_output(pinned))]
     )
+
+    codex_version, codex_pinned = newest[codex_env.CLIENT], install.pin(codex_env.CLIENT).version
+    codex_code = 0
+    for model in capture.CODEX_MODELS:
+        codex_out = captures / f"{codex_env.CLIENT}-{codex_version}-{model}.json"
+        pinned_capture = capture.codex_output(codex_pinned, model)
+        arguments = ["--client", codex_env.CLIENT, "--version", codex_version, "--model", model]
+        arguments += ["--out", str(codex_out), "--compare", str(pinned_capture)]
+        codex_code = capture.main(arguments) or codex_code
+
     if code == 0 and version != pinned:
         print(
             f"to pin {version}: set it in tests/clients/versions.json, then run "
             "`python tests/clients/install.py --relock`, `make clients` and "
             "`python tests/clients/capture.py`"
         )
-    summary = {"version": version, "pytest": tests.returncode, "capture": code}
+    if codex_code == 0 and codex_version != codex_pinned:
+        print(
+            f"to pin {codex_env.CLIENT} {codex_version}: set it in tests/clients/versions.json, "
+            f"then run `python tests/clients/install.py --relock {codex_env.CLIENT}`, "
+            "`make clients` and `python tests/clients/capture.py --client codex`"
+        )
+    summary = {
+        "version": version,
+        "pytest": tests.returncode,
+        "capture": code,
+        "codex": {"version": codex_version, "capture": codex_code},
+    }
     print(f"clients-latest: {json.dumps(summary)}")
-    return tests.returncode or (1 if code else 0)
+    return tests.returncode or (1 if code or codex_code else 0)
 
 
 if __name__ == "__main__":

@@ -48,3 +48,12 @@ def test_exceptions_are_reduced_to_their_type() -> None:
         line = formatter.format(rec)
         assert "ValueError" in line
         assert "secret detail" not in line
+
+
+def test_control_characters_never_reach_a_line_raw() -> None:
+    hostile = "/v1/\x1b]0;pwned\x07\rfake line\x7f\x9b"
+    for formatter in (TextFormatter(), JsonFormatter()):
+        line = formatter.format(record("request", path=hostile))
+        assert not any(ord(c) < 0x20 or 0x7F <= ord(c) <= 0x9F for c in line), repr(line)
+    text = TextFormatter().format(record("request", path=hostile))
+    assert json.loads(text.split("path=", 1)[1]) == hostile  # escaped, not lost

@@ -191,3 +191,12 @@ def test_a_foreign_compaction_blob_is_a_400_naming_the_item(gpt: openai.OpenAI) 
     with pytest.raises(openai.BadRequestError) as caught:
         gpt.post("/responses", body=body, cast_to=object)
     assert caught.value.param == "input[1].encrypted_content"  # type: ignore[attr-defined]
+
+
+def test_a_warm_up_over_http_calls_no_model(gpt: openai.OpenAI, service: FakeKiro) -> None:
+    body = captured_body()
+    body.update(input=[], generate=False, stream=False)
+    answer = gpt.post("/responses", body=body, cast_to=object)
+    assert isinstance(answer, dict)
+    assert (answer["status"], answer["output"]) == ("completed", [])
+    assert service.requests("chat") == []

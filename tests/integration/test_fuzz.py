@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import http.client
 import json
+import os
 import socket
 import sys
 from collections.abc import Iterator
@@ -243,3 +244,413 @@ def test_the_account_store_is_intact_after_fuzzing(daemon: DaemonProcess) -> Non
     accounts = daemon.client.request("GET", "/accounts")["accounts"]
     assert len(accounts) == 1
     assert accounts[0]["status"] == "active"
+
+
+# -- every field of every route (issue 15) ---------------------------------------------------------
+#
+# Each route has a rich valid body that reaches every field its decoder reads (every block, item
+# and part type, every tool kind, every option). A case takes one field of it, anywhere in the
+# tree, and replaces it with a hostile value, deletes it, or adds a known field name beside it
+# holding one; in a list it may append one. Hostile values: every JSON type where another is
+# expected, unhashable containers where a string is compared with a set, deep nesting (arrays,
+# objects, schema-shaped objects and JSON-in-a-string, 50 to 2,000 levels), and huge values
+# (long strings, long arrays, wide objects, numbers past 64 bits and past float range).
+
+FIELD_EXAMPLES = 2_000 if os.environ.get("KIROD_RELIABILITY_FULL") == "1" else 300
+FIELD_LIMIT = 1024 * 1024
+PNG = (  # a 1 x 1 PNG
+    "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNkYPhfDwAChwGA"
+    "60e6kgAAAABJRU5ErkJggg=="
+)
+SCHEMA = {
+    "type": "object",
+    "properties": {
+        "a": {"type": ["integer", "null"], "description": "n"},
+        "b": {"type": "array", "items": {"type": "string"}},
+        "c": {"anyOf": [{"type": "string"}, {"type": "object", "properties": {}}]},
+    },
+    "required": ["a"],
+    "additionalProperties": False,
+    "$defs": {"d": {"type": "string"}},
+}
+RICH: dict[str, dict[str, Any]] = {
+    "/v1/messages": {
+        "model": "claude-sonnet-4-6",
+        "max_tokens": 64,
+        "stream": False,
+        "system": [{"type": "text", "text": "be brief", "cache_control": {"type": "ephemeral"}}],
+        "messages": [
+            {
+                "role": "user",
+                "content": [
+                    {"type": "text", "text": "hi"},
+                    {
+                        "type": "image",
+                        "source": {"type": "base64", "media_type": "image/png", "data": PNG},
+                    },
+                ],
+            },
+            {
+                "role": "assistant",
+                "content": [
+                    {"type": "thinking", "thinking": "hmm", "signature": "sig"},
+                    {"type": "redacted_thinking", "data": "opaque"},
+                    {"type": "text", "text": "calling"},
+                    {"type": "tool_use", "id": "t1", "name": "f", "input": {"a": 1, "b": ["x"]}},
+                ],
+            },
+            {
+                "role": "user",
+                "content": [
+                    {
+                        "type": "tool_result",
+                        "tool_use_id": "t1",
+                        "is_error": False,
+                        "content": [
+                            {"type": "text", "text": "result"},
+                            {"type": "tool_reference", "tool_name": "f"},
+                        ],
+                    }
+                ],
+            },
+            {"role": "system", "content": [{"type": "text", "text": "a note"}]},
+            {"role": "user", "content": "go on"},
+        ],
+        "tools": [
+            {"name": "f", "description": "a tool", "input_schema": SCHEMA},
+            {"type": "custom", "name": "g", "input_schema": {"type": "object"}, "strict": True},
+        ],
+        "tool_choice": {"type": "auto", "disable_parallel_tool_use": False},
+        "thinking": {"type": "enabled", "budget_tokens": 2048, "display": "summarized"},
+        "output_config": {"effort": "high"},
+        "stop_sequences": ["STOP"],
+        "temperature": 0.5,
+        "top_p": 0.9,
+        "top_k": 5,
+        "metadata": {"user_id": "u1"},
+        "context_management": {
+            "edits": [
+                {"type": "clear_thinking_20251015", "keep": {"type": "thinking_turns", "value": 1}},
+                {"type": "clear_tool_uses_20250919"},
+            ]
+        },
+    },
+    "/v1/responses": {
+        "model": "claude-sonnet-4-6",
+        "stream": False,
+        "store": False,
+        "instructions": "be brief",
+        "input": [
+            {"type": "message", "role": "developer", "content": "a note"},
+            {
+                "type": "message",
+                "role": "user",
+                "content": [
+                    {"type": "input_text", "text": "hi"},
+                    {"type": "input_image", "image_url": f"data:image/png;base64,{PNG}"},
+                ],
+            },
+            {"type": "reasoning", "encrypted_content": "not sealed here", "summary": []},
+            {"type": "function_call", "call_id": "c1", "name": "f", "arguments": '{"a": 1}'},
+            {"type": "function_call_output", "call_id": "c1", "output": "ok"},
+            {"type": "custom_tool_call", "call_id": "c2", "name": "patch", "input": "raw"},
+            {
+                "type": "custom_tool_call_output",
+                "call_id": "c2",
+                "output": [{"type": "input_text", "text": "done"}],
+            },
+            {
+                "type": "function_call",
+                "call_id": "c3",
+                "namespace": "ns",
+                "name": "g",
+                "arguments": "",
+            },
+            {"type": "function_call_output", "call_id": "c3", "output": "ok"},
+            {
+                "role": "assistant",
+                "content": [
+                    {"type": "output_text", "text": "so"},
+                    {"type": "refusal", "refusal": "no"},
+                ],
+            },
+            {
+                "type": "additional_tools",
+                "role": "developer",
+                "tools": [{"type": "function", "name": "h", "parameters": {"type": "object"}}],
+            },
+            {"role": "user", "content": "continue"},
+        ],
+        "tools": [
+            {
+                "type": "function",
+                "name": "f",
+                "description": "d",
+                "parameters": SCHEMA,
+                "strict": False,
+            },
+            {
+                "type": "custom",
+                "name": "patch",
+                "description": "p",
+                "format": {"type": "grammar", "syntax": "lark", "definition": "start: /.+/"},
+            },
+            {
+                "type": "namespace",
+                "name": "ns",
+                "description": "n",
+                "tools": [{"type": "function", "name": "g", "parameters": {"type": "object"}}],
+            },
+            {"type": "web_search"},
+        ],
+        "tool_choice": "auto",
+        "reasoning": {"effort": "medium", "summary": "auto"},
+        "text": {"format": {"type": "text"}},
+        "metadata": {"kiro_session_id": "s1"},
+        "prompt_cache_key": "k1",
+        "client_metadata": {"session_id": "s2"},
+        "max_output_tokens": 64,
+        "temperature": 0.5,
+        "top_p": 0.9,
+        "parallel_tool_calls": True,
+        "truncation": "disabled",
+        "user": "u1",
+        "include": ["reasoning.encrypted_content"],
+    },
+    "/v1/chat/completions": {
+        "model": "claude-sonnet-4-6",
+        "stream": False,
+        "messages": [
+            {"role": "system", "content": "be brief"},
+            {"role": "developer", "content": [{"type": "text", "text": "a note"}]},
+            {
+                "role": "user",
+                "content": [
+                    {"type": "text", "text": "hi"},
+                    {"type": "image_url", "image_url": {"url": f"data:image/png;base64,{PNG}"}},
+                ],
+            },
+            {
+                "role": "assistant",
+                "content": [{"type": "text", "text": "x"}, {"type": "refusal", "refusal": "r"}],
+                "reasoning_content": "hmm",
+                "tool_calls": [
+                    {
+                        "id": "c1",
+                        "type": "function",
+                        "function": {"name": "f", "arguments": '{"a":1}'},
+                    }
+                ],
+            },
+            {"role": "tool", "tool_call_id": "c1", "content": "ok"},
+            {"role": "user", "content": "go on"},
+        ],
+        "tools": [
+            {
+                "type": "function",
+                "function": {
+                    "name": "f",
+                    "description": "d",
+                    "parameters": SCHEMA,
+                    "strict": False,
+                },
+            }
+        ],
+        "tool_choice": "auto",
+        "reasoning_effort": "low",
+        "stop": ["STOP"],
+        "n": 1,
+        "logprobs": False,
+        "modalities": ["text"],
+        "response_format": {"type": "text"},
+        "stream_options": {"include_usage": True},
+        "max_tokens": 64,
+        "max_completion_tokens": 64,
+        "metadata": {"kiro_session_id": "s1"},
+        "prompt_cache_key": "k1",
+        "temperature": 0.5,
+        "top_p": 0.9,
+        "user": "u1",
+    },
+}
+RICH["/v1/messages/count_tokens"] = {
+    key: value for key, value in RICH["/v1/messages"].items() if key not in ("max_tokens", "stream")
+}
+RICH["/v1/responses/compact"] = dict(RICH["/v1/responses"])
+FIELD_ROUTES = tuple(RICH)
+
+
+def _paths(node: Any, prefix: tuple[Any, ...] = ()) -> Iterator[tuple[Any, ...]]:
+    """Every field and element of `node`, outermost first."""
+    children = node.items() if isinstance(node, dict) else enumerate(node)
+    for key, child in children:
+        yield (*prefix, key)
+        if isinstance(child, dict | list):
+            yield from _paths(child, (*prefix, key))
+
+
+def _names(node: Any) -> set[str]:
+    """Every key and every string value of `node` (field names, enum values, type tags)."""
+    found: set[str] = set()
+    if isinstance(node, dict):
+        for key, child in node.items():
+            found.add(key)
+            found |= _names(child)
+    elif isinstance(node, list):
+        for child in node:
+            found |= _names(child)
+    elif isinstance(node, str) and len(node) < 40:
+        found.add(node)
+    return found
+
+
+PATHS_OF = {route: tuple(_paths(body)) for route, body in RICH.items()}
+NAMES = sorted(
+    set().union(*(_names(body) for body in RICH.values()))
+    | {
+        "mcp_servers",
+        "output_format",
+        "format",
+        "background",
+        "conversation",
+        "prompt",
+        "compaction",
+        "compaction_trigger",
+        "compaction_summary",
+        "item_reference",
+        "encrypted_content",
+        "input_file",
+        "file_id",
+        "url",
+        "file",
+        "document",
+        "search_result",
+        "server_tool_use",
+        "any",
+        "tool",
+        "none",
+        "required",
+        "adaptive",
+        "disabled",
+        "omitted",
+        "json_object",
+        "json_schema",
+        "grammar",
+        "functions",
+        "function_call",
+        "audio",
+        "web_search_options",
+        "top_logprobs",
+        "input_audio",
+        "function",
+        "minimal",
+        "xhigh",
+        "max",
+        "low",
+        "keep",
+        "all",
+        "value",
+        "thinking_turns",
+        "generate_summary",
+    }
+)
+SENTINEL = "\x00hostile\x00"
+
+
+def _deep(kind: str, depth: int) -> str:
+    if kind == "array":
+        return "[" * depth + "]" * depth
+    if kind == "object":
+        return '{"a":' * depth + "1" + "}" * depth
+    if kind == "schema":
+        return '{"type":"object","properties":{"a":' * depth + "{}" + "}}" * depth
+    return json.dumps('{"a":' * depth + "1" + "}" * depth)  # JSON inside a string
+
+
+hostile_raw = st.one_of(
+    # every JSON type
+    json_values.map(json.dumps),
+    st.sampled_from(NAMES).map(json.dumps),
+    # unhashable containers, which a membership test in a set or a dict key lookup refuses
+    st.sampled_from(["[]", "{}", "[[]]", "[{}]", '{"a":[]}', '["text"]', '[["auto"]]']),
+    # deep nesting
+    st.builds(
+        _deep,
+        st.sampled_from(["array", "object", "schema", "string"]),
+        st.integers(50, 2_000),
+    ),
+    # huge values
+    st.integers(100_000, 900_000).map(lambda n: json.dumps("x" * n)),
+    st.integers(10_000, 100_000).map(lambda n: "[" + ",".join(["0"] * n) + "]"),
+    st.integers(1_000, 20_000).map(
+        lambda n: "{" + ",".join(f'"k{i}":{{}}' for i in range(n)) + "}"
+    ),
+    st.sampled_from(["1e308", "-1e308", "2e400", str(2**200), str(-(2**70)), "-0.0", "0"]),
+)
+
+
+def _mutate(body: Any, path: tuple[Any, ...], operation: str, key: str) -> None:
+    parent = body
+    for step in path[:-1]:
+        parent = parent[step]
+    last = path[-1]
+    target = parent[last]
+    if operation == "delete":
+        del parent[last]
+    elif operation == "add" and isinstance(target, dict):
+        target[key] = SENTINEL
+    elif operation == "append" and isinstance(target, list):
+        target.append(SENTINEL)
+    else:
+        parent[last] = SENTINEL
+
+
+@pytest.fixture(scope="module")
+def field_client(module_tmp: Path) -> Iterator[Client]:
+    with ThreadedFake() as fake:
+        proc = start_daemon(
+            module_tmp / "fields",
+            fake,
+            {
+                "KIROD_ENABLE_CHAT_COMPLETIONS": "true",
+                "KIROD_MAX_REQUEST_BODY_BYTES": str(FIELD_LIMIT),
+            },
+        )
+        import_account(proc, fake.fake.issue_social_account())
+        fuzz_client = Client(proc.address, proc.api_key)
+        try:
+            yield fuzz_client
+        finally:
+            fuzz_client.close()
+            proc.kill()
+            assert "unhandled_error" not in proc.log()
+
+
+@pytest.mark.parametrize("route", FIELD_ROUTES)
+def test_the_rich_bodies_are_valid(field_client: Client, route: str) -> None:
+    """Each mutation starts from a body that is served, so every field is reached."""
+    status, answer = field_client.post(route, json.dumps(RICH[route]).encode())
+    assert status == 200, answer
+
+
+@pytest.mark.parametrize("route", FIELD_ROUTES)
+@settings(
+    max_examples=FIELD_EXAMPLES,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+    derandomize=True,
+)
+@given(data=st.data())
+def test_every_field_with_hostile_values(
+    field_client: Client, route: str, data: st.DataObject
+) -> None:
+    body = json.loads(json.dumps(RICH[route]))
+    path = data.draw(st.sampled_from(PATHS_OF[route]), label="path")
+    operation = data.draw(st.sampled_from(["replace", "replace", "delete", "add", "append"]))
+    key = data.draw(st.sampled_from(NAMES), label="key")
+    _mutate(body, path, operation, key)
+    raw = json.dumps(body)
+    if json.dumps(SENTINEL) in raw:
+        raw = raw.replace(json.dumps(SENTINEL), data.draw(hostile_raw, label="value"))
+    status, answer = field_client.post(route, raw.encode())
+    check(route, status, answer)

@@ -127,18 +127,24 @@ async def test_x_api_key_is_accepted(daemon: DaemonProcess) -> None:
 
 
 async def test_configured_keys_replace_the_generated_one(short_tmp: Path) -> None:
-    proc = DaemonProcess(short_tmp, env={"KIROD_API_KEYS": "sk-one, sk-two"})
+    proc = DaemonProcess(
+        short_tmp, env={"KIROD_API_KEYS": "sk-one-0123456789abc, sk-two-0123456789abc"}
+    )
     try:
         proc.wait_ready()
         assert not proc.api_key_file.exists()
         async with aiohttp.ClientSession() as session:
-            for key, expected in (("sk-one", 503), ("sk-two", 503), ("sk-three", 401)):
+            for key, expected in (
+                ("sk-one-0123456789abc", 503),
+                ("sk-two-0123456789abc", 503),
+                ("sk-three-0123456789abc", 401),
+            ):
                 headers = {"x-api-key": key}
                 async with session.get(proc.base_url + "/ready", headers=headers) as response:
                     assert response.status == expected
     finally:
         proc.kill()
-    assert "sk-one" not in proc.log()
+    assert "sk-one-0123456789abc" not in proc.log()
 
 
 async def test_ready_reports_no_active_accounts(daemon: DaemonProcess) -> None:
@@ -277,3 +283,14 @@ def test_official_sdks_parse_the_envelopes(daemon: DaemonProcess) -> None:
     with gpt, pytest.raises(openai.AuthenticationError) as openai_error:
         gpt.models.list()
     assert openai_error.value.code == "invalid_api_key"
+
+
+async def test_a_hostile_path_is_logged_escaped(daemon: DaemonProcess) -> None:
+    """No key needed to try: the path is logged, so it must not carry raw control characters."""
+    status, _, _ = await call(daemon, "GET", "/v1/%1b%5D0;pwned%07%0Dforged", auth=False)
+    assert status == 401
+    await asyncio.sleep(0.2)
+    lines = [line for line in daemon.log().splitlines() if "pwned" in line]
+    assert lines
+    for line in lines:
+        assert not any(ord(c) < 0x20 and c != "\t" for c in line), repr(line)

@@ -386,3 +386,16 @@ def test_a_keys_model_scope_applies_to_the_model_that_serves(
     service.enqueue(Reply(text="ok"))
     allowed = post(daemon, {**body, "model": "sonnet"}, {"authorization": f"Bearer {secret}"})
     assert allowed.status_code == 200, allowed.text
+
+
+def test_count_tokens_judges_the_model_and_the_keys_scope(daemon: DaemonProcess) -> None:
+    answer = daemon.client.request("POST", "/keys", {"name": "haiku-only", "models": ["*haiku*"]})
+    assert isinstance(answer, dict)
+    auth = {"authorization": f"Bearer {answer['secret']}"}
+    body = {"model": "haiku", "messages": [{"role": "user", "content": "count me"}]}
+    path = "/v1/messages/count_tokens"
+    assert call(daemon, "POST", path, body, auth).status_code == 200
+    refused = call(daemon, "POST", path, {**body, "model": "opus"}, auth)
+    assert refused.status_code == 403
+    unknown = call(daemon, "POST", path, {**body, "model": "gpt-9-ultra"})
+    assert (unknown.status_code, unknown.json()["error"]["type"]) == (404, "not_found_error")

@@ -9,12 +9,14 @@ valid), never a 5xx, and the daemon keeps serving.
 from __future__ import annotations
 
 import contextlib
+import gzip
 import http.client
 import json
 import shutil
 import socket
 import sys
 import tempfile
+import zlib
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
@@ -311,3 +313,160 @@ def test_control_api_oversized_bodies_are_413(
     status, accounts = control(daemon, "GET", "/accounts", b"", transcript)
     assert status == 200
     assert [account["status"] for account in accounts["accounts"]] == ["active"]
+
+
+# -- inputs that answered 500 (issue 15) --------------------------------------------------------
+
+
+def _nested_object(depth: int) -> dict[str, Any]:
+    """`{"a": {"a": … {"a": 1}}}`, `depth` objects deep, built without recursion."""
+    value: Any = 1
+    for _ in range(depth):
+        value = {"a": value}
+    result: dict[str, Any] = value
+    return result
+
+
+def _nested_schema(depth: int) -> dict[str, Any]:
+    """An object schema `depth` JSON levels deep (two per nested property)."""
+    schema: dict[str, Any] = {"type": "string"}
+    for _ in range(depth // 2):
+        schema = {"type": "object", "properties": {"a": schema}}
+    return schema
+
+
+def _messages_with(**fields: Any) -> dict[str, Any]:
+    return {**request_body("messages", False), **fields}
+
+
+def _tool_history(protocol: str, arguments: Any) -> dict[str, Any]:
+    """A conversation whose earlier tool call carries `arguments` (Chat and Responses: a string;
+    Messages: the input object)."""
+    if protocol == "messages":
+        return _messages_with(
+            messages=[
+                {"role": "user", "content": "go"},
+                {
+                    "role": "assistant",
+                    "content": [{"type": "tool_use", "id": "t1", "name": "f", "input": arguments}],
+                },
+                {
+                    "role": "user",
+                    "content": [{"type": "tool_result", "tool_use_id": "t1", "content": "ok"}],
+                },
+            ],
+            tools=[{"name": "f", "input_schema": {"type": "object"}}],
+        )
+    if protocol == "responses":
+        return {
+            **request_body("responses", False),
+            "input": [
+                {"role": "user", "content": "go"},
+                {"type": "function_call", "call_id": "c1", "name": "f", "arguments": arguments},
+                {"type": "function_call_output", "call_id": "c1", "output": "ok"},
+            ],
+            "tools": [{"type": "function", "name": "f", "parameters": {"type": "object"}}],
+        }
+    return {
+        **request_body("chat", False),
+        "messages": [
+            {"role": "user", "content": "go"},
+            {
+                "role": "assistant",
+                "tool_calls": [
+                    {
+                        "id": "c1",
+                        "type": "function",
+                        "function": {"name": "f", "arguments": arguments},
+                    }
+                ],
+            },
+            {"role": "tool", "tool_call_id": "c1", "content": "ok"},
+        ],
+        "tools": [
+            {"type": "function", "function": {"name": "f", "parameters": {"type": "object"}}}
+        ],
+    }
+
+
+def _with_schema(protocol: str, schema: dict[str, Any]) -> dict[str, Any]:
+    if protocol == "messages":
+        return _messages_with(tools=[{"name": "f", "input_schema": schema}])
+    if protocol == "responses":
+        tool = {"type": "function", "name": "f", "parameters": schema}
+        return {**request_body("responses", False), "tools": [tool]}
+    tool = {"type": "function", "function": {"name": "f", "parameters": schema}}
+    return {**request_body("chat", False), "tools": [tool]}
+
+
+UNHASHABLE_AND_DEEP: dict[str, tuple[str, Any]] = {
+    "effort-list": ("messages", _messages_with(output_config={"effort": []})),
+    "display-list": (
+        "messages",
+        _messages_with(thinking={"type": "adaptive", "display": []}),
+    ),
+    "part-type-list": (
+        "responses",
+        {
+            **request_body("responses", False),
+            "input": [{"role": "user", "content": [{"type": ["input_text"], "text": "hi"}]}],
+        },
+    ),
+    **{
+        f"schema-500-{protocol}": (protocol, _with_schema(protocol, _nested_schema(500)))
+        for protocol in PATHS
+    },
+    "tool-input-500-messages": ("messages", _tool_history("messages", _nested_object(500))),
+    **{
+        f"arguments-1000-{protocol}": (
+            protocol,
+            _tool_history(protocol, '{"a":' * 1000 + "1" + "}" * 1000),
+        )
+        for protocol in ("responses", "chat")
+    },
+}
+
+
+@pytest.mark.parametrize("case", list(UNHASHABLE_AND_DEEP))
+def test_unhashable_and_deeply_nested_values_are_400(
+    daemon: DaemonProcess, transcript: Transcript, case: str
+) -> None:
+    protocol, body = UNHASHABLE_AND_DEEP[case]
+    route = PATHS[protocol]
+    raw = json.dumps(body).encode()
+    assert len(raw) < LIMIT
+    status, answer = send(daemon, "POST", route, raw, keyed(daemon), transcript)
+    check(route, status, answer)
+    assert status == 400, answer
+
+
+@pytest.mark.parametrize("encoding", ["gzip", "deflate"])
+@pytest.mark.parametrize("route", list(ROUTES.values()))
+def test_corrupt_compressed_bodies_are_400(
+    daemon: DaemonProcess, transcript: Transcript, route: str, encoding: str
+) -> None:
+    headers = {**keyed(daemon), "Content-Encoding": encoding}
+    body = b"\x1f\x8b\x08\x00 this is not " + encoding.encode() + b" data" * 20
+    status, answer = send(daemon, "POST", route, body, headers, transcript)
+    check(route, status, answer)
+    assert status == 400, answer
+
+
+@pytest.mark.parametrize("encoding", ["gzip", "deflate"])
+@pytest.mark.parametrize("route", list(PATHS.values()))
+def test_compressed_bodies_are_inflated(
+    daemon: DaemonProcess, transcript: Transcript, route: str, encoding: str
+) -> None:
+    """A well-formed compressed body is served; the size limit counts inflated bytes."""
+    protocol = next(key for key, path in PATHS.items() if path == route)
+    raw = json.dumps(request_body(protocol, False, prompt="hi")).encode()
+    packed = gzip.compress(raw) if encoding == "gzip" else zlib.compress(raw)
+    headers = {**keyed(daemon), "Content-Encoding": encoding}
+    status, answer = send(daemon, "POST", route, packed, headers, transcript)
+    assert status == 200, answer
+    bomb = json.dumps(request_body(protocol, False, prompt="x" * (2 * LIMIT))).encode()
+    packed = gzip.compress(bomb) if encoding == "gzip" else zlib.compress(bomb)
+    assert len(packed) < LIMIT
+    status, answer = send(daemon, "POST", route, packed, headers, transcript)
+    check(route, status, answer)
+    assert status == 413, answer

@@ -121,8 +121,7 @@ VARIANTS: tuple[Variant, ...] = (
         "capacity",
         ErrorKind.OVERLOADED,
         "upstream_overloaded",
-        retry_after=(59, 60),
-        after="cooling_down",
+        after="active",  # one transient failure: still in service
     ),
     Variant(
         "suspended_403",
@@ -149,8 +148,7 @@ VARIANTS: tuple[Variant, ...] = (
         "capacity",
         ErrorKind.OVERLOADED,
         "upstream_overloaded",
-        retry_after=(59, 60),
-        after="cooling_down",
+        after="active",  # one transient failure: still in service
     ),
     Variant(
         "internal_500",
@@ -159,7 +157,7 @@ VARIANTS: tuple[Variant, ...] = (
         "server",
         ErrorKind.UPSTREAM,
         "upstream_error",
-        after="cooling_down",
+        after="active",  # one transient failure: still in service
     ),
     Variant(
         "empty_stream",
@@ -168,7 +166,7 @@ VARIANTS: tuple[Variant, ...] = (
         "server",
         ErrorKind.UPSTREAM,
         "empty_response",
-        after="cooling_down",
+        after="active",  # one transient failure: still in service
     ),
     Variant(
         "exception_frame_first",
@@ -187,7 +185,7 @@ VARIANTS: tuple[Variant, ...] = (
         "server",
         ErrorKind.UPSTREAM,
         "upstream_unavailable",
-        after="cooling_down",
+        after="active",  # one transient failure: still in service
     ),
     Variant(
         "corrupt_crc_first",
@@ -196,7 +194,7 @@ VARIANTS: tuple[Variant, ...] = (
         "protocol",
         ErrorKind.UPSTREAM,
         "upstream_protocol",
-        after="cooling_down",
+        after="active",  # one transient failure: still in service
     ),
     Variant(
         "connection_cut_first",
@@ -205,7 +203,7 @@ VARIANTS: tuple[Variant, ...] = (
         "protocol",
         ErrorKind.UPSTREAM,
         "upstream_protocol",
-        after="cooling_down",
+        after="active",  # one transient failure: still in service
     ),
     Variant(
         "stall_first",
@@ -214,7 +212,7 @@ VARIANTS: tuple[Variant, ...] = (
         "timeout",
         ErrorKind.UPSTREAM,
         "upstream_timeout",
-        after="active",  # a timeout is the network's, not the account's
+        after="active",  # one transient failure: still in service
         stalls=1,
     ),
     Variant(
@@ -585,8 +583,9 @@ def test_fault(case: Case, seen: dict[str, Seen]) -> None:
 # -- connection refused --------------------------------------------------------------------------
 # kiro_endpoint is one template for every account, so "refused" is a daemon whose Kiro API
 # endpoint is a loopback port nobody listens on (its auth endpoints are the live fake). Every
-# account is refused; then the same fake starts serving on that port and the daemon recovers with
-# no state to undo: network trouble is not counted against an account.
+# account is refused; then the same fake starts serving on that port and the daemon recovers.
+# These tests count each request's attempts, so the breaker is kept out of their way (a high
+# threshold); `test_refused_rests_the_accounts_then_a_panic_trial_recovers` runs it as shipped.
 
 
 @pytest.fixture(scope="module")
@@ -601,6 +600,7 @@ def refused(transcript: Transcript) -> Iterator[tuple[ThreadedFake, DaemonProces
                 "KIROD_KIRO_ENDPOINT": f"http://127.0.0.1:{port}",
                 "KIROD_ENABLE_CHAT_COMPLETIONS": "true",
                 "KIROD_STREAM_IDLE_TIMEOUT_S": str(IDLE_TIMEOUT_S),
+                "KIROD_BREAKER_CONSECUTIVE_FAILURES": "100",
             },
         )
         try:
@@ -655,3 +655,29 @@ def test_refused_then_reachable_serves_at_once(
         assert time.monotonic() - started < BOUND_S
     row = oplog_row(proc, answer.request_id)
     assert [outcome for _, outcome in row["attempts"]] == ["ok"]
+
+
+def test_refused_rests_the_accounts_then_a_panic_trial_recovers(transcript: Transcript) -> None:
+    """One account, the network down: three refused requests (the default threshold) rest it;
+    the next request is still tried (panic mode: nothing else is left), and once Kiro is
+    reachable again it is served at once, with no cool-down to wait out."""
+    root = Path(tempfile.mkdtemp(prefix="kd-"))
+    port = closed_port()
+    with ThreadedFake() as auth:
+        proc = start(root, auth, {"KIROD_KIRO_ENDPOINT": f"http://127.0.0.1:{port}"})
+        try:
+            import_account(proc, auth.fake.issue_social_account())
+            for _ in range(3):
+                answer = post(proc, PATHS["messages"], request_body("messages", False), transcript)
+                assert answer.status == 502
+            pool = wait_idle(proc, transcript)
+            assert [account["status"] for account in pool["accounts"]] == ["cooling_down"]
+            with ThreadedFake(auth.fake, port=port):
+                answer = post(proc, PATHS["messages"], request_body("messages", False), transcript)
+                assert answer.status == 200
+            assert "panic_trial" in proc.log()
+            pool = wait_idle(proc, transcript)
+            assert [account["status"] for account in pool["accounts"]] == ["active"]
+        finally:
+            proc.stop()
+            shutil.rmtree(root, ignore_errors=True)

@@ -218,3 +218,43 @@ async def test_remove_tombstones_and_wipes_credentials(
     assert (ACCESS + "-gone").encode() not in data
     assert (REFRESH + "-gone").encode() not in data
     assert (ACCESS + "-kept").encode() in data
+
+
+@pytest.mark.parametrize(
+    ("label", "stored"),
+    [
+        ("me@example.com (Builder ID)", "me@example.com (Builder ID)"),
+        ("evil\x1b]0;pwned\x07\r\nlabel", "evil ]0;pwned label"),
+        ("x" * 5000, "x" * 128),
+        ("\x00\x01", "account"),
+    ],
+)
+async def test_labels_are_stored_printable_and_bounded(
+    store: AccountStore, label: str, stored: str
+) -> None:
+    record = await store.insert(
+        label=label,
+        auth_kind="social",
+        region="us-east-1",
+        auth_region="us-east-1",
+        credentials=credentials(),
+    )
+    assert record.label == stored
+
+
+async def test_the_transient_mark_of_a_cool_down_is_stored(store: AccountStore) -> None:
+    record = await store.insert(
+        label="a",
+        auth_kind="social",
+        region="us-east-1",
+        auth_region="us-east-1",
+        credentials=credentials(),
+    )
+    updated = await store.update_state(
+        record.id, lambda r: AccountState("cooling_down", "glitches", 1.0, 3, transient=True)
+    )
+    assert updated is not None
+    assert (updated.status, updated.status_transient) == ("cooling_down", True)
+    again = await store.get(record.id)
+    assert again is not None
+    assert again.state.transient

@@ -395,3 +395,39 @@ async def test_permanent_refresh_failure_marks_the_account(
         assert stored.status == "needs_login"
         assert stored.status_reason is not None
         assert tokens.refresh_token not in json.dumps(stored.redacted())
+
+
+HUGE_ANSWER = 64 * 1024 * 1024
+
+
+@pytest.mark.parametrize("operation", ["usage", "models", "social_refresh", "oidc_register"])
+async def test_a_huge_json_answer_is_refused_without_being_read(
+    fake: tuple[FakeKiro, str], client: KiroClient, operation: str
+) -> None:
+    service, _ = fake
+    account = account_from(service.issue_social_account())
+    calls = {
+        "usage": lambda: client.usage_limits(account),
+        "models": lambda: client.list_models(account),
+        "social_refresh": lambda: auth.refresh(client, account),
+        "oidc_register": lambda: login.start(client),
+    }
+    service.oversize(operation, HUGE_ANSWER)
+    started = asyncio.get_running_loop().time()
+    with pytest.raises((UpstreamError, RefreshError, LoginError)) as caught:
+        await calls[operation]()
+    assert "exceeds 4 MiB" in str(caught.value)
+    assert asyncio.get_running_loop().time() - started < 5
+    assert service.counters()[f"oversized:{operation}"] == 1
+    service.oversize(operation, 0)
+    await calls[operation]()  # normal answers are read as before
+
+
+async def test_an_answer_just_under_the_bound_is_read(
+    fake: tuple[FakeKiro, str], client: KiroClient
+) -> None:
+    service, _ = fake
+    account = account_from(service.issue_social_account())
+    service.oversize("usage", 3 * 1024 * 1024)
+    snapshot = parse_usage_limits(await client.usage_limits(account))
+    assert snapshot.subscription == "KIRO PRO"

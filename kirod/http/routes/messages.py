@@ -61,5 +61,13 @@ async def count_tokens(request: web.Request) -> web.Response:
         services.settings.max_request_body_bytes,
         timeout_s=services.settings.client_body_timeout_s,
     )
-    canonical = decode_count_tokens(body, request.headers, request[REQUEST_ID], services.signer)
+    canonical = await decode_model_first(
+        services,
+        body,
+        lambda: decode_count_tokens(body, request.headers, request[REQUEST_ID], services.signer),
+    )
+    # Counting needs no upstream call, but the model and the key's scope are judged as for
+    # /v1/messages: a count for a model the request could not use would mislead.
+    model = (await services.models.resolve_known(canonical.model)).info
+    services.gate.authorize_model(request[API_KEY_ID], model)
     return web.json_response({"input_tokens": estimate_request_tokens(canonical)})

@@ -2,22 +2,32 @@
 
 With `store` (OpenAI's default) the response and its conversation are kept, so a later request
 can continue it with `previous_response_id`; stored responses belong to the API key that made them.
+
+A create runs one pipeline whichever transport carries it (HTTP here, WebSocket frames in
+`kirod/http/websocket.py`): `prepare` loads the conversation `previous_response_id` names and
+decodes the body, `stream_turn` dispatches it and feeds the events through the encoder to the
+transport's `send`, then stores the response. Both return what the next turn continues from.
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import secrets
 import time
-from typing import Any
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, Generic, TypeVar
 
 from aiohttp import web
 
+from kirod.accounts.dispatch import Dispatch
+from kirod.canonical.events import CanonicalEvent, MessageStop, StopReason
 from kirod.errors import ApiError, ErrorKind
 from kirod.http.body import read_json
 from kirod.http.decoding import decode_model_first
 from kirod.http.ingress import API_KEY_ID, REQUEST_ID
-from kirod.http.services import SERVICES
+from kirod.http.services import SERVICES, Services
 from kirod.http.streaming import collect, stream_sse
 from kirod.protocols.responses import (
     DecodedResponses,
@@ -26,8 +36,30 @@ from kirod.protocols.responses import (
     response_items,
     response_json,
 )
-from kirod.protocols.sse import COMMENT_KEEPALIVE
+from kirod.protocols.sse import COMMENT_KEEPALIVE, encode_event
 from kirod.storage.responses import StoredResponse
+
+T = TypeVar("T")
+Items = list[dict[str, Any]]
+Earlier = Callable[[str], Items | None]
+"""A transport's own memory of a response it served: its conversation, or None to ask the store."""
+Send = Callable[[AsyncIterator[CanonicalEvent], ResponsesStreamEncoder], Awaitable[T]]
+"""Writes a turn's events through the encoder to the client; returns what the transport needs."""
+Render = Callable[[dict[str, Any], str], bytes]
+
+
+@dataclass(frozen=True)
+class Turn(Generic[T]):
+    """What a streamed turn left: `send`'s result, the final Response object (None if the stream
+    never ended) and the conversation a next turn continues from (None if it failed)."""
+
+    sent: T
+    response: dict[str, Any] | None
+    conversation: Items | None
+
+
+def new_response_id() -> str:
+    return "resp_" + secrets.token_hex(12)
 
 
 def _not_found(response_id: str, param: str | None = None) -> ApiError:
@@ -39,27 +71,131 @@ def _not_found(response_id: str, param: str | None = None) -> ApiError:
     )
 
 
-async def _store(
-    request: web.Request,
+async def prepare(
+    services: Services,
+    body: Any,
+    headers: Mapping[str, str],
+    *,
+    request_id: str,
+    tenant: str,
+    earlier: Earlier | None = None,
+) -> tuple[DecodedResponses, Items]:
+    """Decode a create body, with the conversation of its `previous_response_id` (from
+    `earlier`, else the store) as history; raises the `ApiError` to answer."""
+    history: Items = []
+    previous = body.get("previous_response_id") if isinstance(body, dict) else None
+    if isinstance(previous, str):
+        found = earlier(previous) if earlier is not None else None
+        if found is None:
+            stored = await services.responses.get(previous, tenant)
+            if stored is None:
+                raise _not_found(previous, "previous_response_id")
+            found = stored.history
+        history = found
+    decoded = await decode_model_first(
+        services,
+        body,
+        lambda: decode_responses(
+            body,
+            headers,
+            request_id=request_id,
+            history=history,
+            reasoning_box=services.reasoning_box,
+        ),
+    )
+    return decoded, history
+
+
+@contextlib.asynccontextmanager
+async def _dispatched(
+    services: Services, decoded: DecodedResponses, tenant: str
+) -> AsyncIterator[tuple[DecodedResponses, Dispatch]]:
+    """The upstream exchange for `decoded`, whose echo now names the model that serves it."""
+    async with services.dispatcher.open(decoded.request, tenant=tenant) as dispatch:
+        decoded = dataclasses.replace(
+            decoded, echo=dataclasses.replace(decoded.echo, model=dispatch.model_name)
+        )
+        yield decoded, dispatch
+
+
+async def _keep(
+    services: Services,
+    tenant: str,
     decoded: DecodedResponses,
     response: dict[str, Any] | None,
-    output: list[dict[str, Any]],
-    history: list[dict[str, Any]],
-) -> None:
-    if not decoded.store or response is None or response.get("status") == "failed":
-        return
-    await request.app[SERVICES].responses.put(
-        StoredResponse(
-            id=response["id"],
-            tenant=request[API_KEY_ID],
-            created_at=time.time(),
-            model=decoded.echo.model,
-            previous_id=decoded.previous_response_id,
-            response=response,
-            input_items=list(decoded.input_items),
-            history=[*history, *decoded.input_items, *output],
+    output: Items,
+    history: Items,
+) -> Items | None:
+    """Store the response if asked to; the conversation it ends, unless it failed."""
+    if response is None or response.get("status") == "failed":
+        return None
+    conversation = [*history, *decoded.input_items, *output]
+    if decoded.store:
+        await services.responses.put(
+            StoredResponse(
+                id=response["id"],
+                tenant=tenant,
+                created_at=time.time(),
+                model=decoded.echo.model,
+                previous_id=decoded.previous_response_id,
+                response=response,
+                input_items=list(decoded.input_items),
+                history=conversation,
+            )
         )
+    return conversation
+
+
+async def stream_turn(
+    services: Services,
+    tenant: str,
+    decoded: DecodedResponses,
+    history: Items,
+    send: Send[T],
+    *,
+    render: Render = encode_event,
+) -> Turn[T]:
+    """Dispatch `decoded`, hand its events and an encoder rendering with `render` to `send`,
+    then store the response."""
+    async with _dispatched(services, decoded, tenant) as (decoded, dispatch):
+        encoder = ResponsesStreamEncoder(
+            response_id=new_response_id(),
+            echo=decoded.echo,
+            reasoning_box=services.reasoning_box,
+            render=render,
+        )
+        sent = await send(dispatch.events, encoder)
+        kept = await _keep(
+            services, tenant, decoded, encoder.response, encoder.history_items, history
+        )
+    return Turn(sent, encoder.response, kept)
+
+
+async def _no_output() -> AsyncIterator[CanonicalEvent]:
+    yield MessageStop(StopReason.END_TURN)
+
+
+async def warm_turn(
+    services: Services,
+    tenant: str,
+    decoded: DecodedResponses,
+    history: Items,
+    send: Send[T],
+    *,
+    render: Render = encode_event,
+) -> Turn[T]:
+    """`generate: false`: a completed response with no output and no upstream call, whose
+    conversation (the history and this input) a later turn can continue."""
+    await services.models.check(decoded.request.model)
+    encoder = ResponsesStreamEncoder(
+        response_id=new_response_id(),
+        echo=decoded.echo,
+        reasoning_box=services.reasoning_box,
+        render=render,
     )
+    sent = await send(_no_output(), encoder)
+    kept = await _keep(services, tenant, decoded, encoder.response, [], history)
+    return Turn(sent, encoder.response, kept)
 
 
 async def create_response(request: web.Request) -> web.StreamResponse:
@@ -69,42 +205,33 @@ async def create_response(request: web.Request) -> web.StreamResponse:
         services.settings.max_request_body_bytes,
         timeout_s=services.settings.client_body_timeout_s,
     )
-    history: list[dict[str, Any]] = []
-    previous = body.get("previous_response_id") if isinstance(body, dict) else None
-    if isinstance(previous, str):
-        stored = await services.responses.get(previous, request[API_KEY_ID])
-        if stored is None:
-            raise _not_found(previous, "previous_response_id")
-        history = stored.history
-    decoded = await decode_model_first(
-        services,
-        body,
-        lambda: decode_responses(
-            body,
-            request.headers,
-            request_id=request[REQUEST_ID],
-            history=history,
-            reasoning_box=services.reasoning_box,
-        ),
+    tenant = request[API_KEY_ID]
+    decoded, history = await prepare(
+        services, body, request.headers, request_id=request[REQUEST_ID], tenant=tenant
     )
-    response_id = "resp_" + secrets.token_hex(12)
-    async with services.dispatcher.open(decoded.request, tenant=request[API_KEY_ID]) as dispatch:
-        decoded = dataclasses.replace(
-            decoded, echo=dataclasses.replace(decoded.echo, model=dispatch.model_name)
-        )
-        if decoded.request.stream:
-            encoder = ResponsesStreamEncoder(
-                response_id=response_id, echo=decoded.echo, reasoning_box=services.reasoning_box
+    if decoded.request.stream:
+
+        async def send(
+            events: AsyncIterator[CanonicalEvent], encoder: ResponsesStreamEncoder
+        ) -> web.StreamResponse:
+            return await stream_sse(
+                request, events, encoder.feed, start=encoder.start(), heartbeat=COMMENT_KEEPALIVE
             )
-            streamed = await stream_sse(
-                request,
-                dispatch.events,
-                encoder.feed,
-                start=encoder.start(),
-                heartbeat=COMMENT_KEEPALIVE,
-            )
-            await _store(request, decoded, encoder.response, encoder.history_items, history)
-            return streamed
+
+        run = stream_turn if decoded.generate else warm_turn
+        return (await run(services, tenant, decoded, history, send)).sent
+    if not decoded.generate:
+
+        async def fold(
+            events: AsyncIterator[CanonicalEvent], encoder: ResponsesStreamEncoder
+        ) -> None:
+            async for event in events:
+                encoder.feed(event)
+
+        warmed = await warm_turn(services, tenant, decoded, history, fold)
+        return web.json_response(warmed.response)
+    response_id = new_response_id()
+    async with _dispatched(services, decoded, tenant) as (decoded, dispatch):
         completion = await collect(dispatch.events)
     document = response_json(
         completion,
@@ -115,7 +242,7 @@ async def create_response(request: web.Request) -> web.StreamResponse:
     output = response_items(
         completion, response_id=response_id, echo=decoded.echo, reasoning_box=services.reasoning_box
     )
-    await _store(request, decoded, document, output, history)
+    await _keep(services, tenant, decoded, document, output, history)
     return web.json_response(document)
 
 

@@ -19,6 +19,12 @@ upstream bytes of every earlier turn whenever the note changes.
 
 Thinking blocks in history are replayed only if kirod signed them (see `signatures`); foreign or
 altered ones are dropped, never forwarded.
+
+Bounds (`kirod.protocols.fields`), each a 400 naming it: at most 10 000 `messages`, 20 000
+content blocks in all (system blocks, message blocks and tool-result parts), 1 000 `tools`, a
+`model` of at most 128 characters and a `metadata.user_id` of at most 256; the body nests at
+most 128 levels (`kirod.http.body`). A value compared with a set of names (`type`, `effort`,
+`display`) must be a string, or it is a 400.
 """
 
 from __future__ import annotations
@@ -26,7 +32,7 @@ from __future__ import annotations
 import base64
 import binascii
 import logging
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any, Final, NoReturn, get_args
 
 from kirod import log
@@ -51,12 +57,20 @@ from kirod.canonical.request import (
 )
 from kirod.errors import ApiError, ErrorKind
 from kirod.protocols.anthropic.signatures import ThinkingSigner
+from kirod.protocols.fields import (
+    MAX_BLOCKS,
+    MAX_MESSAGES,
+    MAX_MODEL_CHARS,
+    MAX_TOOLS,
+    BlockBudget,
+    quoted,
+)
 
 UNSUPPORTED: Final = "unsupported_capability"
 IMAGE_MEDIA_TYPES: Final = frozenset({"image/png", "image/jpeg", "image/gif", "image/webp"})
 EMPTY_SCHEMA: Final[Mapping[str, Any]] = {"type": "object", "properties": {}}
 
-_EFFORTS: Final[frozenset[str]] = frozenset(get_args(Effort))
+_EFFORTS: Final[Mapping[str, Effort]] = {effort: effort for effort in get_args(Effort)}
 _DISPLAYS: Final = frozenset({"summarized", "omitted"})
 _ROLES: Final = {"user": Role.USER, "assistant": Role.ASSISTANT, "system": Role.USER}
 _TOOL_CHOICES: Final = {mode.value: mode for mode in ToolChoiceMode}
@@ -75,6 +89,8 @@ _SERVER_BLOCKS: Final = frozenset(
     }
 )
 _ASSISTANT_ONLY: Final = frozenset({"tool_use", "thinking", "redacted_thinking"})
+
+MAX_USER_ID_CHARS: Final = 256
 
 _SESSION_HEADER: Final = "x-claude-code-session-id"
 _AGENT_HEADER: Final = "x-claude-code-agent-id"
@@ -129,19 +145,23 @@ def _decode(
     counting: bool,
 ) -> CanonicalRequest:
     _refuse_unsupported_top_level(root)
+    model = _nonempty_string(root.get("model"), "model")
+    if len(model) > MAX_MODEL_CHARS:
+        _invalid("model", f"must be at most {MAX_MODEL_CHARS} characters")
     max_tokens = root.get("max_tokens")
     if max_tokens is not None or not counting:
         max_tokens = _positive_int(max_tokens, "max_tokens")
     stream = root.get("stream")
+    budget = BlockBudget()
     return CanonicalRequest(
         request_id=request_id,
         protocol=ClientProtocol.ANTHROPIC_MESSAGES,
-        model=_nonempty_string(root.get("model"), "model"),
+        model=model,
         messages=_clear_thinking(
-            _messages(root.get("messages"), signer),
+            _messages(root.get("messages"), signer, budget),
             _thinking_turns_to_keep(root.get("context_management")),
         ),
-        system=_system(root.get("system")),
+        system=_system(root.get("system"), budget),
         tools=_tools(root.get("tools")),
         tool_choice=_tool_choice(root.get("tool_choice")),
         reasoning=_reasoning(root.get("thinking"), root.get("output_config")),
@@ -254,6 +274,17 @@ def _type_of(block: Mapping[str, Any], path: str) -> str:
     return _string(block.get("type"), f"{path}.type")
 
 
+def _counted(items: list[Any], limit: int, path: str, what: str) -> list[Any]:
+    if len(items) > limit:
+        _invalid(path, f"at most {limit} {what} are allowed ({len(items)} sent)")
+    return items
+
+
+def _spend(budget: BlockBudget, count: int, path: str) -> None:
+    if not budget.take(count):
+        _invalid(path, f"at most {MAX_BLOCKS} content blocks are allowed in one request")
+
+
 # -- top level -------------------------------------------------------------------------------------
 
 
@@ -264,13 +295,15 @@ def _refuse_unsupported_top_level(root: Mapping[str, Any]) -> None:
         _unsupported("output_format", "structured output is not supported")
 
 
-def _system(value: object) -> tuple[str, ...]:
+def _system(value: object, budget: BlockBudget) -> tuple[str, ...]:
     if value is None:
         return ()
     if isinstance(value, str):
         return (value,) if value else ()
+    blocks = _list(value, "system")
+    _spend(budget, len(blocks), "system")
     texts: list[str] = []
-    for i, block in enumerate(_list(value, "system")):
+    for i, block in enumerate(blocks):
         path = f"system.{i}"
         block = _object(block, path)
         if _type_of(block, path) != "text":
@@ -292,7 +325,11 @@ def _metadata(value: object) -> dict[str, str]:
     if value is None:
         return {}
     user_id = _object(value, "metadata").get("user_id")
-    return {} if user_id is None else {"user_id": _string(user_id, "metadata.user_id")}
+    if user_id is None:
+        return {}
+    if len(_string(user_id, "metadata.user_id")) > MAX_USER_ID_CHARS:
+        _invalid("metadata.user_id", f"must be at most {MAX_USER_ID_CHARS} characters")
+    return {"user_id": user_id}
 
 
 def _reasoning(thinking: object, output_config: object) -> Reasoning | None:
@@ -307,15 +344,15 @@ def _reasoning(thinking: object, output_config: object) -> Reasoning | None:
         if config.get("format") is not None:
             _unsupported("output_config.format", "structured output is not supported")
         if (value := config.get("effort")) is not None:
-            if value not in _EFFORTS:
+            effort = _EFFORTS.get(value) if isinstance(value, str) else None
+            if effort is None:
                 _invalid("output_config.effort", f"must be one of {_choices(_EFFORTS)}")
-            effort = value
     if thinking is None:
         return None
     config = _object(thinking, "thinking")
     kind = _string(config.get("type"), "thinking.type")
     display = config.get("display")
-    if display is not None and display not in _DISPLAYS:
+    if display is not None and (not isinstance(display, str) or display not in _DISPLAYS):
         _invalid("thinking.display", f"must be one of {_choices(_DISPLAYS)}")
     if kind == "disabled":
         return None
@@ -328,7 +365,7 @@ def _reasoning(thinking: object, output_config: object) -> Reasoning | None:
     _invalid("thinking.type", "must be 'enabled', 'adaptive' or 'disabled'")
 
 
-def _choices(values: frozenset[str]) -> str:
+def _choices(values: Iterable[str]) -> str:
     return ", ".join(f"'{value}'" for value in sorted(values))
 
 
@@ -345,19 +382,20 @@ def _tools(value: object) -> tuple[ToolSpec, ...]:
         return ()
     tools: list[ToolSpec] = []
     seen: set[str] = set()
-    for i, item in enumerate(_list(value, "tools")):
+    for i, item in enumerate(_counted(_list(value, "tools"), MAX_TOOLS, "tools", "tools")):
         path = f"tools.{i}"
         tool = _object(item, path)
         kind = tool.get("type")
         if kind is not None and kind != "custom":
             _unsupported(
                 f"{path}.type",
-                f"tool type '{_string(kind, f'{path}.type')}' is a server tool, which kirod "
-                "cannot run; declare a custom tool (name, description, input_schema) instead",
+                f"tool type {quoted(_string(kind, f'{path}.type'))} is a server tool, which "
+                "kirod cannot run; declare a custom tool (name, description, input_schema) "
+                "instead",
             )
         name = _nonempty_string(tool.get("name"), f"{path}.name")
         if name in seen:
-            _invalid(f"{path}.name", f"tool name '{name}' is declared twice")
+            _invalid(f"{path}.name", f"tool name {quoted(name)} is declared twice")
         seen.add(name)
         description = tool.get("description")
         if description is not None:
@@ -385,10 +423,10 @@ def _tool_choice(value: object) -> ToolChoice:
 # -- messages --------------------------------------------------------------------------------------
 
 
-def _messages(value: object, signer: ThinkingSigner) -> tuple[Message, ...]:
+def _messages(value: object, signer: ThinkingSigner, budget: BlockBudget) -> tuple[Message, ...]:
     if value is None:
         _invalid("messages", "is required")
-    items = _list(value, "messages")
+    items = _counted(_list(value, "messages"), MAX_MESSAGES, "messages", "messages")
     if not items:
         _invalid("messages", "must contain at least one message")
     messages: list[Message] = []
@@ -401,11 +439,15 @@ def _messages(value: object, signer: ThinkingSigner) -> tuple[Message, ...]:
             _invalid(f"{path}.role", "must be 'user', 'assistant' or 'system'")
         content = message.get("content")
         if isinstance(content, str):
+            _spend(budget, 1, f"{path}.content")
             blocks: tuple[Block, ...] = (TextBlock(content),)
-        elif name == "system":
-            blocks = _system_content(_list(content, f"{path}.content"), f"{path}.content")
         else:
-            blocks = _content(_list(content, f"{path}.content"), role, f"{path}.content", signer)
+            parts = _list(content, f"{path}.content")
+            _spend(budget, len(parts), f"{path}.content")
+            if name == "system":
+                blocks = _system_content(parts, f"{path}.content")
+            else:
+                blocks = _content(parts, role, f"{path}.content", signer, budget)
         messages.append(Message(role, blocks))
     return tuple(messages)
 
@@ -472,16 +514,20 @@ def _clear_thinking(messages: tuple[Message, ...], keep: int | None) -> tuple[Me
     )
 
 
-def _content(items: list[Any], role: Role, path: str, signer: ThinkingSigner) -> tuple[Block, ...]:
+def _content(
+    items: list[Any], role: Role, path: str, signer: ThinkingSigner, budget: BlockBudget
+) -> tuple[Block, ...]:
     blocks: list[Block] = []
     for i, item in enumerate(items):
-        block = _block(_object(item, f"{path}.{i}"), role, f"{path}.{i}", signer)
+        block = _block(_object(item, f"{path}.{i}"), role, f"{path}.{i}", signer, budget)
         if block is not None:
             blocks.append(block)
     return tuple(blocks)
 
 
-def _block(block: Mapping[str, Any], role: Role, path: str, signer: ThinkingSigner) -> Block | None:
+def _block(
+    block: Mapping[str, Any], role: Role, path: str, signer: ThinkingSigner, budget: BlockBudget
+) -> Block | None:
     """One content block; None for echoed reasoning kirod did not sign."""
     kind = _type_of(block, path)
     if kind in _ASSISTANT_ONLY and role is not Role.ASSISTANT:
@@ -500,7 +546,7 @@ def _block(block: Mapping[str, Any], role: Role, path: str, signer: ThinkingSign
                 input=_object(block.get("input"), f"{path}.input"),
             )
         case "tool_result":
-            return _tool_result(block, path)
+            return _tool_result(block, path, budget)
         case "thinking":
             return _thinking(block, path, signer)
         case "redacted_thinking":
@@ -511,7 +557,7 @@ def _block(block: Mapping[str, Any], role: Role, path: str, signer: ThinkingSign
         case _ if kind in _SERVER_BLOCKS:
             _unsupported(f"{path}.type", f"'{kind}' blocks belong to server tools kirod cannot run")
         case _:
-            _invalid(f"{path}.type", f"unknown content block type '{kind}'")
+            _invalid(f"{path}.type", f"unknown content block type {quoted(kind)}")
 
 
 def _thinking(block: Mapping[str, Any], path: str, signer: ThinkingSigner) -> ThinkingBlock | None:
@@ -540,7 +586,7 @@ def _image(block: Mapping[str, Any], path: str) -> ImageBlock:
     return ImageBlock(media_type, data)
 
 
-def _tool_result(block: Mapping[str, Any], path: str) -> ToolResultBlock:
+def _tool_result(block: Mapping[str, Any], path: str, budget: BlockBudget) -> ToolResultBlock:
     tool_use_id = _nonempty_string(block.get("tool_use_id"), f"{path}.tool_use_id")
     is_error = block.get("is_error")
     content = block.get("content")
@@ -549,7 +595,9 @@ def _tool_result(block: Mapping[str, Any], path: str) -> ToolResultBlock:
         if content:
             parts.append(TextBlock(content))
     elif content is not None:
-        for i, item in enumerate(_list(content, f"{path}.content")):
+        items = _list(content, f"{path}.content")
+        _spend(budget, len(items), f"{path}.content")
+        for i, item in enumerate(items):
             parts.append(_result_part(_object(item, f"{path}.content.{i}"), f"{path}.content.{i}"))
     return ToolResultBlock(
         tool_use_id=tool_use_id,

@@ -9,6 +9,11 @@ could never be replayed upstream.
 What cannot be honoured is a 400, never approximated: forced `tool_choice`, `n` > 1,
 `response_format` json_object/json_schema, log probabilities, audio, web search, image URLs and
 the pre-`tools` `functions` API. Validation errors name the field path in the message and `param`.
+
+Bounds (`kirod.protocols.fields`), each a 400 naming it: at most 10 000 `messages`, 20 000
+content parts and tool calls in all, 1 000 `tools`, a `model` of at most 128 characters,
+`metadata` as OpenAI bounds it (16 pairs, keys of 64 characters, values of 512), and tool-call
+`arguments` nested at most 128 levels; the body nests at most 128 levels (`kirod.http.body`).
 """
 
 from __future__ import annotations
@@ -35,16 +40,22 @@ from kirod.canonical.request import (
     ToolUseBlock,
 )
 from kirod.protocols.fields import (
+    MAX_MESSAGES,
+    MAX_TOOLS,
+    BlockBudget,
+    at_most,
     boolean_field,
     data_url_image,
     invalid,
     json_arguments,
     number_field,
     positive_integer,
+    quoted,
     string_field,
     string_metadata,
     unsupported,
 )
+from kirod.protocols.fields import model_name as model_field
 
 _EFFORTS: Final[Mapping[str, Effort]] = {
     "minimal": "low",
@@ -81,8 +92,7 @@ def decode_chat(body: object, headers: Mapping[str, str], *, request_id: str) ->
         if body.get(name) is not None:
             raise unsupported(name, message)
     _check_options(body)
-    model = string_field(body, "model", "model", required=True)
-    assert model is not None
+    model = model_field(body.get("model"))
     system, messages = _messages(body.get("messages"))
     metadata = string_metadata(body.get("metadata"))
     max_tokens = positive_integer(body, "max_completion_tokens")
@@ -140,6 +150,8 @@ def _check_options(body: Mapping[str, Any]) -> None:
 def _messages(value: object) -> tuple[tuple[str, ...], tuple[Message, ...]]:
     if not isinstance(value, list) or not value:
         raise invalid("messages", "must be a non-empty list of messages", "invalid_type")
+    at_most(len(value), MAX_MESSAGES, "messages", "messages")
+    budget = BlockBudget()
     system: list[str] = []
     merged: list[tuple[Role, list[Block]]] = []
 
@@ -156,24 +168,25 @@ def _messages(value: object) -> tuple[tuple[str, ...], tuple[Message, ...]]:
         role = string_field(message, "role", f"{path}.role", required=True)
         content = message.get("content")
         if role in ("system", "developer"):
-            system.extend(block.text for block in _text_parts(content, f"{path}.content"))
+            parts = _text_parts(content, f"{path}.content", budget)
+            system.extend(block.text for block in parts)
         elif role == "user":
-            append(Role.USER, list(_user_parts(content, f"{path}.content")))
+            append(Role.USER, list(_user_parts(content, f"{path}.content", budget)))
         elif role == "assistant":
-            blocks: list[Block] = [*_text_parts(content, f"{path}.content", refusal=True)]
-            blocks += _tool_calls(message.get("tool_calls"), f"{path}.tool_calls")
+            blocks: list[Block] = [*_text_parts(content, f"{path}.content", budget, refusal=True)]
+            blocks += _tool_calls(message.get("tool_calls"), f"{path}.tool_calls", budget)
             append(Role.ASSISTANT, blocks)
         elif role == "tool":
             call_id = string_field(message, "tool_call_id", f"{path}.tool_call_id", required=True)
             assert call_id is not None
-            result = _text_parts(content, f"{path}.content")
+            result = _text_parts(content, f"{path}.content", budget)
             append(Role.USER, [ToolResultBlock(call_id, tuple(result))])
         elif role == "function":
             raise unsupported(f"{path}.role", "the legacy 'function' role is not supported")
         else:
             raise invalid(
                 f"{path}.role",
-                f"role {role!r} is not one of system, developer, user, assistant, tool",
+                f"role {quoted(role)} is not one of system, developer, user, assistant, tool",
             )
     messages = tuple(Message(role, tuple(blocks)) for role, blocks in merged if blocks)
     if not messages:
@@ -181,14 +194,16 @@ def _messages(value: object) -> tuple[tuple[str, ...], tuple[Message, ...]]:
     return tuple(system), messages
 
 
-def _parts(content: object, path: str) -> list[tuple[str, Mapping[str, Any]]]:
+def _parts(content: object, path: str, budget: BlockBudget) -> list[tuple[str, Mapping[str, Any]]]:
     """Content as (part path, part) pairs; a string is one text part, null none."""
     if content is None:
         return []
     if isinstance(content, str):
+        budget.spend(1, path)
         return [(path, {"type": "text", "text": content})]
     if not isinstance(content, list):
         raise invalid(path, "content must be a string or a list of content parts", "invalid_type")
+    budget.spend(len(content), path)
     parts = []
     for index, part in enumerate(content):
         if not isinstance(part, Mapping):
@@ -197,9 +212,11 @@ def _parts(content: object, path: str) -> list[tuple[str, Mapping[str, Any]]]:
     return parts
 
 
-def _text_parts(content: object, path: str, *, refusal: bool = False) -> list[TextBlock]:
+def _text_parts(
+    content: object, path: str, budget: BlockBudget, *, refusal: bool = False
+) -> list[TextBlock]:
     blocks = []
-    for part_path, part in _parts(content, path):
+    for part_path, part in _parts(content, path, budget):
         kind = part.get("type")
         if kind == "text" or (refusal and kind == "refusal"):
             field = "refusal" if kind == "refusal" else "text"
@@ -207,13 +224,15 @@ def _text_parts(content: object, path: str, *, refusal: bool = False) -> list[Te
             if text:
                 blocks.append(TextBlock(text))
         else:
-            raise invalid(f"{part_path}.type", f"content part type {kind!r} is not allowed here")
+            raise invalid(
+                f"{part_path}.type", f"content part type {quoted(kind)} is not allowed here"
+            )
     return blocks
 
 
-def _user_parts(content: object, path: str) -> list[TextBlock | ImageBlock]:
+def _user_parts(content: object, path: str, budget: BlockBudget) -> list[TextBlock | ImageBlock]:
     blocks: list[TextBlock | ImageBlock] = []
-    for part_path, part in _parts(content, path):
+    for part_path, part in _parts(content, path, budget):
         kind = part.get("type")
         if kind == "text":
             text = string_field(part, "text", f"{part_path}.text", required=True)
@@ -224,7 +243,7 @@ def _user_parts(content: object, path: str) -> list[TextBlock | ImageBlock]:
         elif kind in ("input_audio", "file"):
             raise unsupported(f"{part_path}.type", f"{kind} content is not supported")
         else:
-            raise invalid(f"{part_path}.type", f"content part type {kind!r} is not supported")
+            raise invalid(f"{part_path}.type", f"content part type {quoted(kind)} is not supported")
     return blocks
 
 
@@ -235,11 +254,12 @@ def _image(value: object, path: str) -> ImageBlock:
     return data_url_image(url, f"{path}.url")
 
 
-def _tool_calls(value: object, path: str) -> list[Block]:
+def _tool_calls(value: object, path: str, budget: BlockBudget) -> list[Block]:
     if value is None:
         return []
     if not isinstance(value, list):
         raise invalid(path, "must be a list", "invalid_type")
+    budget.spend(len(value), path)
     calls: list[Block] = []
     for index, call in enumerate(value):
         call_path = f"{path}[{index}]"
@@ -267,21 +287,26 @@ def _tools(value: object) -> tuple[ToolSpec, ...]:
         return ()
     if not isinstance(value, list):
         raise invalid("tools", "must be a list", "invalid_type")
+    at_most(len(value), MAX_TOOLS, "tools", "tools")
     specs: list[ToolSpec] = []
+    names: set[str] = set()
     for index, tool in enumerate(value):
         path = f"tools[{index}]"
         if not isinstance(tool, Mapping):
             raise invalid(path, "each tool must be an object", "invalid_type")
         if tool.get("type") != "function":
-            raise unsupported(f"{path}.type", f"tool type {tool.get('type')!r} is not supported")
+            raise unsupported(
+                f"{path}.type", f"tool type {quoted(tool.get('type'))} is not supported"
+            )
         function = tool.get("function")
         if not isinstance(function, Mapping):
             raise invalid(f"{path}.function", "is required", "missing_required_parameter")
         name = string_field(function, "name", f"{path}.function.name", required=True)
         if not name:
             raise invalid(f"{path}.function.name", "must be a non-empty string")
-        if any(spec.name == name for spec in specs):
-            raise invalid(f"{path}.function.name", f"tool name {name!r} is declared twice")
+        if name in names:
+            raise invalid(f"{path}.function.name", f"tool name {quoted(name)} is declared twice")
+        names.add(name)
         description = string_field(function, "description", f"{path}.function.description") or ""
         parameters = function.get("parameters")
         if parameters is None:

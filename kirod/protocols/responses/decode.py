@@ -40,6 +40,13 @@ What cannot be honoured structurally is a 400, never approximated (DESIGN §1): 
 `tool_choice`, `text.format` json_object/json_schema, image URLs and file ids, item references,
 `background`, `conversation` and prompt templates. Validation errors name the field path in
 both the message and `param`.
+
+Bounds (`kirod.protocols.fields`), each a 400 naming it: at most 10 000 items (the stored
+conversation of `previous_response_id` and `input` together), 20 000 content parts and tool
+calls in all, 1 000 tools (top-level, namespaced and `additional_tools` together), a `model` of
+at most 128 characters, `metadata` as OpenAI bounds it (16 pairs, keys of 64 characters, values
+of 512), and `arguments` nested at most 128 levels; the body nests at most 128 levels
+(`kirod.http.body`). An item's or a part's `type` must be a string.
 """
 
 from __future__ import annotations
@@ -66,16 +73,22 @@ from kirod.canonical.request import (
     ToolUseBlock,
 )
 from kirod.protocols.fields import (
+    MAX_MESSAGES,
+    MAX_TOOLS,
+    BlockBudget,
+    at_most,
     boolean_field,
     data_url_image,
     invalid,
     json_arguments,
     number_field,
     positive_integer,
+    quoted,
     string_field,
     string_metadata,
     unsupported,
 )
+from kirod.protocols.fields import model_name as model_field
 from kirod.protocols.responses.compaction import ITEM_TYPES as COMPACTION_ITEMS
 from kirod.protocols.responses.compaction import SUMMARY_INSTRUCTION
 from kirod.protocols.responses.compaction import TRIGGER as COMPACTION_TRIGGER
@@ -117,6 +130,7 @@ class DecodedResponses:
     echo: ResponseEcho
     dropped_tools: tuple[str, ...] = ()
     dropped_reasoning: int = 0
+    generate: bool = True  # false: Codex's warm-up turn, answered without calling the model
 
     @property
     def store(self) -> bool:
@@ -158,8 +172,7 @@ def decode_responses(
     for name, message in _UNSUPPORTED_FIELDS.items():
         if body.get(name) not in (None, False):
             raise unsupported(name, message)
-    model = string_field(body, "model", "model", required=True)
-    assert model is not None
+    model = model_field(body.get("model"))
     instructions = string_field(body, "instructions", "instructions")
     tool_choice, choice_echo = _tool_choice(body.get("tool_choice"))
     reasoning, reasoning_echo, summary = _reasoning(body.get("reasoning"))
@@ -168,7 +181,7 @@ def decode_responses(
     prompt_cache_key = string_field(body, "prompt_cache_key", "prompt_cache_key")
     previous_response_id = string_field(body, "previous_response_id", "previous_response_id")
 
-    items = _normalize_input(body.get("input"))
+    items = _normalize_input(body.get("input"), len(history))
     tools = _Tools(
         body.get("tools"),
         [
@@ -187,7 +200,8 @@ def decode_responses(
     if compacting:
         conversation.summarise()
     messages = conversation.messages()
-    if not messages:
+    generate = boolean_field(body, "generate", default=True)
+    if not messages and generate:
         raise invalid("input", "the conversation has no user or assistant message", "invalid_value")
 
     request = CanonicalRequest(
@@ -236,6 +250,7 @@ def decode_responses(
         echo=echo,
         dropped_tools=tools.dropped,
         dropped_reasoning=conversation.dropped_reasoning,
+        generate=generate,
     )
 
 
@@ -252,6 +267,7 @@ class _Conversation:
         self._messages: list[tuple[Role, list[Block]]] = []
         self.dropped_reasoning = 0
         self.compacting = False
+        self.budget = BlockBudget()
 
     def messages(self) -> tuple[Message, ...]:
         return tuple(Message(role, tuple(blocks)) for role, blocks in self._messages if blocks)
@@ -260,12 +276,16 @@ class _Conversation:
         if not isinstance(item, Mapping):
             raise invalid(path, "each input item must be an object", "invalid_type")
         kind = item.get("type", "message")
+        if not isinstance(kind, str):
+            raise invalid(f"{path}.type", "must be a string", "invalid_type")
+        if kind != "message":
+            self.budget.spend(1, path)
         if kind == "message":
             self._message(item, path)
         elif kind == "function_call":
             self._append(Role.ASSISTANT, [self._function_call(item, path)])
         elif kind in ("function_call_output", "custom_tool_call_output"):
-            self._append(Role.USER, [_function_call_output(item, path)])
+            self._append(Role.USER, [_function_call_output(item, path, self.budget)])
         elif kind == "custom_tool_call":
             self._append(Role.ASSISTANT, [self._custom_tool_call(item, path)])
         elif kind == "additional_tools":
@@ -283,7 +303,7 @@ class _Conversation:
                 "continue with previous_response_id",
             )
         else:
-            raise invalid(f"{path}.type", f"input item type {kind!r} is not supported")
+            raise invalid(f"{path}.type", f"input item type {quoted(kind)} is not supported")
 
     def _append(self, role: Role, blocks: list[Block]) -> None:
         if self._messages and self._messages[-1][0] is role:
@@ -293,7 +313,9 @@ class _Conversation:
 
     def _message(self, item: Mapping[str, Any], path: str) -> None:
         role = string_field(item, "role", f"{path}.role", required=True)
-        parts = _content_parts(item.get("content"), f"{path}.content", images=role == "user")
+        parts = _content_parts(
+            item.get("content"), f"{path}.content", self.budget, images=role == "user"
+        )
         if role in ("system", "developer"):
             self.system.extend(part.text for part in parts if isinstance(part, TextBlock))
         elif role == "user":
@@ -302,7 +324,8 @@ class _Conversation:
             self._append(Role.ASSISTANT, list(parts))
         else:
             raise invalid(
-                f"{path}.role", f"role {role!r} is not one of user, assistant, system, developer"
+                f"{path}.role",
+                f"role {quoted(role)} is not one of user, assistant, system, developer",
             )
 
     def _function_call(self, item: Mapping[str, Any], path: str) -> ToolUseBlock:
@@ -355,18 +378,24 @@ class _Conversation:
             self._append(Role.ASSISTANT, [block])
 
 
-def _content_parts(content: object, path: str, *, images: bool) -> list[TextBlock | ImageBlock]:
+def _content_parts(
+    content: object, path: str, budget: BlockBudget, *, images: bool
+) -> list[TextBlock | ImageBlock]:
     """Text parts (and images where `images`); empty texts carry nothing and are skipped."""
     if isinstance(content, str):
+        budget.spend(1, path)
         return [TextBlock(content)] if content else []
     if not isinstance(content, list):
         raise invalid(path, "content must be a string or a list of content parts", "invalid_type")
+    budget.spend(len(content), path)
     blocks: list[TextBlock | ImageBlock] = []
     for index, part in enumerate(content):
         part_path = f"{path}[{index}]"
         if not isinstance(part, Mapping):
             raise invalid(part_path, "each content part must be an object", "invalid_type")
         kind = part.get("type")
+        if not isinstance(kind, str):
+            raise invalid(f"{part_path}.type", "must be a string", "invalid_type")
         if kind in _TEXT_TYPES:
             field = "refusal" if kind == "refusal" else "text"
             text = string_field(part, field, f"{part_path}.{field}", required=True)
@@ -377,7 +406,9 @@ def _content_parts(content: object, path: str, *, images: bool) -> list[TextBloc
         elif kind == "input_file":
             raise unsupported(f"{part_path}.type", "file inputs are not supported")
         else:
-            raise invalid(f"{part_path}.type", f"content part type {kind!r} is not allowed here")
+            raise invalid(
+                f"{part_path}.type", f"content part type {quoted(kind)} is not allowed here"
+            )
     return blocks
 
 
@@ -392,23 +423,28 @@ def _image(part: Mapping[str, Any], path: str) -> ImageBlock:
     return data_url_image(url, f"{path}.image_url")
 
 
-def _function_call_output(item: Mapping[str, Any], path: str) -> ToolResultBlock:
+def _function_call_output(
+    item: Mapping[str, Any], path: str, budget: BlockBudget
+) -> ToolResultBlock:
     call_id = string_field(item, "call_id", f"{path}.call_id", required=True)
     assert call_id is not None
     output = item.get("output")
     if output is None:
         raise invalid(f"{path}.output", "is required", "missing_required_parameter")
-    return ToolResultBlock(call_id, tuple(_content_parts(output, f"{path}.output", images=True)))
+    parts = _content_parts(output, f"{path}.output", budget, images=True)
+    return ToolResultBlock(call_id, tuple(parts))
 
 
-def _normalize_input(value: object) -> list[dict[str, Any]]:
-    """The input as a list of items, string contents expanded into parts."""
+def _normalize_input(value: object, stored: int) -> list[dict[str, Any]]:
+    """The input as a list of items, string contents expanded into parts; with the `stored`
+    items of the previous response, at most `MAX_MESSAGES`."""
     if value is None:
         return []
     if isinstance(value, str):
         value = [{"role": "user", "content": value}]
     if not isinstance(value, list):
         raise invalid("input", "must be a string or a list of items", "invalid_type")
+    at_most(len(value) + stored, MAX_MESSAGES, "input", "input and stored items")
     items = []
     for index, item in enumerate(value):
         if not isinstance(item, dict):
@@ -452,6 +488,7 @@ class _Tools:
         self.names: dict[str, tuple[str, str]] = {}
         self.flat_names: dict[tuple[str, str], str] = {}
         self.custom: set[str] = set()
+        self._index: dict[str, int] = {}  # position of each name in `specs`
         self._redeclaring = False
         hosted: list[tuple[str, str]] = []
         if value is None:
@@ -470,7 +507,7 @@ class _Tools:
             where, kind = hosted[0]
             raise unsupported(
                 where,
-                f"tool type {kind!r} is not supported: Kiro runs no hosted tools. Remove it "
+                f"tool type {quoted(kind)} is not supported: Kiro runs no hosted tools. Remove it "
                 "(it is ignored when declared beside function tools)",
             )
         self.dropped = tuple(kind for _, kind in hosted)
@@ -497,15 +534,18 @@ class _Tools:
         elif kind == "namespace":
             echo.append(self._namespace(tool, path, hosted))
         else:
-            hosted.append((f"{path}.type", str(kind)))
+            at_most(len(hosted) + 1, MAX_TOOLS, "tools", "tools")
+            hosted.append((f"{path}.type", str(kind)[:64]))
 
     def _add(self, spec: ToolSpec, path: str) -> None:
-        for index, existing in enumerate(self.specs):
-            if existing.name == spec.name:
-                if not self._redeclaring:
-                    raise invalid(f"{path}.name", f"tool name {spec.name!r} is declared twice")
-                self.specs[index] = spec
-                return
+        index = self._index.get(spec.name)
+        if index is not None:
+            if not self._redeclaring:
+                raise invalid(f"{path}.name", f"tool name {quoted(spec.name)} is declared twice")
+            self.specs[index] = spec
+            return
+        at_most(len(self.specs) + 1, MAX_TOOLS, "tools", "tools")
+        self._index[spec.name] = len(self.specs)
         self.specs.append(spec)
 
     def _namespace(
@@ -528,7 +568,8 @@ class _Tools:
             elif kind == "custom":
                 spec, echo = _custom_tool(inner, inner_path)
             else:
-                hosted.append((f"{inner_path}.type", f"{namespace}.{kind}"))
+                at_most(len(hosted) + 1, MAX_TOOLS, "tools", "tools")
+                hosted.append((f"{inner_path}.type", f"{namespace[:64]}.{str(kind)[:64]}"))
                 continue
             flat = flat_tool_name(namespace, spec.name)
             self._add(ToolSpec(flat, _namespaced(description, spec), spec.input_schema), inner_path)

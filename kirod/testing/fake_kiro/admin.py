@@ -10,6 +10,7 @@ camelCase like Kiro's own token file. `RemoteFake` in `remote.py` is the matchin
     PUT    /__fake__/settings       {"rotate_refresh_tokens"?, "access_ttl_s"?, "models_page_size"?}
     PUT    /__fake__/device-flow    DeviceFlow fields
     PUT    /__fake__/models         Model fields                            add or replace
+    PUT    /__fake__/oversize       {"operation", "bytes"}                  padded answers
     POST   /__fake__/accounts       {"kind": social|idc|api_key, "subscription"?, …} → token set
     GET    /__fake__/accounts                                               ids, kinds, usage
     PUT    /__fake__/usage          {"account_id", Usage fields…}
@@ -65,6 +66,7 @@ def routes(fake: FakeKiro) -> list[web.RouteDef]:
         web.put(f"{PREFIX}/settings", bind(_settings)),
         web.put(f"{PREFIX}/device-flow", bind(_device_flow)),
         web.put(f"{PREFIX}/models", bind(_model)),
+        web.put(f"{PREFIX}/oversize", bind(_oversize)),
         web.post(f"{PREFIX}/accounts", bind(_issue_account)),
         web.get(f"{PREFIX}/accounts", bind(_accounts)),
         web.put(f"{PREFIX}/usage", bind(_usage)),
@@ -121,6 +123,10 @@ async def _model(fake: FakeKiro, request: web.Request, data: Any) -> Any:
     fields = dict(data)
     fields["input_types"] = tuple(fields.get("input_types", ("TEXT", "IMAGE")))
     fake.set_model(Model(**fields))
+
+
+async def _oversize(fake: FakeKiro, request: web.Request, data: Any) -> Any:
+    fake.oversize(str(data["operation"]), int(data["bytes"]))
 
 
 async def _issue_account(fake: FakeKiro, request: web.Request, data: Any) -> Any:

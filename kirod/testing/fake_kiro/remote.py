@@ -59,6 +59,10 @@ class RemoteFake:
     def set_model(self, model: Model) -> None:
         self._call("PUT", "/models", dataclasses.asdict(model))
 
+    def oversize(self, operation: str, nbytes: int) -> None:
+        """Pad every answer of `operation` to about `nbytes` (0: normal answers again)."""
+        self._call("PUT", "/oversize", {"operation": operation, "bytes": nbytes})
+
     def issue_account(self, kind: str = "social", **options: Any) -> dict[str, Any]:
         """Mint an account (`social`, `idc` or `api_key`); return its camelCase token set."""
         result: dict[str, Any] = self._call("POST", "/accounts", {"kind": kind, **options})

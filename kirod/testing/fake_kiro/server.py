@@ -110,6 +110,7 @@ class FakeKiro:
         self._requests: list[RecordedRequest] = []
         FakeKiro.created.append(self)
         self._counters: collections.Counter[str] = collections.Counter()
+        self._oversize: dict[str, int] = {}
 
     # Scripting
 
@@ -139,6 +140,22 @@ class FakeKiro:
                 if queue:
                     return queue.popleft()
         return self.default_script or Script()
+
+    def oversize(self, operation: str, nbytes: int) -> None:
+        """From now on, answer `operation` (usage, models, social_refresh, oidc_register, …;
+        not chat) with a valid JSON document padded to about `nbytes`, sent in chunks as the
+        client reads it; 0 restores normal answers. A client that stops reading ends it."""
+        if operation == "chat" or operation not in _HANDLERS:
+            raise ValueError(f"cannot oversize {operation!r}")
+        with self._lock:
+            if nbytes > 0:
+                self._oversize[operation] = nbytes
+            else:
+                self._oversize.pop(operation, None)
+
+    def _oversized(self, operation: str) -> int:
+        with self._lock:
+            return self._oversize.get(operation, 0)
 
     # Accounts and credentials
 
@@ -294,10 +311,37 @@ async def _dispatch(fake: FakeKiro, request: web.Request) -> web.StreamResponse:
     status = 499  # the client went away before the answer was complete
     try:
         response = await handler(fake, request, record)
+        padding = fake._oversized(operation)
+        if padding and isinstance(response, web.Response) and response.body is not None:
+            fake._count(f"oversized:{operation}")
+            response = await _padded(request, response, padding)
         status = response.status
         return response
     finally:
         fake._finish(record, status)
+
+
+PAD_CHUNK = 64 * 1024
+
+
+async def _padded(request: web.Request, answer: web.Response, nbytes: int) -> web.StreamResponse:
+    """`answer`'s JSON object with a leading `"padding"` member of about `nbytes`, chunked and
+    without Content-Length, so the client can only find the size by reading."""
+    assert isinstance(answer.body, bytes)
+    body = answer.body
+    response = web.StreamResponse(status=answer.status, headers={"x-amzn-RequestId": "padded"})
+    response.content_type = "application/json"
+    chunk = b"x" * PAD_CHUNK
+    try:
+        await response.prepare(request)
+        await response.write(b'{"padding":"')
+        for _ in range(max(1, nbytes // PAD_CHUNK)):
+            await response.write(chunk)
+        await response.write(b'"' + (b"," + body[1:] if body.strip() != b"{}" else b"}"))
+        await response.write_eof()
+    except ConnectionError:
+        pass
+    return response
 
 
 def _operation(request: web.Request) -> str | None:

@@ -12,7 +12,7 @@ quote only values that passed validation (regions, key names), never a token or 
 """
 
 from kirod.upstream.importers.api_key import parse_api_key
-from kirod.upstream.importers.detect import detect_and_parse
+from kirod.upstream.importers.detect import detect_and_parse, parse_upload
 from kirod.upstream.importers.kiro_cli import parse_kiro_cli
 from kirod.upstream.importers.kiro_ide import parse_kiro_ide
 from kirod.upstream.importers.opencode import parse_opencode_kiro_auth
@@ -23,13 +23,14 @@ from kirod.upstream.importers.record import (
     ImportedAccount,
     ImportSource,
 )
-from kirod.upstream.importers.sqlite import SQLITE_MAGIC
+from kirod.upstream.importers.sqlite import SQLITE_MAGIC, ImportLimits
 
 __all__ = [
     "BUILDER_ID_START_URL",
     "DEFAULT_REGION",
     "MIN_REFRESH_TOKEN_LENGTH",
     "SQLITE_MAGIC",
+    "ImportLimits",
     "ImportSource",
     "ImportedAccount",
     "detect_and_parse",
@@ -37,4 +38,5 @@ __all__ = [
     "parse_kiro_cli",
     "parse_kiro_ide",
     "parse_opencode_kiro_auth",
+    "parse_upload",
 ]

@@ -21,7 +21,7 @@ from kirod.upstream.importers.record import (
     json_object,
     social_provider,
 )
-from kirod.upstream.importers.sqlite import sqlite_copy, table_names
+from kirod.upstream.importers.sqlite import ImportLimits, read_rows, sqlite_copy, table_names
 
 _KIRO_CLI = "kiro-cli store (data.sqlite3)"
 
@@ -36,26 +36,33 @@ _CLI_REGISTRATION_KEYS = (
 _CLI_PROFILE_KEY = "api.codewhisperer.profile"
 
 
-def parse_kiro_cli(db_bytes: bytes) -> list[ImportedAccount]:
+_CLI_AUTH_KEYS = (*_CLI_SOCIAL_KEYS, *_CLI_OIDC_KEYS, _CLI_EXTERNAL_KEY, *_CLI_REGISTRATION_KEYS)
+
+
+def parse_kiro_cli(db_bytes: bytes, limits: ImportLimits | None = None) -> list[ImportedAccount]:
     """Every login in kiro-cli's store: at most one social, one Builder ID/IdC, one external IdP.
 
     The legacy `codewhisperer:` keys are read only when the `kirocli:` one of the same kind is
     absent, since they hold an older copy of the same login slot.
     """
-    with sqlite_copy(db_bytes, _KIRO_CLI) as conn:
+    with sqlite_copy(db_bytes, _KIRO_CLI, limits) as conn:
         return kiro_cli_accounts(conn, table_names(conn))
 
 
 def kiro_cli_accounts(conn: sqlite3.Connection, tables: set[str]) -> list[ImportedAccount]:
-    """The logins in an open kiro-cli store whose table names are `tables`."""
+    """The logins in an open kiro-cli store whose table names are `tables`.
+
+    Only the `auth_kv` rows of the login keys and the `state` row of the profile are read.
+    """
     if "auth_kv" not in tables:
         raise CredentialImportError(
             f"{_KIRO_CLI}: there is no auth_kv table; is this kiro-cli's data.sqlite3?"
         )
-    entries = dict(conn.execute("SELECT key, value FROM auth_kv"))
+    rows = read_rows(conn, "auth_kv", ("key", "value"), _KIRO_CLI, keys=("key", _CLI_AUTH_KEYS))
+    entries = {row["key"]: row.get("value") for row in rows}
     records = {
         key: _cli_record(key, entries[key])
-        for key in (*_CLI_SOCIAL_KEYS, *_CLI_OIDC_KEYS, _CLI_EXTERNAL_KEY, *_CLI_REGISTRATION_KEYS)
+        for key in _CLI_AUTH_KEYS
         if entries.get(key) is not None and not _is_json_null(entries[key])
     }
     state_profile = _cli_state_profile(conn) if "state" in tables else None
@@ -95,13 +102,14 @@ def _is_json_null(value: object) -> bool:
 
 def _cli_state_profile(conn: sqlite3.Connection) -> str | None:
     """The profile kiro-cli selected (`kiro-cli profile`), which OIDC tokens do not carry."""
-    row = conn.execute("SELECT value FROM state WHERE key = ?", (_CLI_PROFILE_KEY,)).fetchone()
-    if row is None or row[0] is None or _is_json_null(row[0]):
+    rows = read_rows(conn, "state", ("key", "value"), _KIRO_CLI, keys=("key", (_CLI_PROFILE_KEY,)))
+    value = rows[0].get("value") if rows else None
+    if value is None or _is_json_null(value):
         return None
     where = f"{_KIRO_CLI}, state {_CLI_PROFILE_KEY}"
-    if not isinstance(row[0], str | bytes):
+    if not isinstance(value, str | bytes):
         raise CredentialImportError(f"{where}: the value is not JSON text")
-    return Record(json_object(row[0], where), where).profile_arn("arn")
+    return Record(json_object(value, where), where).profile_arn("arn")
 
 
 def _cli_social(token: Record, state_profile: str | None) -> ImportedAccount:

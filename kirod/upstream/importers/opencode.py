@@ -20,7 +20,14 @@ from kirod.upstream.importers.record import (
     imported_account,
     json_object,
 )
-from kirod.upstream.importers.sqlite import SQLITE_MAGIC, sqlite_copy, table_names
+from kirod.upstream.importers.sqlite import (
+    SQLITE_MAGIC,
+    ImportLimits,
+    check_size,
+    read_rows,
+    sqlite_copy,
+    table_names,
+)
 
 _OPENCODE_DB = "opencode-kiro-auth store (kiro.db)"
 _OPENCODE_JSON = "opencode-kiro-auth accounts file (kiro-accounts.json)"
@@ -53,20 +60,27 @@ _OPENCODE_JSON_FIELDS = {
 }
 
 
-def parse_opencode_kiro_auth(content: bytes) -> list[ImportedAccount]:
+_OPENCODE_COLUMNS = tuple(dict.fromkeys(_OPENCODE_JSON_FIELDS.values()))
+
+
+def parse_opencode_kiro_auth(
+    content: bytes, limits: ImportLimits | None = None
+) -> list[ImportedAccount]:
     """Every account in opencode-kiro-auth's `kiro.db`, or in its older `kiro-accounts.json`.
 
     Rows sharing a refresh token are one login (its kiro-cli sync leaves placeholder-email rows
     behind): the enabled, healthy row wins.
     """
+    limits = limits or ImportLimits()
     if content.startswith(SQLITE_MAGIC):
-        with sqlite_copy(content, _OPENCODE_DB) as conn:
+        with sqlite_copy(content, _OPENCODE_DB, limits) as conn:
             if "accounts" not in table_names(conn):
                 raise CredentialImportError(
                     f"{_OPENCODE_DB}: there is no accounts table; is this opencode-kiro-auth's "
                     f"kiro.db?"
                 )
             return opencode_db_accounts(conn)
+    check_size(content, _OPENCODE_JSON, limits)
     data = json_object(content, _OPENCODE_JSON)
     rows = data.get("accounts")
     if not isinstance(rows, list) or not all(isinstance(row, dict) for row in rows):
@@ -82,11 +96,10 @@ def parse_opencode_kiro_auth(content: bytes) -> list[ImportedAccount]:
 
 
 def opencode_db_accounts(conn: sqlite3.Connection) -> list[ImportedAccount]:
-    """The accounts in an open kiro.db, which has an `accounts` table."""
-    conn.row_factory = sqlite3.Row
+    """The accounts in an open kiro.db, which has an `accounts` table (its known columns only)."""
+    rows = read_rows(conn, "accounts", _OPENCODE_COLUMNS, _OPENCODE_DB)
     records = [
-        Record(dict(row), f"{_OPENCODE_DB}, account {number}")
-        for number, row in enumerate(conn.execute("SELECT * FROM accounts"), start=1)
+        Record(row, f"{_OPENCODE_DB}, account {number}") for number, row in enumerate(rows, 1)
     ]
     return _opencode_accounts(records, _OPENCODE_DB)
 

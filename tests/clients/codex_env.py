@@ -1,0 +1,315 @@
+"""Driving the real Codex CLI (`codex exec`) against a kirod: which binary, its config, one run.
+
+Imported by the client tests' conftest, test and capture modules (not a test module itself).
+
+Codex reads everything from `$CODEX_HOME/config.toml`: the model, and a provider
+`[model_providers.kirod]` with kirod's `/v1` base URL, the name of the environment variable that
+holds the key (`env_key`), `wire_api = "responses"` and whether to try WebSockets. Retries are
+off (`request_max_retries`, `stream_max_retries` = 0) so a failure shows at once instead of after
+Codex's back-off. `codex exec --json` prints one JSON event per line (`thread.started`,
+`item.completed` with `agent_message` / `command_execution` / `error` items, `turn.completed`
+or `turn.failed`); the session's items as the model produced them go to a rollout file under
+`$CODEX_HOME/sessions/`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import install
+
+CLIENT = "codex"
+BIN_ENV = "KIROD_TEST_CODEX_BIN"
+VERSION_ENV = "KIROD_TEST_CODEX_VERSION"
+KEY_ENV = "KIROD_API_KEY"
+RUN_TIMEOUT_S = 75.0
+"""One `codex exec` run; the fake answers in milliseconds (a run takes about a second), so this
+only bounds a hang."""
+
+CODE_MODE_MODEL = "gpt-5.6-sol"
+"""A slug Codex's bundled catalog marks `tool_mode: code_mode_only` (clients.md §2.3b)."""
+CLAUDE_MODEL = "claude-sonnet-4-6"
+"""A model Codex does not know: the classic shape, top-level function tools."""
+
+SANDBOX_ARGS = ("--sandbox", "danger-full-access")
+"""How the tests let Codex run the commands the fake asks for. In this container (root) the
+bundled bubblewrap works, and `codex exec` never asks for approval, so the default read-only
+sandbox runs `cat` and refuses writes; `workspace-write`, `danger-full-access` and
+`--dangerously-bypass-approvals-and-sandbox` all run a writing command. The tests only run
+commands they scripted, in a private directory, so they take no sandbox at all: that keeps them
+independent of user namespaces, which many CI containers lack."""
+
+QUIET_CONFIG: Mapping[str, Mapping[str, Any]] = {
+    "features": {"plugins": False},
+    "analytics": {"enabled": False},
+}
+"""Tests only: no traffic beyond the gateway. Without these, 0.171.0 also looks up github.com,
+api.github.com, chatgpt.com (plugins) and ab.chatgpt.com (analytics); with them its one TCP
+connection is to kirod."""
+
+
+# -- the binary ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Binary:
+    path: Path
+    version: str  # what `--version` printed, e.g. "codex-cli 0.171.0"
+
+
+@dataclass(frozen=True)
+class Located:
+    path: Path | None  # None: not installed
+    why: str  # why there is no binary
+    requested: bool  # named by an environment variable (so its absence is an error)
+    version: str | None  # the version it must report, if known
+
+
+def locate() -> Located:
+    """The binary to drive: `KIROD_TEST_CODEX_BIN` names one; `KIROD_TEST_CODEX_VERSION` a
+    version installed in `.cache/clients` (`make clients-latest` sets it); by default the pin of
+    versions.json."""
+    explicit = os.environ.get(BIN_ENV)
+    if explicit:
+        path = Path(explicit)
+        if not path.exists():
+            return Located(None, f"{BIN_ENV}={path} does not exist", True, None)
+        return Located(path, "", True, None)
+    requested = os.environ.get(VERSION_ENV)
+    version = requested or install.pin(CLIENT).version
+    found = install.installed(CLIENT, version)
+    if found is not None:
+        return Located(found, "", bool(requested), version)
+    failure = install.recorded_failure(CLIENT, version)
+    why = f"{CLIENT} {version} is not installed"
+    why += f" ({failure.splitlines()[0]})" if failure else "; run `make clients` to install it"
+    return Located(None, why, bool(requested), version)
+
+
+def reported_version(printed: str) -> str:
+    """`codex-cli 0.171.0` → `0.171.0`."""
+    return printed.split()[-1] if printed.split() else ""
+
+
+# -- configuration ------------------------------------------------------------------------------
+
+
+def _toml_value(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int | float):
+        return str(value)
+    if isinstance(value, str):
+        return json.dumps(value)  # a TOML basic string is a JSON string for these values
+    raise TypeError(f"no TOML for {value!r}")
+
+
+def config_toml(
+    model: str,
+    base_url: str,
+    *,
+    provider_name: str = "kirod",
+    websockets: bool | None = False,
+    settings: Mapping[str, Any] | None = None,
+    tables: Mapping[str, Mapping[str, Any]] | None = None,
+) -> str:
+    """`config.toml` for a provider `kirod` at `base_url` (kirod's root, without `/v1`).
+
+    `provider_name` is what Codex compares with "OpenAI" to choose remote compaction;
+    `websockets=None` leaves `supports_websockets` unset; `settings` are more top-level keys
+    (e.g. `model_auto_compact_token_limit`); `tables` more tables (`features`, `analytics`).
+    """
+    lines = [f"model = {_toml_value(model)}", 'model_provider = "kirod"']
+    lines += [f"{key} = {_toml_value(value)}" for key, value in (settings or {}).items()]
+    provider: dict[str, Any] = {
+        "name": provider_name,
+        "base_url": f"{base_url.rstrip('/')}/v1",
+        "env_key": KEY_ENV,
+        "wire_api": "responses",
+    }
+    if websockets is not None:
+        provider["supports_websockets"] = websockets
+    provider.update(request_max_retries=0, stream_max_retries=0)
+    for name, table in {"model_providers.kirod": provider, **(tables or {})}.items():
+        lines += ["", f"[{name}]"]
+        lines += [f"{key} = {_toml_value(value)}" for key, value in table.items()]
+    return "\n".join(lines) + "\n"
+
+
+def client_env(home: Path, key: str) -> dict[str, str]:
+    """A private HOME and CODEX_HOME, the key in `KIROD_API_KEY`, nothing else of ours."""
+    keep = {"PATH", "LANG", "LC_ALL", "TERM", "TZ", "SYSTEMROOT"}
+    env = {name: value for name, value in os.environ.items() if name in keep}
+    tmp = home / "tmp"
+    tmp.mkdir(parents=True, exist_ok=True)
+    env.update(
+        HOME=str(home),
+        CODEX_HOME=str(home / ".codex"),
+        TMPDIR=str(tmp),
+        XDG_CONFIG_HOME=str(home / ".config"),
+        XDG_CACHE_HOME=str(home / ".cache"),
+        XDG_DATA_HOME=str(home / ".local" / "share"),
+        XDG_STATE_HOME=str(home / ".local" / "state"),
+    )
+    env[KEY_ENV] = key
+    return env
+
+
+def command(prompt: str, extra: Iterable[str] = (), *, resume: bool = False) -> list[str]:
+    """`codex exec …`: `resume` continues the newest session (`exec resume --last`)."""
+    tail = ["resume", "--last", prompt] if resume else [prompt]
+    return ["codex", "exec", "--skip-git-repo-check", *extra, *tail]
+
+
+# -- one run ------------------------------------------------------------------------------------
+
+
+@dataclass
+class Run:
+    """One finished `codex exec --json` process."""
+
+    argv: list[str]
+    exit_code: int
+    stdout: str
+    stderr: str
+    elapsed_s: float
+
+    def describe(self) -> str:
+        return (
+            f"`{' '.join(self.argv)}` exited {self.exit_code} after {self.elapsed_s:.1f} s\n"
+            f"stdout: {self.stdout[-4000:]}\nstderr: {self.stderr[-3000:]}"
+        )
+
+    @property
+    def events(self) -> list[dict[str, Any]]:
+        """The `--json` events, in order (stdout lines that are JSON objects)."""
+        found = []
+        for line in self.stdout.splitlines():
+            if line.startswith("{"):
+                try:
+                    found.append(json.loads(line))
+                except ValueError:
+                    continue
+        return found
+
+    def items(self, kind: str) -> list[dict[str, Any]]:
+        """The completed items of one type (`agent_message`, `command_execution`, `error`)."""
+        return [
+            event["item"]
+            for event in self.events
+            if event.get("type") == "item.completed" and event["item"].get("type") == kind
+        ]
+
+    @property
+    def errors(self) -> list[str]:
+        """Every error Codex reported: error items (warnings, WebSocket fallbacks), error events
+        and a failed turn's message."""
+        messages = [str(item.get("message")) for item in self.items("error")]
+        for event in self.events:
+            if event.get("type") == "error":
+                messages.append(str(event.get("message")))
+            if event.get("type") == "turn.failed":
+                messages.append(str(event.get("error", {}).get("message")))
+        return messages
+
+    @property
+    def answer(self) -> str | None:
+        """The text of the last agent message."""
+        messages = self.items("agent_message")
+        return str(messages[-1]["text"]) if messages else None
+
+    def succeeded(self) -> Run:
+        """The run must have worked: exit 0, a completed turn, no failed one."""
+        kinds = [event.get("type") for event in self.events]
+        assert self.exit_code == 0, self.describe()
+        assert "turn.completed" in kinds, self.describe()
+        assert "turn.failed" not in kinds, self.describe()
+        return self
+
+
+def _kill_group(process: subprocess.Popen[str]) -> None:
+    """Whatever is left of the run's process group (a shell or code-mode host Codex left)."""
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(process.pid, signal.SIGKILL)
+    if process.poll() is None:
+        process.wait(timeout=10)
+
+
+@dataclass
+class Codex:
+    """Codex in a private HOME / CODEX_HOME and working directory, with one config.toml."""
+
+    binary: Binary
+    root: Path
+    key: str
+    config: str
+    extra_args: tuple[str, ...] = SANDBOX_ARGS
+    home: Path = field(init=False)
+    workdir: Path = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.home = self.root / "home"
+        self.workdir = self.root / "work"
+        (self.home / ".codex").mkdir(parents=True, exist_ok=True)
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        (self.home / ".codex" / "config.toml").write_text(self.config)
+        self.env = client_env(self.home, self.key)
+
+    def argv(self, prompt: str, args: Iterable[str], *, resume: bool) -> list[str]:
+        extra = ["--json", *self.extra_args, *args]
+        return [str(self.binary.path), *command(prompt, extra, resume=resume)[1:]]
+
+    def run(
+        self, prompt: str, *args: str, resume: bool = False, timeout_s: float = RUN_TIMEOUT_S
+    ) -> Run:
+        """One `codex exec --json`, stdin closed, in its own process group (Codex starts
+        `codex-code-mode-host` and shells; a timeout kills them all)."""
+        argv = self.argv(prompt, args, resume=resume)
+        started = time.monotonic()
+        process = subprocess.Popen(
+            argv,
+            cwd=self.workdir,
+            env=self.env,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            start_new_session=True,
+        )
+        try:
+            stdout, stderr = process.communicate(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            os.killpg(process.pid, signal.SIGKILL)
+            stdout, stderr = process.communicate()
+            raise AssertionError(
+                f"TIMEOUT: `{' '.join(argv)}` did not finish in {timeout_s:.0f} s\n"
+                f"stdout: {stdout[-3000:]}\nstderr: {stderr[-3000:]}"
+            ) from None
+        finally:
+            _kill_group(process)
+        return Run(argv, process.returncode, stdout, stderr, time.monotonic() - started)
+
+    def rollout(self, kind: str = "response_item") -> list[dict[str, Any]]:
+        """The payloads of one kind of entry of every session's rollout file
+        (`sessions/**/rollout-*.jsonl`, oldest first). `response_item`: the items as Codex took
+        them from kirod's output (`custom_tool_call`, `function_call`, …) and its own inputs;
+        `compacted`: a compaction, with the `replacement_history` Codex continues from."""
+        files = sorted((self.home / ".codex" / "sessions").glob("**/rollout-*.jsonl"))
+        payloads = []
+        for path in files:
+            for line in path.read_text().splitlines():
+                entry = json.loads(line) if line.strip() else {}
+                if entry.get("type") == kind and isinstance(entry.get("payload"), dict):
+                    payloads.append(entry["payload"])
+        return payloads
