@@ -7,9 +7,9 @@ command-line flags, the man page and the example config are all derived from `OP
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import enum
 import ipaddress
-import difflib
 import json
 import math
 import os

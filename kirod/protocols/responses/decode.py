@@ -329,16 +329,21 @@ class _Conversation:
             )
 
     def _function_call(self, item: Mapping[str, Any], path: str) -> ToolUseBlock:
+        call_id, name, arguments = self._call(item, path, "arguments")
+        return ToolUseBlock(call_id, name, json_arguments(arguments, f"{path}.arguments"))
+
+    def _call(self, item: Mapping[str, Any], path: str, field: str) -> tuple[str, str, str]:
+        """A tool call item's id, upstream (flattened) name, and its `field` string."""
         call_id = string_field(item, "call_id", f"{path}.call_id", required=True)
         name = string_field(item, "name", f"{path}.name", required=True)
         namespace = string_field(item, "namespace", f"{path}.namespace")
-        arguments = string_field(item, "arguments", f"{path}.arguments", required=True)
+        value = string_field(item, field, f"{path}.{field}", required=True)
         assert call_id is not None
         assert name is not None
-        assert arguments is not None
+        assert value is not None
         if namespace is not None:
             name = self._flat_names.get((namespace, name)) or flat_tool_name(namespace, name)
-        return ToolUseBlock(call_id, name, json_arguments(arguments, f"{path}.arguments"))
+        return call_id, name, value
 
     def _compaction(self, item: Mapping[str, Any], path: str) -> None:
         """A compaction item kirod sealed stands for the conversation it summarised."""
@@ -358,15 +363,7 @@ class _Conversation:
         self._append(Role.USER, [TextBlock(SUMMARY_INSTRUCTION)])
 
     def _custom_tool_call(self, item: Mapping[str, Any], path: str) -> ToolUseBlock:
-        call_id = string_field(item, "call_id", f"{path}.call_id", required=True)
-        name = string_field(item, "name", f"{path}.name", required=True)
-        namespace = string_field(item, "namespace", f"{path}.namespace")
-        text = string_field(item, "input", f"{path}.input", required=True)
-        assert call_id is not None
-        assert name is not None
-        assert text is not None
-        if namespace is not None:
-            name = self._flat_names.get((namespace, name)) or flat_tool_name(namespace, name)
+        call_id, name, text = self._call(item, path, "input")
         return ToolUseBlock(call_id, name, {CUSTOM_INPUT: text})
 
     def _reasoning(self, item: Mapping[str, Any], path: str) -> None:

@@ -488,30 +488,36 @@ def reasoning_item(rs_id: str, summary: str | None, encrypted: str | None) -> di
 def function_call_item(
     fc_id: str, call_id: str, name: str, arguments: str, status: str, tool_names: ToolNames
 ) -> dict[str, Any]:
-    """A function call; flattened namespace tools get their namespace and own name back."""
-    item: dict[str, Any] = {
-        "id": fc_id,
-        "type": "function_call",
-        "call_id": call_id,
-        "name": name,
-        "arguments": arguments,
-        "status": status,
-    }
-    if name in tool_names:
-        item["namespace"], item["name"] = tool_names[name]
-    return item
+    """A function call with its JSON `arguments`."""
+    return _call_item(
+        "function_call", fc_id, call_id, name, "arguments", arguments, status, tool_names
+    )
 
 
 def custom_tool_call_item(
     ctc_id: str, call_id: str, name: str, text: str, status: str, tool_names: ToolNames
 ) -> dict[str, Any]:
-    """A freeform tool call: its raw `input`; namespaced as function calls are."""
+    """A freeform tool call with its raw `input`."""
+    return _call_item("custom_tool_call", ctc_id, call_id, name, "input", text, status, tool_names)
+
+
+def _call_item(
+    kind: str,
+    call_item_id: str,
+    call_id: str,
+    name: str,
+    field: str,
+    value: str,
+    status: str,
+    tool_names: ToolNames,
+) -> dict[str, Any]:
+    """A tool call item; flattened namespace tools get their namespace and own name back."""
     item: dict[str, Any] = {
-        "id": ctc_id,
-        "type": "custom_tool_call",
+        "id": call_item_id,
+        "type": kind,
         "call_id": call_id,
         "name": name,
-        "input": text,
+        field: value,
         "status": status,
     }
     if name in tool_names:
