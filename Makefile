@@ -27,9 +27,11 @@ $(STAMP_BENCH): pyproject.toml | $(BIN)/python
 run: $(STAMP_RUN)
 	$(BIN)/kirod
 
-# The fake Kiro service and a kirod on temporary paths, with a demo account and key; Ctrl-C ends it.
-demo: $(STAMP_TEST)
-	$(BIN)/python -m kirod.testing.demo
+# The fake Kiro service and a kirod on temporary paths, with a demo account and key, and what to
+# point curl, the SDKs, Claude Code, Codex and opencode at; Ctrl-C ends it. The same as `kirod demo`
+# (runtime dependencies only); `make demo ARGS=--check` answers one request and exits.
+demo: $(STAMP_RUN)
+	$(BIN)/kirod demo $(ARGS)
 
 # kirod from this checkout's .venv as a per-user service (systemd or launchd).
 install-service: $(STAMP_RUN)

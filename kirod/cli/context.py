@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cached_property
@@ -60,3 +61,60 @@ def json_option(function: F) -> F:
         is_flag=True,
         help="Print the answer as JSON, in the stable shape documented in kiroctl(1).",
     )(function)
+
+
+T = TypeVar("T")
+MIN_PREFIX = 4  # a shorter prefix is too easily someone else's account or key
+
+
+def matching(
+    ref: str,
+    items: list[T],
+    *,
+    names: Callable[[T], tuple[str, str]],
+    what: str,
+    show: Callable[[T], str],
+    listing: str,
+) -> T:
+    """The item `ref` names exactly, or the only one it is a prefix of (≥ MIN_PREFIX)."""
+    exact = [item for item in items if ref in names(item)]
+    if len(exact) == 1:
+        return exact[0]
+    folded = ref.casefold()
+    matches = exact or [
+        item for item in items if any(name.casefold().startswith(folded) for name in names(item))
+    ]
+    if not exact and matches and len(ref) < MIN_PREFIX:
+        raise exits.CliError(
+            exits.USAGE,
+            f"{ref!r} is too short to name a {what}",
+            f"give its whole id or label, or at least {MIN_PREFIX} characters of one "
+            f"(see `{listing}`)",
+        )
+    if not matches:
+        raise exits.CliError(exits.NOT_FOUND, f"no {what} matches {ref!r}", f"see `{listing}`")
+    if len(matches) > 1:
+        shown = ", ".join(show(item) for item in matches)
+        raise exits.CliError(
+            exits.USAGE,
+            f"{ref!r} matches several {what}s: {shown}",
+            "give more characters of the id",
+        )
+    return matches[0]
+
+
+def confirm(question: str, yes: bool) -> None:
+    """Ask `question` on a terminal; off one, only --yes goes ahead."""
+    if yes:
+        return
+    if not sys.stdin.isatty():
+        raise exits.CliError(
+            exits.USAGE,
+            "refusing to ask for confirmation: standard input is not a terminal",
+            "add --yes to go ahead without asking",
+        )
+    if not click.confirm(question, default=False, err=True):
+        raise exits.CliError(exits.FAILED, "nothing was changed", None)
+
+
+yes_option = click.option("--yes", "-y", is_flag=True, help="Do not ask for confirmation.")

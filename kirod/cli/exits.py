@@ -7,7 +7,8 @@
   4  `status`: degraded (kirod serves, but something needs attention)
   5  no such account, key or login
   6  a login did not complete: denied, expired or cancelled
-130  interrupted (Ctrl-C)
+130  interrupted (Ctrl-C, SIGTERM, SIGHUP)
+141  the reader of the output went away (EPIPE, as a shell reports SIGPIPE)
 """
 
 from __future__ import annotations
@@ -31,6 +32,10 @@ DEGRADED = 4
 NOT_FOUND = 5
 LOGIN_FAILED = 6
 INTERRUPTED = 130
+BROKEN_PIPE = 141  # 128 + SIGPIPE
+
+# Errors writing the output that end a command with a message instead of a traceback.
+OUTPUT_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EIO, errno.EFBIG})
 
 
 class CliError(Exception):

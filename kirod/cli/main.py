@@ -6,7 +6,10 @@ stable shape instead. Failures exit with the codes in `kirod.cli.exits`, with a 
 
 from __future__ import annotations
 
+import contextlib
 import importlib
+import os
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -76,6 +79,15 @@ class Root(click.Group):
             ctx.exit(exc.code)
         except (KeyboardInterrupt, click.Abort):
             ctx.exit(exits.INTERRUPTED)
+        except BrokenPipeError:  # `kiroctl status | head -1`: the reader left; end quietly
+            _stdout_to_devnull()
+            ctx.exit(exits.BROKEN_PIPE)
+        except OSError as exc:
+            if exc.errno not in exits.OUTPUT_ERRNOS:
+                raise
+            _stdout_to_devnull()  # `kiroctl status > /dev/full`
+            sys.stderr.write(f"kiroctl: error: cannot write the output: {exc.strerror}\n")
+            ctx.exit(exits.FAILED)
 
 
 @click.group(cls=Root, context_settings={"help_option_names": ["-h", "--help"]})
@@ -92,5 +104,25 @@ def cli(ctx: click.Context, socket: Path | None) -> None:
     ctx.obj = App(socket=socket or client_socket_path())
 
 
+def _stdout_to_devnull() -> None:
+    """Point stdout at /dev/null, so that the flush at exit cannot fail a second time."""
+    with contextlib.suppress(OSError, ValueError):
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+
+
 def main() -> None:
-    cli(prog_name="kiroctl")
+    try:
+        cli(prog_name="kiroctl")
+    finally:
+        # What was left in the buffer is written here; a reader gone by now is no error either.
+        try:
+            sys.stdout.flush()
+        except BrokenPipeError:
+            _stdout_to_devnull()
+            raise SystemExit(exits.BROKEN_PIPE) from None
+        except OSError as exc:
+            _stdout_to_devnull()
+            sys.stderr.write(f"kiroctl: error: cannot write the output: {exc.strerror}\n")
+            raise SystemExit(exits.FAILED) from None

@@ -8,10 +8,12 @@ starts without it (rich takes some 25 ms to import).
 from __future__ import annotations
 
 import json
+import os
+import re
 import sys
 import time
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TextIO, cast
 
 if TYPE_CHECKING:
     from rich.console import Console, ConsoleOptions, RenderResult
@@ -25,16 +27,53 @@ PIPE_WIDTH = 200  # off a terminal, wide enough that table rows stay on one line
 
 
 def consoles() -> tuple[Console, Console]:
-    """stdout and stderr. rich itself honours NO_COLOR and leaves colour off when not a TTY.
+    """stdout and stderr. rich itself honours NO_COLOR and leaves colour off when not a TTY; then,
+    and under TERM=dumb, the text is plain ASCII too (bars of # and ., - for a dash).
 
     Lines are never broken (soft wrap), so paths and commands stay whole for copy and paste.
     """
     from rich.console import Console
 
-    out = Console(highlight=False, soft_wrap=True)
+    out_file, err_file = (
+        cast("TextIO", Ascii(stream)) if plain(stream) else stream
+        for stream in (sys.stdout, sys.stderr)
+    )
+    out = Console(file=out_file, highlight=False, soft_wrap=True)
     if not out.is_terminal:
-        out = Console(highlight=False, soft_wrap=True, width=PIPE_WIDTH)
-    return out, Console(stderr=True, highlight=False, soft_wrap=True)
+        out = Console(file=out_file, highlight=False, soft_wrap=True, width=PIPE_WIDTH)
+    # rich exits 1 on EPIPE; kiroctl's root command ends with the shell's code for it instead.
+    out.on_broken_pipe = _broken_pipe  # type: ignore[method-assign]
+    return out, Console(file=err_file, highlight=False, soft_wrap=True)
+
+
+def _broken_pipe() -> None:
+    raise BrokenPipeError
+
+
+def plain(stream: TextIO) -> bool:
+    """Whether `stream` gets plain ASCII: not a terminal, or NO_COLOR or TERM=dumb set."""
+    try:
+        terminal = stream.isatty()
+    except ValueError:  # closed
+        terminal = False
+    return not terminal or bool(os.environ.get("NO_COLOR")) or os.environ.get("TERM") == "dumb"
+
+
+ASCII = str.maketrans({"—": "-", "█": "#", "░": ".", "…": "...", "·": "-", "≥": ">="})
+
+
+class Ascii:
+    """A text stream that writes what it is given with the few non-ASCII characters kiroctl
+    draws (dashes, bars, ellipses, dots) replaced by ASCII."""
+
+    def __init__(self, stream: TextIO) -> None:
+        self._stream = stream
+
+    def write(self, text: str) -> int:
+        return self._stream.write(text.translate(ASCII))
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._stream, name)
 
 
 def print_json(data: Any) -> None:
@@ -84,7 +123,23 @@ class Grid:
 def _text(cell: str | Text) -> Text:
     from rich.text import Text
 
-    return cell if isinstance(cell, Text) else Text(cell)
+    return cell if isinstance(cell, Text) else Text(printable(cell))
+
+
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+
+
+def printable(text: str) -> str:
+    """`text` with control characters shown as escapes: a label or an error from the daemon
+    must not move the cursor, ring the bell or rewrite the terminal's title."""
+    return _CONTROL.sub(lambda m: f"\\x{ord(m[0]):02x}", text)
+
+
+def shown(text: str) -> str:
+    """Text from the daemon for a console line: printable, and no rich markup of its own."""
+    from rich.markup import escape
+
+    return escape(printable(text))
 
 
 def ago(epoch: float | None, now: float | None = None) -> str:
@@ -119,6 +174,23 @@ def moment(epoch: float | None) -> str:
     if epoch is None:
         return DASH
     return datetime.fromtimestamp(epoch).strftime("%Y-%m-%d %H:%M")
+
+
+def until(epoch: float | None, now: float | None = None) -> str:
+    """When a state ends, relative then absolute: `in 42s (14:03:10)`."""
+    if epoch is None:
+        return DASH
+    current = time.time() if now is None else now
+    shape = "%H:%M:%S" if abs(epoch - current) < 86400 else "%Y-%m-%d %H:%M"
+    return f"{ago(epoch, current)} ({datetime.fromtimestamp(epoch).strftime(shape)})"
+
+
+def why_and_until(account: dict[str, Any]) -> tuple[str, str]:
+    """A non-active account's reason and until-time; dashes for an active one (a reason left
+    from a cool-down whose time is up says nothing)."""
+    if account.get("status") == "active":
+        return DASH, DASH
+    return account.get("status_reason") or DASH, until(account.get("status_until"))
 
 
 def credits_bar(usage: dict[str, Any] | None) -> Text:

@@ -8,9 +8,20 @@ import logging
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from kirod import __version__, log
-from kirod.config import OPTIONS, Kind, load_service_env, load_settings
+from kirod.config import (
+    CONFIG_ENV,
+    OPTIONS,
+    Kind,
+    Option,
+    default_config_file,
+    default_value,
+    load_service_env,
+    load_settings,
+    unknown_env,
+)
 from kirod.daemon import lifecycle
 from kirod.daemon.logging import configure
 from kirod.errors import ConfigError, KirodError
@@ -20,33 +31,107 @@ EXIT_USAGE = 2
 logger = logging.getLogger("kirod.daemon")
 
 
+_METAVARS = {
+    Kind.STR: "TEXT",
+    Kind.INT: "INT",
+    Kind.FLOAT: "NUMBER",
+    Kind.BOOL: "BOOL",
+    Kind.PATH: "PATH",
+    Kind.LIST: "KEY,...",
+    Kind.URL: "URL",
+    Kind.MAP: "ID=MODEL,...",
+}
+
+
+def metavar(option: Option) -> str:
+    """How the flag's value is shown: its type, or its allowed values."""
+    if option.kind is Kind.CHOICE:
+        return "{" + ",".join(option.choices) + "}"
+    if option.kind is Kind.FLOAT and option.name.endswith("_s"):
+        return "SECONDS"
+    return _METAVARS[option.kind]
+
+
+def _shown_default(value: Any) -> str:
+    if value is None:
+        return "none"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, tuple | list):
+        return ", ".join(value) or "none"
+    if isinstance(value, dict):
+        return ", ".join(f"{k}={v}" for k, v in value.items()) or "none"
+    if isinstance(value, float):
+        return f"{value:g}"
+    return str(value)
+
+
+def option_help(option: Option) -> str:
+    """The help of one flag, from its declaration: what it does, its type, default, env var and
+    config key."""
+    text = (
+        f"{option.help} Type: {option.describe_type()}; default: "
+        f"{_shown_default(default_value(option))}; env: {option.env}; config: {option.name}."
+    )
+    return text.replace("%", "%%")  # argparse formats help strings with %
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="kirod",
         description="Serve your Kiro accounts as local Anthropic and OpenAI APIs.",
-        epilog="Each option can also be set with its KIROD_* variable or in the config file.",
+        epilog="Precedence: flag > KIROD_* environment variable > config file > default. "
+        "A boolean takes 1, true, yes, on or 0, false, no, off (any case) everywhere; "
+        "--no-FLAG is false. See kirod(8) and kirod.toml(5).",
     )
     parser.add_argument("--version", action="version", version=f"kirod {__version__}")
-    parser.add_argument("--config", type=Path, metavar="PATH", help="config file (TOML)")
+    parser.add_argument(
+        "--config",
+        type=Path,
+        metavar="PATH",
+        help=f"Config file (TOML). env: {CONFIG_ENV}; default: {default_config_file()} "
+        "(read if it exists).",
+    )
     for option in OPTIONS:
-        help_text = f"{option.help} [{option.env}]"
         if option.kind is Kind.BOOL:
+            # `--flag` alone is true; `--flag=no` works as the same spellings do in the
+            # environment and the config file.
             parser.add_argument(
                 option.flag,
                 dest=option.name,
-                action=argparse.BooleanOptionalAction,
+                nargs="?",
+                const="true",
                 default=None,
-                help=help_text,
+                metavar=metavar(option),
+                help=option_help(option),
+            )
+            parser.add_argument(
+                "--no-" + option.flag[2:],
+                dest=option.name,
+                action="store_const",
+                const="false",
+                help=argparse.SUPPRESS,
             )
         else:
             parser.add_argument(
-                option.flag, dest=option.name, default=None, metavar="VALUE", help=help_text
+                option.flag,
+                dest=option.name,
+                default=None,
+                metavar=metavar(option),
+                help=option_help(option),
             )
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = vars(build_parser().parse_args(argv))
+    arguments = list(sys.argv[1:] if argv is None else argv)
+    if arguments[:1] == ["demo"]:
+        # The fake Kiro and a kirod on temporary paths; imported only here, so that the daemon
+        # itself never loads the testing package.
+        from kirod.testing.demo import main as demo_main
+
+        return demo_main(arguments[1:])
+    args = vars(build_parser().parse_args(arguments))
     config_path = args.pop("config")
     flags = {name: value for name, value in args.items() if value is not None}
     try:
@@ -55,6 +140,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"kirod: configuration error: {exc}", file=sys.stderr)
         return EXIT_USAGE
     configure(settings.log_level, settings.log_format)
+    for name, closest in unknown_env():
+        log.event(
+            logger,
+            "unknown_environment_variable",
+            level=logging.WARNING,
+            variable=name,
+            hint=f"did you mean {closest}?" if closest else "no kirod option reads it",
+        )
     for option in OPTIONS:
         if option.secret and flags.get(option.name):
             # Any local user can read a process's arguments in /proc/PID/cmdline.

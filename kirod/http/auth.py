@@ -134,6 +134,7 @@ class KeyGate:
             raise _invalid_key()
         if self.allows(key_id, model):
             return
+        self._rates.refund(key_id)  # a refusal is not a request served: it costs no rpm
         raise ApiError(
             ErrorKind.PERMISSION,
             f"this API key may not use model '{model.public_id}'; it is limited to "

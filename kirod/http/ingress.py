@@ -59,7 +59,10 @@ def _from_http_exception(request: web.Request, exc: web.HTTPException) -> ApiErr
         )
     if isinstance(exc, web.HTTPNotFound):
         return ApiError(
-            ErrorKind.NOT_FOUND, f"no such route: {request.method} {request.path}", code="not_found"
+            ErrorKind.NOT_FOUND,
+            f"no such route: {request.method} {request.path[:MAX_SHOWN_PATH]}"
+            + _base_url_hint(request.path),
+            code="not_found",
         )
     if isinstance(exc, web.HTTPRequestEntityTooLarge):
         return ApiError(
@@ -67,6 +70,22 @@ def _from_http_exception(request: web.Request, exc: web.HTTPException) -> ApiErr
         )
     kind = next((k for k in ErrorKind if k.status == exc.status), ErrorKind.INVALID_REQUEST)
     return ApiError(kind, exc.reason, code=None)
+
+
+MAX_SHOWN_PATH = 200
+_API_PATHS = ("/messages", "/responses", "/chat/completions", "/models")
+
+
+def _base_url_hint(path: str) -> str:
+    """What a 404 most often means: a base URL with one /v1 too many, or one too few."""
+    if path.startswith("/v1/v1/"):
+        return (
+            "; the base URL ends in /v1 and the client adds another: drop it (Claude Code's "
+            "ANTHROPIC_BASE_URL takes none, OpenAI clients take one)"
+        )
+    if path.startswith(_API_PATHS):
+        return "; the API lives under /v1: add /v1 to the client's base URL"
+    return ""
 
 
 def _fingerprint(exc: BaseException) -> tuple[str, str]:

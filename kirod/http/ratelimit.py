@@ -28,6 +28,12 @@ class RateWindows:
         seen.append(now)
         return None
 
+    def refund(self, key_id: str) -> None:
+        """Take back the latest admission: a request refused for its model does not count."""
+        seen = self._seen.get(key_id)
+        if seen:
+            seen.pop()
+
     def keep_only(self, key_ids: set[str]) -> None:
         """Forget keys that no longer exist (revoked)."""
         for key_id in self._seen.keys() - key_ids:

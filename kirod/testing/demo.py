@@ -1,30 +1,114 @@
-"""`make demo`: the whole path, with no Kiro account, in one command.
+"""`kirod demo` (and `make demo`): the whole path, with no Kiro account, in one command.
 
 Starts the bundled fake Kiro service and a kirod on temporary paths, adds a demo account (a Kiro
-API key the fake issued) and a demo API key through the control API, and prints a curl command, SDK
-one-liners and the Claude Code settings that work against it. Ctrl-C (or SIGTERM) stops both and
-removes the temporary directory. The fake answers every prompt by echoing it back.
+API key the fake issued) and a demo API key through the control API, and prints a curl command,
+SDK one-liners, ready configs for Claude Code, Codex and opencode, the fake's URL, and how to
+stop. Ctrl-C (or SIGTERM) stops both and removes the temporary directory. The fake answers every
+prompt by echoing it back.
+
+`--check` starts the same pair, sends one request through the real daemon, stops, and exits 0
+when the answer came back (1 otherwise): the smoke test of an install.
+
+Only the runtime dependencies are needed (the fake is aiohttp); the SDK lines say how to install
+an SDK this Python lacks.
 """
 
 from __future__ import annotations
 
+import argparse
+import contextlib
+import importlib.util
 import json
+import os
 import shlex
 import shutil
 import signal
 import sys
 import tempfile
 import threading
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from types import FrameType
 
+from kirod.errors import KirodError
 from kirod.testing.daemon import DaemonProcess
 from kirod.testing.fake_kiro import ThreadedFake
 
 MODEL = "claude-sonnet-4-6"
+CODE_MODE_MODEL = "gpt-5.6-sol"
+KEY_ENV = "KIROD_API_KEY"
+CHECK_TIMEOUT_S = 30.0
 
 
-def instructions(base_url: str, key: str, socket: Path) -> str:
+@dataclass(frozen=True)
+class Demo:
+    """A running demo: where kirod serves, its key, and the files made for the clients."""
+
+    root: Path
+    base_url: str
+    fake_url: str
+    key: str
+    socket: Path
+
+    @property
+    def codex_home(self) -> Path:
+        return self.root / "codex"
+
+    @property
+    def opencode_config(self) -> Path:
+        return self.root / "opencode.json"
+
+
+def codex_config(base_url: str, model: str = CODE_MODE_MODEL) -> str:
+    """README "Pointing clients at kirod": a provider `kirod` (not "OpenAI"), plain HTTP."""
+    return "\n".join(
+        (
+            f'model = "{model}"                # or a Claude id: "{MODEL}"',
+            'model_provider = "kirod"',
+            "",
+            "[model_providers.kirod]",
+            'name = "kirod"',
+            f'base_url = "{base_url}/v1"',
+            f'env_key = "{KEY_ENV}"',
+            'wire_api = "responses"',
+            "supports_websockets = false",
+            "",
+        )
+    )
+
+
+def opencode_config(base_url: str) -> str:
+    config = {
+        "$schema": "https://opencode.ai/config.json",
+        "provider": {
+            "kirod": {
+                "npm": "@ai-sdk/anthropic",
+                "name": "kirod",
+                "options": {"baseURL": f"{base_url}/v1", "apiKey": f"{{env:{KEY_ENV}}}"},
+                "models": {MODEL: {"name": "Claude Sonnet 4.6 (Kiro)"}},
+            }
+        },
+        "model": f"kirod/{MODEL}",
+    }
+    return json.dumps(config, indent=2) + "\n"
+
+
+def _python_for(module: str, package: str) -> tuple[str, str | None]:
+    """The Python to run an SDK line with, and how to install the SDK when this one lacks it."""
+    if importlib.util.find_spec(module) is not None:
+        return sys.executable, None
+    return (
+        "python3",
+        f"  (needs the SDK: `python3 -m pip install {package}`, or any Python with it)",
+    )
+
+
+def instructions(demo: Demo) -> str:
+    base_url, key = demo.base_url, demo.key
     body = json.dumps(
         {"model": MODEL, "max_tokens": 200, "messages": [{"role": "user", "content": "Hello!"}]}
     )
@@ -39,41 +123,51 @@ def instructions(base_url: str, key: str, socket: Path) -> str:
         f"api_key={json.dumps(key)}).responses.create(model={json.dumps(MODEL)}, "
         'input="Hello, Kiro!").output_text)'
     )
-    return "\n".join(
-        (
-            f"kirod serves the fake Kiro service on {base_url} (API key {key}).",
-            "",
-            "curl:",
-            f"  curl -s {base_url}/v1/messages -H 'x-api-key: {key}' "
-            f"-H 'anthropic-version: 2023-06-01' -H 'content-type: application/json' "
-            f"-d {shlex.quote(body)}",
-            "Anthropic SDK:",
-            f"  {sys.executable} -c {shlex.quote(anthropic)}",
-            "OpenAI SDK:",
-            f"  {sys.executable} -c {shlex.quote(openai)}",
-            "Claude Code (its default model is served by the newest Opus; pin one with --model):",
-            f"  ANTHROPIC_BASE_URL={base_url} ANTHROPIC_AUTH_TOKEN={key} claude -p hello",
-            "kiroctl:",
-            f"  KIROD_SOCKET_PATH={socket} {Path(sys.executable).parent / 'kiroctl'} status",
-            "",
-            "Press Ctrl-C to stop and clean up.",
-        )
-    )
+    anthropic_python, anthropic_missing = _python_for("anthropic", "anthropic")
+    openai_python, openai_missing = _python_for("openai", "openai")
+    codex_env = f"CODEX_HOME={demo.codex_home} {KEY_ENV}={key}"
+    kiroctl = Path(sys.executable).parent / "kiroctl"
+    lines = [
+        f"kirod serves the fake Kiro service on {base_url} (API key {key}).",
+        "",
+        "curl:",
+        f"  curl -s {base_url}/v1/messages -H 'x-api-key: {key}' "
+        f"-H 'anthropic-version: 2023-06-01' -H 'content-type: application/json' "
+        f"-d {shlex.quote(body)}",
+        "Anthropic SDK:",
+        f"  {anthropic_python} -c {shlex.quote(anthropic)}",
+        *([anthropic_missing] if anthropic_missing else []),
+        "OpenAI SDK:",
+        f"  {openai_python} -c {shlex.quote(openai)}",
+        *([openai_missing] if openai_missing else []),
+        "Claude Code (its default model is served by the newest Opus; pin one with --model):",
+        f"  ANTHROPIC_BASE_URL={base_url} ANTHROPIC_AUTH_TOKEN={key} claude -p hello",
+        f"Codex with {CODE_MODE_MODEL} (code mode):",
+        f"  {codex_env} codex exec --skip-git-repo-check hello",
+        f"Codex with a Claude model ({MODEL}):",
+        f"  {codex_env} codex exec --skip-git-repo-check -m {MODEL} hello",
+        f"Codex config ({demo.codex_home / 'config.toml'}; for ~/.codex/config.toml):",
+        *(f"  {line}".rstrip() for line in codex_config(base_url).splitlines()),
+        f"opencode (config in {demo.opencode_config}):",
+        f"  OPENCODE_CONFIG={demo.opencode_config} {KEY_ENV}={key} opencode run hello",
+        "kiroctl:",
+        f"  KIROD_SOCKET_PATH={demo.socket} {kiroctl} status",
+        "The fake Kiro service (every answer echoes the prompt):",
+        f"  {demo.fake_url}",
+        "",
+        f"Press Ctrl-C (or `kill {os.getpid()}`) to stop both and remove {demo.root}.",
+    ]
+    return "\n".join(lines)
 
 
-def main() -> int:
-    stop = threading.Event()
-
-    def on_signal(signum: int, frame: FrameType | None) -> None:
-        stop.set()
-
-    signal.signal(signal.SIGINT, on_signal)
-    signal.signal(signal.SIGTERM, on_signal)
+@contextlib.contextmanager
+def running_demo() -> Iterator[Demo]:
+    """The fake and a kirod on a temporary root, with a demo account and key; removed after."""
     root = Path(tempfile.mkdtemp(prefix="kirod-demo-"))
     try:
         with ThreadedFake() as fake:
             daemon = DaemonProcess(
-                root,
+                root / "kirod",
                 env={
                     "KIROD_KIRO_ENDPOINT": fake.base_url,
                     "KIROD_KIRO_AUTH_ENDPOINT": fake.base_url,
@@ -86,15 +180,80 @@ def main() -> int:
                 account = fake.fake.issue_api_key_account()
                 daemon.client.request("POST", "/accounts/import", {"api_key": account.access_token})
                 key = daemon.client.request("POST", "/keys", {"name": "demo"})["secret"]
-                print(instructions(daemon.base_url, key, daemon.socket_path), flush=True)
-                stop.wait()
+                demo = Demo(root, daemon.base_url, fake.base_url, key, daemon.socket_path)
+                demo.codex_home.mkdir(mode=0o700)
+                (demo.codex_home / "config.toml").write_text(codex_config(demo.base_url))
+                demo.opencode_config.write_text(opencode_config(demo.base_url))
+                yield demo
             finally:
                 daemon.stop()
     finally:
         shutil.rmtree(root, ignore_errors=True)
+
+
+def ask(demo: Demo, prompt: str = "Hello, Kiro!") -> str:
+    """One Anthropic Messages request through kirod; the answer's text."""
+    body = {"model": MODEL, "max_tokens": 200, "messages": [{"role": "user", "content": prompt}]}
+    request = urllib.request.Request(  # noqa: S310 (a loopback http URL we built)
+        f"{demo.base_url}/v1/messages",
+        data=json.dumps(body).encode(),
+        headers={
+            "x-api-key": demo.key,
+            "anthropic-version": "2023-06-01",
+            "content-type": "application/json",
+        },
+        method="POST",
+    )
+    with urllib.request.urlopen(request, timeout=CHECK_TIMEOUT_S) as response:  # noqa: S310
+        answer = json.load(response)
+    return "".join(block.get("text", "") for block in answer.get("content", []))
+
+
+def check() -> int:
+    started = time.monotonic()
+    try:
+        with running_demo() as demo:
+            text = ask(demo)
+    except (KirodError, OSError, RuntimeError, ValueError, urllib.error.URLError) as exc:
+        print(f"kirod demo --check: failed: {exc}", file=sys.stderr, flush=True)
+        return 1
+    if "Hello, Kiro!" not in text:
+        print(f"kirod demo --check: unexpected answer {text!r}", file=sys.stderr, flush=True)
+        return 1
+    elapsed = time.monotonic() - started
+    print(f"kirod demo --check: ok ({text!r}, {elapsed:.1f} s)", flush=True)
+    return 0
+
+
+def serve() -> int:
+    stop = threading.Event()
+
+    def on_signal(signum: int, frame: FrameType | None) -> None:
+        stop.set()
+
+    signal.signal(signal.SIGINT, on_signal)
+    signal.signal(signal.SIGTERM, on_signal)
+    with running_demo() as demo:
+        print(instructions(demo), flush=True)
+        stop.wait()
     print("Stopped; the demo's files are removed.", flush=True)
     return 0
 
 
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="kirod demo",
+        description="Run the fake Kiro service and a kirod on temporary paths, and print how to "
+        "point curl, the SDKs, Claude Code, Codex and opencode at it.",
+    )
+    parser.add_argument(
+        "--check",
+        action="store_true",
+        help="start both, answer one request through kirod, stop; exit 0 if it worked, else 1",
+    )
+    args = parser.parse_args(argv)
+    return check() if args.check else serve()
+
+
 if __name__ == "__main__":
-    raise SystemExit(main())
+    raise SystemExit(main(sys.argv[1:]))

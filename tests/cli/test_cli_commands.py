@@ -2,9 +2,15 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
+import pty
 import re
+import select
+import signal
 import sqlite3
+import subprocess
 import sys
 import time
 from collections.abc import Iterator
@@ -24,6 +30,7 @@ sys.path.insert(0, str(Path(__file__).parents[1] / "integration"))
 from kiro_env import kiro_ide_token_file, start_daemon
 
 FAST = 0.05
+KIROCTL = [sys.executable, "-c", "from kirod.cli.main import main; main()"]
 
 
 @pytest.fixture(scope="module")
@@ -172,10 +179,69 @@ def test_account_actions_by_label(daemon: DaemonProcess) -> None:
     probed = kiroctl(daemon, "accounts", "probe", "github")
     assert probed.exit_code == 0, probed.output
     assert "resets" in probed.stdout
-    removed = kiroctl(daemon, "accounts", "remove", "github")
+    removed = kiroctl(daemon, "accounts", "remove", "github", "--yes")
     assert removed.exit_code == 0
     listed = as_json(kiroctl(daemon, "accounts", "list", "--json"))["accounts"]
     assert "Github (kiro-cli)" not in {account["label"] for account in listed}
+
+
+def ask_on_a_terminal(daemon: DaemonProcess, answer: str, *args: str) -> tuple[int, str]:
+    """Run kiroctl with a pseudo-terminal as stdin, stdout and stderr; answer its question."""
+    main, child = pty.openpty()
+    proc = subprocess.Popen(
+        [*KIROCTL, "--socket", str(daemon.socket_path), *args],
+        stdin=child,
+        stdout=child,
+        stderr=child,
+        env={**os.environ, "NO_COLOR": "1"},
+    )
+    os.close(child)
+    seen = b""
+    deadline = time.monotonic() + 20
+    while b"[y/N]" not in seen and time.monotonic() < deadline:
+        if select.select([main], [], [], 0.5)[0]:
+            seen += os.read(main, 4096)
+    os.write(main, answer.encode() + b"\n")
+    code = proc.wait(20)
+    with contextlib.suppress(OSError):  # EIO once the child closed the terminal
+        while select.select([main], [], [], 0.2)[0]:
+            chunk = os.read(main, 4096)
+            if not chunk:
+                break
+            seen += chunk
+    os.close(main)
+    return code, seen.decode(errors="replace")
+
+
+def test_remove_asks_on_a_terminal_and_needs_yes_elsewhere(
+    daemon: DaemonProcess, fake: ThreadedFake
+) -> None:
+    key = fake.fake.issue_api_key_account().access_token
+    assert (
+        kiroctl(daemon, "accounts", "import", "--api-key", "--label", "spare", stdin=key).exit_code
+        == 0
+    )
+    [spare] = [
+        a
+        for a in as_json(kiroctl(daemon, "accounts", "list", "--json"))["accounts"]
+        if a["label"] == "spare"
+    ]
+
+    piped = kiroctl(daemon, "accounts", "remove", "spare")
+    assert piped.exit_code == 2
+    assert "--yes" in piped.stderr
+    short = kiroctl(daemon, "accounts", "remove", spare["id"][:3], "--yes")
+    assert short.exit_code == 2
+    assert "at least 4 characters" in short.stderr
+
+    code, seen = ask_on_a_terminal(daemon, "n", "accounts", "remove", "spare")
+    assert code == 1, seen
+    assert "Remove spare (" in seen
+    assert "spare" in kiroctl(daemon, "accounts", "list").stdout
+    code, seen = ask_on_a_terminal(daemon, "y", "accounts", "remove", spare["id"][:4])
+    assert code == 0, seen
+    assert "Removed spare" in seen
+    assert "spare" not in kiroctl(daemon, "accounts", "list").stdout
 
 
 def test_keys_create_list_revoke(daemon: DaemonProcess) -> None:
@@ -210,7 +276,11 @@ def test_keys_create_list_revoke(daemon: DaemonProcess) -> None:
     assert "claude-haiku-*, claude-sonnet-4-6, claude-opus-*" in text
     assert created["secret"] not in text
 
-    assert kiroctl(daemon, "keys", "revoke", "ci").exit_code == 0
+    assert kiroctl(daemon, "keys", "revoke", "ci").exit_code == 2  # not a terminal: --yes
+    too_short = kiroctl(daemon, "keys", "revoke", "de", "--yes")  # "dev" and "default"
+    assert too_short.exit_code == 2
+    assert "at least 4 characters" in too_short.stderr
+    assert kiroctl(daemon, "keys", "revoke", "ci", "--yes").exit_code == 0
     names = {key["name"] for key in as_json(kiroctl(daemon, "keys", "list", "--json"))["keys"]}
     assert "ci" not in names
 
@@ -271,6 +341,43 @@ def test_login_denied_or_expired_exits_6(
     assert result.exit_code == 6
     assert hint in result.stderr
     assert "kiroctl accounts login" in result.stderr
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGHUP], ids=lambda sig: sig.name)
+def test_a_login_whose_kiroctl_is_stopped_is_cancelled(
+    daemon: DaemonProcess, fake: ThreadedFake, sig: signal.Signals
+) -> None:
+    fake.fake.set_device_flow(DeviceFlow(pending_polls=100_000, interval_s=FAST))
+    proc = subprocess.Popen(
+        [
+            *KIROCTL,
+            "--socket",
+            str(daemon.socket_path),
+            "accounts",
+            "login",
+            "--no-browser",
+            "--json",
+        ],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert proc.stdout is not None
+        pending = json.loads(proc.stdout.readline())
+        assert pending["state"] == "pending"
+        time.sleep(0.3)  # into the wait
+        proc.send_signal(sig)
+        rest, err = proc.communicate(timeout=20)
+    finally:
+        proc.kill()
+    final = json.loads(rest.splitlines()[-1])
+    assert final["id"] == pending["id"]
+    assert final["state"] == "cancelled"
+    assert proc.returncode == 130, err
+    assert "Traceback" not in err
+    assert daemon.client.request("GET", f"/logins/{pending['id']}")["state"] == "cancelled"
 
 
 @pytest.mark.parametrize("shell", ["bash", "zsh", "fish"])

@@ -95,3 +95,17 @@ def test_packaging_templates_name_this_version_and_every_dependency() -> None:
         assert name is not None
         assert f"'python-{name[0].lower()}'" in pkgbuild
         assert name[0].lower() in formula
+
+
+def test_completion_help_and_man_page_give_the_install_lines() -> None:
+    from click.testing import CliRunner
+
+    shown = CliRunner().invoke(cli, ["completion", "--help"]).stdout
+    page = roff("kiroctl.1")
+    for line in (
+        'eval "$(kiroctl completion bash)"',
+        'eval "$(kiroctl completion zsh)"',
+        "kiroctl completion fish > ~/.config/fish/completions/kiroctl.fish",
+    ):
+        assert line in shown
+        assert line in page

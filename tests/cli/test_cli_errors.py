@@ -176,3 +176,10 @@ def test_the_start_hint_names_this_platforms_service_manager() -> None:
     linux = exits.start_hint("linux")
     systemd = Path("/run/systemd/system").is_dir()
     assert ("systemctl --user start kirod.service" in linux) is systemd
+
+
+def test_text_from_the_daemon_cannot_drive_the_terminal() -> None:
+    from kirod.cli import render
+
+    assert render.printable("a\x1b[2Jb\x07\r\x9b") == "a\\x1b[2Jb\\x07\\x0d\\x9b"
+    assert render.shown("[bold]x\x1b") == "\\[bold]x\\x1b"

@@ -294,3 +294,15 @@ async def test_a_hostile_path_is_logged_escaped(daemon: DaemonProcess) -> None:
     assert lines
     for line in lines:
         assert not any(ord(c) < 0x20 and c != "\t" for c in line), repr(line)
+
+
+@pytest.mark.parametrize(
+    ("path", "hint"),
+    [("/v1/v1/messages", "drop it"), ("/messages", "add /v1"), ("/chat/completions", "add /v1")],
+)
+async def test_a_misplaced_base_url_gets_a_hint(
+    daemon: DaemonProcess, path: str, hint: str
+) -> None:
+    status, _, body = await call(daemon, "POST", path, data=b"{}")
+    assert status == 404
+    assert hint in json.dumps(body)

@@ -176,3 +176,16 @@ def test_revocation_takes_effect_at_once(daemon: DaemonProcess) -> None:
         with pytest.raises(openai.AuthenticationError):
             client.models.list()
     assert key["id"] not in {item["id"] for item in daemon.client.request("GET", "/keys")["keys"]}
+
+
+def test_requests_refused_for_their_model_cost_no_rate(daemon: DaemonProcess) -> None:
+    _, secret = create(daemon, "sonnet-slow", rpm=2, models=["claude-sonnet-*"])
+    with claude(daemon, secret) as client:
+        for _ in range(4):  # more than the rate: each is a 403, never a 429
+            with pytest.raises(anthropic.PermissionDeniedError):
+                client.messages.create(model="claude-haiku-4-5", max_tokens=5, messages=HELLO)
+    with gpt(daemon, secret) as client:
+        client.models.list()
+        client.models.list()  # the two the rate allows are still there
+        with pytest.raises(openai.RateLimitError):
+            client.models.list()

@@ -1,7 +1,7 @@
 """`kiroctl accounts …`: list, login, import, remove, enable, disable, refresh, probe.
 
-An ACCOUNT argument is an account's id or label, or the start of just one account's id (as
-`accounts list` shows it) or label.
+An ACCOUNT argument is an account's id or label, or at least 4 leading characters of just one
+account's id (as `accounts list` shows it) or label, in any case.
 """
 
 from __future__ import annotations
@@ -10,9 +10,9 @@ from typing import Any
 
 import click
 
-from kirod.cli import exits, render
+from kirod.cli import render
 from kirod.cli.commands import importing, login
-from kirod.cli.context import App, json_option, pass_app
+from kirod.cli.context import App, confirm, json_option, matching, pass_app, yes_option
 
 UPSTREAM_TIMEOUT_S = 120.0  # refresh and probe wait on Kiro
 
@@ -27,23 +27,17 @@ accounts.add_command(importing.import_)
 
 
 def resolve(app: App, ref: str) -> dict[str, Any]:
-    """The account `ref` names: its id or label, else the only one whose id or label (in any
-    case) starts with `ref`."""
+    """The account `ref` names: its id or label exactly, else the only one whose id or label (in
+    any case) starts with `ref`, if `ref` has at least `MIN_PREFIX` characters."""
     listed: list[dict[str, Any]] = app.call("GET", "/accounts")["accounts"]
-    folded = ref.casefold()
-    matches = [a for a in listed if ref in (a["id"], a["label"])] or [
-        a for a in listed if a["id"].startswith(ref) or a["label"].casefold().startswith(folded)
-    ]
-    if not matches:
-        raise exits.CliError(
-            exits.NOT_FOUND, f"no account matches {ref!r}", "see `kiroctl accounts list`"
-        )
-    if len(matches) > 1:
-        names = ", ".join(f"{render.short_id(a['id'])} ({a['label']})" for a in matches)
-        raise exits.CliError(
-            exits.USAGE, f"{ref!r} matches several accounts: {names}", "give more of the id"
-        )
-    return matches[0]
+    return matching(
+        ref,
+        listed,
+        names=lambda a: (a["id"], a["label"]),
+        what="account",
+        show=lambda a: f"{render.short_id(a['id'])} ({a['label']})",
+        listing="kiroctl accounts list",
+    )
 
 
 @accounts.command("list")
@@ -60,13 +54,16 @@ def list_(app: App, as_json: bool) -> None:
             "No accounts yet: add one with `kiroctl accounts login` or `accounts import`."
         )
         return
-    grid = render.Grid("ID", "LABEL", "KIND", "STATE", "CREDITS LEFT", "TOKEN EXPIRES")
+    grid = render.Grid(
+        "ID", "LABEL", "KIND", "STATE", "WHY", "UNTIL", "CREDITS LEFT", "TOKEN EXPIRES"
+    )
     for account in listed:
         grid.add_row(
             render.short_id(account["id"]),
             account["label"],
             account["auth_kind"].replace("_", " "),
             render.state(account["status"]),
+            *render.why_and_until(account),
             render.credits_bar(account.get("usage")),
             render.ago(account.get("expires_at")),
         )
@@ -76,7 +73,8 @@ def list_(app: App, as_json: bool) -> None:
 def _act(app: App, ref: str, action: str, done: str, timeout: float | None = None) -> None:
     account = resolve(app, ref)
     updated = app.call("POST", f"/accounts/{account['id']}/{action}", timeout=timeout)
-    app.out.print(f"{done} {updated['label']} ({render.short_id(updated['id'])}): ", end="")
+    name = render.shown(updated["label"])
+    app.out.print(f"{done} {name} ({render.short_id(updated['id'])}): ", end="")
     app.out.print(render.state(updated["status"]))
 
 
@@ -112,15 +110,21 @@ def probe(app: App, account: str) -> None:
     target = resolve(app, account)
     updated = app.call("POST", f"/accounts/{target['id']}/probe", timeout=UPSTREAM_TIMEOUT_S)
     usage = updated.get("usage") or {}
-    app.out.print(f"{updated['label']}: ", render.credits_bar(usage), end="")
+    app.out.print(f"{render.shown(updated['label'])}: ", render.credits_bar(usage), end="")
     app.out.print(f", resets {render.date(usage.get('resets_at'))}")
 
 
 @accounts.command()
 @click.argument("account")
+@yes_option
 @pass_app
-def remove(app: App, account: str) -> None:
-    """Remove ACCOUNT; its credentials are wiped from kirod's store."""
+def remove(app: App, account: str, yes: bool) -> None:
+    """Remove ACCOUNT; its credentials are wiped from kirod's store.
+
+    Asks first on a terminal; elsewhere it needs --yes.
+    """
     target = resolve(app, account)
+    name = f"{render.printable(target['label'])} ({render.short_id(target['id'])})"
+    confirm(f"Remove {name} and wipe its credentials?", yes)
     app.call("DELETE", f"/accounts/{target['id']}")
-    app.out.print(f"Removed {target['label']} ({render.short_id(target['id'])}).")
+    app.out.print(f"Removed {render.shown(target['label'])} ({render.short_id(target['id'])}).")

@@ -57,17 +57,19 @@ def _print_status(app: App, current: Status, accounts: list[dict[str, Any]]) -> 
     )
     out.print(f"  {'maintenance':<12} {passes}, next {render.ago(loop.next_pass_at)}")
     for problem in current.problems:
-        out.print(Text(f"  ! {problem}", style="yellow"))
+        out.print(Text(f"  ! {render.printable(problem)}", style="yellow"))
     if not accounts:
         out.print("\nNo accounts yet: add one with `kiroctl accounts login` or `accounts import`.")
         return
-    grid = render.Grid("ACCOUNT", "STATE", "REASON", "CREDITS LEFT", "RESETS", "LAST ERROR")
+    grid = render.Grid(
+        "ACCOUNT", "STATE", "REASON", "UNTIL", "CREDITS LEFT", "RESETS", "LAST ERROR"
+    )
     for account in accounts:
         usage = account.get("usage")
         grid.add_row(
             account["label"],
             render.state(account["status"]),
-            account.get("status_reason") or render.DASH,
+            *render.why_and_until(account),
             render.credits_bar(usage),
             render.date(usage.get("resets_at") if usage else None),
             account.get("last_error") or render.DASH,

@@ -1,6 +1,7 @@
 """`kiroctl keys …`: the API keys clients use on kirod's public API.
 
-A KEY argument is a key id, a unique prefix of one, or a key's name.
+A KEY argument is a key's id or name, or at least 4 leading characters of just one key's id or
+name.
 """
 
 from __future__ import annotations
@@ -9,8 +10,8 @@ from typing import Any
 
 import click
 
-from kirod.cli import exits, render
-from kirod.cli.context import App, json_option, pass_app
+from kirod.cli import render
+from kirod.cli.context import App, confirm, json_option, matching, pass_app, yes_option
 from kirod.localapi.schema import ApiKey
 
 
@@ -79,20 +80,33 @@ def create(app: App, name: str, models: tuple[str, ...], rpm: int | None, as_jso
     app.out.print(answer["secret"], markup=False, highlight=False)
 
 
+DEFAULT_KEY = "default"  # the key kirod writes to `api_key_file` on first start
+
+
 @keys.command()
 @click.argument("key")
+@yes_option
 @pass_app
-def revoke(app: App, key: str) -> None:
-    """Revoke KEY: requests using it are refused from now on."""
-    listed = _listed(app)
-    exact = [item for item in listed if key in (item.id, item.name)]
-    matches = exact or [item for item in listed if item.id.startswith(key)]
-    if not matches:
-        raise exits.CliError(exits.NOT_FOUND, f"no key matches {key!r}", "see `kiroctl keys list`")
-    if len(matches) > 1:
-        names = ", ".join(f"{render.short_id(item.id)} ({item.name})" for item in matches)
-        raise exits.CliError(
-            exits.USAGE, f"{key!r} matches several keys: {names}", "give more of the id"
+def revoke(app: App, key: str, yes: bool) -> None:
+    """Revoke KEY: requests using it are refused from now on.
+
+    Asks first on a terminal; elsewhere it needs --yes.
+    """
+    target = matching(
+        key,
+        _listed(app),
+        names=lambda item: (item.id, item.name),
+        what="key",
+        show=lambda item: f"{render.short_id(item.id)} ({item.name})",
+        listing="kiroctl keys list",
+    )
+    confirm(f"Revoke {render.printable(target.name)} ({render.short_id(target.id)})?", yes)
+    app.call("DELETE", f"/keys/{target.id}")
+    app.out.print(f"Revoked {render.shown(target.name)} ({render.short_id(target.id)}).")
+    if target.name == DEFAULT_KEY:
+        path = app.call("GET", "/config")["settings"].get("api_key_file")
+        app.err.print(
+            f"The key in {render.shown(str(path))} no longer works. Make a new one with "
+            "`kiroctl keys create NAME` and give it to your clients in its place.",
+            style="yellow",
         )
-    app.call("DELETE", f"/keys/{matches[0].id}")
-    app.out.print(f"Revoked {matches[0].name} ({render.short_id(matches[0].id)}).")

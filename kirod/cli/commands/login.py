@@ -1,15 +1,18 @@
 """`kiroctl accounts login`: a device-code login kirod drives; kiroctl shows the code and waits.
 
-The browser opens on the verification page when this looks like a desktop session. Ctrl-C
-cancels the login on the daemon's side too.
+The browser opens on the verification page when this looks like a desktop session. Ctrl-C,
+SIGTERM and SIGHUP (a closed terminal) cancel the login on the daemon's side too.
 """
 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import os
+import signal
 import sys
 import time
+from collections.abc import Iterator
 from typing import Any
 
 import click
@@ -46,7 +49,9 @@ def login(
 ) -> None:
     """Sign in with AWS Builder ID or IAM Identity Center and add the account.
 
-    With --json, prints one JSON line when the code is ready and one when the login ends.
+    With --json, prints one JSON line when the code is ready and one when the login ends
+    (state approved, denied, expired, failed or cancelled). Ctrl-C, SIGTERM and SIGHUP cancel
+    the login in kirod too.
     """
     body = {key: value for key, value in (("start_url", start_url), ("region", region)) if value}
     pending = Login.from_json(app.call("POST", "/logins", body))
@@ -61,14 +66,61 @@ def login(
         with contextlib.suppress(webbrowser.Error):
             webbrowser.open(pending.verification_uri_complete, new=2)
     try:
-        final = _wait(app, pending, show_spinner=not as_json)
+        with _signals_interrupt():
+            final = _wait(app, pending, show_spinner=not as_json)
     except (KeyboardInterrupt, click.Abort):
-        with contextlib.suppress(exits.CliError):
-            app.call("DELETE", f"/logins/{pending.id}")
+        cancelled = _cancel(app, pending)
+        if as_json:
+            render.print_json_line(cancelled.to_json())
+        raise
+    except exits.CliError:
+        if as_json:  # the last line still says how it ended
+            render.print_json_line(_ended(pending, "expired").to_json())
         raise
     if as_json:
         render.print_json_line(final.to_json())
     _report(app, final, quiet=as_json)
+
+
+# A kiroctl that is told to stop (its terminal closed, a service manager, `kill`) cancels the
+# login as Ctrl-C does, so that no login kirod drives outlives the kiroctl that showed the code.
+_STOP_SIGNALS = (signal.SIGTERM, signal.SIGHUP)
+
+
+def _raise_interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt
+
+
+@contextlib.contextmanager
+def _signals_interrupt() -> Iterator[None]:
+    previous = [(sig, signal.signal(sig, _raise_interrupt)) for sig in _STOP_SIGNALS]
+    try:
+        yield
+    finally:
+        for sig, handler in previous:
+            signal.signal(sig, handler)
+
+
+def _cancel(app: App, pending: Login) -> Login:
+    """Cancel the login in kirod; the login as kirod reports it then, or as cancelled."""
+    with _signals_ignored(), contextlib.suppress(exits.CliError):
+        return Login.from_json(app.call("DELETE", f"/logins/{pending.id}", timeout=5.0))
+    return _ended(pending, "cancelled")
+
+
+@contextlib.contextmanager
+def _signals_ignored() -> Iterator[None]:
+    """A second signal does not interrupt the cancellation."""
+    previous = [(sig, signal.signal(sig, signal.SIG_IGN)) for sig in _STOP_SIGNALS]
+    try:
+        yield
+    finally:
+        for sig, handler in previous:
+            signal.signal(sig, handler)
+
+
+def _ended(pending: Login, state: str) -> Login:
+    return dataclasses.replace(pending, state=state)
 
 
 def _wait(app: App, pending: Login, *, show_spinner: bool) -> Login:

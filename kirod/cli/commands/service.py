@@ -39,6 +39,10 @@ RestartSec=2
 WatchdogSec=30
 # Long enough for kirod's own drain (shutdown_drain_s, 10 s by default).
 TimeoutStopSec=30
+# Open files: kirod raises its soft limit to this and fits max_connections (two descriptors
+# each, 128 kept back) within it: 4096 holds up to 1984 connections. A value above the user
+# manager's own hard limit would keep the unit from starting.
+LimitNOFILE=4096
 # The control socket, $XDG_RUNTIME_DIR/kirod/kirod.sock, where kiroctl looks by default.
 RuntimeDirectory=kirod
 RuntimeDirectoryMode=0700
@@ -98,18 +102,45 @@ def kirod_executable() -> str:
     return str(Path(found).resolve())
 
 
-def _run(*command: str) -> None:
+NO_USER_MANAGER_HINT = (
+    "there is no systemd user manager for this session (typical over SSH, su, sudo, or in a "
+    "container). Either enable one: `loginctl enable-linger $USER`, log in again (a new SSH "
+    "session), then `systemctl --user daemon-reload && systemctl --user enable --now "
+    f"{SYSTEMD_UNIT}`; or run kirod in the foreground: `kirod` (`kiroctl service install "
+    "--no-start` only writes the unit)"
+)
+
+NO_BUS_UNINSTALL = (
+    "there is no systemd user manager for this session, so nothing runs as the service here; "
+    "`kiroctl service uninstall --no-stop` removes the unit file alone"
+)
+
+
+def _no_user_bus(stderr: str) -> bool:
+    """systemctl's words when it cannot reach the user manager: "Failed to connect to bus: No
+    medium found", "… to user scope bus via local transport: $DBUS_SESSION_BUS_ADDRESS and
+    $XDG_RUNTIME_DIR not defined", "Failed to connect to bus: No such file or directory"."""
+    return "failed to connect to" in stderr.lower() and "bus" in stderr.lower()
+
+
+def _run(*command: str, no_bus_hint: str = NO_USER_MANAGER_HINT) -> None:
     try:
         result = subprocess.run(
             command, capture_output=True, text=True, timeout=COMMAND_TIMEOUT_S, check=False
         )
     except FileNotFoundError:
-        raise exits.CliError(
-            exits.FAILED, f"{command[0]} is not available here", exits.start_hint()
-        ) from None
+        hint = no_bus_hint if command[0] == "systemctl" else exits.start_hint()
+        raise exits.CliError(exits.FAILED, f"{command[0]} is not available here", hint) from None
     except subprocess.TimeoutExpired:
         raise exits.CliError(exits.FAILED, f"`{' '.join(command)}` did not finish") from None
     if result.returncode != 0:
+        if command[0] == "systemctl" and _no_user_bus(result.stderr):
+            raise exits.CliError(
+                exits.FAILED,
+                "cannot reach the systemd user manager "
+                f"(`{' '.join(command)}`: {result.stderr.strip()})",
+                no_bus_hint,
+            )
         raise exits.CliError(
             exits.FAILED,
             f"`{' '.join(command)}` failed: {result.stderr.strip() or result.returncode}",
@@ -170,8 +201,15 @@ def uninstall(app: App, no_stop: bool) -> None:
         if launchd:
             _run("launchctl", "bootout", f"gui/{os.getuid()}/{LAUNCHD_LABEL}")
         else:
-            _run("systemctl", "--user", "disable", "--now", SYSTEMD_UNIT)
+            _run(
+                "systemctl",
+                "--user",
+                "disable",
+                "--now",
+                SYSTEMD_UNIT,
+                no_bus_hint=NO_BUS_UNINSTALL,
+            )
     path.unlink()
     if not no_stop and not launchd:
-        _run("systemctl", "--user", "daemon-reload")
+        _run("systemctl", "--user", "daemon-reload", no_bus_hint=NO_BUS_UNINSTALL)
     app.out.print(f"Removed {path}")
