@@ -40,6 +40,7 @@ COMMANDS = {
         "Summarize the requests kirod served: success, time to first byte, accounts, models.",
     ),
     "status": ("daemon", "Show whether kirod serves, and each account's state and credits."),
+    "top": ("top", "Watch kirod live: requests in flight, account slots, the last minute, errors."),
     "version": ("daemon", "Show the versions of kiroctl and of the running kirod."),
 }
 
