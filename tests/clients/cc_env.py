@@ -30,39 +30,13 @@ RUN_TIMEOUT_S = 40.0
 T = TypeVar("T")
 
 
-@dataclass(frozen=True)
-class Binary:
-    path: Path
-    version: str  # what `--version` printed, e.g. "2.1.332 (Claude Code)"
-
-
-@dataclass(frozen=True)
-class Located:
-    path: Path | None  # None: not installed
-    why: str  # why there is no binary
-    requested: bool  # named by an environment variable (so its absence is an error)
-    version: str | None  # the version it must report, if known
+Binary = install.Binary
+Located = install.Located
 
 
 def locate() -> Located:
-    """The binary to drive: `KIROD_TEST_CLAUDE_BIN` names one; `KIROD_TEST_CLIENT_VERSION` a
-    version installed in `.cache/clients` (`make clients-latest` sets it); by default the pin of
-    versions.json."""
-    explicit = os.environ.get(BIN_ENV)
-    if explicit:
-        path = Path(explicit)
-        if not path.exists():
-            return Located(None, f"{BIN_ENV}={path} does not exist", True, None)
-        return Located(path, "", True, None)
-    requested = os.environ.get(VERSION_ENV)
-    version = requested or install.pin(CLIENT).version
-    found = install.installed(CLIENT, version)
-    if found is not None:
-        return Located(found, "", bool(requested), version)
-    failure = install.recorded_failure(CLIENT, version)
-    why = f"{CLIENT} {version} is not installed"
-    why += f" ({failure.splitlines()[0]})" if failure else "; run `make clients` to install it"
-    return Located(None, why, bool(requested), version)
+    """The binary to drive (see `install.locate`)."""
+    return install.locate(CLIENT, BIN_ENV, VERSION_ENV)
 
 
 def wait_until(check: Callable[[], T | None], timeout_s: float, what: str) -> T:

@@ -62,39 +62,13 @@ connection is to kirod."""
 # -- the binary ---------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class Binary:
-    path: Path
-    version: str  # what `--version` printed, e.g. "codex-cli 0.171.0"
-
-
-@dataclass(frozen=True)
-class Located:
-    path: Path | None  # None: not installed
-    why: str  # why there is no binary
-    requested: bool  # named by an environment variable (so its absence is an error)
-    version: str | None  # the version it must report, if known
+Binary = install.Binary
+Located = install.Located
 
 
 def locate() -> Located:
-    """The binary to drive: `KIROD_TEST_CODEX_BIN` names one; `KIROD_TEST_CODEX_VERSION` a
-    version installed in `.cache/clients` (`make clients-latest` sets it); by default the pin of
-    versions.json."""
-    explicit = os.environ.get(BIN_ENV)
-    if explicit:
-        path = Path(explicit)
-        if not path.exists():
-            return Located(None, f"{BIN_ENV}={path} does not exist", True, None)
-        return Located(path, "", True, None)
-    requested = os.environ.get(VERSION_ENV)
-    version = requested or install.pin(CLIENT).version
-    found = install.installed(CLIENT, version)
-    if found is not None:
-        return Located(found, "", bool(requested), version)
-    failure = install.recorded_failure(CLIENT, version)
-    why = f"{CLIENT} {version} is not installed"
-    why += f" ({failure.splitlines()[0]})" if failure else "; run `make clients` to install it"
-    return Located(None, why, bool(requested), version)
+    """The binary to drive (see `install.locate`)."""
+    return install.locate(CLIENT, BIN_ENV, VERSION_ENV)
 
 
 def reported_version(printed: str) -> str:

@@ -365,5 +365,39 @@ def main(argv: list[str] | None = None) -> int:
     return 1 if failed else 0
 
 
+@dataclass(frozen=True)
+class Binary:
+    path: Path
+    version: str  # what `--version` printed, e.g. "2.1.332 (Claude Code)", "codex-cli 0.171.0"
+
+
+@dataclass(frozen=True)
+class Located:
+    path: Path | None  # None: not installed
+    why: str  # why there is no binary
+    requested: bool  # named by an environment variable (so its absence is an error)
+    version: str | None  # the version it must report, if known
+
+
+def locate(client: str, bin_env: str, version_env: str) -> Located:
+    """The binary of `client` to drive: `bin_env` names one; `version_env` a version installed
+    in `.cache/clients` (`make clients-latest` sets it); by default the pin of versions.json."""
+    explicit = os.environ.get(bin_env)
+    if explicit:
+        path = Path(explicit)
+        if not path.exists():
+            return Located(None, f"{bin_env}={path} does not exist", True, None)
+        return Located(path, "", True, None)
+    requested = os.environ.get(version_env)
+    version = requested or pin(client).version
+    found = installed(client, version)
+    if found is not None:
+        return Located(found, "", bool(requested), version)
+    failure = recorded_failure(client, version)
+    why = f"{client} {version} is not installed"
+    why += f" ({failure.splitlines()[0]})" if failure else "; run `make clients` to install it"
+    return Located(None, why, bool(requested), version)
+
+
 if __name__ == "__main__":
     sys.exit(main())
