@@ -125,7 +125,12 @@ def daemon(fake: ThreadedFake, transcript: Transcript) -> Iterator[DaemonProcess
 
 @pytest.fixture(scope="module")
 def account(daemon: DaemonProcess, fake: ThreadedFake) -> dict[str, Any]:
-    return import_account(daemon, fake.fake.issue_social_account())
+    imported = import_account(daemon, fake.fake.issue_social_account())
+    # The daemon probes a new account's usage at once; a probe asked for while that one is in
+    # flight shares it, so wait for it to end before padding the fake's answers.
+    path = f"/accounts/{imported['id']}"
+    wait_until(lambda: daemon.client.request("GET", path)["usage"] is not None, 10, "usage")
+    return imported
 
 
 # -- a hostile SQLite upload --------------------------------------------------------------------
