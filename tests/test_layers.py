@@ -106,3 +106,14 @@ def test_codecs_never_import_each_other() -> None:
         for target in imports(path):
             for other in codecs - {parts[2]}:
                 assert not target.startswith(f"kirod.protocols.{other}"), (name, target)
+
+
+EXCHANGE_INTERNALS = ("kirod.upstream.payload", "kirod.upstream.frames", "kirod.upstream.translate")
+
+
+def test_accounts_reach_kiros_chat_only_through_the_exchange() -> None:
+    for name, path in MODULES:
+        if not name.startswith("kirod.accounts"):
+            continue
+        for target in imports(path):
+            assert not target.startswith(EXCHANGE_INTERNALS), (name, target)

@@ -22,3 +22,13 @@ def test_every_option_is_in_the_configuration_table() -> None:
     table = README.split("## Configuration", 1)[1].split("\n## ", 1)[0]
     missing = [option.name for option in OPTIONS if f"| `{option.name}` |" not in table]
     assert not missing, f"README configuration table lacks {missing}"
+
+
+def test_the_first_screen_goes_from_install_to_claude_code_and_codex() -> None:
+    first = README.split("\n## ", 2)[1]  # the first section after the introduction
+    assert first.startswith("In a minute")
+    lines = [line for line in first.splitlines()[1:] if line.strip() and not line.startswith("```")]
+    assert len(lines) <= 15
+    text = "\n".join(lines)
+    for step in ("pipx install kirod", "kiroctl accounts login", "ANTHROPIC_BASE_URL", "codex"):
+        assert step in text, step

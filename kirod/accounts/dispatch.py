@@ -1,33 +1,32 @@
 """Dispatch: a canonical request in, a canonical event stream out, over the account pool.
 
-    affinity key → branch queue → account lease → fresh token → payload → KiroClient → first event
+    affinity key → branch queue → account lease → fresh token → model route → upstream exchange
                                        ▲ recoverable failure before any output: the next account
-    → Dispatch (committed) → translated events → the protocol encoder
+    → Dispatch (committed) → event batches → the protocol encoder
 
-`Dispatcher.open` is an async context manager with two phases. Before it yields, nothing has
-reached the client. A bearer rejection is retried once on the same account after a forced
-refresh; any other recoverable failure (throttling, quota, suspension, server error, network, a
-stream that fails before its first event, a model missing from this account's catalog) moves the
-request to another eligible account, at most `max_account_attempts` accounts in all; failures of
-the request itself (validation, context too long, a model Kiro refuses) raise at once. The
-exchange commits when the upstream produced its first event: from then on failures become the
-stream's terminal `ErrorEvent` and nothing is replayed.
+Dispatch keeps the account logic only; building the payload, calling Kiro and translating its
+frames is one `kirod.upstream.exchange` exchange. `Dispatcher.open` is an async context manager
+with two phases. Before it yields, nothing has reached the client. A bearer rejection is retried
+once on the same account after a forced refresh; any other recoverable failure (throttling,
+quota, suspension, server error, network, a stream that fails before its first event, a model
+missing from this account's catalog) moves the request to another eligible account, at most
+`max_account_attempts` accounts in all; failures of the request itself (validation, context too
+long, a model Kiro refuses) raise at once, and the same server or protocol failure on two
+accounts in a row ends the failover. The exchange commits when the upstream produced its first
+event: from then on failures become the stream's terminal `ErrorEvent` and nothing is replayed.
 
 Leaving the context, however it happens (done, failed, or cancelled because the client went away),
 aborts the upstream response if still open, releases the account's slot and the conversation's
-branch, and writes the request's operation-log row through the store's writer. The row's status is
-inferred: 200 when the block ends normally (an error that ended the stream is still recorded),
-the `ApiError`'s status when one escapes, 499 when the client went away before the event stream
-ran to its end (one that leaves once it has it all, mid-cleanup, got its answer).
+branch, and writes the request's operation-log row (`kirod.accounts.operation`) through the
+store's writer.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import logging
-import secrets
-import time
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 
@@ -36,38 +35,23 @@ from kirod.accounts.account import to_upstream
 from kirod.accounts.affinity import AffinityMap
 from kirod.accounts.branches import BranchQueue
 from kirod.accounts.models import ModelDirectory
+from kirod.accounts.operation import Operation
 from kirod.accounts.pool import AccountPool, Lease
 from kirod.accounts.probes import UsageProbes
 from kirod.accounts.tokens import TokenKeeper
-from kirod.canonical.events import (
-    CanonicalEvent,
-    ErrorEvent,
-    MessageStart,
-    MessageStop,
-    Usage,
-)
+from kirod.canonical.events import CanonicalEvent
 from kirod.canonical.models import ModelInfo
 from kirod.canonical.request import CanonicalRequest
-from kirod.canonical.tokens import estimate_request_tokens
 from kirod.errors import ApiError, ErrorKind, KirodError
 from kirod.storage.affinity import Binding
-from kirod.storage.oplog import UNKNOWN_MODEL, Attempt, OpEntry, OpLog
+from kirod.storage.oplog import OpLog
 from kirod.upstream.client import KiroClient, UpstreamAccount
-from kirod.upstream.errors import Failure, RefreshError, UpstreamError, UpstreamHttpError
-from kirod.upstream.frames import Frame
-from kirod.upstream.payload import BuiltPayload, ParameterPolicy, build_payload
-from kirod.upstream.translate import Translator
+from kirod.upstream.errors import Failure, RefreshError, UpstreamError
+from kirod.upstream.exchange import Exchange, ParameterPolicy, Route, open_exchange
 
 logger = logging.getLogger("kirod.dispatch")
 
 QUOTA_PROBE_TIMEOUT_S = 10.0
-
-# A stream that fails with one of these before its first event can go to another account.
-_EARLY_FAILURES: dict[str | None, Failure] = {
-    "upstream_throttled": Failure.THROTTLED,
-    "upstream_unavailable": Failure.SERVER,
-    "empty_response": Failure.SERVER,
-}
 
 
 @dataclass(frozen=True)
@@ -79,8 +63,7 @@ class Dispatch:
     model_name: str  # what responses name: the client's own name, or the substitute's public id
     account_id: str
     input_tokens: int
-    payload: BuiltPayload
-    events: AsyncIterator[CanonicalEvent]
+    events: AsyncIterator[list[CanonicalEvent]]  # one batch per upstream network chunk
 
 
 @dataclass(frozen=True)
@@ -103,93 +86,11 @@ class _Retry(Exception):
 _SUSPECT_REQUEST: frozenset[Failure] = frozenset({Failure.SERVER, Failure.PROTOCOL})
 
 
-@dataclass
+@dataclass(frozen=True, slots=True)
 class _Opened:
     lease: Lease
-    model: ModelInfo
-    model_name: str
-    payload: BuiltPayload
-    message_id: str
-    input_tokens: int
-    first: list[CanonicalEvent]
-    frames: AsyncIterator[Frame]
-    translator: Translator
-    conversation_id: str
-
-
-class _Operation:
-    """The operation-log row of one request, filled in as it goes."""
-
-    def __init__(self, request: CanonicalRequest, tenant: str) -> None:
-        self.request = request
-        self.tenant = tenant
-        self.at = time.time()
-        self._start = time.monotonic()
-        self.attempts: list[Attempt] = []
-        self.account_id: str | None = None
-        self.dropped: tuple[str, ...] = ()
-        self.ttfb_ms: float | None = None
-        self.stop_reason: str | None = None
-        self.input_tokens: int | None = None
-        self.output_tokens: int | None = None
-        self.credits: float | None = None
-        self.stream_error: str | None = None
-        self.finished = False  # the committed event stream ran to its end
-
-    def tried(self, account_id: str, outcome: str) -> None:
-        self.attempts.append(Attempt(account_id, outcome))
-
-    def committed(self) -> None:
-        self.ttfb_ms = self._elapsed_ms()
-
-    def observe(self, event: CanonicalEvent) -> CanonicalEvent:
-        if isinstance(event, Usage):
-            self.input_tokens, self.output_tokens = event.input_tokens, event.output_tokens
-            self.credits = event.credits
-        elif isinstance(event, MessageStop):
-            self.stop_reason = event.stop_reason.value
-        elif isinstance(event, ErrorEvent):
-            self.stream_error = event.code or event.kind.name.lower()
-        return event
-
-    def entry(self, exc: BaseException | None) -> OpEntry:
-        if self.finished and isinstance(exc, asyncio.CancelledError | ConnectionError):
-            exc = None  # the client went away after the whole answer was handed to it
-        status, error = _outcome(exc)
-        return OpEntry(
-            at=self.at,
-            request_id=self.request.request_id,
-            key_id=self.tenant,
-            protocol=self.request.protocol.value,
-            # A name no account serves is the client's invention: logged as a marker.
-            model=UNKNOWN_MODEL if error == "model_not_found" else self.request.model,
-            stream=self.request.stream,
-            account_id=self.account_id,
-            attempts=tuple(self.attempts),
-            stop_reason=self.stop_reason,
-            input_tokens=self.input_tokens,
-            output_tokens=self.output_tokens,
-            credits=self.credits,
-            ttfb_ms=self.ttfb_ms,
-            total_ms=self._elapsed_ms(),
-            status=status,
-            error=error or self.stream_error,
-            dropped=self.dropped,
-        )
-
-    def _elapsed_ms(self) -> float:
-        return round((time.monotonic() - self._start) * 1000, 3)
-
-
-def _outcome(exc: BaseException | None) -> tuple[int, str | None]:
-    """The HTTP status a request ended with, from how it left the dispatch context."""
-    if exc is None:
-        return 200, None
-    if isinstance(exc, asyncio.CancelledError | ConnectionError):
-        return 499, "client_closed"
-    if isinstance(exc, ApiError):
-        return exc.status, exc.code or exc.kind.name.lower()
-    return 500, "internal_error"
+    route: Route
+    exchange: Exchange
 
 
 class Dispatcher:
@@ -221,7 +122,7 @@ class Dispatcher:
     @contextlib.asynccontextmanager
     async def open(self, request: CanonicalRequest, *, tenant: str) -> AsyncIterator[Dispatch]:
         """Open an upstream exchange for `request` on behalf of API key `tenant`."""
-        operation = _Operation(request, tenant)
+        operation = Operation(request, tenant)
         failure: BaseException | None = None
         try:
             async with contextlib.AsyncExitStack() as stack:
@@ -235,15 +136,17 @@ class Dispatcher:
                     binding = await self._affinity.lookup(key_hash)
                 opened = await self._open(request, binding, operation, stack)
                 if key_hash is not None:
-                    self._affinity.bind(key_hash, opened.lease.account_id, opened.conversation_id)
+                    self._affinity.bind(
+                        key_hash, opened.lease.account_id, opened.route.conversation_id
+                    )
+                route, exchange = opened.route, opened.exchange
                 yield Dispatch(
-                    message_id=opened.message_id,
-                    model=opened.model,
-                    model_name=opened.model_name,
+                    message_id=exchange.message_id,
+                    model=route.model,
+                    model_name=route.model_name,
                     account_id=opened.lease.account_id,
-                    input_tokens=opened.input_tokens,
-                    payload=opened.payload,
-                    events=_events(opened, operation),
+                    input_tokens=exchange.input_tokens,
+                    events=_observed(exchange.batches(), operation),
                 )
         except BaseException as exc:
             failure = exc
@@ -257,7 +160,7 @@ class Dispatcher:
         self,
         request: CanonicalRequest,
         binding: Binding | None,
-        operation: _Operation,
+        operation: Operation,
         stack: contextlib.AsyncExitStack,
     ) -> _Opened:
         """Try accounts until one produces a first event; its slot and response join `stack`."""
@@ -299,10 +202,44 @@ class Dispatcher:
         lease: Lease,
         request: CanonicalRequest,
         binding: Binding | None,
-        operation: _Operation,
+        operation: Operation,
         stack: contextlib.AsyncExitStack,
     ) -> _Opened:
         account = await self._fresh(lease, operation, to_upstream(lease.account))
+        route = await self._route(lease, request, binding, operation, account)
+        for forced in (False, True):
+            try:
+                exchange = await stack.enter_async_context(
+                    open_exchange(self._client, request, route)
+                )
+                break
+            except UpstreamError as exc:
+                if exc.failure is Failure.BEARER and not forced:
+                    operation.tried(lease.account_id, exc.failure.value)
+                    rejected = route.account.credentials.access_token
+                    account = await self._fresh(lease, operation, route.account, rejected=rejected)
+                    route = dataclasses.replace(route, account=account)
+                    continue
+                token = account.credentials.access_token if exc.failure is Failure.BEARER else None
+                raise await self._failed(lease, operation, exc, rejected_token=token) from None
+        operation.dropped = exchange.dropped
+        log.annotate(
+            account=lease.account_id,
+            upstream_model=route.model.kiro_id,
+            attempt=len(operation.attempts) + 1,
+            dropped=",".join(exchange.dropped) or None,
+        )
+        return _Opened(lease, route, exchange)
+
+    async def _route(
+        self,
+        lease: Lease,
+        request: CanonicalRequest,
+        binding: Binding | None,
+        operation: Operation,
+        account: UpstreamAccount,
+    ) -> Route:
+        """Which model serves `request` on this account, under which names."""
         try:
             resolution = self._models.resolve(
                 request.model, await self._models.catalog_for(account)
@@ -314,82 +251,18 @@ class Dispatcher:
         model = resolution.info
         if self._authorize is not None:
             self._authorize(operation.tenant, model)
-        conversation_id = AffinityMap.conversation_id(binding, lease.account_id)
-        payload = build_payload(
-            request,
-            model,
-            conversation_id=conversation_id,
-            profile_arn=account.profile_arn,
-            parameter_policy=self._policy.parameter_policy,
-        )
-        operation.dropped = payload.dropped_parameters
-        frames: AsyncIterator[Frame] | None = None
-        for forced in (False, True):
-            try:
-                frames = await stack.enter_async_context(
-                    self._client.chat(account, payload.encoded or payload.body)
-                )
-                break
-            except UpstreamError as exc:
-                if exc.failure is Failure.BEARER and not forced:
-                    operation.tried(lease.account_id, exc.failure.value)
-                    rejected = account.credentials.access_token
-                    account = await self._fresh(lease, operation, account, rejected=rejected)
-                    continue
-                token = account.credentials.access_token if exc.failure is Failure.BEARER else None
-                failed = await self._failed(lease, operation, exc, rejected_token=token)
-                if exc.failure is Failure.CONTEXT_TOO_LONG:
-                    failed = _too_long(request, model)
-                raise failed from None
-        assert frames is not None
-        message_id = secrets.token_hex(12)
-        model_name = request.model if resolution.via == "exact" else model.public_id
-        input_tokens = estimate_request_tokens(request)
-        translator = Translator(
-            message_id=message_id,
-            model=model_name,
-            context_window=model.context_window,
-            input_tokens_estimate=input_tokens,
-            tool_names=payload.tool_names.original,
-            declared_tools={tool.name for tool in request.tools},
-            thinking_mode=payload.thinking_mode,
-        )
-        try:
-            first = await _first_events(frames, translator)
-        except UpstreamError as exc:
-            raise await self._failed(lease, operation, exc) from None
-        early = next((e for e in first if isinstance(e, ErrorEvent)), None)
-        if early is not None and early.code in _EARLY_FAILURES:
-            raise await self._failed(
-                lease,
-                operation,
-                early.to_error(),
-                failure=_EARLY_FAILURES[early.code],
-                detail=early.code or "",
-            )
-        log.annotate(
-            account=lease.account_id,
-            upstream_model=model.kiro_id,
-            attempt=len(operation.attempts) + 1,
-            dropped=",".join(payload.dropped_parameters) or None,
-        )
-        return _Opened(
-            lease=lease,
+        return Route(
+            account=account,
             model=model,
-            model_name=model_name,
-            payload=payload,
-            message_id=message_id,
-            input_tokens=input_tokens,
-            first=first,
-            frames=frames,
-            translator=translator,
-            conversation_id=conversation_id,
+            model_name=request.model if resolution.via == "exact" else model.public_id,
+            conversation_id=AffinityMap.conversation_id(binding, lease.account_id),
+            parameter_policy=self._policy.parameter_policy,
         )
 
     async def _fresh(
         self,
         lease: Lease,
-        operation: _Operation,
+        operation: Operation,
         account: UpstreamAccount,
         *,
         rejected: str | None = None,
@@ -404,21 +277,13 @@ class Dispatcher:
     async def _failed(
         self,
         lease: Lease,
-        operation: _Operation,
-        error: UpstreamError | ApiError,
+        operation: Operation,
+        error: UpstreamError,
         *,
-        failure: Failure | None = None,
-        detail: str | None = None,
         rejected_token: str | None = None,
     ) -> _Retry | ApiError:
         """Record a failed attempt on the account; return what to raise."""
-        if isinstance(error, UpstreamError):
-            failure = error.failure
-            detail = _detail(error)
-            retry_after, api_error = error.retry_after_s, error.to_api_error()
-        else:
-            retry_after, api_error = None, error
-        assert failure is not None
+        failure, detail = error.failure, error.detail
         operation.tried(lease.account_id, failure.value)
         log.event(
             logger,
@@ -428,13 +293,14 @@ class Dispatcher:
             failure=failure.value,
             detail=detail,
         )
+        api_error = error.to_api_error()
         if not failure.retryable:
             return api_error
         await self._pool.failed(
             lease.account_id,
             failure,
-            detail=detail or "",
-            retry_after_s=retry_after,
+            detail=detail,
+            retry_after_s=error.retry_after_s,
             rejected_token=rejected_token,
         )
         if failure is Failure.QUOTA:
@@ -457,31 +323,6 @@ class Dispatcher:
             )
 
 
-def _detail(error: UpstreamError) -> str:
-    """A short, secret-free description of an upstream failure, for the account's last error."""
-    if isinstance(error, UpstreamHttpError):
-        if error.failure is Failure.SUSPENDED and error.upstream_message:
-            return error.upstream_message
-        return f"HTTP {error.status}" + (f" {error.reason}" if error.reason else "")
-    return str(error)
-
-
-def _too_long(request: CanonicalRequest, model: ModelInfo) -> ApiError:
-    """Kiro's "too long", in the form Claude Code reads to start its auto-compaction.
-
-    The local estimate can fall short of Kiro's count; Kiro said the prompt does not fit, so
-    the count given is at least one more than the window.
-    """
-    window = model.context_window
-    tokens = max(estimate_request_tokens(request), window + 1)
-    return ApiError(
-        ErrorKind.INVALID_REQUEST,
-        f"prompt is too long: {tokens} tokens > {window} maximum",
-        code="context_length_exceeded",
-        final=True,
-    )
-
-
 def _with_retry_after(error: ApiError, unavailable: ApiError) -> ApiError:
     """The last attempt's error, told when an account is expected back if it did not say."""
     retry_after = unavailable.headers.get("Retry-After")
@@ -499,32 +340,11 @@ def _with_retry_after(error: ApiError, unavailable: ApiError) -> ApiError:
     )
 
 
-async def _first_events(
-    frames: AsyncIterator[Frame], translator: Translator
-) -> list[CanonicalEvent]:
-    """Read until the translator produces more than `MessageStart` (or the stream ends)."""
-    events: list[CanonicalEvent] = []
-    async for frame in frames:
-        events += translator.feed(frame)
-        if any(not isinstance(event, MessageStart) for event in events):
-            return events
-    return events + translator.finish()
-
-
-async def _events(opened: _Opened, operation: _Operation) -> AsyncIterator[CanonicalEvent]:
-    """The committed stream; an upstream failure mid-stream becomes its terminal error."""
-    for event in opened.first:
-        yield operation.observe(event)
-    try:
-        async for frame in opened.frames:
-            for event in opened.translator.feed(frame):
-                yield operation.observe(event)
-    except UpstreamError as exc:
-        log.event(
-            logger, "upstream_stream_failed", level=logging.WARNING, failure=exc.failure.value
-        )
-        yield operation.observe(ErrorEvent.from_error(exc.to_api_error()))
-    else:
-        for event in opened.translator.finish():
-            yield operation.observe(event)
+async def _observed(
+    batches: AsyncIterator[list[CanonicalEvent]], operation: Operation
+) -> AsyncIterator[list[CanonicalEvent]]:
+    """The committed stream, noted in the operation-log row as it goes."""
+    async for batch in batches:
+        operation.observe(batch)
+        yield batch
     operation.finished = True

@@ -1,26 +1,23 @@
 """Writing a canonical event stream to a client as SSE, and folding it for non-streaming replies.
 
-The handler iterates the event stream itself: nothing but the client's disconnect (aiohttp then
-cancels the handler) ever cancels a step of it, because cancelling an async generator mid-step
-aborts the upstream exchange. Two things ride along without a task per event:
+The stream arrives in batches, one per upstream network chunk (one Kiro chunk often carries a
+block start and its first delta, or the last block's stop, the usage and the end). Each batch is
+rendered and written at once, in one write: no event waits for a later one, and a chunk costs
+one syscall and one TCP segment rather than one per event.
 
-- **Coalescing.** One upstream frame often becomes several events (a block start and its first
-  delta; the last block's stop, the usage and the end). Each step of the stream is first run
-  synchronously; while steps complete without waiting, their bytes are gathered, and they go out
-  in one write just before a step has to wait for the upstream. Every event still leaves as soon
-  as the stream stops producing, so no latency is added; only syscalls and TCP segments are saved.
-- **Heartbeats.** One timer per stream, re-armed from the time of the last write, sends the
-  protocol's keep-alive when the upstream has been silent for `heartbeat_s`, so clients and
-  proxies keep the connection.
+The handler iterates the stream itself: nothing but the client's disconnect (aiohttp then cancels
+the handler) ever cancels a step of it, because cancelling an async generator mid-step aborts the
+upstream exchange. One timer per stream, re-armed from the time of the last write, sends the
+protocol's keep-alive when the upstream has been silent for `heartbeat_s`, so clients and proxies
+keep the connection.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import types
-from collections.abc import AsyncIterator, Callable, Coroutine, Generator, Sequence
-from typing import Any, cast
+from collections.abc import AsyncIterator, Callable, Sequence
+from typing import Any
 
 from aiohttp import web
 
@@ -78,33 +75,6 @@ class _Heartbeat:
         await self._tasks.close()
 
 
-@types.coroutine
-def _resume(step: Coroutine[Any, Any, Any], suspended_on: Any) -> Generator[Any, Any, Any]:
-    """Finish awaiting `step`, whose first `send(None)` suspended on `suspended_on`.
-
-    This is what `await` does (PEP 380 delegation) after its first step: values the step
-    suspends on go to the running task, and what the task sends or throws goes back in.
-    """
-    while True:
-        try:
-            sent = yield suspended_on
-        except GeneratorExit:
-            step.close()
-            raise
-        except BaseException as exc:
-            try:
-                suspended_on = step.throw(exc)
-            except StopIteration as stop:
-                return stop.value
-        else:
-            try:
-                suspended_on = step.send(sent)
-            except StopIteration as stop:
-                return stop.value
-
-
-_END: Any = object()
-
 CUT_AT_SHUTDOWN = ErrorEvent(
     ErrorKind.UNAVAILABLE,
     "kirod is shutting down and this answer was cut short; send the request again",
@@ -144,20 +114,9 @@ class Streams:
 STREAMS = web.AppKey("sse_streams", Streams)
 
 
-def _abandon(step: Coroutine[Any, Any, Any]) -> None:
-    """Cancel a started step, as the task awaiting it would have been cancelled."""
-    try:
-        step.throw(asyncio.CancelledError())
-    except BaseException:  # noqa: S110 - the step ends with the cancellation (or its own error)
-        pass
-    else:
-        with contextlib.suppress(RuntimeError):  # it ignored the cancellation
-            step.close()
-
-
 async def stream_sse(
     request: web.Request,
-    events: AsyncIterator[CanonicalEvent],
+    batches: AsyncIterator[Sequence[CanonicalEvent]],
     encode: Callable[[CanonicalEvent], Sequence[bytes]],
     *,
     start: Sequence[bytes] = (),
@@ -165,9 +124,9 @@ async def stream_sse(
     heartbeat: bytes,
     heartbeat_s: float = DEFAULT_HEARTBEAT_S,
 ) -> web.StreamResponse:
-    """Send `start`, then each event as `encode` renders it, then `finish()`.
+    """Send `start`, then each batch of events as `encode` renders them, then `finish()`.
 
-    If the client goes away, the handler is cancelled here and the pending step of `events` is
+    If the client goes away, the handler is cancelled here and the pending step of `batches` is
     cancelled with it; the caller's context then aborts the upstream response. If the daemon is
     shutting down and its drain ran out, the stream still ends with its protocol's terminal error
     event, so the client knows the answer was cut rather than complete.
@@ -188,28 +147,11 @@ async def stream_sse(
             beat.touch()
             await response.write(data)
 
-    async def next_event() -> Any:
-        """The next event (or `_END`), flushing what is gathered if the stream must wait."""
-        step = cast("Coroutine[Any, Any, CanonicalEvent]", events.__anext__())
-        try:
-            suspended_on = step.send(None)
-        except StopIteration as ready:
-            return ready.value
-        except StopAsyncIteration:
-            return _END
-        try:
-            await flush()
-        except BaseException:
-            _abandon(step)
-            raise
-        try:
-            return await _resume(step, suspended_on)
-        except StopAsyncIteration:
-            return _END
-
     try:
-        while (event := await next_event()) is not _END:
-            pending.extend(encode(event))
+        async for batch in batches:
+            for event in batch:
+                pending.extend(encode(event))
+            await flush()
         if finish is not None:
             pending.extend(finish())
         await flush()
@@ -229,9 +171,10 @@ async def stream_sse(
     return response
 
 
-async def collect(events: AsyncIterator[CanonicalEvent]) -> CanonicalCompletion:
+async def collect(batches: AsyncIterator[Sequence[CanonicalEvent]]) -> CanonicalCompletion:
     """Fold a stream into a completion; a terminal error raises its `ApiError`."""
     assembler = Assembler()
-    async for event in events:
-        assembler.feed(event)
+    async for batch in batches:
+        for event in batch:
+            assembler.feed(event)
     return assembler.result()

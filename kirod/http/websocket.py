@@ -370,16 +370,17 @@ class _Socket:
         return None
 
     async def _stream(
-        self, events: AsyncIterator[CanonicalEvent], encoder: ResponsesStreamEncoder
+        self, batches: AsyncIterator[list[CanonicalEvent]], encoder: ResponsesStreamEncoder
     ) -> None:
         """Each event as one text frame. A client that goes away cancels the handler, which
-        cancels this turn in the step of `events` it waits in, and so aborts the upstream."""
+        cancels this turn in the step of `batches` it waits in, and so aborts the upstream."""
         send = self._ws.send_frame
         for frame in encoder.start():
             await send(frame, WSMsgType.TEXT)
-        async for event in events:
-            for frame in encoder.feed(event):
-                await send(frame, WSMsgType.TEXT)
+        async for batch in batches:
+            for event in batch:
+                for frame in encoder.feed(event):
+                    await send(frame, WSMsgType.TEXT)
 
     # -- either task ------------------------------------------------------------------------------
 

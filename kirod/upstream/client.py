@@ -263,8 +263,8 @@ class KiroClient:
     @contextlib.asynccontextmanager
     async def chat(
         self, account: UpstreamAccount, body: Mapping[str, Any] | bytes
-    ) -> AsyncIterator[AsyncIterator[Frame]]:
-        """POST generateAssistantResponse and yield its decoded frames.
+    ) -> AsyncIterator[AsyncIterator[list[Frame]]]:
+        """POST generateAssistantResponse and yield its decoded frames, a list per network chunk.
 
         `body` is the payload, or its encoding already made (`BuiltPayload.encoded`).
 
@@ -288,12 +288,12 @@ class KiroClient:
             else:
                 response.close()
 
-    async def _frames(self, response: aiohttp.ClientResponse) -> AsyncIterator[Frame]:
+    async def _frames(self, response: aiohttp.ClientResponse) -> AsyncIterator[list[Frame]]:
         decoder = FrameDecoder()
         try:
             async for chunk in response.content.iter_any():
-                for frame in decoder.feed(chunk):
-                    yield frame
+                if frames := decoder.feed(chunk):
+                    yield frames
         except (TimeoutError, aiohttp.ServerTimeoutError):
             raise UpstreamTimeout("Kiro's stream went silent past the idle timeout") from None
         except aiohttp.ClientPayloadError:

@@ -10,6 +10,9 @@ This is the upstream branch of the tree drawn in `kirod.errors`. Foreign excepti
     │   ├── UpstreamHttpError      Kiro answered with an error status
     │   ├── UpstreamConnectionError  no connection, or it broke
     │   ├── UpstreamTimeout        no answer, or silence past the idle timeout
+    │   ├── UpstreamStreamError    the answer was only an error event (throttled, unavailable,
+    │   │                          empty), before any output
+    │   ├── UpstreamPromptTooLong  the prompt exceeds the model's window, by Kiro's count
     │   ├── RefreshError           a token refresh failed (`permanent`: the account needs login)
     │   └── LoginError             a device-code login ended without tokens
     └── CredentialImportError      a credential file saved by another Kiro tool is unreadable,
@@ -64,6 +67,11 @@ class UpstreamError(KirodError):
     def to_api_error(self) -> ApiError:
         return _render(self)
 
+    @property
+    def detail(self) -> str:
+        """A short, secret-free description, for the account's last error."""
+        return str(self)
+
 
 class UpstreamProtocolError(UpstreamError):
     """Kiro's response violated the event-stream protocol; the stream cannot be trusted further."""
@@ -90,6 +98,12 @@ class UpstreamHttpError(UpstreamError):
         self.upstream_message = message
         self.retry_after_s = retry_after_s
 
+    @property
+    def detail(self) -> str:
+        if self.failure is Failure.SUSPENDED and self.upstream_message:
+            return self.upstream_message
+        return f"HTTP {self.status}" + (f" {self.reason}" if self.reason else "")
+
 
 class UpstreamConnectionError(UpstreamError):
     failure = Failure.NETWORK
@@ -97,6 +111,33 @@ class UpstreamConnectionError(UpstreamError):
 
 class UpstreamTimeout(UpstreamError):
     failure = Failure.TIMEOUT
+
+
+class UpstreamStreamError(UpstreamError):
+    """Kiro's answer was only an error event, before any output; `code` is the event's."""
+
+    def __init__(self, failure: Failure, error: ApiError) -> None:
+        super().__init__(error.code or failure.value)
+        self.failure = failure
+        self._error = error
+
+    def to_api_error(self) -> ApiError:
+        return self._error
+
+
+class UpstreamPromptTooLong(UpstreamError):
+    """Kiro said the prompt does not fit; told in the form Claude Code reads to start its
+    auto-compaction, with at least one token more than the window."""
+
+    failure = Failure.CONTEXT_TOO_LONG
+
+    def __init__(self, tokens: int, window: int) -> None:
+        super().__init__(f"prompt is too long: {max(tokens, window + 1)} tokens > {window} maximum")
+
+    def to_api_error(self) -> ApiError:
+        return ApiError(
+            ErrorKind.INVALID_REQUEST, str(self), code="context_length_exceeded", final=True
+        )
 
 
 class RefreshError(UpstreamError):

@@ -18,16 +18,15 @@ and malformed keywords, so a schema far above the limit does not come under it) 
 encoded body. A request far too large for Kiro is refused at the cost of adding up lengths.
 
 The builder is pure: no I/O, no clock, no randomness; the caller supplies the conversation id.
-Its one cache, of cleaned tool schemas, is bounded by bytes (`SchemaCache`).
+The tools' names, specs and schemas are `kirod.upstream.tools`'s.
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Final, Literal, TypeAlias
+from typing import Any, Literal, TypeAlias
 
 from kirod.canonical import wirejson
 from kirod.canonical.models import ModelInfo
@@ -43,25 +42,28 @@ from kirod.canonical.request import (
     ThinkingBlock,
     ToolChoiceMode,
     ToolResultBlock,
-    ToolSpec,
     ToolUseBlock,
 )
 from kirod.errors import ApiError, ErrorKind
+from kirod.upstream.thinking_tags import ThinkingMode
+from kirod.upstream.tools import (
+    MAX_NESTING,
+    ToolNameMap,
+    shorten_tool_names,
+    too_deep,
+    tool_names,
+    tool_specs,
+)
 
-ThinkingMode: TypeAlias = Literal["none", "tags", "native"]
 ParameterPolicy: TypeAlias = Literal["drop", "error"]
 
 ORIGIN = "AI_EDITOR"
 CHAT_TRIGGER = "MANUAL"
 AGENT_TASK_TYPE = "vibe"
 DEFAULT_MAX_PAYLOAD_BYTES = 600_000
-MAX_TOOL_NAME = 64
-MAX_DESCRIPTION = 10_000
 RAW_IMAGE_HISTORY = 5
 TAG_BUDGET_MIN = 1_024
 TAG_BUDGET_MAX = 24_576
-MAX_NESTING = 200
-"""Tool inputs and schemas nested deeper are refused (the decoders stop at 128 already)."""
 _ENTRY_BYTES = 40  # the smallest history entry, {"assistantResponseMessage":{"content":""}},
 
 PLACEHOLDER = "(empty)"
@@ -70,7 +72,6 @@ report whitespace-only content as risky, and a visible marker tells the model no
 CONTINUE = "Continue"
 SYSTEM_ACK = "I will follow these instructions."
 UNANSWERED = "tool call was not answered"
-TRUNCATED = "\n\n[description truncated]"
 TOOL_RESULT_IMAGE = "(image attached to this message)"
 
 _IMAGE_FORMATS = {"png": "png", "jpeg": "jpeg", "jpg": "jpeg", "gif": "gif", "webp": "webp"}
@@ -80,17 +81,6 @@ _EFFORT_BUDGETS: tuple[tuple[int, Effort], ...] = (
     (32_768, "high"),
 )
 _DEFAULT_EFFORT: Effort = "high"
-
-
-@dataclass(frozen=True, slots=True)
-class ToolNameMap:
-    """Names sent to Kiro → the client's names, for tool calls on the way out (rule 10)."""
-
-    originals: Mapping[str, str] = field(default_factory=dict)
-
-    def original(self, name: str) -> str:
-        """The client's name for the tool Kiro calls `name`; unshortened names map to themselves."""
-        return self.originals.get(name, name)
 
 
 @dataclass(frozen=True, slots=True)
@@ -157,7 +147,7 @@ def build_payload(
     schemas = [wirejson.dumps(tool.input_schema) for tool in request.tools] if tools_enabled else []
     _check_size(_least_size(request) + sum(map(len, schemas)), max_payload_bytes, at_least=True)
     mode = _thinking_mode(request, model)
-    names = _shorten_tool_names(_tool_names(request) if tools_enabled else ())
+    names = shorten_tool_names(tool_names(request) if tools_enabled else ())
 
     turns = [_to_turn(message, names, tools_enabled, mode) for message in request.messages]
     turns = _merge_adjacent(turns)
@@ -173,7 +163,8 @@ def build_payload(
     history, current = _split_current(turns)
     history = _system_pair(system) + history
 
-    tools = _tool_specs(request.tools, schemas, names, turns) if tools_enabled else []
+    used = (use.name for turn in turns for use in turn.uses)
+    tools = tool_specs(request.tools, schemas, names, used) if tools_enabled else []
     current_entry = _user_entry(current, model.kiro_id, tools)
     if mode == "native" and request.reasoning is not None:
         effort = model.clamp_effort(_effort(request.reasoning))
@@ -281,46 +272,6 @@ def _least_size(request: CanonicalRequest) -> int:
     return size
 
 
-# -- tool names (rule 10) --------------------------------------------------------------------------
-
-
-def _tool_names(request: CanonicalRequest) -> list[str]:
-    """Every tool name the payload will mention: declared tools, then tools used in history."""
-    used = (
-        block.name
-        for message in request.messages
-        for block in message.content
-        if isinstance(block, ToolUseBlock)
-    )
-    return [*(tool.name for tool in request.tools), *used]
-
-
-def _shorten_tool_names(names: Iterable[str]) -> dict[str, str]:
-    """Rule 10: names over 64 chars become prefix + "_" + 8 hex of SHA-256, unique per request.
-
-    Kiro matches tool names case-insensitively (rule 8), so uniqueness is checked that way; a
-    collision re-hashes with a counter, which keeps the result deterministic for a given tool set.
-    """
-    unique = list(dict.fromkeys(names))
-    taken = {name.lower() for name in unique if len(name) <= MAX_TOOL_NAME}
-    short: dict[str, str] = {}
-    for name in unique:
-        if len(name) <= MAX_TOOL_NAME:
-            short[name] = name
-            continue
-        salt = 0
-        while True:
-            seed = name if salt == 0 else f"{name}#{salt}"
-            digest = hashlib.sha256(seed.encode()).hexdigest()[:8]
-            candidate = f"{name[: MAX_TOOL_NAME - 9]}_{digest}"
-            if candidate.lower() not in taken:
-                break
-            salt += 1
-        taken.add(candidate.lower())
-        short[name] = candidate
-    return short
-
-
 # -- messages → turns ------------------------------------------------------------------------------
 
 
@@ -387,20 +338,12 @@ def _image_placeholder(image: ImageBlock) -> str:
     return f"[image ({image.media_type}) omitted]"
 
 
-def _too_deep(what: str) -> ApiError:
-    return ApiError(
-        ErrorKind.INVALID_REQUEST,
-        f"a tool {what} nests more than {MAX_NESTING} levels deep",
-        code="invalid_value",
-    )
-
-
 def _clean_input(value: Mapping[str, Any]) -> dict[str, Any]:
     """Rule 14: Kiro rejects tool inputs holding an empty-string key, at any depth."""
 
     def clean(node: Any, depth: int) -> Any:
         if depth > MAX_NESTING:
-            raise _too_deep("input")
+            raise too_deep("input")
         if isinstance(node, Mapping):
             return {key: clean(item, depth + 1) for key, item in node.items() if key != ""}
         if isinstance(node, list):
@@ -606,171 +549,6 @@ def _inject_thinking_tags(tags: str, system: str, first: _Turn) -> str:
         return f"{tags}\n{system}"
     first.texts.insert(0, tags)
     return system
-
-
-# -- tools (rules 7, 8, 11, 13) --------------------------------------------------------------------
-
-
-def _tool_specs(
-    declared: Sequence[ToolSpec],
-    schemas: Sequence[bytes],
-    names: Mapping[str, str],
-    turns: Sequence[_Turn],
-) -> list[dict[str, Any]]:
-    """Rules 7 and 8: declare the client's tools plus every tool used in history.
-
-    Kiro rejects toolResults without tools and uses of undeclared tools (matched
-    case-insensitively); undeclared ones get a placeholder spec with an empty object schema.
-    `schemas` are the declared tools' schemas as JSON (the size check had them made).
-    """
-    specs: list[dict[str, Any]] = []
-    known: set[str] = set()
-    for tool, schema in zip(declared, schemas, strict=True):
-        name = names[tool.name]
-        if name.lower() not in known:
-            known.add(name.lower())
-            specs.append(_spec(name, _description(tool), SCHEMAS.get(schema, tool.input_schema)))
-    for turn in turns:
-        for use in turn.uses:
-            if use.name.lower() not in known:
-                known.add(use.name.lower())
-                specs.append(_spec(use.name, f"Tool: {use.name}", _clean_schema_root({})))
-    return specs
-
-
-def _spec(name: str, description: str, schema: dict[str, Any]) -> dict[str, Any]:
-    return {
-        "toolSpecification": {
-            "name": name,
-            "description": description,
-            "inputSchema": {"json": schema},
-        }
-    }
-
-
-def _description(tool: ToolSpec) -> str:
-    """Rule 11: at most 10 000 chars (truncated with a marker); empty becomes "Tool: {name}"."""
-    text = tool.description.strip()
-    if not text:
-        return f"Tool: {tool.name}"
-    if len(text) > MAX_DESCRIPTION:
-        return text[: MAX_DESCRIPTION - len(TRUNCATED)] + TRUNCATED
-    return text
-
-
-_SCHEMA_MAPS = frozenset({"properties", "patternProperties", "$defs", "definitions"})
-_SCHEMA_LISTS = frozenset({"anyOf", "oneOf", "allOf", "prefixItems"})
-_SCHEMA_VALUES = frozenset(
-    {"items", "additionalProperties", "not", "contains", "if", "then", "else", "propertyNames"}
-)
-
-
-class SchemaCache:
-    """Cleaned tool schemas by their JSON, least recently used out, bounded by bytes.
-
-    Agents send the same tools with every request of a session, so each distinct schema is
-    cleaned once. The budget counts each schema's JSON (`max_bytes` in all); a cleaned dict
-    takes about three times as much again, so the default 1 MiB holds ~4.5 MB. A schema
-    above `max_entry_bytes` is cleaned every time and never kept. The dicts are shared between
-    payloads, which are only ever encoded, never modified. A pure-function cache: it changes
-    no result, only how often one is computed.
-    """
-
-    def __init__(self, max_bytes: int, max_entry_bytes: int) -> None:
-        self._max_bytes = max_bytes
-        self._max_entry_bytes = max_entry_bytes
-        self._bytes = 0
-        self._entries: dict[bytes, dict[str, Any]] = {}
-
-    def get(self, key: bytes, schema: Mapping[str, Any]) -> dict[str, Any]:
-        """The cleaned form of `schema`, whose JSON is `key`."""
-        cleaned = self._entries.pop(key, None)
-        if cleaned is None:
-            cleaned = _clean_schema_root(schema)
-            if len(key) > self._max_entry_bytes:
-                return cleaned
-            self._bytes += len(key)
-            while self._bytes > self._max_bytes:
-                oldest = next(iter(self._entries))
-                del self._entries[oldest]
-                self._bytes -= len(oldest)
-        self._entries[key] = cleaned
-        return cleaned
-
-
-SCHEMA_CACHE_BYTES: Final = 1024 * 1024
-SCHEMA_ENTRY_BYTES: Final = 64 * 1024
-SCHEMAS: Final = SchemaCache(SCHEMA_CACHE_BYTES, SCHEMA_ENTRY_BYTES)
-
-
-def _clean_schema_root(schema: Mapping[str, Any]) -> dict[str, Any]:
-    """Rule 13: the common ground of peers' schema fixes, rooted as an object schema.
-
-    Where peers conflict (jwadow strips `required: []`, empty `properties` and
-    `additionalProperties`; kiro.rs forces them) we follow kiro.rs and the §2.1 skeleton: the root
-    is `type: object` with a `properties` object, and other keywords are kept when well-formed.
-    """
-    cleaned = _clean_schema(schema, 1)
-    cleaned["type"] = "object"
-    cleaned.setdefault("properties", {})
-    return cleaned
-
-
-def _clean_schema(schema: Mapping[str, Any], depth: int) -> dict[str, Any]:
-    """Rule 13: no nulls, `type` a string, `properties` an object, `required` strings only."""
-    if depth > MAX_NESTING:
-        raise _too_deep("schema")
-    depth += 1
-    cleaned: dict[str, Any] = {}
-    for key, value in schema.items():
-        if value is None or key == "$schema":  # Kiro rejects both (jwadow, kiro.rs)
-            continue
-        if key == "type":
-            if (kind := _schema_type(value)) is not None:
-                cleaned[key] = kind
-        elif key == "required":
-            if isinstance(value, list):
-                cleaned[key] = [item for item in value if isinstance(item, str)]
-        elif key in _SCHEMA_MAPS:
-            if isinstance(value, Mapping):
-                cleaned[key] = {
-                    name: _clean_schema(sub, depth + 1)
-                    for name, sub in value.items()
-                    if isinstance(sub, Mapping)
-                }
-            elif key == "properties":
-                cleaned[key] = {}
-        elif key in _SCHEMA_LISTS and isinstance(value, list):
-            cleaned[key] = [
-                _clean_schema(sub, depth + 1) for sub in value if isinstance(sub, Mapping)
-            ]
-        elif key in _SCHEMA_VALUES and isinstance(value, Mapping):
-            cleaned[key] = _clean_schema(value, depth)
-        else:
-            cleaned[key] = _drop_nulls(value, depth)
-    return cleaned
-
-
-def _schema_type(value: Any) -> str | None:
-    """A `type` list (`["string", "null"]`) becomes its first non-null member."""
-    if isinstance(value, str):
-        return value
-    if isinstance(value, list):
-        kinds = [item for item in value if isinstance(item, str)]
-        return next((kind for kind in kinds if kind != "null"), kinds[0] if kinds else None)
-    return None
-
-
-def _drop_nulls(value: Any, depth: int) -> Any:
-    if depth > MAX_NESTING:
-        raise _too_deep("schema")
-    if isinstance(value, Mapping):
-        return {
-            key: _drop_nulls(item, depth + 1) for key, item in value.items() if item is not None
-        }
-    if isinstance(value, list):
-        return [_drop_nulls(item, depth + 1) for item in value if item is not None]
-    return value
 
 
 # -- serialisation (rules 17, 19, 20) --------------------------------------------------------------

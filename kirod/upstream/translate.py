@@ -4,11 +4,8 @@
 they are known, so clients see text and tool input while Kiro is still generating. It also
 repairs what the upstream gets wrong (kiro-protocol §3.3 to §3.5, §4.2), because no client can:
 
-- **Thinking tags.** With prompt-tag thinking (§2.4a) the model opens its answer with
-  `<thinking>…</thinking>`; that leading block becomes a THINKING block. Only a tag at the very
-  start (after whitespace) opens one; a close tag counts only when the rest of its line is blank,
-  so a quoted `</thinking>` inside the reasoning stays reasoning. At most a partial tag is held
-  back, and an unclosed block at the end of the stream is closed as thinking.
+- **Thinking tags.** With prompt-tag thinking the leading `<thinking>…</thinking>` block becomes
+  a THINKING block (`kirod.upstream.thinking_tags`).
 - **Tool calls.** `toolUseEvent` fragments are streamed as `ToolInputDelta`s as they arrive; the
   input is checked to be a JSON object at `stop`. A call that never stops (Kiro truncates large
   inputs) ends the stream with `tool_input_truncated` instead of handing out a broken call.
@@ -16,9 +13,8 @@ repairs what the upstream gets wrong (kiro-protocol §3.3 to §3.5, §4.2), beca
   identical to the frame just before it is dropped only if it is at least
   `DUPLICATE_MIN_CHARS` long and not all whitespace: repeats that short are what real text does
   ("\\n\\n", "ha"), while a long identical chunk twice in a row is the fault.
-- **Leaked tool calls.** The model sometimes writes `[Called X with args: {…}]` as text. When X is
-  a declared tool the text becomes a real tool call; otherwise it stays text. From `[Called ` to
-  the `]` after the balanced JSON the text is held back, up to `LEAK_MAX_CHARS`.
+- **Leaked tool calls.** `[Called X with args: {…}]` written as text becomes a real call when X
+  is a declared tool (`kirod.upstream.leaks`).
 - **Usage and stop reason.** Kiro sends neither token counts nor a stop reason; both are inferred
   as §3.4 and §3.5 describe, with output tokens estimated by `kirod.canonical.tokens`.
 
@@ -32,8 +28,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Callable, Collection, Iterable, Mapping
-from dataclasses import dataclass
-from typing import Any, Final, Literal, TypeAlias
+from typing import Any, Final, TypeAlias
 
 from kirod.canonical.events import (
     BlockKind,
@@ -54,16 +49,13 @@ from kirod.canonical.events import (
 from kirod.canonical.tokens import estimate_text_tokens
 from kirod.errors import ErrorKind
 from kirod.upstream.frames import Frame
-
-ThinkingMode: TypeAlias = Literal["none", "tags", "native"]
-"""How thinking was requested. Only "tags" changes translation: it parses `<thinking>` text.
-`reasoningContentEvent` frames are translated whatever the mode."""
+from kirod.upstream.leaks import LeakedCall, LeakRescuer
+from kirod.upstream.thinking_tags import THINKING, ThinkingMode, ThinkingTagSplitter
 
 ToolNames: TypeAlias = Mapping[str, str] | Callable[[str], str]
 """Maps the tool name sent upstream (possibly shortened) back to the client's name."""
 
 DUPLICATE_MIN_CHARS: Final = 16
-LEAK_MAX_CHARS: Final = 64 * 1024
 
 RETRYABLE_CODES: Final = frozenset({"upstream_throttled", "upstream_unavailable", "empty_response"})
 """Error codes for transient upstream failures: the request may succeed if tried again."""
@@ -83,234 +75,6 @@ _FAULT_MESSAGES: Final[Mapping[str, str]] = {
 }
 _CONTENT_LENGTH_EXCEEDED: Final = "ContentLengthExceededException"
 _SAFE_IDENTIFIER = re.compile(r"[A-Za-z][\w.:-]{0,63}")
-
-_OPEN_TAG: Final = "<thinking>"
-_CLOSE_TAG: Final = "</thinking>"
-
-_LEAK_PREFIX: Final = "[Called "
-_LEAK_SEPARATOR: Final = " with args: "
-_LEAK_NAME = re.compile(r"[\w.:-]*")
-_LEAK_NAME_MAX: Final = 128
-_JSON_STRUCTURE = re.compile(r'[{}"]')
-_JSON_STRING_STOP = re.compile(r'["\\]')
-
-_THINKING: Final = "thinking"
-_TEXT: Final = "text"
-_Piece: TypeAlias = tuple[Literal["thinking", "text"], str]
-
-
-@dataclass(frozen=True, slots=True)
-class _LeakedCall:
-    name: str  # the client's name for the tool
-    arguments: str  # the JSON object exactly as the model wrote it
-
-
-def _partial_suffix(text: str, marker: str) -> int:
-    """Length of the longest suffix of `text` that is a proper prefix of `marker`."""
-    for size in range(min(len(text), len(marker) - 1), 0, -1):
-        if marker.startswith(text[-size:]):
-            return size
-    return 0
-
-
-def _is_bare_close_tag(text: str) -> bool:
-    """Whether `text` is a close tag and blank space: at a boundary, that closes the block."""
-    return text.startswith(_CLOSE_TAG) and not text[len(_CLOSE_TAG) :].strip()
-
-
-class _ThinkingTagSplitter:
-    """Splits a leading `<thinking>…</thinking>` block off the response text (§2.4a)."""
-
-    def __init__(self) -> None:
-        self._state: Literal["start", "thinking", "after", "text"] = "start"
-        self._held = ""
-        self._thinking_begun = False
-
-    def feed(self, text: str) -> list[_Piece]:
-        pieces: list[_Piece] = []
-        self._held += text
-        while self._held:
-            if self._state == "start":
-                self._drain_start(pieces)
-                if self._state == "start":
-                    break
-            elif self._state == "thinking":
-                if not self._drain_thinking(pieces):
-                    break
-            elif self._state == "after":
-                # The blank line between the closing tag and the answer is framing.
-                answer = self._held.lstrip("\r\n")
-                self._held = ""
-                if answer:
-                    self._state = "text"
-                    pieces.append((_TEXT, answer))
-            else:
-                pieces.append((_TEXT, self._held))
-                self._held = ""
-        return pieces
-
-    def boundary(self) -> list[_Piece]:
-        """Settle what is held because other content (or the end) interrupts the text."""
-        pieces: list[_Piece] = []
-        if self._state == "start":
-            pieces.append((_TEXT, self._held))
-        elif self._state == "thinking" and not _is_bare_close_tag(self._held):
-            self._thinking(pieces, self._held)
-        self._held = ""
-        self._state = "text"
-        return [piece for piece in pieces if piece[1]]
-
-    def _drain_start(self, pieces: list[_Piece]) -> None:
-        body = self._held.lstrip()
-        if len(body) < len(self._held):
-            # Leading whitespace passes as text; the translator opens no block for it alone.
-            pieces.append((_TEXT, self._held[: len(self._held) - len(body)]))
-            self._held = body
-        if body.startswith(_OPEN_TAG):
-            self._held = body[len(_OPEN_TAG) :]
-            self._state = "thinking"
-        elif body and not _OPEN_TAG.startswith(body):
-            self._state = "text"
-
-    def _drain_thinking(self, pieces: list[_Piece]) -> bool:
-        """Emit thinking up to a close tag; return whether the state changed."""
-        while True:
-            at = self._held.find(_CLOSE_TAG)
-            if at < 0:
-                keep = _partial_suffix(self._held, _CLOSE_TAG)
-                self._thinking(pieces, self._held[: len(self._held) - keep])
-                self._held = self._held[len(self._held) - keep :]
-                return False
-            self._thinking(pieces, self._held[:at])
-            after = self._held[at + len(_CLOSE_TAG) :]
-            rest = after.lstrip(" \t")
-            if rest in ("", "\r"):
-                self._held = self._held[at:]  # undecided until the line goes on
-                return False
-            if rest.startswith(("\n", "\r\n")):
-                self._held = rest
-                self._state = "after"
-                return True
-            self._thinking(pieces, _CLOSE_TAG)  # a tag mentioned mid-line is content
-            self._held = after
-
-    def _thinking(self, pieces: list[_Piece], text: str) -> None:
-        if not self._thinking_begun:
-            text = text.lstrip("\r\n")  # the line break after the opening tag is framing
-        if text:
-            self._thinking_begun = True
-            pieces.append((_THINKING, text))
-
-
-class _LeakRescuer:
-    """Turns `[Called X with args: {…}]` text into tool calls when X is a declared tool."""
-
-    def __init__(self, resolve: Callable[[str], str | None]) -> None:
-        self._resolve = resolve  # leaked name → the client's tool name, or None if undeclared
-        self._held = ""
-        self._reset_candidate()
-
-    def feed(self, text: str) -> list[str | _LeakedCall]:
-        self._held += text
-        return self._drain(final=False)
-
-    def flush(self) -> list[str | _LeakedCall]:
-        return self._drain(final=True)
-
-    def _reset_candidate(self) -> None:
-        self._name: str | None = None
-        self._json_start = 0
-        self._scan = 0  # next index of `_held` the JSON scanner looks at
-        self._depth = 0
-        self._in_string = False
-        self._json_end = 0
-
-    def _drain(self, *, final: bool) -> list[str | _LeakedCall]:
-        out: list[str | _LeakedCall] = []
-        while self._held:
-            at = self._held.find(_LEAK_PREFIX)
-            if at < 0:
-                keep = 0 if final else _partial_suffix(self._held, _LEAK_PREFIX)
-                out.append(self._held[: len(self._held) - keep])
-                self._held = self._held[len(self._held) - keep :]
-                break
-            if at:
-                out.append(self._held[:at])
-                self._held = self._held[at:]
-                self._reset_candidate()
-            verdict = self._match()
-            if isinstance(verdict, _LeakedCall):
-                out.append(verdict)
-                self._held = self._held[self._json_end + 1 :]
-                self._reset_candidate()
-            elif verdict and not final and len(self._held) <= LEAK_MAX_CHARS:
-                break  # still a possible leak: wait for more text
-            else:
-                out.append(_LEAK_PREFIX)
-                self._held = self._held[len(_LEAK_PREFIX) :]
-                self._reset_candidate()
-        return [item for item in out if item]
-
-    def _match(self) -> _LeakedCall | bool:
-        """The leaked call `_held` starts with, or whether one may still complete."""
-        if self._name is None:
-            rest = self._held[len(_LEAK_PREFIX) :]
-            name_end = _LEAK_NAME.match(rest)
-            assert name_end is not None  # the pattern matches the empty string
-            name, tail = rest[: name_end.end()], rest[name_end.end() :]
-            if len(name) > _LEAK_NAME_MAX:
-                return False
-            if not (name and tail.startswith(_LEAK_SEPARATOR)):
-                return not tail or bool(name and _LEAK_SEPARATOR.startswith(tail))
-            resolved = self._resolve(name)
-            if resolved is None:
-                return False
-            self._name = resolved
-            self._json_start = self._scan = len(_LEAK_PREFIX) + len(name) + len(_LEAK_SEPARATOR)
-        if not self._json_end and not self._scan_json():
-            return self._json_start == len(self._held) or self._held[self._json_start] == "{"
-        if self._json_end == len(self._held):
-            return True
-        if self._held[self._json_end] != "]":
-            return False
-        arguments = self._held[self._json_start : self._json_end]
-        try:
-            parsed = json.loads(arguments)
-        except (ValueError, RecursionError):
-            return False
-        return _LeakedCall(self._name, arguments) if isinstance(parsed, dict) else False
-
-    def _scan_json(self) -> bool:
-        """Advance the scan for the end of the JSON object; true once it is found."""
-        held = self._held
-        if self._scan == self._json_start and not held.startswith("{", self._scan):
-            return False
-        while self._scan < len(held):
-            if self._in_string:
-                stop = _JSON_STRING_STOP.search(held, self._scan)
-                if stop is None:
-                    self._scan = len(held)
-                elif stop.group() == "\\":
-                    self._scan = stop.end() + 1  # skip the escaped character, even if unseen
-                else:
-                    self._scan = stop.end()
-                    self._in_string = False
-                continue
-            found = _JSON_STRUCTURE.search(held, self._scan)
-            if found is None:
-                self._scan = len(held)
-                break
-            self._scan = found.end()
-            if found.group() == '"':
-                self._in_string = True
-            elif found.group() == "{":
-                self._depth += 1
-            else:
-                self._depth -= 1
-                if self._depth == 0:
-                    self._json_end = self._scan
-                    return True
-        return False
 
 
 class Translator:
@@ -346,8 +110,8 @@ class Translator:
         else:
             self._tool_name = tool_names
         self._declared = frozenset(declared_tools)
-        self._splitter = _ThinkingTagSplitter() if thinking_mode == "tags" else None
-        self._rescuer = _LeakRescuer(self._resolve_leaked) if self._declared else None
+        self._splitter = ThinkingTagSplitter() if thinking_mode == "tags" else None
+        self._rescuer = LeakRescuer(self._resolve_leaked) if self._declared else None
 
         self._events: list[CanonicalEvent] = []
         self._started = False
@@ -457,13 +221,13 @@ class Translator:
             self._on_plain_text(content)
             return
         for channel, text in self._splitter.feed(content):
-            if channel == _THINKING:
+            if channel == THINKING:
                 self._emit_thinking(text)
             else:
                 self._on_plain_text(text)
 
     def _on_plain_text(self, text: str) -> None:
-        items: Iterable[str | _LeakedCall] = (
+        items: Iterable[str | LeakedCall] = (
             [text] if self._rescuer is None else self._rescuer.feed(text)
         )
         self._emit_text_items(items)
@@ -472,7 +236,7 @@ class Translator:
         """Release text held back because other content, or the end, interrupts it."""
         if self._splitter is not None:
             for channel, text in self._splitter.boundary():
-                if channel == _THINKING:
+                if channel == THINKING:
                     self._emit_thinking(text)
                 else:
                     self._on_plain_text(text)
@@ -550,9 +314,9 @@ class Translator:
 
     # -- blocks
 
-    def _emit_text_items(self, items: Iterable[str | _LeakedCall]) -> None:
+    def _emit_text_items(self, items: Iterable[str | LeakedCall]) -> None:
         for item in items:
-            if isinstance(item, _LeakedCall):
+            if isinstance(item, LeakedCall):
                 self._leaked_calls += 1
                 tool_id = f"tooluse_{self._message_id}_{self._leaked_calls}"
                 self._open_block(BlockKind.TOOL_USE, tool_id, item.name)

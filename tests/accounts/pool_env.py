@@ -132,7 +132,7 @@ class Env:
 
     async def complete(self, req: CanonicalRequest | None = None) -> list[CanonicalEvent]:
         async with self.dispatcher.open(req or request(), tenant=TENANT) as dispatch:
-            return [event async for event in dispatch.events]
+            return [event async for batch in dispatch.events for event in batch]
 
     async def in_flight(self) -> dict[str, int]:
         status = await self.pool.status()
@@ -290,4 +290,4 @@ async def pool_env(
 
 
 async def drain(dispatch: Dispatch) -> list[CanonicalEvent]:
-    return [event async for event in dispatch.events]
+    return [event async for batch in dispatch.events for event in batch]

@@ -26,7 +26,7 @@ def conversation_ids(fake: FakeKiro) -> list[str]:
 
 async def turn(env: Env, key: str | None, tenant: str = TENANT) -> None:
     async with env.dispatcher.open(request(key=key), tenant=tenant) as dispatch:
-        [event async for event in dispatch.events]
+        [batch async for batch in dispatch.events]
 
 
 async def test_a_conversation_stays_on_its_account_and_conversation(tmp_path: Path) -> None:

@@ -98,8 +98,8 @@ async def cancel_mid_stream(env: Env) -> None:
 
     async def client() -> None:
         async with env.dispatcher.open(request(), tenant=TENANT) as dispatch:
-            async for event in dispatch.events:
-                if isinstance(event, TextDelta):
+            async for batch in dispatch.events:
+                if any(isinstance(event, TextDelta) for event in batch):
                     started.set()
 
     task = asyncio.create_task(client())

@@ -1,4 +1,4 @@
-"""`stream_sse` on a real loopback server: order, flushing before waits, heartbeats, disconnects."""
+"""`stream_sse` on a real loopback server: order, writing before waits, heartbeats, disconnects."""
 
 from __future__ import annotations
 
@@ -26,6 +26,13 @@ def encode(event: CanonicalEvent) -> Sequence[bytes]:
             return []
 
 
+async def one_per_batch(
+    events: AsyncIterator[CanonicalEvent],
+) -> AsyncIterator[list[CanonicalEvent]]:
+    async for event in events:
+        yield [event]
+
+
 async def serve(
     source: Source, *, heartbeat_s: float = 10.0, done: asyncio.Event | None = None
 ) -> TestClient[web.Request, web.Application]:
@@ -33,7 +40,7 @@ async def serve(
         try:
             return await stream_sse(
                 request,
-                source(),
+                one_per_batch(source()),
                 encode,
                 start=[b"data: hello\n\n"],
                 finish=lambda: [b"data: bye\n\n"],

@@ -42,8 +42,8 @@ from kirod.protocols.fields import MAX_CONTAINERS, MAX_DEPTH
 from kirod.testing.daemon import DaemonProcess
 from kirod.testing.fake_kiro import ThreadedFake
 from kirod.testing.fake_kiro.eventstream import encode_event, encode_message
-from kirod.upstream import frames, payload
-from kirod.upstream.payload import SchemaCache
+from kirod.upstream import frames, payload, tools
+from kirod.upstream.tools import SchemaCache
 
 sys.path.insert(0, str(Path(__file__).parent))
 from reliability_env import (
@@ -374,7 +374,7 @@ def test_the_schema_cache_is_bounded_by_bytes() -> None:
     big = _wide_schema(99, 3_000)
     cache.get(json.dumps(big).encode(), big)
     assert json.dumps(big).encode() not in cache._entries
-    assert payload.SCHEMAS._max_bytes == payload.SCHEMA_CACHE_BYTES <= MIB
+    assert tools.SCHEMAS._max_bytes == tools.SCHEMA_CACHE_BYTES <= MIB
 
 
 def test_header_blocks_are_cached_only_when_small() -> None:
@@ -401,7 +401,7 @@ def test_a_schema_too_large_for_kiro_is_refused_before_it_is_cleaned() -> None:
         messages=(Message(Role.USER, (TextBlock("hi"),)),),
         tools=(ToolSpec("wide", "", schema),),
     )
-    held = dict(payload.SCHEMAS._entries)
+    held = dict(tools.SCHEMAS._entries)
     started = time.perf_counter()
     with pytest.raises(ApiError) as caught:
         payload.build_payload(
@@ -410,4 +410,4 @@ def test_a_schema_too_large_for_kiro_is_refused_before_it_is_cleaned() -> None:
     assert time.perf_counter() - started < 0.5
     assert caught.value.code == "request_too_large"
     assert "at least" in caught.value.message
-    assert payload.SCHEMAS._entries == held
+    assert tools.SCHEMAS._entries == held

@@ -91,8 +91,8 @@ def chat_body(text: str, tokens: TokenSet, model: str = "claude-sonnet-4.5") -> 
 
 
 async def collect(client: KiroClient, account: UpstreamAccount, body: dict[str, object]) -> list:
-    async with client.chat(account, body) as frames:
-        return [frame async for frame in frames]
+    async with client.chat(account, body) as chunks:
+        return [frame async for frames in chunks for frame in frames]
 
 
 async def test_chat_stream_decodes_to_the_scripted_reply(

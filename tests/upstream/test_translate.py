@@ -37,9 +37,9 @@ from kirod.testing.fake_kiro.eventstream import (
     encode_message,
 )
 from kirod.upstream.frames import Frame, FrameDecoder
+from kirod.upstream.leaks import LEAK_MAX_CHARS
 from kirod.upstream.translate import (
     DUPLICATE_MIN_CHARS,
-    LEAK_MAX_CHARS,
     RETRYABLE_CODES,
     Translator,
     translate_all,

@@ -43,7 +43,7 @@ T = TypeVar("T")
 Items = list[dict[str, Any]]
 Earlier = Callable[[str], Items | None]
 """A transport's own memory of a response it served: its conversation, or None to ask the store."""
-Send = Callable[[AsyncIterator[CanonicalEvent], ResponsesStreamEncoder], Awaitable[T]]
+Send = Callable[[AsyncIterator[list[CanonicalEvent]], ResponsesStreamEncoder], Awaitable[T]]
 """Writes a turn's events through the encoder to the client; returns what the transport needs."""
 Render = Callable[[dict[str, Any], str], bytes]
 
@@ -171,8 +171,8 @@ async def stream_turn(
     return Turn(sent, encoder.response, kept)
 
 
-async def _no_output() -> AsyncIterator[CanonicalEvent]:
-    yield MessageStop(StopReason.END_TURN)
+async def _no_output() -> AsyncIterator[list[CanonicalEvent]]:
+    yield [MessageStop(StopReason.END_TURN)]
 
 
 async def warm_turn(
@@ -212,10 +212,10 @@ async def create_response(request: web.Request) -> web.StreamResponse:
     if decoded.request.stream:
 
         async def send(
-            events: AsyncIterator[CanonicalEvent], encoder: ResponsesStreamEncoder
+            batches: AsyncIterator[list[CanonicalEvent]], encoder: ResponsesStreamEncoder
         ) -> web.StreamResponse:
             return await stream_sse(
-                request, events, encoder.feed, start=encoder.start(), heartbeat=COMMENT_KEEPALIVE
+                request, batches, encoder.feed, start=encoder.start(), heartbeat=COMMENT_KEEPALIVE
             )
 
         run = stream_turn if decoded.generate else warm_turn
@@ -223,10 +223,11 @@ async def create_response(request: web.Request) -> web.StreamResponse:
     if not decoded.generate:
 
         async def fold(
-            events: AsyncIterator[CanonicalEvent], encoder: ResponsesStreamEncoder
+            batches: AsyncIterator[list[CanonicalEvent]], encoder: ResponsesStreamEncoder
         ) -> None:
-            async for event in events:
-                encoder.feed(event)
+            async for batch in batches:
+                for event in batch:
+                    encoder.feed(event)
 
         warmed = await warm_turn(services, tenant, decoded, history, fold)
         return web.json_response(warmed.response)

@@ -1,0 +1,92 @@
+"""The operation-log row of one request, filled in as the dispatch goes.
+
+Its status is inferred from how the request left the dispatch context: 200 when the stream ended
+normally (an error that ended the stream is still recorded), the `ApiError`'s status when one
+escaped, 499 when the client went away before the event stream ran to its end (one that leaves
+once it has it all, mid-cleanup, got its answer).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+from kirod.canonical.events import CanonicalEvent, ErrorEvent, MessageStop, Usage
+from kirod.canonical.request import CanonicalRequest
+from kirod.errors import ApiError
+from kirod.storage.oplog import UNKNOWN_MODEL, Attempt, OpEntry
+
+
+class Operation:
+    """The operation-log row of one request, filled in as it goes."""
+
+    def __init__(self, request: CanonicalRequest, tenant: str) -> None:
+        self.request = request
+        self.tenant = tenant
+        self.at = time.time()
+        self._start = time.monotonic()
+        self.attempts: list[Attempt] = []
+        self.account_id: str | None = None
+        self.dropped: tuple[str, ...] = ()
+        self.ttfb_ms: float | None = None
+        self.stop_reason: str | None = None
+        self.input_tokens: int | None = None
+        self.output_tokens: int | None = None
+        self.credits: float | None = None
+        self.stream_error: str | None = None
+        self.finished = False  # the committed event stream ran to its end
+
+    def tried(self, account_id: str, outcome: str) -> None:
+        self.attempts.append(Attempt(account_id, outcome))
+
+    def committed(self) -> None:
+        self.ttfb_ms = self._elapsed_ms()
+
+    def observe(self, batch: list[CanonicalEvent]) -> None:
+        for event in batch:
+            if isinstance(event, Usage):
+                self.input_tokens, self.output_tokens = event.input_tokens, event.output_tokens
+                self.credits = event.credits
+            elif isinstance(event, MessageStop):
+                self.stop_reason = event.stop_reason.value
+            elif isinstance(event, ErrorEvent):
+                self.stream_error = event.code or event.kind.name.lower()
+
+    def entry(self, exc: BaseException | None) -> OpEntry:
+        if self.finished and isinstance(exc, asyncio.CancelledError | ConnectionError):
+            exc = None  # the client went away after the whole answer was handed to it
+        status, error = _outcome(exc)
+        return OpEntry(
+            at=self.at,
+            request_id=self.request.request_id,
+            key_id=self.tenant,
+            protocol=self.request.protocol.value,
+            # A name no account serves is the client's invention: logged as a marker.
+            model=UNKNOWN_MODEL if error == "model_not_found" else self.request.model,
+            stream=self.request.stream,
+            account_id=self.account_id,
+            attempts=tuple(self.attempts),
+            stop_reason=self.stop_reason,
+            input_tokens=self.input_tokens,
+            output_tokens=self.output_tokens,
+            credits=self.credits,
+            ttfb_ms=self.ttfb_ms,
+            total_ms=self._elapsed_ms(),
+            status=status,
+            error=error or self.stream_error,
+            dropped=self.dropped,
+        )
+
+    def _elapsed_ms(self) -> float:
+        return round((time.monotonic() - self._start) * 1000, 3)
+
+
+def _outcome(exc: BaseException | None) -> tuple[int, str | None]:
+    """The HTTP status a request ended with, from how it left the dispatch context."""
+    if exc is None:
+        return 200, None
+    if isinstance(exc, asyncio.CancelledError | ConnectionError):
+        return 499, "client_closed"
+    if isinstance(exc, ApiError):
+        return exc.status, exc.code or exc.kind.name.lower()
+    return 500, "internal_error"

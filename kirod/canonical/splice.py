@@ -1,0 +1,88 @@
+"""Several canonical event streams joined into one message, for turns made of several exchanges.
+
+A web search inside a turn, a continuation after a truncated answer or a compaction turn each
+send Kiro more than one request, yet the client sees one message: the first part's
+`MessageStart`, every part's blocks numbered on from the blocks before them, one `Usage` that
+adds up the parts, and the last part's `MessageStop`. An `ErrorEvent` ends the whole message.
+
+`Splice` is sans-IO: `feed` each part's events, call `next_part()` between parts, and take
+`end()` once no part follows; the driver that opens the parts is `kirod.upstream.exchange`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from kirod.canonical.events import (
+    BlockStart,
+    BlockStop,
+    CanonicalEvent,
+    ErrorEvent,
+    MessageStart,
+    MessageStop,
+    RedactedThinking,
+    SignatureDelta,
+    StopReason,
+    TextDelta,
+    ThinkingDelta,
+    ToolInputDelta,
+    Usage,
+)
+
+_Indexed = (
+    BlockStart | TextDelta | ThinkingDelta | SignatureDelta | RedactedThinking | ToolInputDelta
+) | BlockStop
+
+
+class Splice:
+    def __init__(self) -> None:
+        self._started = False
+        self._offset = 0  # blocks of the parts before this one
+        self._blocks = 0  # blocks seen so far, this part included
+        self._banked = Usage(0, 0)  # the parts before this one
+        self._usage: Usage | None = None  # this part's, cumulative
+        self._stop: MessageStop | None = None
+
+    def feed(self, events: list[CanonicalEvent]) -> list[CanonicalEvent]:
+        """This part's events as the joined message carries them."""
+        joined: list[CanonicalEvent] = []
+        for event in events:
+            if isinstance(event, MessageStart):
+                if not self._started:
+                    self._started = True
+                    joined.append(event)
+            elif isinstance(event, Usage):
+                self._usage = event  # held: only the sum of the parts is told
+            elif isinstance(event, MessageStop):
+                self._stop = event  # held: a part may follow
+            elif isinstance(event, ErrorEvent):
+                joined.append(event)
+            else:
+                joined.append(self._renumbered(event))
+        return joined
+
+    def next_part(self) -> None:
+        """The current part ended and another follows."""
+        self._banked = self._total()
+        self._usage, self._stop = None, None
+        self._offset = self._blocks
+
+    def end(self) -> list[CanonicalEvent]:
+        """The joined message's end: the added-up usage and the last part's stop."""
+        return [self._total(), self._stop or MessageStop(StopReason.END_TURN)]
+
+    def _renumbered(self, event: _Indexed) -> CanonicalEvent:
+        index = event.index + self._offset
+        self._blocks = max(self._blocks, index + 1)
+        return event if index == event.index else dataclasses.replace(event, index=index)
+
+    def _total(self) -> Usage:
+        part = self._usage or Usage(0, 0)
+        credits = None
+        if self._banked.credits is not None or part.credits is not None:
+            credits = (self._banked.credits or 0.0) + (part.credits or 0.0)
+        return Usage(
+            self._banked.input_tokens + part.input_tokens,
+            self._banked.output_tokens + part.output_tokens,
+            credits,
+        )

@@ -1,0 +1,223 @@
+"""One upstream exchange: a canonical request sent to Kiro on one account, canonical events back.
+
+    CanonicalRequest + Route → build_payload → KiroClient.chat → frames per chunk → Translator
+                                                                      → one event batch per chunk
+
+`open_exchange` is an async context manager that owns the upstream response: leaving it, however
+that happens, aborts the response if it is still open. Before it yields, the exchange has read
+Kiro's answer up to its first output (`Exchange.first`); a failure until then raises an
+`UpstreamError` (an answer that is only an error event raises `UpstreamStreamError`), so the
+caller, which owns the account logic (choice, lease, bearer retry, failover), can still try
+elsewhere. After it yields, `batches()` carries the rest, one list of events per network chunk,
+and a failure becomes the stream's terminal `ErrorEvent`.
+
+A turn may need more than one exchange (a web search inside the turn, a continuation after a
+truncated answer, a compaction turn): `followed` joins an exchange and those a `Follow` opens after
+it, on the same account, into one message (`kirod.canonical.splice`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import secrets
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import AbstractAsyncContextManager
+from dataclasses import dataclass
+
+from kirod import log
+from kirod.canonical.assemble import Assembler, CanonicalCompletion
+from kirod.canonical.events import CanonicalEvent, ErrorEvent, MessageStart
+from kirod.canonical.models import ModelInfo
+from kirod.canonical.request import CanonicalRequest
+from kirod.canonical.splice import Splice
+from kirod.canonical.tokens import estimate_request_tokens
+from kirod.errors import ApiError
+from kirod.upstream.client import KiroClient, UpstreamAccount
+from kirod.upstream.errors import (
+    Failure,
+    UpstreamError,
+    UpstreamPromptTooLong,
+    UpstreamStreamError,
+)
+from kirod.upstream.frames import Frame
+from kirod.upstream.payload import ParameterPolicy, build_payload
+from kirod.upstream.translate import Translator
+
+__all__ = [
+    "Exchange",
+    "Follow",
+    "ParameterPolicy",
+    "Route",
+    "followed",
+    "open_exchange",
+]
+
+logger = logging.getLogger("kirod.exchange")
+
+# An answer that is only one of these errors may go to another account.
+_EARLY_FAILURES: dict[str | None, Failure] = {
+    "upstream_throttled": Failure.THROTTLED,
+    "upstream_unavailable": Failure.SERVER,
+    "empty_response": Failure.SERVER,
+}
+
+
+@dataclass(frozen=True, slots=True)
+class Route:
+    """Where and as what an exchange goes: the account, the model that serves, and the names."""
+
+    account: UpstreamAccount
+    model: ModelInfo
+    model_name: str  # what the events name: the client's own name, or the substitute's public id
+    conversation_id: str
+    parameter_policy: ParameterPolicy = "drop"
+
+
+class Exchange:
+    """An opened exchange: what its payload dropped, and its events."""
+
+    def __init__(
+        self,
+        *,
+        message_id: str,
+        input_tokens: int,
+        dropped: tuple[str, ...],
+        first: list[CanonicalEvent],
+        chunks: AsyncIterator[list[Frame]],
+        translator: Translator,
+    ) -> None:
+        self.message_id = message_id
+        self.input_tokens = input_tokens
+        self.dropped = dropped
+        self.first = first
+        self._chunks = chunks
+        self._translator = translator
+
+    async def batches(self) -> AsyncIterator[list[CanonicalEvent]]:
+        """`first`, then one batch per network chunk; an upstream failure ends it as an error."""
+        yield self.first
+        translator = self._translator
+        try:
+            async for frames in self._chunks:
+                if len(frames) == 1:
+                    events = translator.feed(frames[0])
+                else:
+                    events = [event for frame in frames for event in translator.feed(frame)]
+                if events:
+                    yield events
+        except UpstreamError as exc:
+            log.event(
+                logger, "upstream_stream_failed", level=logging.WARNING, failure=exc.failure.value
+            )
+            yield [ErrorEvent.from_error(exc.to_api_error())]
+        else:
+            if events := translator.finish():
+                yield events
+
+
+@contextlib.asynccontextmanager
+async def open_exchange(
+    client: KiroClient, request: CanonicalRequest, route: Route
+) -> AsyncIterator[Exchange]:
+    """Send `request` on `route`; see the module docstring for what raises when."""
+    model = route.model
+    payload = build_payload(
+        request,
+        model,
+        conversation_id=route.conversation_id,
+        profile_arn=route.account.profile_arn,
+        parameter_policy=route.parameter_policy,
+    )
+    async with contextlib.AsyncExitStack() as owned:
+        try:
+            chunks = await owned.enter_async_context(
+                client.chat(route.account, payload.encoded or payload.body)
+            )
+        except UpstreamError as exc:
+            if exc.failure is Failure.CONTEXT_TOO_LONG:
+                # The local estimate can fall short of Kiro's count, which is the one that holds.
+                tokens = estimate_request_tokens(request)
+                raise UpstreamPromptTooLong(tokens, model.context_window) from None
+            raise
+        message_id = secrets.token_hex(12)
+        input_tokens = estimate_request_tokens(request)
+        translator = Translator(
+            message_id=message_id,
+            model=route.model_name,
+            context_window=model.context_window,
+            input_tokens_estimate=input_tokens,
+            tool_names=payload.tool_names.original,
+            declared_tools={tool.name for tool in request.tools},
+            thinking_mode=payload.thinking_mode,
+        )
+        first = await _first_events(chunks, translator)
+        # Only an error before any output may go elsewhere: one after it is the stream's end.
+        early = next((e for e in first if not isinstance(e, MessageStart)), None)
+        if isinstance(early, ErrorEvent) and early.code in _EARLY_FAILURES:
+            raise UpstreamStreamError(_EARLY_FAILURES[early.code], early.to_error())
+        yield Exchange(
+            message_id=message_id,
+            input_tokens=input_tokens,
+            dropped=payload.dropped_parameters,
+            first=first,
+            chunks=chunks,
+            translator=translator,
+        )
+
+
+async def _first_events(
+    chunks: AsyncIterator[list[Frame]], translator: Translator
+) -> list[CanonicalEvent]:
+    """Read until the translator produces more than `MessageStart` (or the stream ends)."""
+    events: list[CanonicalEvent] = []
+    async for frames in chunks:
+        for frame in frames:
+            events += translator.feed(frame)
+        if any(not isinstance(event, MessageStart) for event in events):
+            return events
+    return events + translator.finish()
+
+
+Follow = Callable[[CanonicalCompletion], Awaitable[AbstractAsyncContextManager[Exchange] | None]]
+"""Told how one part of a turn ended; returns the next exchange to open, or None to end."""
+
+
+async def followed(
+    first: Exchange, follow: Follow, *, max_parts: int
+) -> AsyncIterator[list[CanonicalEvent]]:
+    """`first` and the exchanges `follow` opens after it, as one message (at most `max_parts`).
+
+    A part that fails ends the message with its error; so does a next part that cannot open,
+    since the client already has the parts before it.
+    """
+    splice = Splice()
+    current, parts = first, 1
+    async with contextlib.AsyncExitStack() as owned:
+        while True:
+            assembler = Assembler()
+            async for batch in current.batches():
+                joined = splice.feed(batch)
+                try:
+                    for event in batch:
+                        assembler.feed(event)
+                except ApiError as failed:  # the part failed, or its tool input is not JSON
+                    if not any(isinstance(event, ErrorEvent) for event in joined):
+                        joined.append(ErrorEvent.from_error(failed))
+                    yield joined
+                    return
+                if joined:
+                    yield joined
+            completion = assembler.result()
+            opening = await follow(completion) if parts < max_parts else None
+            if opening is None:
+                yield splice.end()
+                return
+            await owned.aclose()  # the part before is read to its end
+            try:
+                current = await owned.enter_async_context(opening)
+            except UpstreamError as exc:
+                yield [ErrorEvent.from_error(exc.to_api_error())]
+                return
+            splice.next_part()
+            parts += 1

@@ -1,0 +1,85 @@
+"""`Splice`: several parts' event streams as one valid message."""
+
+from __future__ import annotations
+
+from kirod.canonical.assemble import assemble
+from kirod.canonical.events import (
+    BlockKind,
+    BlockStart,
+    BlockStop,
+    CanonicalEvent,
+    ErrorEvent,
+    MessageStart,
+    MessageStop,
+    StopReason,
+    TextDelta,
+    ToolInputDelta,
+    Usage,
+)
+from kirod.canonical.request import TextBlock, ToolUseBlock
+from kirod.canonical.splice import Splice
+from kirod.errors import ErrorKind
+
+
+def part(
+    message_id: str, blocks: list[list[CanonicalEvent]], usage: Usage, stop: StopReason
+) -> list[CanonicalEvent]:
+    events: list[CanonicalEvent] = [MessageStart(message_id, "m", usage.input_tokens)]
+    for block in blocks:
+        events += block
+    return [*events, usage, MessageStop(stop)]
+
+
+def text(index: int, value: str) -> list[CanonicalEvent]:
+    return [BlockStart(index, BlockKind.TEXT), TextDelta(index, value), BlockStop(index)]
+
+
+def tool(index: int, call_id: str) -> list[CanonicalEvent]:
+    return [
+        BlockStart(index, BlockKind.TOOL_USE, call_id, "lookup"),
+        ToolInputDelta(index, '{"q": 1}'),
+        BlockStop(index),
+    ]
+
+
+def test_parts_join_into_one_message_numbered_on_with_usage_added_up() -> None:
+    splice = Splice()
+    first = part("a", [text(0, "looking"), tool(1, "t1")], Usage(10, 5, 0.5), StopReason.TOOL_USE)
+    second = part("b", [text(0, "found it")], Usage(30, 7, 0.25), StopReason.END_TURN)
+    joined = splice.feed(first)
+    splice.next_part()
+    joined += splice.feed(second) + splice.end()
+
+    message = assemble(joined)  # the stream grammar holds: one start, ordered blocks, one stop
+    assert message.message_id == "a"
+    assert message.content == (
+        TextBlock("looking"),
+        ToolUseBlock("t1", "lookup", {"q": 1}),
+        TextBlock("found it"),
+    )
+    assert message.usage == Usage(40, 12, 0.75)
+    assert message.stop_reason is StopReason.END_TURN
+    assert [e.index for e in joined if isinstance(e, BlockStart)] == [0, 1, 2]
+
+
+def test_one_part_passes_through_unchanged() -> None:
+    splice = Splice()
+    events = part("a", [text(0, "hi")], Usage(3, 1), StopReason.END_TURN)
+    assert splice.feed(events) + splice.end() == events
+
+
+def test_credits_stay_unknown_when_no_part_knows_them() -> None:
+    splice = Splice()
+    splice.feed(part("a", [], Usage(1, 1), StopReason.END_TURN))
+    splice.next_part()
+    splice.feed(part("b", [], Usage(2, 2), StopReason.MAX_TOKENS))
+    assert splice.end() == [Usage(3, 3, None), MessageStop(StopReason.MAX_TOKENS)]
+
+
+def test_an_error_in_a_later_part_reaches_the_client() -> None:
+    splice = Splice()
+    splice.feed(part("a", [text(0, "x")], Usage(1, 1), StopReason.TOOL_USE))
+    splice.next_part()
+    failure = ErrorEvent(ErrorKind.UPSTREAM, "broke", "upstream_error")
+    joined = splice.feed([MessageStart("b", "m", 1), BlockStart(0, BlockKind.TEXT), failure])
+    assert joined == [BlockStart(1, BlockKind.TEXT), failure]

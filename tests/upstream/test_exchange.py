@@ -1,0 +1,200 @@
+"""The upstream exchange against the fake Kiro on loopback: one request in, event batches out,
+early failures raised before anything is committed, and exchanges composed into one turn."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import AsyncIterator
+from contextlib import AbstractAsyncContextManager
+
+import pytest
+
+from kirod.canonical.assemble import CanonicalCompletion, assemble
+from kirod.canonical.events import BlockStart, CanonicalEvent, ErrorEvent, MessageStart, Usage
+from kirod.canonical.models import catalog_from_list_available_models, resolve_model
+from kirod.canonical.request import (
+    CanonicalRequest,
+    ClientProtocol,
+    Message,
+    Role,
+    TextBlock,
+    ToolResultBlock,
+    ToolSpec,
+    ToolUseBlock,
+)
+from kirod.testing.fake_kiro import (
+    DEFAULT_MODELS,
+    FakeKiro,
+    Fault,
+    Reply,
+    Script,
+    ToolCall,
+    running_fake,
+)
+from kirod.upstream.client import ClientOptions, Endpoints, KiroClient, UpstreamAccount
+from kirod.upstream.credentials import AuthKind, Credentials
+from kirod.upstream.errors import Failure, UpstreamStreamError
+from kirod.upstream.exchange import Exchange, Route, followed, open_exchange
+
+CATALOG = catalog_from_list_available_models([{"models": [m.to_json() for m in DEFAULT_MODELS]}])
+SONNET = resolve_model("claude-sonnet-4-5", CATALOG)
+CONVERSATION = "c0ffee00-0000-4000-8000-000000000001"
+LOOKUP = ToolSpec("lookup", "Looks a word up.", {"type": "object", "properties": {}})
+
+
+@pytest.fixture
+async def kiro() -> AsyncIterator[tuple[FakeKiro, KiroClient, Route]]:
+    async with running_fake() as (service, base):
+        tokens = service.issue_social_account()
+        account = UpstreamAccount(
+            id=tokens.account_id,
+            region=tokens.region,
+            auth_region=tokens.region,
+            auth_kind=AuthKind.SOCIAL,
+            profile_arn=tokens.profile_arn,
+            credentials=Credentials(
+                access_token=tokens.access_token,
+                refresh_token=tokens.refresh_token,
+                expires_at=tokens.expires_at,
+            ),
+        )
+        endpoints = Endpoints(kiro=base, auth=base, oidc=base)
+        async with KiroClient(endpoints, ClientOptions(idle_timeout_s=2.0)) as client:
+            route = Route(account, SONNET, "claude-sonnet-4-5", CONVERSATION)
+            yield service, client, route
+
+
+def request(*messages: Message, tools: tuple[ToolSpec, ...] = ()) -> CanonicalRequest:
+    return CanonicalRequest(
+        request_id="req_test",
+        protocol=ClientProtocol.ANTHROPIC_MESSAGES,
+        model="claude-sonnet-4-5",
+        messages=messages or (Message(Role.USER, (TextBlock("hello"),)),),
+        tools=tools,
+    )
+
+
+async def read(batches: AsyncIterator[list[CanonicalEvent]]) -> list[list[CanonicalEvent]]:
+    return [batch async for batch in batches]
+
+
+async def test_an_exchange_reads_its_first_output_then_yields_a_batch_per_chunk(
+    kiro: tuple[FakeKiro, KiroClient, Route],
+) -> None:
+    service, client, route = kiro
+    reply = Reply(text="one two three four five six")
+    service.enqueue(Script(reply=reply, chunk_size=4, delay_between_s=0.01))
+    async with open_exchange(client, request(), route) as exchange:
+        assert isinstance(exchange.first[0], MessageStart)
+        assert any(isinstance(event, BlockStart) for event in exchange.first)
+        batches = await read(exchange.batches())
+    assert batches[0] == exchange.first
+    assert len(batches) > 2  # the answer came in several chunks, each its own batch
+    message = assemble(event for batch in batches for event in batch)
+    assert message.content == (TextBlock("one two three four five six"),)
+    assert message.model == "claude-sonnet-4-5"
+    assert len(service.requests("chat")) == 1
+
+
+async def test_an_answer_that_is_only_an_error_raises_before_anything_is_committed(
+    kiro: tuple[FakeKiro, KiroClient, Route],
+) -> None:
+    service, client, route = kiro
+    service.enqueue(Script(fault=Fault.MIDSTREAM_EXCEPTION, fault_at=0))
+    with pytest.raises(UpstreamStreamError) as raised:
+        async with open_exchange(client, request(), route):
+            pytest.fail("an exchange that produced nothing but an error must not open")
+    assert raised.value.failure is Failure.THROTTLED
+    assert raised.value.to_api_error().code == "upstream_throttled"
+
+
+async def test_an_error_after_output_in_the_same_chunk_is_the_streams_end_not_early(
+    kiro: tuple[FakeKiro, KiroClient, Route],
+) -> None:
+    service, client, route = kiro
+    reply = Reply(text="partial answer " * 4)
+    service.enqueue(Script(reply=reply, fault=Fault.MIDSTREAM_EXCEPTION, fault_at=3))
+    async with open_exchange(client, request(), route) as exchange:
+        events = [event for batch in await read(exchange.batches()) for event in batch]
+    assert isinstance(events[-1], ErrorEvent)
+    assert events[-1].code == "upstream_throttled"
+
+
+async def test_a_mid_stream_failure_ends_the_batches_with_an_error_event(
+    kiro: tuple[FakeKiro, KiroClient, Route],
+) -> None:
+    service, client, route = kiro
+    service.enqueue(Script(reply=Reply(text="x" * 200), fault=Fault.CONNECTION_CUT, fault_at=3))
+    async with open_exchange(client, request(), route) as exchange:
+        batches = await read(exchange.batches())
+    last = batches[-1]
+    assert len(last) == 1
+    assert isinstance(last[0], ErrorEvent)
+
+
+def answered(completion: CanonicalCompletion) -> tuple[Message, Message]:
+    """The example's local tool: every lookup answers "42"."""
+    uses = [block for block in completion.content if isinstance(block, ToolUseBlock)]
+    results = tuple(ToolResultBlock(use.id, (TextBlock("42"),)) for use in uses)
+    return Message(Role.ASSISTANT, completion.content), Message(Role.USER, results)
+
+
+async def test_a_tool_answered_inside_the_turn_joins_two_exchanges_into_one_message(
+    kiro: tuple[FakeKiro, KiroClient, Route],
+) -> None:
+    """The composition the web-search loop uses: Kiro calls a tool kirod answers itself, and a
+    second exchange on the same account carries the result; the client sees one message."""
+    service, client, route = kiro
+    service.enqueue(
+        Reply(text="Let me look.", tool_calls=(ToolCall("lookup", {"word": "answer"}),)),
+        Reply(text="It is 42."),
+    )
+    first_request = request(tools=(LOOKUP,))
+    follows: list[CanonicalCompletion] = []
+
+    async def follow(
+        completion: CanonicalCompletion,
+    ) -> AbstractAsyncContextManager[Exchange] | None:
+        follows.append(completion)
+        if not any(isinstance(block, ToolUseBlock) for block in completion.content):
+            return None
+        asked, result = answered(completion)
+        messages = (*first_request.messages, asked, result)
+        return open_exchange(client, request(*messages, tools=(LOOKUP,)), route)
+
+    async with contextlib.AsyncExitStack() as stack:
+        first = await stack.enter_async_context(open_exchange(client, first_request, route))
+        batches = await read(followed(first, follow, max_parts=4))
+    events = [event for batch in batches for event in batch]
+    message = assemble(events)
+    texts = [block.text for block in message.content if isinstance(block, TextBlock)]
+    assert texts == ["Let me look.", "It is 42."]
+    assert [type(block) for block in message.content] == [TextBlock, ToolUseBlock, TextBlock]
+    assert sum(isinstance(event, MessageStart) for event in events) == 1
+    assert len(follows) == 2
+    part_usage = [completion.usage for completion in follows]
+    assert message.usage.output_tokens == sum(usage.output_tokens for usage in part_usage)
+    assert isinstance(events[-2], Usage)
+    second = service.requests("chat")[1].json["conversationState"]
+    results = second["currentMessage"]["userInputMessage"]["userInputMessageContext"]["toolResults"]
+    assert results[0]["content"] == [{"text": "42"}]
+
+
+async def test_a_follow_up_stops_at_max_parts(kiro: tuple[FakeKiro, KiroClient, Route]) -> None:
+    service, client, route = kiro
+    service.enqueue(*(Reply(text=f"part {n}") for n in range(3)))
+    opened: list[int] = []
+
+    async def always(_: CanonicalCompletion) -> AbstractAsyncContextManager[Exchange] | None:
+        opened.append(1)
+        return open_exchange(client, request(), route)
+
+    async with open_exchange(client, request(), route) as first:
+        message = assemble(
+            event for batch in await read(followed(first, always, max_parts=2)) for event in batch
+        )
+    assert [block.text for block in message.content if isinstance(block, TextBlock)] == [
+        "part 0",
+        "part 1",
+    ]
+    assert len(opened) == 1  # asked after the first part only: the second was the last allowed
