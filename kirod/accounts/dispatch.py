@@ -146,7 +146,7 @@ class Dispatcher:
                     model_name=route.model_name,
                     account_id=opened.lease.account_id,
                     input_tokens=exchange.input_tokens,
-                    events=_observed(exchange.batches(), operation),
+                    events=operation.observed(exchange.batches()),
                 )
         except BaseException as exc:
             failure = exc
@@ -251,6 +251,10 @@ class Dispatcher:
         model = resolution.info
         if self._authorize is not None:
             self._authorize(operation.tenant, model)
+        asked, limit = request.max_output_tokens, model.max_output_tokens
+        if asked is not None and asked > limit:
+            # Kiro takes no output limit: the model's own applies, whatever the client asked.
+            log.annotate(max_tokens_clamped=f"{asked}>{limit}")
         return Route(
             account=account,
             model=model,
@@ -338,13 +342,3 @@ def _with_retry_after(error: ApiError, unavailable: ApiError) -> ApiError:
         headers={**error.headers, "Retry-After": retry_after},
         final=error.final,
     )
-
-
-async def _observed(
-    batches: AsyncIterator[list[CanonicalEvent]], operation: Operation
-) -> AsyncIterator[list[CanonicalEvent]]:
-    """The committed stream, noted in the operation-log row as it goes."""
-    async for batch in batches:
-        operation.observe(batch)
-        yield batch
-    operation.finished = True

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import AsyncIterator
 
 from kirod.canonical.events import CanonicalEvent, ErrorEvent, MessageStop, Usage
 from kirod.canonical.request import CanonicalRequest
@@ -41,6 +42,15 @@ class Operation:
 
     def committed(self) -> None:
         self.ttfb_ms = self._elapsed_ms()
+
+    async def observed(
+        self, batches: AsyncIterator[list[CanonicalEvent]]
+    ) -> AsyncIterator[list[CanonicalEvent]]:
+        """The committed stream, noted in the row as it goes."""
+        async for batch in batches:
+            self.observe(batch)
+            yield batch
+        self.finished = True
 
     def observe(self, batch: list[CanonicalEvent]) -> None:
         for event in batch:
