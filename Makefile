@@ -6,7 +6,7 @@ STAMP_TEST := $(VENV)/.installed-test
 STAMP_BENCH := $(VENV)/.installed-bench
 
 .PHONY: run demo install-service uninstall-service test check lint types pytest bench soak clean \
-	clients clients-best-effort clients-latest
+	clients clients-best-effort clients-latest reliability-report
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -77,6 +77,10 @@ bench: $(STAMP_BENCH)
 # A longer soak than the one in `make test`: steady mixed load, then leak checks.
 soak: $(STAMP_BENCH)
 	$(BIN)/python -m bench.soak --duration 600 --concurrency 32
+
+# Rewrites the figures in docs/RELIABILITY.md from a green run of tests/reliability.
+reliability-report: $(STAMP_TEST)
+	KIROD_RELIABILITY_REPORT=1 $(BIN)/pytest -q tests/reliability
 
 clean:
 	rm -rf $(VENV) build *.egg-info .mypy_cache .pytest_cache .ruff_cache

@@ -9,8 +9,22 @@ calls the foreign library; nothing else catches them.
     │   └── AlreadyRunning     another instance holds the lock or the control socket
     ├── StoreError             the SQLite store cannot be opened, migrated or written
     │   └── GenerationConflict a compare-and-swap update lost against a newer write
-    └── ApiError               a request failed; rendered at the edge in its protocol's envelope
-        └── ClientDisconnected the client went away before we could answer (logged as 499)
+    ├── ApiError               a request failed; rendered at the edge in its protocol's envelope
+    │   └── ClientDisconnected the client went away before we could answer (logged as 499)
+    ├── EventOrderError        a producer broke the canonical event grammar (a bug in kirod)
+    ├── UpstreamError          talking to Kiro failed (kirod.upstream.errors draws this branch)
+    │   ├── UpstreamProtocolError, UpstreamHttpError, UpstreamConnectionError,
+    │   ├── UpstreamTimeout, UpstreamStreamError, UpstreamPromptTooLong,
+    │   ├── RefreshError           a token refresh failed
+    │   └── LoginError             a device-code login ended without tokens
+    ├── CredentialImportError  a credential file saved by another Kiro tool is unreadable
+    ├── DaemonUnreachable      kiroctl: nothing answers on the control socket
+    └── ControlError           a control request failed: {"error": {"code", "message"}}, both ends
+        ├── InvalidControlRequest  400: the body, a parameter or an import is wrong
+        ├── ControlNotFound        404: no such account, login or key
+        ├── ControlConflict        409: the name is taken
+        ├── TooManyLogins          429: too many device logins are waiting
+        └── ControlUpstreamFailed  502: Kiro did not answer the refresh, probe or login
 """
 
 from __future__ import annotations
@@ -95,9 +109,63 @@ class ApiError(KirodError):
     def status(self) -> int:
         return self.kind.status
 
+    def told_when(self, retry_after: str | None) -> ApiError:
+        """This error with a `Retry-After`, if it is one that waiting cures and says no time."""
+        waits = self.kind in (ErrorKind.RATE_LIMIT, ErrorKind.OVERLOADED, ErrorKind.UNAVAILABLE)
+        if retry_after is None or "Retry-After" in self.headers or not waits:
+            return self
+        return ApiError(
+            self.kind,
+            self.message,
+            code=self.code,
+            param=self.param,
+            headers={**self.headers, "Retry-After": retry_after},
+            final=self.final,
+        )
+
 
 class ClientDisconnected(ApiError):
     """The client closed its connection while we were reading its request."""
 
     def __init__(self) -> None:
         super().__init__(ErrorKind.INVALID_REQUEST, "client closed the connection")
+
+
+class DaemonUnreachable(KirodError):
+    """Nothing answers on the control socket."""
+
+
+class ControlError(KirodError):
+    """A control request failed. The daemon raises it and renders it as
+    `{"error": {"code", "message"}}` with `status`; kiroctl's client raises it from that answer."""
+
+    def __init__(self, status: int, code: str, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+        self.code = code
+        self.message = message
+
+
+class InvalidControlRequest(ControlError):
+    def __init__(self, message: str, code: str = "invalid_request") -> None:
+        super().__init__(400, code, message)
+
+
+class ControlNotFound(ControlError):
+    def __init__(self, what: str) -> None:
+        super().__init__(404, "not_found", f"no such {what}")
+
+
+class ControlConflict(ControlError):
+    def __init__(self, code: str, message: str) -> None:
+        super().__init__(409, code, message)
+
+
+class TooManyLogins(ControlError):
+    def __init__(self) -> None:
+        super().__init__(429, "too_many_logins", "too many logins are waiting")
+
+
+class ControlUpstreamFailed(ControlError):
+    def __init__(self, code: str, message: str) -> None:
+        super().__init__(502, code, message)

@@ -12,7 +12,7 @@ import contextlib
 import os
 import stat
 import sys
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -171,15 +171,13 @@ def ensure_private_dir(path: Path, *, tighten: bool = True, fix: str | None = No
     except OSError as exc:
         raise ConfigError(f"cannot use {path}: {exc.strerror}{fix}") from None
     if info is None:
-        old = os.umask(0o077)
         try:
-            path.mkdir(mode=0o700, parents=True, exist_ok=True)
+            with private_umask():
+                path.mkdir(mode=0o700, parents=True, exist_ok=True)
         except OSError as exc:
             raise ConfigError(
                 f"cannot create the directory {path}: {_reason(path, exc)}{fix}"
             ) from None
-        finally:
-            os.umask(old)
         info = os.stat(path)
     if not stat.S_ISDIR(info.st_mode):
         raise ConfigError(f"{path} is not a directory{fix}")
@@ -198,6 +196,37 @@ def ensure_private_dir(path: Path, *, tighten: bool = True, fix: str | None = No
             os.chmod(path, 0o700)
         except OSError as exc:
             raise ConfigError(f"cannot make {path} private: {exc.strerror}{fix}") from None
+
+
+@contextlib.contextmanager
+def private_umask(mask: int = 0o077) -> Iterator[None]:
+    """Create files, directories and sockets meanwhile with `mask` taken away, from the start.
+
+    A chmod afterwards would leave a moment in which others can open the path. The umask is
+    process-wide, so hold this only around the calls that create something.
+    """
+    old = os.umask(mask)
+    try:
+        yield
+    finally:
+        os.umask(old)
+
+
+def write_private(path: Path, data: bytes) -> None:
+    """Create `path` (0600) holding `data`; never replaces or follows anything already there.
+
+    Raises `FileExistsError` if the path exists (a dangling symlink too), or the `OSError` that
+    stopped the file being created or written; a file left half-written is removed.
+    """
+    with private_umask():
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+    except OSError:
+        with contextlib.suppress(OSError):
+            os.unlink(path)
+        raise
 
 
 def _reason(path: Path, exc: OSError) -> str:

@@ -10,6 +10,9 @@ import pytest
 
 PACKAGE = Path(__file__).resolve().parent.parent / "kirod"
 BASE = {"kirod", "kirod.errors", "kirod.paths", "kirod.config", "kirod.log", "kirod.tasks"}
+# The control plane's vocabulary: stdlib-only like kirod.errors, so layers that build its reports
+# may use it.
+SCHEMA = "kirod.localapi.schema"
 SERVER_LIBRARIES = ("aiohttp", "botocore", "aiosqlite")
 
 # What each layer may import from kirod (prefixes), besides itself.
@@ -17,12 +20,11 @@ ALLOWED: dict[str, set[str]] = {
     "kirod.canonical": BASE,
     "kirod.protocols": BASE | {"kirod.canonical"},
     "kirod.upstream": BASE | {"kirod.canonical"},
-    "kirod.storage": BASE,
-    "kirod.accounts": BASE | {"kirod.canonical", "kirod.upstream", "kirod.storage"},
+    "kirod.storage": BASE | {SCHEMA},
+    "kirod.accounts": BASE | {"kirod.canonical", "kirod.upstream", "kirod.storage", SCHEMA},
     "kirod.http": BASE
     | {"kirod.canonical", "kirod.protocols", "kirod.upstream", "kirod.storage", "kirod.accounts"},
-    "kirod.localapi": BASE
-    | {"kirod.canonical", "kirod.upstream", "kirod.storage", "kirod.accounts", "kirod.localapi"},
+    "kirod.localapi": BASE | {"kirod.accounts", "kirod.localapi"},
     "kirod.daemon": BASE
     | {
         "kirod.canonical",
@@ -34,13 +36,13 @@ ALLOWED: dict[str, set[str]] = {
         "kirod.localapi",
     },
     "kirod.localapi.schema": BASE,
-    "kirod.localapi.client": BASE | {"kirod.localapi.schema"},
+    "kirod.localapi.client": BASE | {SCHEMA},
     "kirod.cli": {
         "kirod",
         "kirod.errors",
         "kirod.paths",
         "kirod.localapi.client",
-        "kirod.localapi.schema",
+        SCHEMA,
     },
 }
 PURE = ("kirod.canonical", "kirod.protocols")

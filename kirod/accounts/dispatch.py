@@ -23,7 +23,6 @@ store's writer.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import dataclasses
 import logging
@@ -42,7 +41,7 @@ from kirod.accounts.tokens import TokenKeeper
 from kirod.canonical.events import CanonicalEvent
 from kirod.canonical.models import ModelInfo
 from kirod.canonical.request import CanonicalRequest
-from kirod.errors import ApiError, ErrorKind, KirodError
+from kirod.errors import ApiError
 from kirod.storage.affinity import Binding
 from kirod.storage.oplog import OpLog
 from kirod.upstream.client import KiroClient, UpstreamAccount
@@ -50,8 +49,6 @@ from kirod.upstream.errors import Failure, RefreshError, UpstreamError
 from kirod.upstream.exchange import Exchange, ParameterPolicy, Route, open_exchange
 
 logger = logging.getLogger("kirod.dispatch")
-
-QUOTA_PROBE_TIMEOUT_S = 10.0
 
 
 @dataclass(frozen=True)
@@ -175,7 +172,8 @@ class Dispatcher:
             except ApiError as unavailable:
                 if last is None:
                     raise
-                raise _with_retry_after(last, unavailable) from None
+                # The last attempt's error, told when an account is expected back.
+                raise last.told_when(unavailable.headers.get("Retry-After")) from None
             tried.append(lease.account_id)
             operation.account_id = lease.account_id
             async with contextlib.AsyncExitStack() as attempt:
@@ -308,37 +306,5 @@ class Dispatcher:
             rejected_token=rejected_token,
         )
         if failure is Failure.QUOTA:
-            await self._confirm_quota(lease.account_id)
+            await self._probes.confirm_quota(lease.account_id)
         return _Retry(api_error, failure)
-
-    async def _confirm_quota(self, account_id: str) -> None:
-        """A 402 is checked against getUsageLimits at once: the probe tells for how long the
-        account is out (until its window resets), or that it still has credits after all."""
-        try:
-            async with asyncio.timeout(QUOTA_PROBE_TIMEOUT_S):
-                await self._probes.probe(account_id)
-        except (TimeoutError, KirodError) as exc:
-            log.event(
-                logger,
-                "quota_probe_failed",
-                level=logging.WARNING,
-                account=account_id,
-                error=type(exc).__name__,
-            )
-
-
-def _with_retry_after(error: ApiError, unavailable: ApiError) -> ApiError:
-    """The last attempt's error, told when an account is expected back if it did not say."""
-    retry_after = unavailable.headers.get("Retry-After")
-    if retry_after is None or "Retry-After" in error.headers:
-        return error
-    if error.kind not in (ErrorKind.RATE_LIMIT, ErrorKind.OVERLOADED, ErrorKind.UNAVAILABLE):
-        return error
-    return ApiError(
-        error.kind,
-        error.message,
-        code=error.code,
-        param=error.param,
-        headers={**error.headers, "Retry-After": retry_after},
-        final=error.final,
-    )

@@ -15,48 +15,12 @@ from kirod.accounts.strategy import Strategy
 from kirod.accounts.tokens import TokenKeeper
 from kirod.canonical.models import ModelInfo, ModelPolicy
 from kirod.config import Settings
-from kirod.storage.accounts import AccountRecord, AccountStore
+from kirod.storage.accounts import AccountStore
 from kirod.storage.affinity import AffinityStore
 from kirod.storage.db import Database
 from kirod.storage.oplog import OpLog
 from kirod.tasks import TaskOwner
 from kirod.upstream.client import KiroClient
-
-
-class PoolOperations:
-    """What the control API does to one account; each returns the account as it is afterwards,
-    or None when there is no such account."""
-
-    def __init__(self, pool: AccountPool, maintenance: Maintenance, client: KiroClient) -> None:
-        self._pool = pool
-        self._maintenance = maintenance
-        self._client = client
-
-    async def enable(self, account_id: str) -> AccountRecord | None:
-        """Back in service with a clean slate, whatever its state."""
-        return await self._pool.enable(account_id)
-
-    async def disable(self, account_id: str) -> AccountRecord | None:
-        """No new requests; those in flight finish."""
-        return await self._pool.disable(account_id)
-
-    async def refresh(self, account_id: str) -> AccountRecord | None:
-        """Refresh the access token now; raises `RefreshError` when that fails."""
-        return await self._maintenance.refresh_now(account_id)
-
-    async def probe(self, account_id: str) -> AccountRecord | None:
-        """Read the usage limits now; raises `UpstreamError` when that fails."""
-        return await self._maintenance.probe_usage(account_id)
-
-    def welcome(self, account_id: str) -> None:
-        """A new account (imported, logged in): read its usage and models now, not later."""
-        self._maintenance.welcome(account_id)
-
-    async def remove(self, account_id: str) -> bool:
-        """Remove the account and close its upstream connections; False if there is none."""
-        removed = await self._pool.store.remove(account_id)
-        await self._client.forget_account(account_id)
-        return removed
 
 
 @dataclass(frozen=True)
@@ -68,7 +32,6 @@ class AccountLayer:
     maintenance: Maintenance
     oplog: OpLog
     affinity: AffinityMap
-    operations: PoolOperations
 
     async def close(self) -> None:
         """Write what the layer holds behind the request; after the drain, before the store."""
@@ -100,7 +63,7 @@ def build_account_layer(
     keeper = TokenKeeper(accounts, client, tasks, settings.refresh_window_s)
     models = ModelDirectory(
         accounts,
-        CatalogCache(client),
+        CatalogCache(client, tasks),
         keeper,
         ModelPolicy(aliases=dict(settings.model_aliases), fallback=settings.model_fallback),
     )
@@ -135,5 +98,4 @@ def build_account_layer(
         refresh_window_s=settings.refresh_window_s,
         retention=RetentionPolicy(settings.oplog_retention_s, settings.oplog_max_rows),
     )
-    operations = PoolOperations(pool, maintenance, client)
-    return AccountLayer(pool, keeper, models, dispatcher, maintenance, oplog, affinity, operations)
+    return AccountLayer(pool, keeper, models, dispatcher, maintenance, oplog, affinity)

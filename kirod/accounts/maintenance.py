@@ -19,12 +19,10 @@ until its usage is known, `lowest-usage` would send everything to another accoun
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
 
 from kirod import log
 from kirod.accounts.account import to_upstream
@@ -34,6 +32,8 @@ from kirod.accounts.pool import AccountPool
 from kirod.accounts.probes import UsageProbes
 from kirod.accounts.tokens import TokenKeeper
 from kirod.errors import KirodError
+from kirod.localapi.schema import Maintenance as MaintenanceReport
+from kirod.localapi.schema import MaintenanceResult
 from kirod.storage.accounts import AccountRecord
 from kirod.storage.oplog import OpLog
 from kirod.tasks import TaskOwner
@@ -45,30 +45,6 @@ logger = logging.getLogger("kirod.maintenance")
 DEFAULT_CONCURRENCY = 4
 DEFAULT_PASS_DEADLINE_S = 60.0
 IDLE_STATUSES = frozenset({"disabled", "suspended", "needs_login"})
-
-
-@dataclass(frozen=True)
-class AccountResult:
-    """What the last pass did for one account; `error` is None when it all worked."""
-
-    account_id: str
-    at: float
-    actions: tuple[str, ...]  # "refresh", "usage", "catalog"
-    error: str | None
-
-
-@dataclass(frozen=True)
-class MaintenanceStatus:
-    interval_s: float
-    running: bool
-    last_pass_started: float | None
-    last_pass_finished: float | None
-    last_pass_error: str | None  # why the last pass fell short (its deadline, the store)
-    next_pass_at: float | None
-    results: tuple[AccountResult, ...]  # each account's last result, by account id
-
-    def to_json(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
 
 
 @dataclass(frozen=True)
@@ -116,7 +92,7 @@ class Maintenance:
         self._finished: float | None = None
         self._error: str | None = None
         self._next: float | None = None
-        self._results: dict[str, AccountResult] = {}
+        self._results: dict[str, MaintenanceResult] = {}
 
     async def run(self) -> None:
         """Pass after pass until cancelled (the daemon's shutdown)."""
@@ -207,7 +183,7 @@ class Maintenance:
                     account=record.id,
                     error=type(exc).__name__,
                 )
-            self._results[record.id] = AccountResult(record.id, self._clock(), actions, error)
+            self._results[record.id] = MaintenanceResult(record.id, self._clock(), actions, error)
 
     async def _prune(self) -> None:
         await self._affinity.prune()
@@ -218,8 +194,8 @@ class Maintenance:
 
     # -- the control API's operations --------------------------------------------------------
 
-    def status(self) -> MaintenanceStatus:
-        return MaintenanceStatus(
+    def status(self) -> MaintenanceReport:
+        return MaintenanceReport(
             interval_s=self._interval_s,
             running=self._running,
             last_pass_started=self._started,

@@ -8,7 +8,6 @@ alias or a family fallback means the same thing everywhere and is logged once pe
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import time
 from collections.abc import Sequence
@@ -29,6 +28,7 @@ from kirod.canonical.models import (
 )
 from kirod.canonical.models import catalog_from_list_available_models as parse_catalog
 from kirod.storage.accounts import AccountStore
+from kirod.tasks import SingleFlight, TaskOwner
 from kirod.upstream.client import KiroClient, UpstreamAccount
 from kirod.upstream.errors import RefreshError, UpstreamError
 
@@ -39,12 +39,18 @@ MAX_REMEMBERED_SUBSTITUTIONS = 256  # distinct client names logged and shown; bo
 
 
 class CatalogCache:
-    """Each account's model catalog from ListAvailableModels, with the static list as fallback."""
+    """Each account's model catalog from ListAvailableModels, with the static list as fallback.
 
-    def __init__(self, client: KiroClient) -> None:
+    `tasks` owns the fetches. Until every caller passes the daemon's owner, a private one is
+    used (its fetches end with the event loop, as before).
+    """
+
+    def __init__(self, client: KiroClient, tasks: TaskOwner) -> None:
         self._client = client
         self._entries: dict[str, tuple[float, ModelCatalog]] = {}
-        self._fetches: dict[str, asyncio.Task[ModelCatalog]] = {}
+        # One fetch per account however many requests find the catalog stale (a burst at start
+        # would otherwise send one ListAvailableModels each).
+        self._fetches: SingleFlight[str, ModelCatalog] = SingleFlight(tasks, "catalog")
 
     def cached(self, account_id: str) -> ModelCatalog | None:
         entry = self._entries.get(account_id)
@@ -54,22 +60,7 @@ class CatalogCache:
         entry = self._entries.get(account.id)
         if entry is not None and time.monotonic() - entry[0] < CATALOG_TTL_S:
             return entry[1]
-        # One fetch per account however many requests find the catalog stale (a burst at start
-        # would otherwise send one ListAvailableModels each); a requester that goes away does
-        # not cancel it for the others.
-        fetch = self._fetches.get(account.id)
-        if fetch is None:
-            fetch = asyncio.get_running_loop().create_task(
-                self._fetch(account, entry), name="kirod-model-catalog"
-            )
-            self._fetches[account.id] = fetch
-            fetch.add_done_callback(lambda done: self._fetched(account.id, done))
-        return await asyncio.shield(fetch)
-
-    def _fetched(self, account_id: str, fetch: asyncio.Task[ModelCatalog]) -> None:
-        self._fetches.pop(account_id, None)
-        if not fetch.cancelled():
-            fetch.exception()  # retrieved: every requester may have gone (shutdown), none reads it
+        return await self._fetches.do(account.id, lambda: self._fetch(account, entry))
 
     async def _fetch(
         self, account: UpstreamAccount, entry: tuple[float, ModelCatalog] | None

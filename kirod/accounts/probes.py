@@ -15,13 +15,16 @@ from kirod import log
 from kirod.accounts.account import to_upstream
 from kirod.accounts.pool import AccountPool
 from kirod.accounts.tokens import TokenKeeper
+from kirod.errors import KirodError
 from kirod.storage.accounts import AccountRecord
-from kirod.tasks import TaskOwner
+from kirod.tasks import SingleFlight, TaskOwner
 from kirod.upstream.client import KiroClient
 from kirod.upstream.errors import Failure, UpstreamError
 from kirod.upstream.usage import parse_usage_limits
 
 logger = logging.getLogger("kirod.accounts")
+
+QUOTA_PROBE_TIMEOUT_S = 10.0
 
 
 class UsageProbes:
@@ -31,20 +34,29 @@ class UsageProbes:
         self._pool = pool
         self._client = client
         self._keeper = keeper
-        self._tasks = tasks
-        self._inflight: dict[str, asyncio.Task[AccountRecord | None]] = {}
+        self._probes: SingleFlight[str, AccountRecord | None] = SingleFlight(tasks, "usage")
 
     async def probe(self, account_id: str) -> AccountRecord | None:
         """Probe now (or join the probe under way); None if the account does not exist.
 
         Raises the `UpstreamError` (or `RefreshError`) that made the probe fail.
         """
-        task = self._inflight.get(account_id)
-        if task is None:
-            task = self._tasks.spawn(self._probe(account_id), name=f"usage:{account_id}")
-            self._inflight[account_id] = task
-            task.add_done_callback(lambda _: self._inflight.pop(account_id, None))
-        return await asyncio.shield(task)
+        return await self._probes.do(account_id, lambda: self._probe(account_id))
+
+    async def confirm_quota(self, account_id: str) -> None:
+        """A 402 is checked against getUsageLimits at once: the probe tells for how long the
+        account is out (until its window resets), or that it still has credits after all."""
+        try:
+            async with asyncio.timeout(QUOTA_PROBE_TIMEOUT_S):
+                await self.probe(account_id)
+        except (TimeoutError, KirodError) as exc:
+            log.event(
+                logger,
+                "quota_probe_failed",
+                level=logging.WARNING,
+                account=account_id,
+                error=type(exc).__name__,
+            )
 
     async def _probe(self, account_id: str) -> AccountRecord | None:
         record = await self._pool.store.get(account_id)

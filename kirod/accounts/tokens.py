@@ -9,7 +9,6 @@ the stored ones instead of overwriting them. A refresh token found dead marks th
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import time
 
@@ -18,7 +17,7 @@ from kirod.accounts import health
 from kirod.accounts.account import to_upstream
 from kirod.errors import GenerationConflict
 from kirod.storage.accounts import AccountStore
-from kirod.tasks import TaskOwner
+from kirod.tasks import SingleFlight, TaskOwner
 from kirod.upstream import auth
 from kirod.upstream.client import KiroClient, UpstreamAccount
 from kirod.upstream.errors import RefreshError
@@ -38,9 +37,8 @@ class TokenKeeper:
     ) -> None:
         self._store = store
         self._client = client
-        self._tasks = tasks
         self._window = refresh_window_s
-        self._inflight: dict[str, asyncio.Task[UpstreamAccount]] = {}
+        self._refreshes: SingleFlight[str, UpstreamAccount] = SingleFlight(tasks, "refresh")
         self.refresh_count = 0
 
     async def fresh(
@@ -53,14 +51,9 @@ class TokenKeeper:
         """
         if rejected_token is None and not auth.needs_refresh(account.credentials, self._window):
             return account
-        task = self._inflight.get(account.id)
-        if task is None:
-            task = self._tasks.spawn(
-                self._refresh(account.id, rejected_token), name=f"refresh:{account.id}"
-            )
-            self._inflight[account.id] = task
-            task.add_done_callback(lambda _: self._inflight.pop(account.id, None))
-        return await asyncio.shield(task)
+        return await self._refreshes.do(
+            account.id, lambda: self._refresh(account.id, rejected_token)
+        )
 
     async def _refresh(self, account_id: str, rejected_token: str | None) -> UpstreamAccount:
         record = await self._store.get(account_id)

@@ -16,7 +16,10 @@ from kirod.cli import exits, render
 if TYPE_CHECKING:
     from rich.console import Console
 
+    from kirod.localapi.client import LocalClient
+
 F = TypeVar("F", bound=Callable[..., Any])
+T = TypeVar("T")
 
 
 @dataclass
@@ -36,15 +39,14 @@ class App:
     def err(self) -> Console:
         return self.consoles[1]
 
-    def call(
-        self, method: str, path: str, body: Any = None, *, timeout: float | None = None
-    ) -> Any:
-        """One control API call; failures become `CliError`s with a hint."""
+    def call(self, use: Callable[[LocalClient], T]) -> T:
+        """`use(client)`, its control API calls' failures turned into `CliError`s with a hint:
+        `app.call(lambda kirod: kirod.accounts())`."""
         # Imported here, with the schema it brings, so that `kiroctl --help` does without both.
         from kirod.localapi.client import ControlError, DaemonUnreachable, LocalClient
 
         try:
-            return LocalClient(self.socket).request(method, path, body, timeout=timeout)
+            return use(LocalClient(self.socket))
         except DaemonUnreachable as exc:
             raise exits.unreachable(exc, self.socket) from None
         except ControlError as exc:
@@ -63,7 +65,6 @@ def json_option(function: F) -> F:
     )(function)
 
 
-T = TypeVar("T")
 MIN_PREFIX = 4  # a shorter prefix is too easily someone else's account or key
 
 

@@ -19,6 +19,8 @@ if TYPE_CHECKING:
     from rich.console import Console, ConsoleOptions, RenderResult
     from rich.text import Text
 
+    from kirod.localapi.schema import Account, Usage
+
 BAR_WIDTH = 12
 DASH = "—"
 
@@ -185,21 +187,21 @@ def until(epoch: float | None, now: float | None = None) -> str:
     return f"{ago(epoch, current)} ({datetime.fromtimestamp(epoch).strftime(shape)})"
 
 
-def why_and_until(account: dict[str, Any]) -> tuple[str, str]:
+def why_and_until(account: Account) -> tuple[str, str]:
     """A non-active account's reason and until-time; dashes for an active one (a reason left
     from a cool-down whose time is up says nothing)."""
-    if account.get("status") == "active":
+    if account.status == "active":
         return DASH, DASH
-    return account.get("status_reason") or DASH, until(account.get("status_until"))
+    return account.status_reason or DASH, until(account.status_until)
 
 
-def credits_bar(usage: dict[str, Any] | None) -> Text:
+def credits_bar(usage: Usage | None) -> Text:
     """`██████░░░░░░ 310/500`: the share of this period's credits left."""
     from rich.text import Text
 
-    if not usage or not isinstance(usage.get("limit"), int | float) or not usage["limit"]:
+    if usage is None or not usage.limit:
         return Text(DASH)
-    remaining, limit = float(usage.get("remaining") or 0), float(usage["limit"])
+    remaining, limit = usage.remaining or 0.0, usage.limit
     share = max(0.0, min(1.0, remaining / limit))
     filled = round(share * BAR_WIDTH)
     style = "green" if share > 0.3 else "yellow" if share > 0.1 else "red"

@@ -8,11 +8,11 @@ from __future__ import annotations
 
 import hashlib
 import hmac
-import os
 import secrets
 from pathlib import Path
 
 from kirod.errors import StartupError
+from kirod.paths import write_private
 
 KEY_BYTES = 32
 
@@ -29,15 +29,10 @@ def load_or_create(path: Path) -> bytes:
     if data:
         raise StartupError(f"the install key {path} is damaged; remove it to create a new one")
     data = secrets.token_bytes(KEY_BYTES)
-    old = os.umask(0o077)
     try:
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        write_private(path, data)
     except OSError as exc:
         raise StartupError(f"cannot create the install key {path}: {exc.strerror}") from None
-    finally:
-        os.umask(old)
-    with os.fdopen(fd, "wb") as handle:
-        handle.write(data)
     return data
 
 

@@ -12,7 +12,6 @@ entered on one `AsyncExitStack`, so teardown runs in reverse and only for what s
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import os
 import signal
@@ -26,7 +25,11 @@ from pathlib import Path
 from aiohttp import web
 
 from kirod import __version__, log
+from kirod.accounts.apikeys import ApiKeys
 from kirod.accounts.layer import build_account_layer
+from kirod.accounts.logins import Logins
+from kirod.accounts.registry import AccountRegistry
+from kirod.accounts.reports import LayerReports
 from kirod.config import ServiceEnv, Settings
 from kirod.daemon.install_key import derive, load_or_create
 from kirod.daemon.lock import Holder, InstanceLock, how_to_stop
@@ -48,11 +51,9 @@ from kirod.http.auth import KeyGate
 from kirod.http.ingress import new_request_id
 from kirod.http.services import Services
 from kirod.localapi.control import Control
-from kirod.localapi.logins import Logins
-from kirod.localapi.pool import LayerReports
 from kirod.localapi.schema import DaemonInfo, Listener
 from kirod.localapi.server import build_control_app
-from kirod.paths import ensure_private_dir
+from kirod.paths import ensure_private_dir, write_private
 from kirod.protocols.anthropic import ThinkingSigner
 from kirod.protocols.responses import ReasoningBox
 from kirod.storage.accounts import AccountStore
@@ -61,6 +62,7 @@ from kirod.storage.keys import KeyStore, generate_key
 from kirod.storage.responses import ResponseStore
 from kirod.tasks import TaskOwner
 from kirod.upstream.client import ClientOptions, Endpoints, KiroClient
+from kirod.upstream.importers import ImportLimits
 
 logger = logging.getLogger("kirod.daemon")
 
@@ -93,21 +95,11 @@ def _write_new_private(path: Path, text: str) -> bool:
     Never truncates: an existing key file is another instance's (or the user's) key, which a
     store holds only as a digest, so overwriting it would lose that key for good.
     """
-    old = os.umask(0o077)
     try:
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+        write_private(path, text.encode())
     except FileExistsError:
         return False
     except OSError as exc:
-        raise StartupError(f"cannot write the new API key to {path}: {exc.strerror}") from None
-    finally:
-        os.umask(old)
-    try:
-        with os.fdopen(fd, "w") as handle:
-            handle.write(text)
-    except OSError as exc:
-        with contextlib.suppress(OSError):
-            os.unlink(path)
         raise StartupError(f"cannot write the new API key to {path}: {exc.strerror}") from None
     return True
 
@@ -211,16 +203,13 @@ def _stop_command(service_env: ServiceEnv) -> str:
 
 async def _acquire_lock(lock: InstanceLock, timeout_s: float, stop: StopRequest) -> bool:
     """Wait for the lock, unless asked to stop meanwhile. Returns whether we hold it."""
-    acquire = asyncio.ensure_future(lock.acquire(timeout_s, _say_waiting(lock, timeout_s)))
-    stopped = asyncio.ensure_future(stop.event.wait())
-    try:
+    async with TaskOwner("startup") as tasks:
+        # `awaited`: a failure to take the lock is raised below, not logged as a background one.
+        acquire = tasks.spawn(
+            lock.acquire(timeout_s, _say_waiting(lock, timeout_s)), name="lock", awaited=True
+        )
+        stopped = tasks.spawn(stop.event.wait(), name="stop")
         await asyncio.wait({acquire, stopped}, return_when=asyncio.FIRST_COMPLETED)
-    finally:
-        stopped.cancel()
-        if not acquire.done():
-            acquire.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await acquire
     return acquire.done() and not acquire.cancelled() and acquire.result() is None
 
 
@@ -320,14 +309,17 @@ async def run(
                     Control(
                         info=info,
                         settings=settings,
-                        accounts=accounts,
-                        keys=keys,
-                        reload_keys=gate.reload,
+                        accounts=AccountRegistry(
+                            layer.pool,
+                            layer.maintenance,
+                            client,
+                            ImportLimits(settings.import_max_bytes, settings.import_timeout_s),
+                        ),
+                        keys=ApiKeys(keys, gate.reload),
                         models=models,
                         logins=Logins(
-                            client, accounts, background, on_added=layer.operations.welcome
+                            client, accounts, background, on_added=layer.maintenance.welcome
                         ),
-                        operations=layer.operations,
                         reports=LayerReports(layer.maintenance, layer.oplog, layer.pool),
                         shutdown=lambda: stop.request(EXIT_OK, "kiroctl"),
                     )

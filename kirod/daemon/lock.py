@@ -23,6 +23,7 @@ import portalocker
 import portalocker.exceptions
 
 from kirod.errors import AlreadyRunning, StartupError
+from kirod.paths import private_umask
 
 RETRY_INTERVAL_S = 1.0
 
@@ -75,13 +76,11 @@ class InstanceLock:
         self._file: IO[str] | None = None
 
     def _try_once(self) -> bool:
-        old = os.umask(0o077)
         try:
-            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
+            with private_umask():
+                fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
         except OSError as exc:
             raise StartupError(f"cannot open lock file {self.path}: {exc.strerror}") from None
-        finally:
-            os.umask(old)
         handle = os.fdopen(fd, "r+")
         try:
             portalocker.lock(handle, portalocker.LOCK_EX | portalocker.LOCK_NB)

@@ -1,5 +1,5 @@
 """Listening sockets, created by us so that modes and addresses are right from the first instant,
-and the accept loops that serve them with a cap on open connections.
+and the servers that serve them with a cap on open connections.
 
 Descriptors are budgeted: at start the soft `RLIMIT_NOFILE` is raised to the hard limit, and the
 public listener's cap (`max_connections`) is lowered to what that limit leaves room for, so a
@@ -20,31 +20,36 @@ import resource
 import socket
 import stat
 import time
+from asyncio.trsock import TransportSocket
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
+from typing import Any
 
 from aiohttp import web
 
 from kirod import log
 from kirod.errors import AlreadyRunning, StartupError
-from kirod.paths import ensure_private_dir
-from kirod.tasks import TaskOwner
+from kirod.paths import ensure_private_dir, private_umask
 
 logger = logging.getLogger("kirod.daemon")
 
-BACKLOG = 512
+_ExceptionHandler = Callable[[asyncio.AbstractEventLoop, dict[str, Any]], object]
+
+BACKLOG = 128
+"""The listen queue, and also how many connections asyncio accepts per wake-up: a bound on the
+descriptors a burst holds before the cap can refuse them."""
 CONTROL_MAX_CONNECTIONS = 64
 RESERVED_FDS = 64 + CONTROL_MAX_CONNECTIONS
 """Descriptors kept for everything but public connections: the control socket's connections,
 the store and its WAL files, the lock, logs, the event loop's own."""
 FDS_PER_CONNECTION = 2  # the client's, and the upstream connection serving its request
 MACOS_OPEN_MAX = 10240  # macOS refuses a soft limit above OPEN_MAX even when the hard one is higher
-ACCEPT_RETRY_S = 0.1
 LOG_INTERVAL_S = 10.0
+REFUSAL_LINGER_S = 0.5
+MAX_LINGERING = 32
 _RESOURCE_ERRNOS = frozenset({errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM})
-_CLIENT_GONE_ERRNOS = frozenset({errno.ECONNABORTED, errno.EPROTO, errno.EINTR})
 # sun_path is 108 bytes on Linux and 104 on macOS, including the terminating NUL.
 MAX_UNIX_PATH = 103
 
@@ -102,14 +107,12 @@ def bind_unix(path: Path) -> UnixListener:
             raise AlreadyRunning(f"kirod is already running: its control socket {path} answers")
         os.unlink(path)
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    old = os.umask(0o177)
     try:
-        sock.bind(str(path))
+        with private_umask(0o177):
+            sock.bind(str(path))
     except OSError as exc:
         sock.close()
         raise StartupError(f"cannot bind control socket {path}: {exc.strerror}") from None
-    finally:
-        os.umask(old)
     os.chmod(path, 0o600)
     sock.listen(BACKLOG)
     sock.setblocking(False)
@@ -240,11 +243,60 @@ def _refuse(conn: socket.socket, answer: bytes) -> None:
         conn.close()
 
 
-class Acceptor:
-    """Serves a listening socket to an aiohttp server, at most `limit` connections at once.
+class _Refusal(asyncio.Protocol):
+    """A connection beyond the cap: answered at once, closed once the client's request is read
+    (so that the close sends a FIN after the answer, not a reset that can make the client drop
+    it unread), or after REFUSAL_LINGER_S. At most MAX_LINGERING wait like that; the rest are
+    closed straight after the answer, so a flood of idle connections holds no descriptors."""
 
-    Our own accept loop rather than the event loop's: asyncio logs every failed accept of a
-    batch (hundreds of lines per wake-up when descriptors run out) and has no connection cap.
+    def __init__(self, answer: bytes, lingering: set[_Refusal]) -> None:
+        self._answer = answer
+        self._lingering = lingering
+        self._transport: asyncio.BaseTransport | None = None
+        self._timer: asyncio.TimerHandle | None = None
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, asyncio.Transport)
+        transport.write(self._answer)
+        if len(self._lingering) >= MAX_LINGERING:
+            transport.close()
+            return
+        self._transport = transport
+        self._lingering.add(self)
+        self._timer = asyncio.get_running_loop().call_later(REFUSAL_LINGER_S, transport.close)
+
+    def data_received(self, data: bytes) -> None:
+        if self._transport is not None:
+            self._transport.close()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._lingering.discard(self)
+        if self._timer is not None:
+            self._timer.cancel()
+
+
+def _spare_descriptor() -> int | None:
+    try:
+        return os.open(os.devnull, os.O_RDONLY | os.O_CLOEXEC)
+    except OSError:
+        return None
+
+
+class Acceptor:
+    """Serves a listening socket to an aiohttp server through the event loop's own server
+    (`loop.create_server`, which accepts in batches), at most `limit` connections at once.
+
+    Its protocol factory counts live connections and hands the excess a `_Refusal` instead of
+    a request handler.
+
+    Out of descriptors, asyncio's accept loop reports the failure to the loop's exception
+    handler, stops watching the listener and schedules a retry a second later, and does so for
+    each of the `BACKLOG` accepts of its batch (hundreds of log lines a second, and retries
+    that multiply). For this listener the report becomes one `accept_failed` line at most
+    every ten seconds, and the queue is emptied through a spare descriptor held for that
+    (libuv's EMFILE trick): each waiting connection is accepted in its place, answered 503 and
+    closed, and asyncio's next accept ends the batch. One failure a second remains.
+
     Leaving the context stops accepting and closes the listening socket; open connections are
     the runner's to drain.
     """
@@ -263,12 +315,20 @@ class Acceptor:
         self._name = name
         self.limit = limit
         self._refusal = refusal
-        self._tasks = TaskOwner(f"accept-{name}")
+        self._pending: set[web.RequestHandler] = set()
+        self._lingering: set[_Refusal] = set()
         self._exhausted = Throttle()
         self._refused = Throttle()
+        self._spare: int | None = None
+        self._listener: asyncio.Server | None = None
+        self._previous_handler: _ExceptionHandler | None = None
 
     async def __aenter__(self) -> Acceptor:
-        self._tasks.spawn(self._run(), name="loop")
+        loop = asyncio.get_running_loop()
+        self._spare = _spare_descriptor()
+        self._previous_handler = loop.get_exception_handler()
+        loop.set_exception_handler(self._on_loop_exception)
+        self._listener = await loop.create_server(self._protocol, sock=self._sock, backlog=BACKLOG)
         return self
 
     async def __aexit__(
@@ -277,44 +337,70 @@ class Acceptor:
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
-        await self._tasks.close()
-        # Connections arriving while the open ones drain are refused by the kernel at once
-        # rather than left waiting in the backlog.
-        with contextlib.suppress(OSError):
-            self._sock.close()
-
-    async def _run(self) -> None:
+        # Closing the server closes the listening socket: connections arriving while the open
+        # ones drain are refused by the kernel at once rather than left waiting in the backlog.
+        # Not `wait_closed()`: the open connections are the runner's to drain.
+        if self._listener is not None:
+            self._listener.close()
         loop = asyncio.get_running_loop()
-        while True:
+        if loop.get_exception_handler() == self._on_loop_exception:
+            loop.set_exception_handler(self._previous_handler)
+        if self._spare is not None:
+            os.close(self._spare)
+            self._spare = None
+
+    def _protocol(self) -> asyncio.BaseProtocol:
+        loop = asyncio.get_running_loop()
+        if len(self._server.connections) + len(self._pending) >= self.limit:
+            self._refused.event("connection_limit_reached", listener=self._name, limit=self.limit)
+            return _Refusal(self._refusal(), self._lingering)
+        handler = self._server()
+        # The server lists a handler only from its connection_made, which the transport
+        # schedules right after this factory returns; until then it counts as pending. This
+        # callback, scheduled first, runs just before that connection_made, with nothing in
+        # between, so a batch of accepts can never overshoot the cap.
+        self._pending.add(handler)
+        loop.call_soon(self._pending.discard, handler)
+        return handler
+
+    def _on_loop_exception(self, loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:
+        failure = context.get("exception")
+        listener = context.get("socket")
+        ours = isinstance(listener, TransportSocket) and listener.fileno() == self._sock.fileno()
+        if ours and isinstance(failure, OSError) and failure.errno in _RESOURCE_ERRNOS:
+            refused = self._empty_queue()
+            self._exhausted.event(
+                "accept_failed",
+                listener=self._name,
+                error=errno.errorcode.get(failure.errno or 0, type(failure).__name__),
+                refused=refused,
+                hint="out of file descriptors; raise LimitNOFILE or lower max_connections",
+            )
+        elif self._previous_handler is not None:
+            self._previous_handler(loop, context)
+        else:
+            loop.default_exception_handler(context)
+
+    def _empty_queue(self) -> int:
+        """Accept, answer and close the connections waiting in the listen queue, in the spare
+        descriptor's place; how many. The place is left free until the loop's next turn, so that
+        asyncio's next accept (Linux takes a descriptor before looking at the queue) finds the
+        queue empty and ends the batch instead of failing once more per connection."""
+        if self._spare is None:
+            return 0
+        os.close(self._spare)
+        self._spare = None
+        asyncio.get_running_loop().call_soon(self._reserve_spare)
+        refused = 0
+        for _ in range(BACKLOG):
             try:
-                conn, _ = await loop.sock_accept(self._sock)
-            except OSError as exc:
-                if exc.errno in _CLIENT_GONE_ERRNOS:
-                    continue
-                # Out of descriptors (or anything else): retry soon, say so at most every 10 s;
-                # a listener must never stop accepting for good while the daemon serves.
-                exhausted = exc.errno in _RESOURCE_ERRNOS
-                self._exhausted.event(
-                    "accept_failed",
-                    level=logging.WARNING if exhausted else logging.ERROR,
-                    listener=self._name,
-                    error=errno.errorcode.get(exc.errno or 0, type(exc).__name__),
-                    hint="out of file descriptors; raise LimitNOFILE or lower max_connections"
-                    if exhausted
-                    else None,
-                )
-                await asyncio.sleep(ACCEPT_RETRY_S)
-                continue
-            if len(self._server.connections) >= self.limit:
-                self._refused.event(
-                    "connection_limit_reached", listener=self._name, limit=self.limit
-                )
-                _refuse(conn, self._refusal())
-                continue
-            try:
-                await loop.connect_accepted_socket(self._server, conn)
-            except OSError:  # the client left before its transport was made
-                conn.close()
-            except asyncio.CancelledError:
-                conn.close()
-                raise
+                conn, _ = self._sock.accept()
+            except OSError:  # the queue is empty (or another thread took the place)
+                break
+            _refuse(conn, self._refusal())
+            refused += 1
+        return refused
+
+    def _reserve_spare(self) -> None:
+        if self._spare is None and self._listener is not None and self._listener.is_serving():
+            self._spare = _spare_descriptor()

@@ -13,25 +13,28 @@ import socket
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from kirod.errors import KirodError
-from kirod.localapi.schema import PREFIX, Status
+from kirod.errors import ControlError, DaemonUnreachable
+from kirod.localapi.schema import (
+    PREFIX,
+    Account,
+    ApiKey,
+    Config,
+    CreatedKey,
+    Imported,
+    Login,
+    Models,
+    Pool,
+    Stats,
+    Status,
+)
+
+__all__ = ["ControlError", "DaemonUnreachable", "LocalClient"]  # the errors live in kirod.errors
 
 DEFAULT_TIMEOUT_S = 10.0
+UPSTREAM_TIMEOUT_S = 120.0  # a refresh or a usage probe waits on Kiro
+MODELS_TIMEOUT_S = 60.0  # the first listing asks each account's catalog from Kiro
 MAX_LINE = 65536  # the longest status or header line taken, as in http.client
 MAX_HEADERS = 100
-
-
-class DaemonUnreachable(KirodError):
-    """Nothing answers on the control socket."""
-
-
-class ControlError(KirodError):
-    """The daemon answered with an error document."""
-
-    def __init__(self, status: int, code: str, message: str) -> None:
-        super().__init__(message)
-        self.status = status
-        self.code = code
 
 
 class _NotHttp(Exception):
@@ -96,6 +99,11 @@ def _exchange(socket_path: Path, timeout: float, message: bytes) -> tuple[int, b
             return _read_answer(answer)
 
 
+def stats_path(since: float | None) -> str:
+    """The route of the operation log's summary from `since` (None: all it keeps)."""
+    return "/stats" if since is None else f"/stats?since={since:.3f}"
+
+
 class LocalClient:
     def __init__(self, socket_path: Path, timeout: float = DEFAULT_TIMEOUT_S) -> None:
         self.socket_path = socket_path
@@ -132,5 +140,98 @@ class LocalClient:
             )
         return data
 
+    # One typed method per control route, named after it; each returns the schema type of its
+    # answer. The routes that answer only an acknowledgement return None.
+
     def status(self) -> Status:
         return Status.from_json(self.request("GET", "/status"))
+
+    def config(self) -> Config:
+        return Config.from_json(self.request("GET", "/config"))
+
+    def stats(self, since: float | None = None) -> Stats:
+        return Stats.from_json(self.request("GET", stats_path(since)))
+
+    def pool(self) -> Pool:
+        return Pool.from_json(self.request("GET", "/pool"))
+
+    def models(self) -> Models:
+        return Models.from_json(self.request("GET", "/models", timeout=MODELS_TIMEOUT_S))
+
+    def shutdown(self) -> None:
+        self.request("POST", "/shutdown")
+
+    def accounts(self) -> list[Account]:
+        return [Account.from_json(item) for item in self.request("GET", "/accounts")["accounts"]]
+
+    def account(self, account_id: str) -> Account:
+        return Account.from_json(self.request("GET", f"/accounts/{account_id}"))
+
+    def import_accounts(
+        self,
+        *,
+        content: str | None = None,
+        companion: str | None = None,
+        api_key: str | None = None,
+        label: str | None = None,
+    ) -> list[Imported]:
+        """Import a file (`content`, base64, with an IdC `companion`) or a Kiro `api_key`."""
+        fields = (
+            ("content_b64", content),
+            ("companion_b64", companion),
+            ("api_key", api_key),
+            ("label", label),
+        )
+        body = {key: value for key, value in fields if value is not None}
+        answer = self.request("POST", "/accounts/import", body)
+        return [Imported.from_json(item) for item in answer["accounts"]]
+
+    def remove_account(self, account_id: str) -> None:
+        self.request("DELETE", f"/accounts/{account_id}")
+
+    def enable_account(self, account_id: str) -> Account:
+        return self._act(account_id, "enable")
+
+    def disable_account(self, account_id: str) -> Account:
+        return self._act(account_id, "disable")
+
+    def refresh_account(self, account_id: str) -> Account:
+        return self._act(account_id, "refresh", UPSTREAM_TIMEOUT_S)
+
+    def probe_account(self, account_id: str) -> Account:
+        return self._act(account_id, "probe", UPSTREAM_TIMEOUT_S)
+
+    def _act(self, account_id: str, action: str, timeout: float | None = None) -> Account:
+        answer = self.request("POST", f"/accounts/{account_id}/{action}", timeout=timeout)
+        return Account.from_json(answer)
+
+    def start_login(self, *, start_url: str | None = None, region: str | None = None) -> Login:
+        """A device-code login with IAM Identity Center at `start_url`, else AWS Builder ID."""
+        target = (("start_url", start_url), ("region", region))
+        body = {key: value for key, value in target if value}
+        return Login.from_json(self.request("POST", "/logins", body))
+
+    def login(self, login_id: str, *, wait_s: float = 0.0) -> Login:
+        """The login now, or as soon as it ends within `wait_s` (the daemon holds the answer)."""
+        if not wait_s:
+            return Login.from_json(self.request("GET", f"/logins/{login_id}"))
+        answer = self.request("GET", f"/logins/{login_id}?wait={wait_s:g}", timeout=wait_s + 10)
+        return Login.from_json(answer)
+
+    def cancel_login(self, login_id: str, *, timeout: float | None = None) -> Login:
+        return Login.from_json(self.request("DELETE", f"/logins/{login_id}", timeout=timeout))
+
+    def keys(self) -> list[ApiKey]:
+        return [ApiKey.from_json(item) for item in self.request("GET", "/keys")["keys"]]
+
+    def create_key(
+        self, name: str, *, models: list[str] | tuple[str, ...] = (), rpm: int | None = None
+    ) -> CreatedKey:
+        """A key for the model patterns `models` (empty: any) and `rpm` requests a minute."""
+        body: dict[str, Any] = {"name": name, "models": list(models)}
+        if rpm is not None:
+            body["rpm"] = rpm
+        return CreatedKey.from_json(self.request("POST", "/keys", body))
+
+    def revoke_key(self, key_id: str) -> None:
+        self.request("DELETE", f"/keys/{key_id}")

@@ -1,21 +1,22 @@
-"""What every control route shares: the services it acts on, its error, and its body reader."""
+"""What every control route shares: the services it calls and its body reader."""
 
 from __future__ import annotations
 
 import json
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from aiohttp import web
 
+from kirod.accounts.apikeys import ApiKeys
+from kirod.accounts.logins import Logins
 from kirod.accounts.models import ModelDirectory
+from kirod.accounts.registry import AccountRegistry
+from kirod.accounts.reports import LayerReports
 from kirod.config import Settings
-from kirod.localapi.logins import Logins
-from kirod.localapi.pool import AccountOperations, PoolReports
+from kirod.errors import InvalidControlRequest
 from kirod.localapi.schema import DaemonInfo
-from kirod.storage.accounts import AccountStore
-from kirod.storage.keys import KeyStore
 
 
 @dataclass(frozen=True)
@@ -24,31 +25,15 @@ class Control:
 
     info: Callable[[], DaemonInfo]  # read at request time
     settings: Settings
-    accounts: AccountStore
-    keys: KeyStore
-    reload_keys: Callable[[], Awaitable[None]]  # make the gate see created and revoked keys
+    accounts: AccountRegistry
+    keys: ApiKeys
     models: ModelDirectory
     logins: Logins
-    operations: AccountOperations
-    reports: PoolReports
+    reports: LayerReports
     shutdown: Callable[[], None]
 
 
 CONTROL = web.AppKey("control", Control)
-
-
-class ControlError(Exception):
-    """A control request failed; rendered as {"error": {"code", "message"}}."""
-
-    def __init__(self, status: int, code: str, message: str) -> None:
-        super().__init__(message)
-        self.status = status
-        self.code = code
-        self.message = message
-
-
-def not_found(what: str) -> ControlError:
-    return ControlError(404, "not_found", f"no such {what}")
 
 
 async def json_body(request: web.Request) -> dict[str, Any]:
@@ -61,7 +46,7 @@ async def json_body(request: web.Request) -> dict[str, Any]:
         # A lone surrogate escape ("\ud800") parses, but is no text: nothing could store it.
         json.dumps(body, ensure_ascii=False).encode("utf-8")
     except (ValueError, UnicodeError, RecursionError):
-        raise ControlError(400, "invalid_request", "the body must be a JSON object") from None
+        raise InvalidControlRequest("the body must be a JSON object") from None
     if not isinstance(body, dict):
-        raise ControlError(400, "invalid_request", "the body must be a JSON object")
+        raise InvalidControlRequest("the body must be a JSON object")
     return body

@@ -1,13 +1,15 @@
 """Shapes exchanged over the local control API, shared by the server and kiroctl.
 
-Plain stdlib dataclasses so that kiroctl can import them without the server stack. Each
+Plain stdlib dataclasses so that kiroctl can import them without the server stack; each report
+is defined here once, and the daemon's layers build it (storage and accounts may import this
+module, as they may `kirod.errors`). Each
 `to_json()` is the documented, stable shape that `kiroctl … --json` prints; fields are only ever
 added. Times are epoch seconds; durations are named with their unit.
 """
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
 PREFIX = "/localapi/v1"
@@ -47,7 +49,7 @@ class MaintenanceResult:
 
     account_id: str
     at: float
-    actions: tuple[str, ...]  # "refresh", "usage"
+    actions: tuple[str, ...]  # "refresh", "usage", "catalog"
     error: str | None
 
 
@@ -59,9 +61,12 @@ class Maintenance:
     running: bool
     last_pass_started: float | None
     last_pass_finished: float | None
-    last_pass_error: str | None
+    last_pass_error: str | None  # why the last pass fell short (its deadline, the store)
     next_pass_at: float | None
-    results: tuple[MaintenanceResult, ...]
+    results: tuple[MaintenanceResult, ...]  # each account's last result, by account id
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> Maintenance:
@@ -130,7 +135,7 @@ class Status:
             pid=int(data["pid"]),
             uptime_s=float(data["uptime_s"]),
             state=str(data["state"]),
-            listeners=tuple(Listener(**item) for item in data["listeners"]),
+            listeners=tuple(Listener(str(i["kind"]), str(i["address"])) for i in data["listeners"]),
             lock_path=str(data["lock_path"]),
             health=str(data["health"]),
             problems=tuple(str(p) for p in data["problems"]),
@@ -180,6 +185,15 @@ class Login:
     @property
     def finished(self) -> bool:
         return self.state in self.FINISHED
+
+    @property
+    def added(self) -> Account | None:
+        """The account an approved login added."""
+        return None if self.account is None else Account.from_json(self.account)
+
+    @property
+    def error_message(self) -> str | None:
+        return None if self.error is None else self.error.get("message")
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -234,6 +248,15 @@ class StatsGroup:
     errors: int
     credits: float
 
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> StatsGroup:
+        return cls(
+            key=str(data["key"]),
+            requests=int(data["requests"]),
+            errors=int(data["errors"]),
+            credits=float(data["credits"]),
+        )
+
 
 @dataclass(frozen=True)
 class Stats:
@@ -267,10 +290,241 @@ class Stats:
             input_tokens=int(data["input_tokens"]),
             output_tokens=int(data["output_tokens"]),
             credits=float(data["credits"]),
-            ttfb_ms=Percentiles(**ttfb) if ttfb else None,
-            accounts=tuple(StatsGroup(**group) for group in data["accounts"]),
-            models=tuple(StatsGroup(**group) for group in data["models"]),
+            ttfb_ms=Percentiles(float(ttfb["p50"]), float(ttfb["p95"]), float(ttfb["p99"]))
+            if ttfb
+            else None,
+            accounts=tuple(StatsGroup.from_json(group) for group in data["accounts"]),
+            models=tuple(StatsGroup.from_json(group) for group in data["models"]),
             errors={str(k): int(v) for k, v in data["errors"].items()},
+        )
+
+
+@dataclass(frozen=True)
+class CreatedKey:
+    """A new API key and its secret, which kirod shows in this answer only."""
+
+    key: ApiKey
+    secret: str
+
+    def to_json(self) -> dict[str, Any]:
+        return {"key": self.key.to_json(), "secret": self.secret}
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> CreatedKey:
+        return cls(key=ApiKey.from_json(data["key"]), secret=str(data["secret"]))
+
+
+# The views below are read by kiroctl only: the daemon builds their documents, so each keeps the
+# one it was read from, and `to_json()` gives it back whole (`kiroctl … --json` prints what kirod
+# sent, fields this kiroctl does not know included). Optional fields are read with `.get`, so an
+# older daemon that lacks one does not break kiroctl.
+
+
+def _number(value: object) -> float | None:
+    return float(value) if isinstance(value, int | float) else None
+
+
+def _text(value: object) -> str | None:
+    return None if value is None else str(value)
+
+
+@dataclass(frozen=True)
+class Usage:
+    """An account's credits as its last usage probe found them."""
+
+    remaining: float | None
+    limit: float | None
+    resets_at: float | None
+    subscription: str | None  # e.g. "KIRO PRO"
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Usage:
+        return cls(
+            remaining=_number(data.get("remaining")),
+            limit=_number(data.get("limit")),
+            resets_at=_number(data.get("resets_at")),
+            subscription=_text(data.get("subscription")),
+        )
+
+
+@dataclass(frozen=True)
+class Account:
+    """An account as GET /accounts lists it: everything but its secrets."""
+
+    id: str
+    label: str
+    auth_kind: str
+    status: str
+    status_reason: str | None
+    status_until: float | None
+    usage: Usage | None  # None until a usage probe succeeded
+    last_error: str | None
+    expires_at: float | None  # the access token's
+    document: dict[str, Any] = field(repr=False, compare=False)
+
+    def to_json(self) -> dict[str, Any]:
+        return self.document
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Account:
+        usage = data.get("usage")
+        return cls(
+            id=str(data["id"]),
+            label=str(data["label"]),
+            auth_kind=str(data["auth_kind"]),
+            status=str(data["status"]),
+            status_reason=_text(data.get("status_reason")),
+            status_until=_number(data.get("status_until")),
+            usage=Usage.from_json(usage) if isinstance(usage, dict) else None,
+            last_error=_text(data.get("last_error")),
+            expires_at=_number(data.get("expires_at")),
+            document=data,
+        )
+
+
+@dataclass(frozen=True)
+class Imported:
+    """An account an import stored; `created` is False when it updated one already there."""
+
+    account: Account
+    created: bool
+
+    def to_json(self) -> dict[str, Any]:
+        return self.account.to_json()  # the account's document, "created" included
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Imported:
+        return cls(account=Account.from_json(data), created=bool(data["created"]))
+
+
+@dataclass(frozen=True)
+class PoolAccount:
+    """One account as the dispatcher sees it: its state and its slots in use."""
+
+    id: str
+    label: str
+    status: str
+    reason: str | None
+    until: float | None
+    in_flight: int
+    capacity: int
+    last_error: str | None
+    last_error_at: float | None
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> PoolAccount:
+        return cls(
+            id=str(data["id"]),
+            label=str(data["label"]),
+            status=str(data["status"]),
+            reason=_text(data.get("reason")),
+            until=_number(data.get("until")),
+            in_flight=int(data["in_flight"]),
+            capacity=int(data["capacity"]),
+            last_error=_text(data.get("last_error")),
+            last_error_at=_number(data.get("last_error_at")),
+        )
+
+
+@dataclass(frozen=True)
+class Pool:
+    """GET /pool: the accounts in the dispatcher's order and the requests waiting for a slot."""
+
+    strategy: str
+    queued: int
+    accounts: tuple[PoolAccount, ...]
+    document: dict[str, Any] = field(repr=False, compare=False)
+
+    def to_json(self) -> dict[str, Any]:
+        return self.document
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Pool:
+        return cls(
+            strategy=str(data["strategy"]),
+            queued=int(data["queued"]),
+            accounts=tuple(PoolAccount.from_json(item) for item in data["accounts"]),
+            document=data,
+        )
+
+
+@dataclass(frozen=True)
+class ModelRow:
+    id: str  # the public id clients ask for
+    kiro_id: str
+    context_window: int
+    max_output_tokens: int
+    accounts: tuple[str, ...]  # the ids of the accounts that offer it
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> ModelRow:
+        return cls(
+            id=str(data["id"]),
+            kiro_id=str(data["kiro_id"]),
+            context_window=int(data["context_window"]),
+            max_output_tokens=int(data["max_output_tokens"]),
+            accounts=tuple(str(item) for item in data.get("accounts") or ()),
+        )
+
+
+@dataclass(frozen=True)
+class Substitution:
+    """A model name that was served by another model since kirod started."""
+
+    requested: str
+    served: str
+    via: str  # how: "alias" or "family"
+
+
+@dataclass(frozen=True)
+class Models:
+    """GET /models: what the accounts offer (`source` "accounts"), or the built-in list
+    ("static") before any catalog is known, and how other names are resolved."""
+
+    source: str
+    models: tuple[ModelRow, ...]
+    fallback: str  # "family" or "strict"
+    aliases: dict[str, str]
+    families: dict[str, str]  # family word → the Kiro id it resolves to
+    substitutions: tuple[Substitution, ...]
+    document: dict[str, Any] = field(repr=False, compare=False)
+
+    def to_json(self) -> dict[str, Any]:
+        return self.document
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Models:
+        return cls(
+            source=str(data["source"]),
+            models=tuple(ModelRow.from_json(item) for item in data["models"]),
+            fallback=str(data["fallback"]),
+            aliases={str(k): str(v) for k, v in (data.get("aliases") or {}).items()},
+            families={str(k): str(v) for k, v in (data.get("families") or {}).items()},
+            substitutions=tuple(
+                Substitution(str(s["requested"]), str(s["served"]), str(s["via"]))
+                for s in data.get("substitutions") or ()
+            ),
+            document=data,
+        )
+
+
+@dataclass(frozen=True)
+class Config:
+    """GET /config: the effective settings by name, secrets replaced by a marker."""
+
+    config_path: str | None  # None: defaults and the environment only
+    settings: dict[str, Any]
+    document: dict[str, Any] = field(repr=False, compare=False)
+
+    def to_json(self) -> dict[str, Any]:
+        return self.document
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Config:
+        return cls(
+            config_path=_text(data.get("config_path")),
+            settings=dict(data["settings"]),
+            document=data,
         )
 
 

@@ -7,7 +7,6 @@ and are refused.
 
 from __future__ import annotations
 
-import collections
 import logging
 import math
 import time
@@ -16,10 +15,10 @@ from collections.abc import Awaitable, Callable
 from aiohttp import web
 
 from kirod import log
-from kirod.accounts.health import current_status
+from kirod.errors import ControlError, InvalidControlRequest
 from kirod.localapi import accounts, keys, models
-from kirod.localapi.control import CONTROL, Control, ControlError
-from kirod.localapi.schema import PREFIX, AccountCounts, Status, error_body
+from kirod.localapi.control import CONTROL, Control
+from kirod.localapi.schema import PREFIX, Status, error_body
 
 logger = logging.getLogger("kirod.localapi")
 
@@ -58,14 +57,7 @@ async def guard(request: web.Request, handler: Handler) -> web.StreamResponse:
 
 async def status(request: web.Request) -> web.Response:
     control = request.app[CONTROL]
-    records = await control.accounts.list()
-    now = time.time()
-    by_status = collections.Counter[str](
-        current_status(record.status, record.status_until, now) for record in records
-    )
-    counts = AccountCounts(
-        total=len(records), usable=by_status["active"], by_status=dict(by_status)
-    )
+    counts = await control.accounts.counts()
     maintenance = control.reports.maintenance()
     return web.json_response(Status.of(control.info(), counts, maintenance).to_json())
 
@@ -86,7 +78,7 @@ async def stats(request: web.Request) -> web.Response:
         except ValueError:
             since = math.nan
         if not 0 <= since <= time.time():
-            raise ControlError(400, "invalid_request", "since must be a past epoch time")
+            raise InvalidControlRequest("since must be a past epoch time")
     return web.json_response((await request.app[CONTROL].reports.stats(since)).to_json())
 
 

@@ -19,6 +19,7 @@ import aiosqlite
 from kirod import log
 from kirod.errors import StoreError
 from kirod.storage.db import Database
+from kirod.tasks import TaskOwner
 
 logger = logging.getLogger(__name__)
 
@@ -38,7 +39,7 @@ class WriteBehind(Generic[T]):
         self._max_rows = max_rows
         self._pending: list[T] = []
         self._timer: asyncio.TimerHandle | None = None
-        self._flushes: set[asyncio.Task[None]] = set()
+        self._flushes = TaskOwner(f"{name}-write")
         self._flushing = asyncio.Lock()
 
     def add(self, row: T) -> None:
@@ -66,17 +67,12 @@ class WriteBehind(Generic[T]):
 
     async def close(self) -> None:
         """Write what is queued; for shutdown, before the database closes."""
-        if self._flushes:
-            await asyncio.gather(*self._flushes, return_exceptions=True)
+        await self._flushes.join()
         await self._flush_logged()
 
     def _flush_in_background(self) -> None:
         self._timer = None
-        task = asyncio.get_running_loop().create_task(
-            self._flush_logged(), name=f"kirod-{self._name}-write"
-        )
-        self._flushes.add(task)
-        task.add_done_callback(self._flushes.discard)
+        self._flushes.spawn(self._flush_logged(), name="flush")
 
     async def _flush_logged(self) -> None:
         try:

@@ -13,7 +13,7 @@ import contextlib
 import logging
 import os
 import sqlite3
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
 from typing import Any, TypeVar
@@ -21,7 +21,8 @@ from typing import Any, TypeVar
 import aiosqlite
 
 from kirod.errors import StoreError
-from kirod.paths import ensure_private_dir
+from kirod.paths import ensure_private_dir, private_umask
+from kirod.tasks import TaskOwner
 
 log = logging.getLogger(__name__)
 
@@ -125,19 +126,6 @@ MIGRATIONS: tuple[str, ...] = (
 _SIBLINGS = ("", "-wal", "-shm", "-journal")
 
 
-@contextlib.contextmanager
-def _private_umask() -> Iterator[None]:
-    """Files SQLite creates meanwhile (the db, and lazily -wal/-shm) start out 0600.
-
-    The umask is process-wide; only the store sets it, and only while opening.
-    """
-    old = os.umask(0o077)
-    try:
-        yield
-    finally:
-        os.umask(old)
-
-
 def _reason(exc: BaseException) -> str:
     if isinstance(exc, OSError) and exc.strerror:
         return exc.strerror
@@ -160,7 +148,7 @@ class Database:
         self._conn: aiosqlite.Connection | None = None
         self._closing = False
         self._lock = asyncio.Lock()
-        self._writes: set[asyncio.Task[Any]] = set()
+        self._writes = TaskOwner("store")
 
     @property
     def path(self) -> Path:
@@ -171,7 +159,8 @@ class Database:
             ensure_private_dir(self._path.parent)
         except OSError as exc:
             raise StoreError(f"cannot create {self._path.parent}: {_reason(exc)}") from exc
-        with _private_umask():
+        # Files SQLite creates meanwhile (the db, and lazily -wal/-shm) start out 0600.
+        with private_umask():
             conn = await self._open()
         self._conn = conn
         self._closing = False
@@ -191,8 +180,7 @@ class Database:
         if conn is None or self._closing:
             return
         self._closing = True
-        if self._writes:
-            await asyncio.gather(*self._writes, return_exceptions=True)
+        await self._writes.join()
         async with self._lock:
             try:
                 await conn.close()
@@ -236,9 +224,7 @@ class Database:
             async with self.write() as conn:
                 return await fn(conn)
 
-        task = asyncio.get_running_loop().create_task(transaction(), name="kirod-store-write")
-        self._writes.add(task)
-        task.add_done_callback(self._writes.discard)
+        task = self._writes.spawn(transaction(), name="write", awaited=True)
         try:
             return await asyncio.shield(task)
         except asyncio.CancelledError:

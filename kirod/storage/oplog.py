@@ -17,11 +17,12 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import Any
 
 import aiosqlite
 
+from kirod.localapi.schema import Percentiles, Stats, StatsGroup
 from kirod.storage.behind import WriteBehind
 from kirod.storage.db import Database
 
@@ -69,46 +70,6 @@ class OpEntry:
     @property
     def succeeded(self) -> bool:
         return self.status < 400 and self.error is None
-
-
-@dataclass(frozen=True, slots=True)
-class Percentiles:
-    p50: float
-    p95: float
-    p99: float
-
-
-@dataclass(frozen=True, slots=True)
-class GroupStats:
-    """Requests of one account or one model."""
-
-    key: str
-    requests: int
-    errors: int
-    credits: float
-
-
-@dataclass(frozen=True, slots=True)
-class OpStats:
-    since: float | None
-    requests: int
-    succeeded: int
-    input_tokens: int
-    output_tokens: int
-    credits: float
-    ttfb_ms: Percentiles | None
-    accounts: tuple[GroupStats, ...]
-    models: tuple[GroupStats, ...]
-    errors: dict[str, int]
-
-    @property
-    def success_rate(self) -> float | None:
-        return self.succeeded / self.requests if self.requests else None
-
-    def to_json(self) -> dict[str, Any]:
-        data = asdict(self)
-        data["success_rate"] = self.success_rate
-        return data
 
 
 # A request succeeded when its status is below 400 and its stream did not end in an error.
@@ -180,7 +141,7 @@ class OpLog:
 
         await self._db.run_write(transaction)
 
-    async def stats(self, *, since: float | None = None) -> OpStats:
+    async def stats(self, *, since: float | None = None) -> Stats:
         """Totals, success rate, TTFB percentiles and breakdowns over rows from `since` on."""
         await self.flush()
         start = since or 0.0
@@ -197,7 +158,7 @@ class OpLog:
             " GROUP BY error ORDER BY count(*) DESC, error",
             (start,),
         )
-        return OpStats(
+        return Stats(
             since=since,
             requests=totals[0],
             succeeded=totals[1],
@@ -210,14 +171,14 @@ class OpLog:
             errors={row[0]: row[1] for row in errors},
         )
 
-    async def _groups(self, column: str, start: float) -> tuple[GroupStats, ...]:
+    async def _groups(self, column: str, start: float) -> tuple[StatsGroup, ...]:
         rows = await self._db.read(
             f"SELECT {column}, count(*), count(*) - COALESCE(SUM({_SUCCESS}), 0),"  # noqa: S608
             f" COALESCE(SUM(credits), 0) FROM oplog WHERE at >= ? AND {column} IS NOT NULL"
             f" GROUP BY {column} ORDER BY count(*) DESC, {column}",
             (start,),
         )
-        return tuple(GroupStats(row[0], row[1], row[2], round(row[3], 6)) for row in rows)
+        return tuple(StatsGroup(row[0], row[1], row[2], round(row[3], 6)) for row in rows)
 
     async def _ttfb(self, start: float) -> Percentiles | None:
         """Nearest-rank percentiles, each read with one ordered offset query."""

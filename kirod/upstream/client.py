@@ -16,7 +16,7 @@ import io
 import json
 import time
 import uuid
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote
@@ -172,6 +172,23 @@ def classify(status: int, headers: Mapping[str, str], body: bytes) -> UpstreamHt
     )
 
 
+@contextlib.contextmanager
+def _mapped(timeout: str, broken: str, *, truncated: str | None = None) -> Iterator[None]:
+    """aiohttp's exceptions as `UpstreamError`s, worded for the step that failed.
+
+    `truncated`: a body that ended abnormally is Kiro's protocol error, not a broken connection
+    (for the event stream, whose frames say where it should end).
+    """
+    try:
+        yield
+    except (TimeoutError, aiohttp.ServerTimeoutError):
+        raise UpstreamTimeout(timeout) from None
+    except aiohttp.ClientError as exc:
+        if truncated is not None and isinstance(exc, aiohttp.ClientPayloadError):
+            raise UpstreamProtocolError(truncated) from None
+        raise UpstreamConnectionError(f"{broken}: {type(exc).__name__}") from None
+
+
 async def _read_bounded(
     response: aiohttp.ClientResponse, limit: int, *, truncate: bool = False
 ) -> bytes | None:
@@ -290,18 +307,14 @@ class KiroClient:
 
     async def _frames(self, response: aiohttp.ClientResponse) -> AsyncIterator[list[Frame]]:
         decoder = FrameDecoder()
-        try:
+        with _mapped(
+            "Kiro's stream went silent past the idle timeout",
+            "connection to Kiro broke",
+            truncated="Kiro's response body ended abnormally",
+        ):
             async for chunk in response.content.iter_any():
                 if frames := decoder.feed(chunk):
                     yield frames
-        except (TimeoutError, aiohttp.ServerTimeoutError):
-            raise UpstreamTimeout("Kiro's stream went silent past the idle timeout") from None
-        except aiohttp.ClientPayloadError:
-            raise UpstreamProtocolError("Kiro's response body ended abnormally") from None
-        except aiohttp.ClientError as exc:
-            raise UpstreamConnectionError(
-                f"connection to Kiro broke: {type(exc).__name__}"
-            ) from None
         decoder.finish()
 
     async def _send(
@@ -314,7 +327,7 @@ class KiroClient:
         data: bytes | None = None,
     ) -> aiohttp.ClientResponse:
         """Send one request; an error status is read (bounded) and raised as classified."""
-        try:
+        with _mapped("Kiro did not answer in time", "cannot reach Kiro"):
             response = await session.request(
                 method,
                 url,
@@ -322,10 +335,6 @@ class KiroClient:
                 data=_payload(data),
                 proxy=self.options.proxy_url,
             )
-        except (TimeoutError, aiohttp.ServerTimeoutError):
-            raise UpstreamTimeout("Kiro did not answer in time") from None
-        except aiohttp.ClientError as exc:
-            raise UpstreamConnectionError(f"cannot reach Kiro: {type(exc).__name__}") from None
         if response.status >= 400:
             try:
                 body = await _read_bounded(response, MAX_ERROR_BODY, truncate=True) or b""
@@ -349,14 +358,9 @@ class KiroClient:
         response = await self._send(session, method, url, headers=headers, data=data)
         complete = False
         try:
-            raw = await _read_bounded(response, MAX_JSON_ANSWER)
+            with _mapped("Kiro did not finish its answer in time", "connection to Kiro broke"):
+                raw = await _read_bounded(response, MAX_JSON_ANSWER)
             complete = True
-        except (TimeoutError, aiohttp.ServerTimeoutError):
-            raise UpstreamTimeout("Kiro did not finish its answer in time") from None
-        except aiohttp.ClientError as exc:
-            raise UpstreamConnectionError(
-                f"connection to Kiro broke: {type(exc).__name__}"
-            ) from None
         finally:
             # An answer not read to its end is aborted, never drained.
             if complete:

@@ -246,7 +246,7 @@ async def pool_env(
         stack.push_async_callback(affinity.close)
         oplog = OpLog(db)
         stack.push_async_callback(oplog.close)
-        models = ModelDirectory(store, CatalogCache(client), keeper, STRICT)
+        models = ModelDirectory(store, CatalogCache(client, tasks), keeper, STRICT)
         dispatcher = Dispatcher(
             pool,
             client,

@@ -128,12 +128,18 @@ def test_a_full_disk_is_one_error_line(daemon: DaemonProcess) -> None:
 
 def test_only_a_non_active_account_shows_its_reason_and_until() -> None:
     from kirod.cli import render
+    from kirod.localapi.schema import Account
 
     now = time.time()
-    cooling = {"status": "cooling_down", "status_reason": "throttled", "status_until": now + 90}
+    named = {"id": "a1", "label": "x", "auth_kind": "social"}
+    cooling = Account.from_json(
+        {**named, "status": "cooling_down", "status_reason": "throttled", "status_until": now + 90}
+    )
     why, until = render.why_and_until(cooling)
     assert why == "throttled"
     assert until.startswith("in 1m (")  # relative, then the clock time
     assert until.endswith(")")
-    over = {"status": "active", "status_reason": "cool-down over", "status_until": None}
+    over = Account.from_json(
+        {**named, "status": "active", "status_reason": "cool-down over", "status_until": None}
+    )
     assert render.why_and_until(over) == (render.DASH, render.DASH)

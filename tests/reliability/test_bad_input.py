@@ -29,6 +29,7 @@ from kirod.testing.daemon import DaemonProcess
 from kirod.testing.fake_kiro import ThreadedFake
 
 sys.path.insert(0, str(Path(__file__).parent))
+from figures import FIGURES
 from reliability_env import FULL, PATHS, Transcript, import_account, request_body, secrets_of, start
 
 LIMIT = 64 * 1024
@@ -113,6 +114,7 @@ def keyed(daemon: DaemonProcess) -> dict[str, str | bytes]:
 
 
 def check(route: str, status: int, body: Any) -> None:
+    FIGURES.count("fuzz", "test_bad_input.py", cases=1, **{"5xx": int(status >= 500)})
     assert status < 500, (route, status, body)
     if status < 400:
         return

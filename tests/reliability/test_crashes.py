@@ -37,6 +37,7 @@ from kirod.testing.daemon import DaemonProcess
 from kirod.testing.fake_kiro import FakeKiro, ThreadedFake, TokenSet
 
 sys.path.insert(0, str(Path(__file__).parent))
+from figures import FIGURES
 from reliability_env import (
     FULL,
     PATHS,
@@ -304,6 +305,17 @@ def runs(transcript: Transcript) -> Iterator[dict[str, Run]]:
 def test_kill_9(runs: dict[str, Run], scenario: str) -> None:
     run = runs[scenario]
     print(f"\n{scenario}: {run.tally}")
+    tally = run.tally
+    FIGURES.record(
+        "kills",
+        scenario,
+        {
+            "kills": tally.kills,
+            "window": tally.window,
+            "kept": tally.in_flight_kept,
+            "lost": tally.in_flight_lost,
+        },
+    )
     assert run.error is None, run.error
     assert run.tally.kills == TRIALS[scenario] * SCALE
     if scenario == "rotation":

@@ -46,6 +46,7 @@ from kirod.upstream import frames, payload, tools
 from kirod.upstream.tools import SchemaCache
 
 sys.path.insert(0, str(Path(__file__).parent))
+from figures import FIGURES, bound
 from reliability_env import (
     MODEL,
     PATHS,
@@ -179,6 +180,15 @@ def test_oversized_tool_schemas_are_refused_and_leave_no_memory_behind(
         if seed == 1:  # allocator warm-up: the first two set the high-water mark
             baseline = settled_rss_kib(daemon)
     grown = settled_rss_kib(daemon) - baseline
+    FIGURES.record(
+        "bounds",
+        "memory: tool schemas",
+        bound(
+            "12 requests with a 6 MB tool schema",
+            f"RSS left behind < {RSS_GROWTH_LIMIT_KIB // 1024} MiB",
+            f"413 each; RSS +{grown / 1024:.1f} MiB",
+        ),
+    )
     assert grown < RSS_GROWTH_LIMIT_KIB, f"RSS grew {grown // 1024} MiB over 10 requests"
 
 
@@ -207,6 +217,17 @@ def test_a_huge_model_name_is_refused_and_never_stored(
         assert "128 characters" in answer["error"]["message"]
         assert len(json.dumps(answer)) < 1024
     stats = daemon.client.request("GET", "/stats")
+    grown = _store_bytes(daemon) - before
+    FIGURES.record(
+        "bounds",
+        "disk: model name",
+        bound(
+            "20 requests with a 5 MB model name",
+            "database + WAL growth < 1 MiB; `kiroctl stats` < 64 KiB",
+            f"400 each; store +{grown / 1024:.0f} KiB; "
+            f"stats {len(json.dumps(stats)) / 1024:.1f} KiB",
+        ),
+    )
     assert len(json.dumps(stats)) < 64 * 1024
     assert _store_bytes(daemon) - before < MIB
 
@@ -275,6 +296,17 @@ def test_huge_message_counts_neither_stall_the_loop_nor_keep_memory(
             )
         )
     grown = settled_rss_kib(daemon) - before
+    FIGURES.record(
+        "bounds",
+        "event loop: message counts",
+        bound(
+            "4 bodies of 150,000 messages and one of 20,000, at once",
+            f"`/health` < {STALL_LIMIT_S} s meanwhile; RSS left behind < "
+            f"{RSS_GROWTH_LIMIT_KIB // 1024} MiB",
+            f"400 each; `/health` at most {probe.slowest * 1000:.0f} ms; "
+            f"RSS +{grown / 1024:.1f} MiB",
+        ),
+    )
     assert len(probe.latencies) > 5
     assert probe.slowest < STALL_LIMIT_S, f"/health waited {probe.slowest:.3f} s"
     assert grown < RSS_GROWTH_LIMIT_KIB, f"RSS grew {grown // 1024} MiB"

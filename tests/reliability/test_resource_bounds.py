@@ -31,6 +31,7 @@ from kirod.testing.daemon import DaemonProcess
 from kirod.testing.fake_kiro import ThreadedFake
 
 sys.path.insert(0, str(Path(__file__).parent))
+from figures import FIGURES, bound
 from reliability_env import Transcript, import_account, secrets_of, start, wait_until
 
 MIB = 1024 * 1024
@@ -179,6 +180,18 @@ def test_a_hostile_sqlite_upload_is_refused_without_holding_the_loop(
         status, answer, elapsed = upload(daemon, content)
         time.sleep(0.2)
     transcript.add("import", answer)
+    peak = peak_rss_kib(daemon.proc.pid) - peak_before
+    FIGURES.record(
+        "bounds",
+        f"loop and memory: hostile {kind} import",
+        bound(
+            f"a {len(content) // 1024} KB SQLite file computing 200 MB when read",
+            f"answered < 2 s; APIs < {LOOP_STALL_LIMIT_S:.0f} s meanwhile; peak RSS < "
+            f"+{PEAK_GROWTH_LIMIT_KIB // 1024} MiB",
+            f"{status} in {elapsed:.2f} s; APIs at most {max(probe.slowest.values()) * 1000:.0f}"
+            f" ms; peak +{peak / 1024:.1f} MiB",
+        ),
+    )
     assert probe.rounds > 0
     assert max(probe.slowest.values()) < LOOP_STALL_LIMIT_S, probe.slowest
     assert peak_rss_kib(daemon.proc.pid) - peak_before < PEAK_GROWTH_LIMIT_KIB
@@ -255,10 +268,21 @@ def test_idle_connections_cannot_starve_the_control_socket_or_flood_the_log(
             time.sleep(0.5)  # every one of them has been accepted or refused
             started = time.monotonic()
             status = proc.client.status()
+            control_s = time.monotonic() - started
             assert status.state == "serving"
             assert time.monotonic() - started < 2.0
             # A connection beyond the cap is answered at once, in an error envelope.
             code, body, elapsed = public_get(address, "/health")
+            FIGURES.record(
+                "bounds",
+                "descriptors: idle connections",
+                bound(
+                    f"{IDLE_CONNECTIONS} idle connections, open-files limit 256 (hard 512)",
+                    "`max_connections` lowered to 192; the excess 503 < 2 s; control < 2 s",
+                    f"{code} in {elapsed * 1000:.0f} ms; control `status` in "
+                    f"{control_s * 1000:.0f} ms",
+                ),
+            )
             assert code == 503
             assert elapsed < 2.0
             assert json.loads(body)["error"]["code"] == "too_many_connections"
@@ -312,6 +336,16 @@ def test_a_huge_upstream_answer_is_refused_unread(
     finally:
         fake.fake.oversize(operation, 0)
     transcript.add(f"{method} {path}", answer)
+    peak = peak_rss_kib(daemon.proc.pid) - peak_before
+    FIGURES.record(
+        "bounds",
+        f"memory: upstream {operation} answer",
+        bound(
+            f"a {HUGE // MIB} MB answer",
+            f"refused < 5 s; peak RSS < +{PEAK_GROWTH_LIMIT_KIB // 1024} MiB",
+            f"{status} in {elapsed:.2f} s; peak +{peak / 1024:.1f} MiB",
+        ),
+    )
     assert peak_rss_kib(daemon.proc.pid) - peak_before < PEAK_GROWTH_LIMIT_KIB
     assert elapsed < 5.0
     assert status == 502, answer

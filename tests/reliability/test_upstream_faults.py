@@ -33,6 +33,7 @@ from kirod.testing.daemon import DaemonProcess
 from kirod.testing.fake_kiro import Fault, Reply, Script, ThreadedFake
 
 sys.path.insert(0, str(Path(__file__).parent))
+from figures import FIGURES
 from reliability_env import (
     PATHS,
     Answer,
@@ -506,10 +507,23 @@ def _expect_error(case: Case, seen: Seen) -> None:
             assert seen.error_type == openai_error(rendered, "-")["error"]["type"]
 
 
+def _cell(seen: Seen) -> str:
+    """The client's view of one case for the figures: `200`, `502 upstream_error`, or
+    `200, then upstream_protocol` for a stream the error ended."""
+    code = seen.error_code or seen.error_type
+    if seen.terminal == "ok":
+        return str(seen.status)
+    return f"{seen.status}, then {code}" if seen.status < 400 else f"{seen.status} {code}"
+
+
 @pytest.mark.parametrize("case", CASES, ids=lambda case: case.id)
 def test_fault(case: Case, seen: dict[str, Seen]) -> None:
     got = seen[case.id]
     assert got.crash is None, got.crash
+    mode = "stream" if case.stream else "json"
+    FIGURES.record(
+        "faults", f"{case.variant.name}|{case.protocol}|{mode}|{case.scenario}", _cell(got)
+    )
     variant = case.variant
     attempts_per_account = variant.calls
     # Bounded: every answer came within its bound, nothing queued, nothing left scripted.
@@ -627,6 +641,8 @@ def test_connection_refused(
     assert answer.elapsed_s < BOUND_S
     got = Seen()
     _outcome(protocol, answer, got)
+    mode = "stream" if stream else "json"
+    FIGURES.record("faults", f"connection_refused|{protocol}|{mode}|every", _cell(got))
     assert (got.status, got.terminal) == (502, "error")
     assert got.retry_after is None
     case = Case(

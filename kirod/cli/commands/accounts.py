@@ -6,15 +6,15 @@ account's id (as `accounts list` shows it) or label, in any case.
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Callable
 
 import click
 
 from kirod.cli import render
 from kirod.cli.commands import importing, login
 from kirod.cli.context import App, confirm, json_option, matching, pass_app, yes_option
-
-UPSTREAM_TIMEOUT_S = 120.0  # refresh and probe wait on Kiro
+from kirod.localapi.client import LocalClient
+from kirod.localapi.schema import Account
 
 
 @click.group()
@@ -26,16 +26,15 @@ accounts.add_command(login.login)
 accounts.add_command(importing.import_)
 
 
-def resolve(app: App, ref: str) -> dict[str, Any]:
+def resolve(app: App, ref: str) -> Account:
     """The account `ref` names: its id or label exactly, else the only one whose id or label (in
     any case) starts with `ref`, if `ref` has at least `MIN_PREFIX` characters."""
-    listed: list[dict[str, Any]] = app.call("GET", "/accounts")["accounts"]
     return matching(
         ref,
-        listed,
-        names=lambda a: (a["id"], a["label"]),
+        app.call(lambda kirod: kirod.accounts()),
+        names=lambda a: (a.id, a.label),
         what="account",
-        show=lambda a: f"{render.short_id(a['id'])} ({a['label']})",
+        show=lambda a: f"{render.short_id(a.id)} ({a.label})",
         listing="kiroctl accounts list",
     )
 
@@ -45,9 +44,9 @@ def resolve(app: App, ref: str) -> dict[str, Any]:
 @pass_app
 def list_(app: App, as_json: bool) -> None:
     """List the accounts with their state, credits and token expiry."""
-    listed = app.call("GET", "/accounts")["accounts"]
+    listed = app.call(lambda kirod: kirod.accounts())
     if as_json:
-        render.print_json({"accounts": listed})
+        render.print_json({"accounts": [account.to_json() for account in listed]})
         return
     if not listed:
         app.out.print(
@@ -59,23 +58,23 @@ def list_(app: App, as_json: bool) -> None:
     )
     for account in listed:
         grid.add_row(
-            render.short_id(account["id"]),
-            account["label"],
-            account["auth_kind"].replace("_", " "),
-            render.state(account["status"]),
+            render.short_id(account.id),
+            account.label,
+            account.auth_kind.replace("_", " "),
+            render.state(account.status),
             *render.why_and_until(account),
-            render.credits_bar(account.get("usage")),
-            render.ago(account.get("expires_at")),
+            render.credits_bar(account.usage),
+            render.ago(account.expires_at),
         )
     app.out.print(grid)
 
 
-def _act(app: App, ref: str, action: str, done: str, timeout: float | None = None) -> None:
-    account = resolve(app, ref)
-    updated = app.call("POST", f"/accounts/{account['id']}/{action}", timeout=timeout)
-    name = render.shown(updated["label"])
-    app.out.print(f"{done} {name} ({render.short_id(updated['id'])}): ", end="")
-    app.out.print(render.state(updated["status"]))
+def _act(app: App, ref: str, action: Callable[[LocalClient, str], Account], done: str) -> None:
+    account_id = resolve(app, ref).id
+    updated = app.call(lambda kirod: action(kirod, account_id))
+    name = render.shown(updated.label)
+    app.out.print(f"{done} {name} ({render.short_id(updated.id)}): ", end="")
+    app.out.print(render.state(updated.status))
 
 
 @accounts.command()
@@ -83,7 +82,7 @@ def _act(app: App, ref: str, action: str, done: str, timeout: float | None = Non
 @pass_app
 def enable(app: App, account: str) -> None:
     """Put ACCOUNT back in service, whatever its state."""
-    _act(app, account, "enable", "Enabled")
+    _act(app, account, LocalClient.enable_account, "Enabled")
 
 
 @accounts.command()
@@ -91,7 +90,7 @@ def enable(app: App, account: str) -> None:
 @pass_app
 def disable(app: App, account: str) -> None:
     """Stop using ACCOUNT for new requests (in-flight ones finish)."""
-    _act(app, account, "disable", "Disabled")
+    _act(app, account, LocalClient.disable_account, "Disabled")
 
 
 @accounts.command()
@@ -99,7 +98,7 @@ def disable(app: App, account: str) -> None:
 @pass_app
 def refresh(app: App, account: str) -> None:
     """Refresh ACCOUNT's access token now."""
-    _act(app, account, "refresh", "Refreshed", UPSTREAM_TIMEOUT_S)
+    _act(app, account, LocalClient.refresh_account, "Refreshed")
 
 
 @accounts.command()
@@ -107,11 +106,11 @@ def refresh(app: App, account: str) -> None:
 @pass_app
 def probe(app: App, account: str) -> None:
     """Ask Kiro for ACCOUNT's usage limits now."""
-    target = resolve(app, account)
-    updated = app.call("POST", f"/accounts/{target['id']}/probe", timeout=UPSTREAM_TIMEOUT_S)
-    usage = updated.get("usage") or {}
-    app.out.print(f"{render.shown(updated['label'])}: ", render.credits_bar(usage), end="")
-    app.out.print(f", resets {render.date(usage.get('resets_at'))}")
+    account_id = resolve(app, account).id
+    updated = app.call(lambda kirod: kirod.probe_account(account_id))
+    usage = updated.usage
+    app.out.print(f"{render.shown(updated.label)}: ", render.credits_bar(usage), end="")
+    app.out.print(f", resets {render.date(usage.resets_at if usage else None)}")
 
 
 @accounts.command()
@@ -124,7 +123,7 @@ def remove(app: App, account: str, yes: bool) -> None:
     Asks first on a terminal; elsewhere it needs --yes.
     """
     target = resolve(app, account)
-    name = f"{render.printable(target['label'])} ({render.short_id(target['id'])})"
+    name = f"{render.printable(target.label)} ({render.short_id(target.id)})"
     confirm(f"Remove {name} and wipe its credentials?", yes)
-    app.call("DELETE", f"/accounts/{target['id']}")
-    app.out.print(f"Removed {render.shown(target['label'])} ({render.short_id(target['id'])}).")
+    app.call(lambda kirod: kirod.remove_account(target.id))
+    app.out.print(f"Removed {render.shown(target.label)} ({render.short_id(target.id)}).")

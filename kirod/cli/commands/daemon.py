@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 import click
 
 from kirod import __version__
 from kirod.cli import exits, render
 from kirod.cli.context import App, json_option, pass_app
-from kirod.localapi.schema import DEGRADED, DOWN, HEALTHY, Status
+from kirod.localapi.schema import DEGRADED, DOWN, HEALTHY, Account, Status
 
 HEALTH_STYLES = {HEALTHY: "bold green", DEGRADED: "bold yellow", DOWN: "bold red"}
 
@@ -23,22 +21,25 @@ def status(app: App, as_json: bool) -> None:
     Exits 0 when healthy, 4 when degraded and 3 when kirod is down.
     """
     try:
-        doc = app.call("GET", "/status")
+        # The document as kirod sent it, for --json: `Status.to_json()` would drop the fields
+        # this kiroctl does not know and could write 300 as 300.0.
+        doc = app.call(lambda kirod: kirod.request("GET", "/status"))
     except exits.CliError as exc:
         if exc.code != exits.DOWN or not as_json:
             raise
         render.print_json({"health": DOWN, "status": None, "accounts": []})
         raise click.exceptions.Exit(exits.DOWN) from None
-    accounts: list[dict[str, Any]] = app.call("GET", "/accounts")["accounts"]
+    accounts = app.call(lambda kirod: kirod.accounts())
     current = Status.from_json(doc)
     if as_json:
-        render.print_json({"health": current.health, "status": doc, "accounts": accounts})
+        listed = [account.to_json() for account in accounts]
+        render.print_json({"health": current.health, "status": doc, "accounts": listed})
     else:
         _print_status(app, current, accounts)
     raise click.exceptions.Exit(exits.OK if current.health == HEALTHY else exits.DEGRADED)
 
 
-def _print_status(app: App, current: Status, accounts: list[dict[str, Any]]) -> None:
+def _print_status(app: App, current: Status, accounts: list[Account]) -> None:
     from rich.text import Text  # here: `status --json` needs no rich
 
     out = app.out
@@ -65,14 +66,14 @@ def _print_status(app: App, current: Status, accounts: list[dict[str, Any]]) -> 
         "ACCOUNT", "STATE", "REASON", "UNTIL", "CREDITS LEFT", "RESETS", "LAST ERROR"
     )
     for account in accounts:
-        usage = account.get("usage")
+        usage = account.usage
         grid.add_row(
-            account["label"],
-            render.state(account["status"]),
+            account.label,
+            render.state(account.status),
             *render.why_and_until(account),
             render.credits_bar(usage),
-            render.date(usage.get("resets_at") if usage else None),
-            account.get("last_error") or render.DASH,
+            render.date(usage.resets_at if usage else None),
+            account.last_error or render.DASH,
         )
     out.print()
     out.print(grid)
@@ -83,13 +84,13 @@ def _print_status(app: App, current: Status, accounts: list[dict[str, Any]]) -> 
 @pass_app
 def config(app: App, as_json: bool) -> None:
     """Show kirod's effective settings (secrets are redacted)."""
-    doc = app.call("GET", "/config")
+    current = app.call(lambda kirod: kirod.config())
     if as_json:
-        render.print_json(doc)
+        render.print_json(current.to_json())
         return
-    app.out.print(f"config file: {doc['config_path'] or '(none: defaults and environment)'}")
+    app.out.print(f"config file: {current.config_path or '(none: defaults and environment)'}")
     grid = render.Grid("OPTION", "VALUE")
-    for name, value in doc["settings"].items():
+    for name, value in current.settings.items():
         shown = ", ".join(value) if isinstance(value, list) else value
         grid.add_row(name, render.DASH if shown in (None, "") else str(shown))
     app.out.print(grid)
@@ -101,7 +102,7 @@ def config(app: App, as_json: bool) -> None:
 def version(app: App, as_json: bool) -> None:
     """Show the versions of kiroctl and of the running kirod."""
     try:
-        daemon: str | None = app.call("GET", "/status")["version"]
+        daemon: str | None = app.call(lambda kirod: kirod.status()).version
     except exits.CliError:
         daemon = None
     if as_json:
@@ -118,5 +119,5 @@ def shutdown(app: App) -> None:
 
     A service manager set to restart on failure leaves it stopped.
     """
-    app.call("POST", "/shutdown")
+    app.call(lambda kirod: kirod.shutdown())
     app.out.print("kirod is shutting down.")

@@ -12,13 +12,16 @@ import json
 import re
 import sqlite3
 import sys
+from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
-from typing import Any
 
 import click
 
 from kirod.cli import exits, render
 from kirod.cli.context import App, json_option, pass_app
+from kirod.localapi.client import LocalClient
+from kirod.localapi.schema import Imported
 from kirod.paths import credential_files
 
 SQLITE_MAGIC = b"SQLite format 3\x00"
@@ -70,18 +73,32 @@ def _companion(path: Path, content: bytes) -> bytes | None:
     return _read(registration) if registration.is_file() else None
 
 
-def upload(path: Path, companion: Path | None) -> dict[str, Any]:
-    """The import request body for the file at `path`."""
+@dataclass(frozen=True)
+class Upload:
+    """What one import sends: a file (base64, with its IdC companion) or a Kiro API key."""
+
+    content: str | None = None
+    companion: str | None = None
+    api_key: str | None = None
+
+    def send(self, kirod: LocalClient, label: str | None) -> list[Imported]:
+        return kirod.import_accounts(
+            content=self.content, companion=self.companion, api_key=self.api_key, label=label
+        )
+
+
+def upload(path: Path, companion: Path | None) -> Upload:
+    """The import of the file at `path`."""
     content = _read(path)
     if content.startswith(SQLITE_MAGIC):
         content = sqlite_snapshot(path)
         extra = None
     else:
         extra = _read(companion) if companion else _companion(path, content)
-    body = {"content_b64": base64.b64encode(content).decode()}
-    if extra is not None:
-        body["companion_b64"] = base64.b64encode(extra).decode()
-    return body
+    return Upload(
+        content=base64.b64encode(content).decode(),
+        companion=None if extra is None else base64.b64encode(extra).decode(),
+    )
 
 
 def _found() -> list[Path]:
@@ -125,7 +142,7 @@ def import_(
     if api_key:
         if paths:
             raise exits.CliError(exits.USAGE, "give either --api-key or files, not both")
-        bodies = [("API key", {"api_key": _api_key()})]
+        bodies = [("API key", Upload(api_key=_api_key()))]
     else:
         sources = list(paths) or _found()
         if not sources:
@@ -140,28 +157,27 @@ def import_(
         bodies = [(str(path), upload(path, companion)) for path in sources]
     if label and len(bodies) > 1:
         raise exits.CliError(exits.USAGE, "--label goes with exactly one file")
-    imported: list[dict[str, Any]] = []
+    imported: list[Imported] = []
     failures = 0
     for source, body in bodies:
-        if label:
-            body["label"] = label
         try:
-            answer = app.call("POST", "/accounts/import", body)
+            answer = app.call(partial(body.send, label=label or None))
         except exits.CliError as exc:
             if exc.code == exits.DOWN or len(bodies) == 1:
                 raise
             failures += 1
             app.err.print(f"{source}: {exc.message}", style="yellow")
             continue
-        imported.extend(answer["accounts"])
+        imported.extend(answer)
         if not as_json:
-            for account in answer["accounts"]:
-                verb = "Imported" if account["created"] else "Updated"
+            for item in answer:
+                verb = "Imported" if item.created else "Updated"
+                account = item.account
                 app.out.print(
-                    f"{verb} {account['label']} ({render.short_id(account['id'])}) from {source}"
+                    f"{verb} {account.label} ({render.short_id(account.id)}) from {source}"
                 )
     if as_json:
-        render.print_json({"accounts": imported})
+        render.print_json({"accounts": [item.to_json() for item in imported]})
     if failures:
         raise exits.CliError(
             exits.FAILED, f"{failures} of {len(bodies)} imports failed", "see the messages above"

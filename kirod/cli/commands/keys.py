@@ -6,8 +6,6 @@ name.
 
 from __future__ import annotations
 
-from typing import Any
-
 import click
 
 from kirod.cli import render
@@ -21,7 +19,7 @@ def keys() -> None:
 
 
 def _listed(app: App) -> list[ApiKey]:
-    return [ApiKey.from_json(item) for item in app.call("GET", "/keys")["keys"]]
+    return app.call(lambda kirod: kirod.keys())
 
 
 @keys.command("list")
@@ -68,16 +66,13 @@ def _patterns(values: tuple[str, ...]) -> list[str]:
 @pass_app
 def create(app: App, name: str, models: tuple[str, ...], rpm: int | None, as_json: bool) -> None:
     """Create a key called NAME; it is shown this once only."""
-    body: dict[str, Any] = {"name": name, "models": _patterns(models)}
-    if rpm is not None:
-        body["rpm"] = rpm
-    answer = app.call("POST", "/keys", body)
+    created = app.call(lambda kirod: kirod.create_key(name, models=_patterns(models), rpm=rpm))
     if as_json:
-        render.print_json(answer)
+        render.print_json(created.to_json())
         return
-    key = ApiKey.from_json(answer["key"])
+    key = created.key
     app.err.print(f"Created key {key.name} ({render.short_id(key.id)}). It is shown only now:")
-    app.out.print(answer["secret"], markup=False, highlight=False)
+    app.out.print(created.secret, markup=False, highlight=False)
 
 
 DEFAULT_KEY = "default"  # the key kirod writes to `api_key_file` on first start
@@ -101,10 +96,10 @@ def revoke(app: App, key: str, yes: bool) -> None:
         listing="kiroctl keys list",
     )
     confirm(f"Revoke {render.printable(target.name)} ({render.short_id(target.id)})?", yes)
-    app.call("DELETE", f"/keys/{target.id}")
+    app.call(lambda kirod: kirod.revoke_key(target.id))
     app.out.print(f"Revoked {render.shown(target.name)} ({render.short_id(target.id)}).")
     if target.name == DEFAULT_KEY:
-        path = app.call("GET", "/config")["settings"].get("api_key_file")
+        path = app.call(lambda kirod: kirod.config()).settings.get("api_key_file")
         app.err.print(
             f"The key in {render.shown(str(path))} no longer works. Make a new one with "
             "`kiroctl keys create NAME` and give it to your clients in its place.",

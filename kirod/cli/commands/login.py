@@ -13,7 +13,6 @@ import signal
 import sys
 import time
 from collections.abc import Iterator
-from typing import Any
 
 import click
 
@@ -53,8 +52,7 @@ def login(
     (state approved, denied, expired, failed or cancelled). Ctrl-C, SIGTERM and SIGHUP cancel
     the login in kirod too.
     """
-    body = {key: value for key, value in (("start_url", start_url), ("region", region)) if value}
-    pending = Login.from_json(app.call("POST", "/logins", body))
+    pending = app.call(lambda kirod: kirod.start_login(start_url=start_url, region=region))
     if as_json:
         render.print_json_line(pending.to_json())
     else:
@@ -104,7 +102,7 @@ def _signals_interrupt() -> Iterator[None]:
 def _cancel(app: App, pending: Login) -> Login:
     """Cancel the login in kirod; the login as kirod reports it then, or as cancelled."""
     with _signals_ignored(), contextlib.suppress(exits.CliError):
-        return Login.from_json(app.call("DELETE", f"/logins/{pending.id}", timeout=5.0))
+        return app.call(lambda kirod: kirod.cancel_login(pending.id, timeout=5.0))
     return _ended(pending, "cancelled")
 
 
@@ -136,20 +134,17 @@ def _wait(app: App, pending: Login, *, show_spinner: bool) -> Login:
                     "kirod did not report the end of the login",
                     "run `kiroctl accounts login` again",
                 )
-            doc = app.call(
-                "GET", f"/logins/{pending.id}?wait={POLL_WAIT_S:g}", timeout=POLL_WAIT_S + 10
-            )
-            current = Login.from_json(doc)
+            current = app.call(lambda kirod: kirod.login(pending.id, wait_s=POLL_WAIT_S))
     return current
 
 
 def _report(app: App, final: Login, *, quiet: bool) -> None:
     if final.state == "approved":
-        account: dict[str, Any] = final.account or {}
+        added = final.added
         if not quiet:
+            label, account_id = (added.label, added.id) if added else (None, None)
             app.out.print(
-                f"Added {account.get('label')}, id {render.short_id(str(account.get('id')))}; "
-                "it serves requests now."
+                f"Added {label}, id {render.short_id(str(account_id))}; it serves requests now."
             )
         return
     again = "run `kiroctl accounts login` again"
@@ -159,6 +154,6 @@ def _report(app: App, final: Login, *, quiet: bool) -> None:
         "the time shown on the page",
         "cancelled": again,
     }
-    message = (final.error or {}).get("message", f"the login ended: {final.state}")
+    message = final.error_message or f"the login ended: {final.state}"
     code = exits.LOGIN_FAILED if final.state in hints else exits.FAILED
     raise exits.CliError(code, message, hints.get(final.state, "check your network and retry"))

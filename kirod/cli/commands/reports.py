@@ -5,15 +5,14 @@ from __future__ import annotations
 import re
 import time
 from datetime import datetime
-from typing import Any
 
 import click
 
 from kirod.cli import render
 from kirod.cli.context import App, json_option, pass_app
-from kirod.localapi.schema import Stats, StatsGroup
+from kirod.localapi.client import stats_path
+from kirod.localapi.schema import Models, StatsGroup
 
-MODELS_TIMEOUT_S = 60.0  # the first listing asks each account's catalog from Kiro
 _RELATIVE = re.compile(r"(\d+(?:\.\d+)?)\s*([smhdw])")
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
 
@@ -23,31 +22,31 @@ _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
 @pass_app
 def models(app: App, as_json: bool) -> None:
     """List the models your accounts offer, and which accounts offer each."""
-    doc = app.call("GET", "/models", timeout=MODELS_TIMEOUT_S)
+    listing = app.call(lambda kirod: kirod.models())
     if as_json:
-        render.print_json(doc)
+        render.print_json(listing.to_json())
         return
     grid = render.Grid("MODEL", "KIRO ID", "CONTEXT", "MAX OUTPUT", "ACCOUNTS")
-    for row in doc["models"]:
+    for row in listing.models:
         grid.add_row(
-            row["id"],
-            row["kiro_id"],
-            f"{row['context_window']:,}",
-            f"{row['max_output_tokens']:,}",
-            str(len(row["accounts"])) if doc["source"] == "accounts" else render.DASH,
+            row.id,
+            row.kiro_id,
+            f"{row.context_window:,}",
+            f"{row.max_output_tokens:,}",
+            str(len(row.accounts)) if listing.source == "accounts" else render.DASH,
         )
     app.out.print(grid)
-    if doc["source"] == "static":
+    if listing.source == "static":
         app.out.print("(no active account yet: this is kirod's built-in list)")
-    _substitutes(app, doc)
+    _substitutes(app, listing)
 
 
-def _substitutes(app: App, doc: dict[str, Any]) -> None:
+def _substitutes(app: App, listing: Models) -> None:
     """Which names are served by another model: aliases, family fallback, what was substituted."""
-    rows = [(name, target, "alias") for name, target in doc["aliases"].items()]
-    rows += [(word, kiro_id, "family") for word, kiro_id in doc["families"].items()]
-    rows += [(s["requested"], s["served"], f"{s['via']}, served") for s in doc["substitutions"]]
-    if doc["fallback"] == "family":
+    rows = [(name, target, "alias") for name, target in listing.aliases.items()]
+    rows += [(word, kiro_id, "family") for word, kiro_id in listing.families.items()]
+    rows += [(s.requested, s.served, f"{s.via}, served") for s in listing.substitutions]
+    if listing.fallback == "family":
         app.out.print(
             "\nIds no account offers are served by the newest model of their Claude family "
             '(model_fallback = "family").'
@@ -90,13 +89,11 @@ def _milliseconds(value: float) -> str:
 def stats(app: App, since: str | None, as_json: bool) -> None:
     """Summarize the requests kirod served: success, time to first byte, accounts, models."""
     start = parse_since(since) if since else None
-    path = "/stats" if start is None else f"/stats?since={start:.3f}"
-    doc = app.call("GET", path)
-    if as_json:
-        render.print_json(doc)
+    if as_json:  # the document as kirod sent it: `Stats.to_json()` could write 0 as 0.0
+        render.print_json(app.call(lambda kirod: kirod.request("GET", stats_path(start))))
         return
-    report = Stats.from_json(doc)
-    labels = {a["id"]: a["label"] for a in app.call("GET", "/accounts")["accounts"]}
+    report = app.call(lambda kirod: kirod.stats(start))
+    labels = {account.id: account.label for account in app.call(lambda kirod: kirod.accounts())}
     out = app.out
     out.print(f"since {render.moment(report.since) if report.since else 'the log began'}")
     rate = f"{report.success_rate:.1%}" if report.success_rate is not None else render.DASH

@@ -15,6 +15,7 @@ import signal
 import sys
 import time
 from collections.abc import Iterator
+from dataclasses import dataclass
 from types import FrameType
 from typing import TYPE_CHECKING, Any
 
@@ -22,7 +23,16 @@ import click
 
 from kirod.cli import exits, render
 from kirod.cli.context import App, json_option, pass_app
-from kirod.localapi.schema import ATTENTION_STATES, DEGRADED, DOWN, HEALTHY, Stats
+from kirod.localapi.client import stats_path
+from kirod.localapi.schema import (
+    ATTENTION_STATES,
+    DEGRADED,
+    DOWN,
+    HEALTHY,
+    Pool,
+    PoolAccount,
+    Stats,
+)
 
 if TYPE_CHECKING:
     from rich.console import Group
@@ -36,28 +46,50 @@ class _Stop(Exception):
     """SIGTERM or SIGHUP arrived while the view was live."""
 
 
-def snapshot(app: App, now: float | None = None) -> dict[str, Any]:
-    """The pool and the last minute, in the shape `kiroctl top --json` prints."""
-    pool: dict[str, Any] = app.call("GET", "/pool")
+@dataclass(frozen=True)
+class Snapshot:
+    """The pool and the last minute of the operation log, as of `at`."""
+
+    at: float
+    pool: Pool
+    last_minute: Stats
+    last_minute_doc: dict[str, Any]  # as kirod sent it, for --json (see `kiroctl stats`)
+
+    @property
+    def health(self) -> str:
+        """As the pool shows it: healthy with an active account and none needing attention."""
+        states = {account.status for account in self.pool.accounts}
+        return HEALTHY if "active" in states and not states & ATTENTION_STATES else DEGRADED
+
+    @property
+    def in_flight(self) -> int:
+        return sum(account.in_flight for account in self.pool.accounts)
+
+    @property
+    def capacity(self) -> int:
+        return sum(account.capacity for account in self.pool.accounts)
+
+    def to_json(self) -> dict[str, Any]:
+        """The shape `kiroctl top --json` prints."""
+        return {
+            "at": self.at,
+            "health": self.health,
+            "in_flight": self.in_flight,
+            "capacity": self.capacity,
+            "queued": self.pool.queued,
+            "window_s": WINDOW_S,
+            "pool": self.pool.to_json(),
+            "last_minute": self.last_minute_doc,
+        }
+
+
+def snapshot(app: App, now: float | None = None) -> Snapshot:
+    """The pool now and the minute before `now`."""
+    pool = app.call(lambda kirod: kirod.pool())
     at = time.time() if now is None else now
-    last_minute: dict[str, Any] = app.call("GET", f"/stats?since={at - WINDOW_S:.3f}")
-    accounts = pool["accounts"]
-    return {
-        "at": at,
-        "health": health(accounts),
-        "in_flight": sum(int(a["in_flight"]) for a in accounts),
-        "capacity": sum(int(a["capacity"]) for a in accounts),
-        "queued": int(pool["queued"]),
-        "window_s": WINDOW_S,
-        "pool": pool,
-        "last_minute": last_minute,
-    }
-
-
-def health(accounts: list[dict[str, Any]]) -> str:
-    """As the pool shows it: healthy with an active account and none needing attention."""
-    states = {a["status"] for a in accounts}
-    return HEALTHY if "active" in states and not states & ATTENTION_STATES else DEGRADED
+    path = stats_path(at - WINDOW_S)
+    last_minute: dict[str, Any] = app.call(lambda kirod: kirod.request("GET", path))
+    return Snapshot(at, pool, Stats.from_json(last_minute), last_minute)
 
 
 @click.command()
@@ -84,11 +116,11 @@ def top(app: App, interval: float, once: bool, max_seconds: float | None, as_jso
     Press q (or Ctrl-C) to quit. Off a terminal, or with --once or --json, it prints one snapshot.
     """
     if once or as_json or not (sys.stdin.isatty() and sys.stdout.isatty()):
-        doc = snapshot(app)  # kirod down: exits 3 with the usual message
+        current = snapshot(app)  # kirod down: exits 3 with the usual message
         if as_json:
-            render.print_json(doc)
+            render.print_json(current.to_json())
         else:
-            app.out.print(view(doc))
+            app.out.print(view(current))
         return
     _live(app, interval, max_seconds)
 
@@ -176,38 +208,38 @@ def _unreachable(exc: exits.CliError, interval: float) -> Group:
     return Group(*lines)
 
 
-def view(doc: dict[str, Any], *, live: bool = False) -> Group:
+def view(current: Snapshot, *, live: bool = False) -> Group:
     """The snapshot as the header, the accounts, the last minute and its errors."""
     from rich.console import Group
     from rich.text import Text
 
-    now = float(doc["at"])
-    pool = doc["pool"]
-    minute = Stats.from_json(doc["last_minute"])
+    now = current.at
+    pool = current.pool
+    minute = current.last_minute
     headline = Text("kirod · ")
-    headline.append(doc["health"], style=HEALTH_STYLES.get(doc["health"], ""))
+    headline.append(current.health, style=HEALTH_STYLES.get(current.health, ""))
     headline.append(
-        f" · {doc['in_flight']}/{doc['capacity']} in flight · {doc['queued']} queued"
-        f" · {pool['strategy']} · {time.strftime('%H:%M:%S', time.localtime(now))}"
+        f" · {current.in_flight}/{current.capacity} in flight · {pool.queued} queued"
+        f" · {pool.strategy} · {time.strftime('%H:%M:%S', time.localtime(now))}"
     )
     parts: list[Any] = [headline]
 
     by_account = {group.key: group for group in minute.accounts}
-    if pool["accounts"]:
+    if pool.accounts:
         grid = render.Grid(
             "ACCOUNT", "STATE", "SLOTS", "REQ/MIN", "ERR/MIN", "REASON", "UNTIL", "LAST ERROR"
         )
-        for account in pool["accounts"]:
-            group = by_account.get(account["id"])
-            active = account["status"] == "active"
+        for account in pool.accounts:
+            group = by_account.get(account.id)
+            active = account.status == "active"
             grid.add_row(
-                account["label"],
-                render.state(account["status"]),
-                f"{account['in_flight']}/{account['capacity']}",
+                account.label,
+                render.state(account.status),
+                f"{account.in_flight}/{account.capacity}",
                 f"{group.requests:,}" if group else "0",
                 f"{group.errors:,}" if group else "0",
-                render.DASH if active else account.get("reason") or render.DASH,
-                render.DASH if active else render.until(account.get("until"), now),
+                render.DASH if active else account.reason or render.DASH,
+                render.DASH if active else render.until(account.until, now),
                 _last_error(account, now),
             )
         parts += [Text(), grid]
@@ -235,8 +267,7 @@ def view(doc: dict[str, Any], *, live: bool = False) -> Group:
     return Group(*parts)
 
 
-def _last_error(account: dict[str, Any], now: float) -> str:
-    error = account.get("last_error")
-    if not error:
+def _last_error(account: PoolAccount, now: float) -> str:
+    if not account.last_error:
         return render.DASH
-    return f"{error} ({render.ago(account.get('last_error_at'), now)})"
+    return f"{account.last_error} ({render.ago(account.last_error_at, now)})"

@@ -4,7 +4,7 @@ Each login is an owned task polling AWS SSO OIDC at the interval the service ask
 after `slow_down`) until the user approves, denies, or the code expires. An approved login is
 stored as a new account, labelled with the e-mail address its usage limits report. Finished logins
 are kept a while for their poller, then forgotten. The device code and client secret never leave
-this module.
+this module. The control plane calls `start`, `get`, `wait` and `cancel`; each answers a `Login`.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kirod import log
-from kirod.errors import StoreError
+from kirod.errors import ControlUpstreamFailed, StoreError, TooManyLogins
 from kirod.localapi.schema import Login
 from kirod.storage.accounts import AccountStore
 from kirod.tasks import TaskOwner
@@ -29,7 +29,7 @@ from kirod.upstream.credentials import AuthKind, Credentials
 from kirod.upstream.errors import LoginError, UpstreamError
 from kirod.upstream.usage import UsageSnapshot, parse_usage_limits
 
-logger = logging.getLogger("kirod.localapi")
+logger = logging.getLogger("kirod.localapi")  # the control plane's log, as before the move
 
 API_REGION = "us-east-1"  # where Kiro serves Builder ID and IdC profiles by default
 KEEP_FINISHED_S = 600.0
@@ -42,10 +42,6 @@ _KIND_NAMES = {AuthKind.BUILDER_ID: "Builder ID", AuthKind.IDC: "IAM Identity Ce
 def _owner(login: device.DeviceLogin) -> str:
     """The client's transport owner for this login's calls (the one `device.poll` uses)."""
     return f"login-{login.client_id[:8]}"
-
-
-class TooManyLogins(Exception):
-    """MAX_PENDING logins are already waiting for their users."""
 
 
 @dataclass
@@ -100,12 +96,23 @@ class Logins:
         self._on_added = on_added
         self._sessions: dict[str, _Session] = {}
 
-    async def start(self, *, start_url: str, region: str) -> Login:
-        """Register a client and get a device code; raises `LoginError` or `TooManyLogins`."""
+    async def start(self, *, start_url: str | None, region: str | None) -> Login:
+        """Register a client and get a device code.
+
+        Raises `TooManyLogins` when MAX_PENDING logins wait, `ControlUpstreamFailed` when AWS
+        refuses or cannot be reached.
+        """
         self._forget_old()
         if sum(not s.done.is_set() for s in self._sessions.values()) >= MAX_PENDING:
             raise TooManyLogins
-        started = await device.start(self._client, start_url=start_url, region=region)
+        try:
+            started = await device.start(
+                self._client,
+                start_url=start_url or device.BUILDER_ID_START_URL,
+                region=region or device.DEFAULT_REGION,
+            )
+        except LoginError as exc:
+            raise ControlUpstreamFailed("login_failed", str(exc)) from None
         session = _Session(id="login_" + secrets.token_hex(8), device=started)
         self._sessions[session.id] = session
         session.task = self._tasks.spawn(self._drive(session), name=f"login:{session.id}")
@@ -185,7 +192,7 @@ class Logins:
         label = f"{usage.email} ({kind})" if usage and usage.email else f"{kind} (device login)"
         record = await self._store.insert(
             label=label,
-            auth_kind="builder_id" if login.auth_kind is AuthKind.BUILDER_ID else "idc",
+            auth_kind=login.auth_kind.value,
             region=API_REGION,
             auth_region=login.region,
             credentials=credentials.to_json(),

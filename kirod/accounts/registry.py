@@ -1,0 +1,188 @@
+"""The accounts as the control plane manages them: list, import, remove, enable, disable, refresh,
+probe. `kirod.localapi` parses a request, makes one call here, and answers its JSON.
+
+An import of a login kirod already holds updates that account's credentials instead of adding a
+duplicate. Removing an account also closes its upstream connections. Failures are raised as the
+control plane's `ControlError`s; secrets never leave this module's callers' process.
+"""
+
+from __future__ import annotations
+
+import collections
+import dataclasses
+import logging
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from kirod import log
+from kirod.accounts.health import current_status
+from kirod.accounts.maintenance import Maintenance
+from kirod.accounts.pool import AccountPool
+from kirod.errors import ControlNotFound, ControlUpstreamFailed, InvalidControlRequest
+from kirod.localapi.schema import AccountCounts
+from kirod.storage.accounts import AccountRecord, AccountStore
+from kirod.upstream.client import KiroClient
+from kirod.upstream.credentials import Credentials
+from kirod.upstream.errors import CredentialImportError, RefreshError, UpstreamError
+from kirod.upstream.importers import ImportedAccount, ImportLimits, parse_api_key, parse_upload
+
+logger = logging.getLogger("kirod.localapi")  # the control plane's log, as before the move
+
+Operation = Callable[[str], Awaitable[AccountRecord | None]]
+
+
+def _same_login(record: AccountRecord, imported: ImportedAccount) -> bool:
+    """An import of a login we already hold updates it instead of adding a duplicate."""
+    stored = Credentials.from_json(record.credentials)
+    new = imported.credentials
+    if new.refresh_token:
+        return stored.refresh_token == new.refresh_token
+    return record.auth_kind == imported.auth_kind.value and (
+        stored.access_token == new.access_token
+    )
+
+
+def shown(record: AccountRecord, now: float) -> dict[str, Any]:
+    """An account as the control API shows it: no secrets, its status as of now."""
+    out = record.redacted()
+    status = current_status(record.status, record.status_until, now)
+    if status != record.status:
+        out.update(
+            status=status,
+            status_reason="cool-down over; the next request tests the account",
+            status_until=None,
+        )
+    return out
+
+
+class AccountRegistry:
+    def __init__(
+        self,
+        pool: AccountPool,
+        maintenance: Maintenance,
+        client: KiroClient,
+        limits: ImportLimits,
+    ) -> None:
+        self._pool = pool
+        self._maintenance = maintenance
+        self._client = client
+        self._limits = limits
+
+    @property
+    def _store(self) -> AccountStore:
+        return self._pool.store
+
+    async def all(self) -> list[dict[str, Any]]:
+        now = time.time()
+        return [shown(record, now) for record in await self._store.list()]
+
+    async def get(self, account_id: str) -> dict[str, Any]:
+        record = await self._store.get(account_id)
+        if record is None:
+            raise ControlNotFound("account")
+        return shown(record, time.time())
+
+    async def counts(self) -> AccountCounts:
+        """How many accounts there are, and in which state as of now."""
+        records = await self._store.list()
+        now = time.time()
+        by_status = collections.Counter[str](
+            current_status(record.status, record.status_until, now) for record in records
+        )
+        return AccountCounts(
+            total=len(records), usable=by_status["active"], by_status=dict(by_status)
+        )
+
+    async def import_upload(
+        self, content: bytes, companion: bytes | None, label: str | None
+    ) -> list[dict[str, Any]]:
+        """Import the accounts of a credential file saved by another Kiro tool."""
+        try:
+            imported = await parse_upload(content, companion, self._limits)
+        except CredentialImportError as exc:
+            raise InvalidControlRequest(str(exc), "invalid_import") from None
+        return await self._store_all(imported, label)
+
+    async def import_api_key(self, key: str, label: str | None) -> list[dict[str, Any]]:
+        try:
+            imported = [parse_api_key(key)]
+        except CredentialImportError as exc:
+            raise InvalidControlRequest(str(exc), "invalid_import") from None
+        return await self._store_all(imported, label)
+
+    async def _store_all(
+        self, imported: list[ImportedAccount], label: str | None
+    ) -> list[dict[str, Any]]:
+        results = []
+        for item in imported:
+            if label and len(imported) == 1:
+                item = dataclasses.replace(item, label=label)
+            record, created = await self._store_one(item)
+            self._maintenance.welcome(record.id)
+            log.event(
+                logger,
+                "account_imported",
+                account=record.id,
+                source=item.source,
+                auth_kind=item.auth_kind.value,
+                created=created,
+            )
+            results.append({**record.redacted(), "created": created})
+        return results
+
+    async def _store_one(self, imported: ImportedAccount) -> tuple[AccountRecord, bool]:
+        """Insert `imported`, or refresh the credentials of the account it duplicates."""
+        for record in await self._store.list():
+            if _same_login(record, imported):
+                updated = await self._store.update_credentials(
+                    record.id, imported.credentials.to_json(), expected_generation=record.generation
+                )
+                return updated, False
+        record = await self._store.insert(
+            label=imported.label,
+            auth_kind=imported.auth_kind.value,
+            region=imported.region,
+            auth_region=imported.auth_region,
+            credentials=imported.credentials.to_json(),
+            profile_arn=imported.profile_arn,
+        )
+        return record, True
+
+    async def remove(self, account_id: str) -> None:
+        """Remove the account and close its upstream connections."""
+        removed = await self._store.remove(account_id)
+        await self._client.forget_account(account_id)
+        if not removed:
+            raise ControlNotFound("account")
+        log.event(logger, "account_removed", account=account_id)
+
+    async def enable(self, account_id: str) -> dict[str, Any]:
+        """Back in service with a clean slate, whatever its state."""
+        return await self._operate(account_id, "enabled", self._pool.enable)
+
+    async def disable(self, account_id: str) -> dict[str, Any]:
+        """No new requests; those in flight finish."""
+        return await self._operate(account_id, "disabled", self._pool.disable)
+
+    async def refresh(self, account_id: str) -> dict[str, Any]:
+        """Refresh the access token now."""
+        return await self._operate(account_id, "refreshed", self._maintenance.refresh_now)
+
+    async def probe(self, account_id: str) -> dict[str, Any]:
+        """Read the usage limits now and store them."""
+        return await self._operate(account_id, "probed", self._maintenance.probe_usage)
+
+    async def _operate(self, account_id: str, name: str, operation: Operation) -> dict[str, Any]:
+        try:
+            record = await operation(account_id)
+        except RefreshError as exc:
+            raise ControlUpstreamFailed("refresh_failed", str(exc)) from None
+        except UpstreamError as exc:
+            raise ControlUpstreamFailed(
+                "upstream_failed", f"Kiro did not answer the {name}: {exc}"
+            ) from None
+        if record is None:
+            raise ControlNotFound("account")
+        log.event(logger, f"account_{name}", account=account_id)
+        return record.redacted()

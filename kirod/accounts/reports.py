@@ -1,0 +1,30 @@
+"""What the control plane reports about the account layer: the maintenance loop, the pool's
+in-memory capacity and queue, and the operation log's summary."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kirod.accounts.maintenance import Maintenance as MaintenanceLoop
+from kirod.accounts.pool import AccountPool
+from kirod.localapi.schema import Maintenance, Stats
+from kirod.storage.oplog import OpLog
+
+
+class LayerReports:
+    def __init__(self, loop: MaintenanceLoop, oplog: OpLog, pool: AccountPool) -> None:
+        self._loop = loop
+        self._oplog = oplog
+        self._pool = pool
+
+    def maintenance(self) -> Maintenance:
+        """The state of the background loop that refreshes tokens and probes usage."""
+        return self._loop.status()
+
+    async def pool(self) -> dict[str, Any]:
+        """Each account's state with its requests in flight and capacity, and the queue."""
+        return (await self._pool.status()).to_json()
+
+    async def stats(self, since: float | None) -> Stats:
+        """Summarize the operation log from `since` (None: everything kept) until now."""
+        return await self._oplog.stats(since=since)

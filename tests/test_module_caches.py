@@ -1,0 +1,45 @@
+"""Each module-level cache answers what computing afresh answers (bench/README.md: its gain)."""
+
+from __future__ import annotations
+
+import hashlib
+import time
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from kirod.daemon import logging as daemon_logging
+from kirod.testing.fake_kiro.eventstream import encode_message
+from kirod.upstream import client, frames
+
+
+@given(st.text(max_size=40))
+def test_machine_id_is_the_digest_it_caches(account_id: str) -> None:
+    expected = hashlib.sha256(f"kirod/{account_id}".encode()).hexdigest()
+    assert client.machine_id(account_id) == expected
+    assert client.machine_id(account_id) == expected
+
+
+@given(st.integers(0, 2**33))
+def test_the_log_timestamp_is_strftime_of_its_second(second: int) -> None:
+    expected = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(second))
+    assert daemon_logging._second(second) == expected
+    assert daemon_logging._second(second) == expected
+
+
+@settings(max_examples=100)
+@given(
+    st.dictionaries(
+        st.text(min_size=1, max_size=12).filter(lambda n: len(n.encode()) < 256),
+        st.text(max_size=30),
+        max_size=4,
+    ),
+    st.lists(st.binary(max_size=20), min_size=1, max_size=3),
+)
+def test_a_remembered_header_block_parses_as_botocore_parses_it(
+    headers: dict[str, str], payloads: list[bytes]
+) -> None:
+    """The first frame fills the cache, the next ones hit it; botocore agrees with every one."""
+    for payload in payloads:
+        data = encode_message(dict(headers), payload)
+        assert frames._parse_string_headers(data) == frames._parse_with_botocore(data)
