@@ -27,8 +27,8 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Mapping
-from typing import Any, Final
+from collections.abc import Callable, Mapping
+from typing import Any, Final, TypeAlias
 
 from kirod.canonical.request import ImageBlock
 from kirod.errors import ApiError, ErrorKind
@@ -62,6 +62,76 @@ def unsupported(param: str, message: str) -> ApiError:
     )
 
 
+Fail: TypeAlias = Callable[[str, str, str], ApiError]
+"""Builds a codec's 400 from the field's path, the problem and an OpenAI error code."""
+
+
+class Checks:
+    """Value checks for one codec; each raises the 400 its `fail` builds.
+
+    The OpenAI codecs name the field as `'path': problem` with an error code (`invalid`); the
+    Anthropic codec writes `path: problem`, as Anthropic's API does. The problems are the same.
+    """
+
+    __slots__ = ("fail",)
+
+    def __init__(self, fail: Fail) -> None:
+        self.fail = fail
+
+    def mapping(self, value: object, path: str) -> Mapping[str, Any]:
+        if not isinstance(value, Mapping):
+            raise self.fail(path, "must be an object", "invalid_type")
+        return value
+
+    def array(self, value: object, path: str) -> list[Any]:
+        if not isinstance(value, list):
+            raise self.fail(path, "must be an array", "invalid_type")
+        return value
+
+    def text(self, value: object, path: str) -> str:
+        if not isinstance(value, str):
+            raise self.fail(path, "must be a string", "invalid_type")
+        return value
+
+    def nonempty_text(self, value: object, path: str) -> str:
+        text = self.text(value, path)
+        if not text:
+            raise self.fail(path, "must not be empty", "invalid_value")
+        return text
+
+    def boolean(self, value: object, path: str) -> bool:
+        if not isinstance(value, bool):
+            raise self.fail(path, "must be a boolean", "invalid_type")
+        return value
+
+    def integer(self, value: object, path: str) -> int:
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise self.fail(path, "must be an integer", "invalid_type")
+        return value
+
+    def positive_integer(self, value: object, path: str) -> int:
+        """A required integer of at least 1."""
+        if value is None:
+            raise self.fail(path, "is required", "missing_required_parameter")
+        number = self.integer(value, path)
+        if number < 1:
+            raise self.fail(path, "must be at least 1", "invalid_value")
+        return number
+
+    def number(self, value: object, path: str, low: float, high: float) -> float | None:
+        """An optional number between `low` and `high`."""
+        if value is None:
+            return None
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            raise self.fail(path, "must be a number", "invalid_type")
+        if not low <= value <= high:
+            raise self.fail(path, f"must be between {low:g} and {high:g}", "invalid_value")
+        return float(value)
+
+
+OPENAI: Final = Checks(invalid)
+
+
 def string_field(
     obj: Mapping[str, Any], key: str, path: str, *, required: bool = False
 ) -> str | None:
@@ -70,40 +140,21 @@ def string_field(
         if required:
             raise invalid(path, "is required", "missing_required_parameter")
         return None
-    if not isinstance(value, str):
-        raise invalid(path, "must be a string", "invalid_type")
-    return value
+    return OPENAI.text(value, path)
 
 
 def boolean_field(obj: Mapping[str, Any], key: str, *, default: bool) -> bool:
     value = obj.get(key)
-    if value is None:
-        return default
-    if not isinstance(value, bool):
-        raise invalid(key, "must be a boolean", "invalid_type")
-    return value
+    return default if value is None else OPENAI.boolean(value, key)
 
 
 def positive_integer(obj: Mapping[str, Any], key: str) -> int | None:
     value = obj.get(key)
-    if value is None:
-        return None
-    if not isinstance(value, int) or isinstance(value, bool):
-        raise invalid(key, "must be an integer", "invalid_type")
-    if value < 1:
-        raise invalid(key, "must be at least 1")
-    return value
+    return None if value is None else OPENAI.positive_integer(value, key)
 
 
 def number_field(obj: Mapping[str, Any], key: str, low: float, high: float) -> float | None:
-    value = obj.get(key)
-    if value is None:
-        return None
-    if not isinstance(value, int | float) or isinstance(value, bool):
-        raise invalid(key, "must be a number", "invalid_type")
-    if not low <= value <= high:
-        raise invalid(key, f"must be between {low:g} and {high:g}")
-    return float(value)
+    return OPENAI.number(obj.get(key), key, low, high)
 
 
 def quoted(value: object) -> str:

@@ -63,6 +63,7 @@ from kirod.protocols.fields import (
     MAX_MODEL_CHARS,
     MAX_TOOLS,
     BlockBudget,
+    Checks,
     quoted,
 )
 
@@ -145,12 +146,12 @@ def _decode(
     counting: bool,
 ) -> CanonicalRequest:
     _refuse_unsupported_top_level(root)
-    model = _nonempty_string(root.get("model"), "model")
+    model = _check.nonempty_text(root.get("model"), "model")
     if len(model) > MAX_MODEL_CHARS:
         _invalid("model", f"must be at most {MAX_MODEL_CHARS} characters")
     max_tokens = root.get("max_tokens")
     if max_tokens is not None or not counting:
-        max_tokens = _positive_int(max_tokens, "max_tokens")
+        max_tokens = _check.positive_integer(max_tokens, "max_tokens")
     stream = root.get("stream")
     budget = BlockBudget()
     return CanonicalRequest(
@@ -168,12 +169,12 @@ def _decode(
         max_output_tokens=max_tokens,
         stop_sequences=_stop_sequences(root.get("stop_sequences")),
         sampling=Sampling(
-            temperature=_unit_number(root.get("temperature"), "temperature"),
-            top_p=_unit_number(root.get("top_p"), "top_p"),
+            temperature=_check.number(root.get("temperature"), "temperature", 0, 1),
+            top_p=_check.number(root.get("top_p"), "top_p", 0, 1),
             top_k=_top_k(root.get("top_k")),
         ),
         affinity_key=_affinity_key(headers),
-        stream=stream_default if stream is None else _bool(stream, "stream"),
+        stream=stream_default if stream is None else _check.boolean(stream, "stream"),
         metadata=_metadata(root.get("metadata")),
     )
 
@@ -197,81 +198,33 @@ def _affinity_key(headers: Mapping[str, str]) -> str | None:
 # -- errors and primitives -------------------------------------------------------------------------
 
 
+def _error(path: str, problem: str, _code: str = "") -> ApiError:
+    # Anthropic's error envelope has no code: the type and the `path: problem` message say it.
+    return ApiError(ErrorKind.INVALID_REQUEST, f"{path}: {problem}", param=path)
+
+
+_check: Final = Checks(_error)
+
+
 def _invalid(path: str, problem: str) -> NoReturn:
-    raise ApiError(ErrorKind.INVALID_REQUEST, f"{path}: {problem}", param=path)
+    raise _error(path, problem)
 
 
 def _unsupported(path: str, problem: str) -> NoReturn:
     raise ApiError(ErrorKind.INVALID_REQUEST, f"{path}: {problem}", code=UNSUPPORTED, param=path)
 
 
-def _object(value: object, path: str) -> Mapping[str, Any]:
-    if not isinstance(value, Mapping):
-        _invalid(path, "must be an object")
-    return value
-
-
-def _list(value: object, path: str) -> list[Any]:
-    if not isinstance(value, list):
-        _invalid(path, "must be an array")
-    return value
-
-
-def _string(value: object, path: str) -> str:
-    if not isinstance(value, str):
-        _invalid(path, "must be a string")
-    return value
-
-
-def _nonempty_string(value: object, path: str) -> str:
-    text = _string(value, path)
-    if not text:
-        _invalid(path, "must not be empty")
-    return text
-
-
-def _bool(value: object, path: str) -> bool:
-    if not isinstance(value, bool):
-        _invalid(path, "must be a boolean")
-    return value
-
-
-def _int(value: object, path: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, int):
-        _invalid(path, "must be an integer")
-    return value
-
-
-def _positive_int(value: object, path: str) -> int:
-    if value is None:
-        _invalid(path, "is required")
-    number = _int(value, path)
-    if number < 1:
-        _invalid(path, "must be at least 1")
-    return number
-
-
-def _unit_number(value: object, path: str) -> float | None:
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        _invalid(path, "must be a number")
-    if not 0 <= value <= 1:
-        _invalid(path, "must be between 0 and 1")
-    return float(value)
-
-
 def _top_k(value: object) -> int | None:
     if value is None:
         return None
-    number = _int(value, "top_k")
+    number = _check.integer(value, "top_k")
     if number < 0:
         _invalid("top_k", "must not be negative")
     return number
 
 
 def _type_of(block: Mapping[str, Any], path: str) -> str:
-    return _string(block.get("type"), f"{path}.type")
+    return _check.text(block.get("type"), f"{path}.type")
 
 
 def _counted(items: list[Any], limit: int, path: str, what: str) -> list[Any]:
@@ -300,15 +253,15 @@ def _system(value: object, budget: BlockBudget) -> tuple[str, ...]:
         return ()
     if isinstance(value, str):
         return (value,) if value else ()
-    blocks = _list(value, "system")
+    blocks = _check.array(value, "system")
     _spend(budget, len(blocks), "system")
     texts: list[str] = []
     for i, block in enumerate(blocks):
         path = f"system.{i}"
-        block = _object(block, path)
+        block = _check.mapping(block, path)
         if _type_of(block, path) != "text":
             _invalid(f"{path}.type", "system blocks must be of type 'text'")
-        texts.append(_string(block.get("text"), f"{path}.text"))
+        texts.append(_check.text(block.get("text"), f"{path}.text"))
     return tuple(texts)
 
 
@@ -316,18 +269,18 @@ def _stop_sequences(value: object) -> tuple[str, ...]:
     if value is None:
         return ()
     return tuple(
-        _string(item, f"stop_sequences.{i}")
-        for i, item in enumerate(_list(value, "stop_sequences"))
+        _check.text(item, f"stop_sequences.{i}")
+        for i, item in enumerate(_check.array(value, "stop_sequences"))
     )
 
 
 def _metadata(value: object) -> dict[str, str]:
     if value is None:
         return {}
-    user_id = _object(value, "metadata").get("user_id")
+    user_id = _check.mapping(value, "metadata").get("user_id")
     if user_id is None:
         return {}
-    if len(_string(user_id, "metadata.user_id")) > MAX_USER_ID_CHARS:
+    if len(_check.text(user_id, "metadata.user_id")) > MAX_USER_ID_CHARS:
         _invalid("metadata.user_id", f"must be at most {MAX_USER_ID_CHARS} characters")
     return {"user_id": user_id}
 
@@ -340,7 +293,7 @@ def _reasoning(thinking: object, output_config: object) -> Reasoning | None:
     """
     effort: Effort | None = None
     if output_config is not None:
-        config = _object(output_config, "output_config")
+        config = _check.mapping(output_config, "output_config")
         if config.get("format") is not None:
             _unsupported("output_config.format", "structured output is not supported")
         if (value := config.get("effort")) is not None:
@@ -349,8 +302,8 @@ def _reasoning(thinking: object, output_config: object) -> Reasoning | None:
                 _invalid("output_config.effort", f"must be one of {_choices(_EFFORTS)}")
     if thinking is None:
         return None
-    config = _object(thinking, "thinking")
-    kind = _string(config.get("type"), "thinking.type")
+    config = _check.mapping(thinking, "thinking")
+    kind = _check.text(config.get("type"), "thinking.type")
     display = config.get("display")
     if display is not None and (not isinstance(display, str) or display not in _DISPLAYS):
         _invalid("thinking.display", f"must be one of {_choices(_DISPLAYS)}")
@@ -358,7 +311,7 @@ def _reasoning(thinking: object, output_config: object) -> Reasoning | None:
         return None
     if kind == "enabled":
         # Anthropic wants at least 1 024; any positive budget is meaningful here.
-        budget = _positive_int(config.get("budget_tokens"), "thinking.budget_tokens")
+        budget = _check.positive_integer(config.get("budget_tokens"), "thinking.budget_tokens")
         return Reasoning(effort=effort, budget_tokens=budget, summary=display)
     if kind == "adaptive":
         return Reasoning(effort=effort, summary=display)
@@ -382,27 +335,27 @@ def _tools(value: object) -> tuple[ToolSpec, ...]:
         return ()
     tools: list[ToolSpec] = []
     seen: set[str] = set()
-    for i, item in enumerate(_counted(_list(value, "tools"), MAX_TOOLS, "tools", "tools")):
+    for i, item in enumerate(_counted(_check.array(value, "tools"), MAX_TOOLS, "tools", "tools")):
         path = f"tools.{i}"
-        tool = _object(item, path)
+        tool = _check.mapping(item, path)
         kind = tool.get("type")
         if kind is not None and kind != "custom":
             _unsupported(
                 f"{path}.type",
-                f"tool type {quoted(_string(kind, f'{path}.type'))} is a server tool, which "
+                f"tool type {quoted(_check.text(kind, f'{path}.type'))} is a server tool, which "
                 "kirod cannot run; declare a custom tool (name, description, input_schema) "
                 "instead",
             )
-        name = _nonempty_string(tool.get("name"), f"{path}.name")
+        name = _check.nonempty_text(tool.get("name"), f"{path}.name")
         if name in seen:
             _invalid(f"{path}.name", f"tool name {quoted(name)} is declared twice")
         seen.add(name)
         description = tool.get("description")
         if description is not None:
-            description = _string(description, f"{path}.description")
+            description = _check.text(description, f"{path}.description")
         schema = tool.get("input_schema")
         if schema is not None:
-            schema = _object(schema, f"{path}.input_schema")
+            schema = _check.mapping(schema, f"{path}.input_schema")
         tools.append(ToolSpec(name, description or "", schema or EMPTY_SCHEMA))
     return tuple(tools)
 
@@ -410,13 +363,13 @@ def _tools(value: object) -> tuple[ToolSpec, ...]:
 def _tool_choice(value: object) -> ToolChoice:
     if value is None:
         return ToolChoice()
-    choice = _object(value, "tool_choice")
-    kind = _string(choice.get("type"), "tool_choice.type")
+    choice = _check.mapping(value, "tool_choice")
+    kind = _check.text(choice.get("type"), "tool_choice.type")
     mode = _TOOL_CHOICES.get(kind)
     if mode is None:
         _invalid("tool_choice.type", "must be 'auto', 'none', 'any' or 'tool'")
     if mode is ToolChoiceMode.TOOL:
-        return ToolChoice(mode, _nonempty_string(choice.get("name"), "tool_choice.name"))
+        return ToolChoice(mode, _check.nonempty_text(choice.get("name"), "tool_choice.name"))
     return ToolChoice(mode)
 
 
@@ -426,14 +379,14 @@ def _tool_choice(value: object) -> ToolChoice:
 def _messages(value: object, signer: ThinkingSigner, budget: BlockBudget) -> tuple[Message, ...]:
     if value is None:
         _invalid("messages", "is required")
-    items = _counted(_list(value, "messages"), MAX_MESSAGES, "messages", "messages")
+    items = _counted(_check.array(value, "messages"), MAX_MESSAGES, "messages", "messages")
     if not items:
         _invalid("messages", "must contain at least one message")
     messages: list[Message] = []
     for i, item in enumerate(items):
         path = f"messages.{i}"
-        message = _object(item, path)
-        name = _string(message.get("role"), f"{path}.role")
+        message = _check.mapping(item, path)
+        name = _check.text(message.get("role"), f"{path}.role")
         role = _ROLES.get(name)
         if role is None:
             _invalid(f"{path}.role", "must be 'user', 'assistant' or 'system'")
@@ -442,7 +395,7 @@ def _messages(value: object, signer: ThinkingSigner, budget: BlockBudget) -> tup
             _spend(budget, 1, f"{path}.content")
             blocks: tuple[Block, ...] = (TextBlock(content),)
         else:
-            parts = _list(content, f"{path}.content")
+            parts = _check.array(content, f"{path}.content")
             _spend(budget, len(parts), f"{path}.content")
             if name == "system":
                 blocks = _system_content(parts, f"{path}.content")
@@ -456,10 +409,10 @@ def _system_content(items: list[Any], path: str) -> tuple[Block, ...]:
     """An inline system message holds text blocks only, as the top-level `system` does."""
     blocks: list[Block] = []
     for i, item in enumerate(items):
-        block = _object(item, f"{path}.{i}")
+        block = _check.mapping(item, f"{path}.{i}")
         if _type_of(block, f"{path}.{i}") != "text":
             _invalid(f"{path}.{i}.type", "system messages hold only 'text' blocks")
-        blocks.append(TextBlock(_string(block.get("text"), f"{path}.{i}.text")))
+        blocks.append(TextBlock(_check.text(block.get("text"), f"{path}.{i}.text")))
     return tuple(blocks)
 
 
@@ -471,24 +424,24 @@ def _thinking_turns_to_keep(value: object) -> int | None:
     """
     if value is None:
         return None
-    edits = _object(value, "context_management").get("edits")
+    edits = _check.mapping(value, "context_management").get("edits")
     if edits is None:
         return None
     keep: int | None = None
-    for i, item in enumerate(_list(edits, "context_management.edits")):
+    for i, item in enumerate(_check.array(edits, "context_management.edits")):
         path = f"context_management.edits.{i}"
-        edit = _object(item, path)
-        kind = _string(edit.get("type"), f"{path}.type")
+        edit = _check.mapping(item, path)
+        kind = _check.text(edit.get("type"), f"{path}.type")
         if not kind.startswith("clear_thinking_"):
             log.event(logger, "context_management_ignored", level=logging.DEBUG, edit=kind[:64])
             continue
         rule = edit.get("keep")
         if rule is None or rule == "all":
             continue
-        rule = _object(rule, f"{path}.keep")
+        rule = _check.mapping(rule, f"{path}.keep")
         if rule.get("type") != "thinking_turns":
             _invalid(f"{path}.keep.type", "must be 'thinking_turns'")
-        turns = _int(rule.get("value"), f"{path}.keep.value")
+        turns = _check.integer(rule.get("value"), f"{path}.keep.value")
         if turns < 0:
             _invalid(f"{path}.keep.value", "must not be negative")
         keep = turns if keep is None else min(keep, turns)
@@ -519,7 +472,7 @@ def _content(
 ) -> tuple[Block, ...]:
     blocks: list[Block] = []
     for i, item in enumerate(items):
-        block = _block(_object(item, f"{path}.{i}"), role, f"{path}.{i}", signer, budget)
+        block = _block(_check.mapping(item, f"{path}.{i}"), role, f"{path}.{i}", signer, budget)
         if block is not None:
             blocks.append(block)
     return tuple(blocks)
@@ -536,21 +489,21 @@ def _block(
         _invalid(f"{path}.type", "'tool_result' blocks belong in user messages")
     match kind:
         case "text":
-            return TextBlock(_string(block.get("text"), f"{path}.text"))
+            return TextBlock(_check.text(block.get("text"), f"{path}.text"))
         case "image":
             return _image(block, path)
         case "tool_use":
             return ToolUseBlock(
-                id=_nonempty_string(block.get("id"), f"{path}.id"),
-                name=_nonempty_string(block.get("name"), f"{path}.name"),
-                input=_object(block.get("input"), f"{path}.input"),
+                id=_check.nonempty_text(block.get("id"), f"{path}.id"),
+                name=_check.nonempty_text(block.get("name"), f"{path}.name"),
+                input=_check.mapping(block.get("input"), f"{path}.input"),
             )
         case "tool_result":
             return _tool_result(block, path, budget)
         case "thinking":
             return _thinking(block, path, signer)
         case "redacted_thinking":
-            data = signer.unwrap_redacted(_string(block.get("data"), f"{path}.data"))
+            data = signer.unwrap_redacted(_check.text(block.get("data"), f"{path}.data"))
             return None if data is None else RedactedThinkingBlock(data)
         case "document" | "search_result":
             _unsupported(f"{path}.type", f"'{kind}' blocks are not supported; send text instead")
@@ -561,24 +514,24 @@ def _block(
 
 
 def _thinking(block: Mapping[str, Any], path: str, signer: ThinkingSigner) -> ThinkingBlock | None:
-    thinking = _string(block.get("thinking"), f"{path}.thinking")
-    verified = signer.verify(thinking, _string(block.get("signature"), f"{path}.signature"))
+    thinking = _check.text(block.get("thinking"), f"{path}.thinking")
+    verified = signer.verify(thinking, _check.text(block.get("signature"), f"{path}.signature"))
     return None if verified is None else ThinkingBlock(thinking, verified.upstream_signature)
 
 
 def _image(block: Mapping[str, Any], path: str) -> ImageBlock:
-    source = _object(block.get("source"), f"{path}.source")
-    kind = _string(source.get("type"), f"{path}.source.type")
+    source = _check.mapping(block.get("source"), f"{path}.source")
+    kind = _check.text(source.get("type"), f"{path}.source.type")
     if kind == "url":
         _unsupported(f"{path}.source.type", "image URLs are not supported; send base64 data")
     if kind == "file":
         _unsupported(f"{path}.source.type", "Files API images are not supported; send base64 data")
     if kind != "base64":
         _invalid(f"{path}.source.type", "must be 'base64'")
-    media_type = _string(source.get("media_type"), f"{path}.source.media_type")
+    media_type = _check.text(source.get("media_type"), f"{path}.source.media_type")
     if media_type not in IMAGE_MEDIA_TYPES:
         _invalid(f"{path}.source.media_type", f"must be one of {_choices(IMAGE_MEDIA_TYPES)}")
-    data = _nonempty_string(source.get("data"), f"{path}.source.data")
+    data = _check.nonempty_text(source.get("data"), f"{path}.source.data")
     try:
         base64.b64decode(data, validate=True)
     except (binascii.Error, ValueError):
@@ -587,7 +540,7 @@ def _image(block: Mapping[str, Any], path: str) -> ImageBlock:
 
 
 def _tool_result(block: Mapping[str, Any], path: str, budget: BlockBudget) -> ToolResultBlock:
-    tool_use_id = _nonempty_string(block.get("tool_use_id"), f"{path}.tool_use_id")
+    tool_use_id = _check.nonempty_text(block.get("tool_use_id"), f"{path}.tool_use_id")
     is_error = block.get("is_error")
     content = block.get("content")
     parts: list[TextBlock | ImageBlock] = []
@@ -595,27 +548,28 @@ def _tool_result(block: Mapping[str, Any], path: str, budget: BlockBudget) -> To
         if content:
             parts.append(TextBlock(content))
     elif content is not None:
-        items = _list(content, f"{path}.content")
+        items = _check.array(content, f"{path}.content")
         _spend(budget, len(items), f"{path}.content")
         for i, item in enumerate(items):
-            parts.append(_result_part(_object(item, f"{path}.content.{i}"), f"{path}.content.{i}"))
+            where = f"{path}.content.{i}"
+            parts.append(_result_part(_check.mapping(item, where), where))
     return ToolResultBlock(
         tool_use_id=tool_use_id,
         content=tuple(parts),
-        is_error=False if is_error is None else _bool(is_error, f"{path}.is_error"),
+        is_error=False if is_error is None else _check.boolean(is_error, f"{path}.is_error"),
     )
 
 
 def _result_part(part: Mapping[str, Any], path: str) -> TextBlock | ImageBlock:
     kind = _type_of(part, path)
     if kind == "text":
-        return TextBlock(_string(part.get("text"), f"{path}.text"))
+        return TextBlock(_check.text(part.get("text"), f"{path}.text"))
     if kind == "image":
         return _image(part, path)
     if kind == "tool_reference":
         # Claude Code's ToolSearch answers with references to deferred tools. Every declared
         # tool is already offered to the model, so the reference is just the tool's name.
-        return TextBlock(_nonempty_string(part.get("tool_name"), f"{path}.tool_name"))
+        return TextBlock(_check.nonempty_text(part.get("tool_name"), f"{path}.tool_name"))
     if kind in ("document", "search_result"):
         _unsupported(f"{path}.type", f"'{kind}' blocks are not supported; send text instead")
     _invalid(f"{path}.type", "must be 'text', 'image' or 'tool_reference'")
