@@ -7,7 +7,8 @@ meet and the stored hash reveals neither. Bindings survive restarts and lapse af
 
 The live bindings are held in memory, read from the store once (at the first lookup after a
 start) and written behind: a conversation's every turn would otherwise pay a read and a write
-transaction before its first byte.
+transaction before its first byte. At most `max_live` are held, the least recently used dropped
+first (a dropped conversation only loses its account preference; the store keeps it until `ttl_s`).
 """
 
 from __future__ import annotations
@@ -21,6 +22,8 @@ from collections.abc import Callable
 
 from kirod.storage.affinity import AffinityStore, Binding
 
+MAX_LIVE = 100_000  # ~25 MB of bindings; far more conversations than one user runs at once
+
 
 class AffinityMap:
     def __init__(
@@ -29,11 +32,13 @@ class AffinityMap:
         secret: bytes,
         *,
         ttl_s: float,
+        max_live: int = MAX_LIVE,
         clock: Callable[[], float] = time.time,
     ) -> None:
         self._store = store
         self._secret = secret
         self.ttl_s = ttl_s
+        self._max_live = max_live
         self._clock = clock
         self._live: dict[str, Binding] | None = None
         self._loading = asyncio.Lock()
@@ -67,8 +72,12 @@ class AffinityMap:
 
     def bind(self, key_hash: str, account_id: str, conversation_id: str) -> None:
         binding = Binding(key_hash, account_id, conversation_id, self._clock())
-        if self._live is not None:
-            self._live[key_hash] = binding
+        live = self._live
+        if live is not None:
+            live.pop(key_hash, None)  # re-inserted last: the dict is kept in order of use
+            live[key_hash] = binding
+            if len(live) > self._max_live:
+                del live[next(iter(live))]
         self._store.put(key_hash, account_id, conversation_id, binding.last_used_at)
 
     async def prune(self) -> int:

@@ -96,3 +96,19 @@ async def test_the_hash_isolates_tenants_and_hides_the_key(tmp_path: Path) -> No
             "key-1", "shared-session-id"
         )
         assert SECRET not in data
+
+
+async def test_the_live_bindings_are_bounded_least_recently_used_out(tmp_path: Path) -> None:
+    async with pool_env(tmp_path) as env:
+        bounded = AffinityMap(AffinityStore(env.db), SECRET, ttl_s=600, max_live=3)
+        assert await bounded.lookup("a") is None  # loads the (empty) live set
+        for name in ("a", "b", "c"):
+            bounded.bind(name, "account", f"conversation-{name}")
+        bounded.bind("a", "account", "conversation-a")  # "a" used again: "b" is now the oldest
+        bounded.bind("d", "account", "conversation-d")
+        assert await bounded.lookup("b") is None
+        for name in ("a", "c", "d"):
+            binding = await bounded.lookup(name)
+            assert binding is not None
+            assert binding.conversation_id == f"conversation-{name}"
+        await bounded.close()

@@ -16,6 +16,7 @@ from click.testing import CliRunner, Result
 
 from kirod.cli import exits
 from kirod.cli.main import cli
+from kirod.errors import ControlError, DaemonUnreachable
 from kirod.testing.daemon import DaemonProcess
 from kirod.testing.fake_kiro import ThreadedFake
 
@@ -183,3 +184,29 @@ def test_text_from_the_daemon_cannot_drive_the_terminal() -> None:
 
     assert render.printable("a\x1b[2Jb\x07\r\x9b") == "a\\x1b[2Jb\\x07\\x0d\\x9b"
     assert render.shown("[bold]x\x1b") == "\\[bold]x\\x1b"
+
+
+HINTED_CODES = ("invalid_import", "refresh_failed", "upstream_failed", "login_failed", "name_taken")
+
+
+def _hinted_errors() -> Iterator[exits.CliError]:
+    """Every error kiroctl reports with a hint: each control-API code it has one for, and each
+    way the daemon can be unreachable."""
+    for code in HINTED_CODES:
+        yield exits.refused(ControlError(400, code, f"kirod refused it ({code})"))
+    socket_path = Path("/run/user/1000/kirod/kirod.sock")
+    for cause in (PermissionError(), ConnectionRefusedError(), TimeoutError(), FileNotFoundError()):
+        unreachable = DaemonUnreachable("cannot reach kirod")
+        unreachable.__cause__ = cause
+        yield exits.unreachable(unreachable, socket_path)
+
+
+def test_every_hint_names_commands_that_exist_and_repeats_nothing() -> None:
+    commands = {" ".join(path) for path in walk(cli)}
+    for error in _hinted_errors():
+        assert error.hint, error.message
+        sentences = [s.strip().lower() for s in re.split(r"[.;]", error.hint) if s.strip()]
+        assert len(sentences) == len(set(sentences)), error.hint
+        assert not any(s in error.message.lower() for s in sentences), error
+        for named in re.findall(r"`kiroctl ([a-z -]+?)(?: --[a-z-]+)*`", error.hint):
+            assert named in commands, f"{error.hint!r} names `kiroctl {named}`"

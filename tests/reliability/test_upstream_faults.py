@@ -697,3 +697,51 @@ def test_refused_rests_the_accounts_then_a_panic_trial_recovers(transcript: Tran
         finally:
             proc.stop()
             shutil.rmtree(root, ignore_errors=True)
+
+
+# -- one account ---------------------------------------------------------------------------------
+# The common case: a user with one account. Each fault once, on a non-streamed request, then the
+# next request: a transient fault (what leaves the account "active") must not cost that request.
+# Between cases the account is put back in service, so a cool-down a case causes by design
+# (throttled, suspended) does not spill into the next one.
+
+
+@pytest.fixture(scope="module")
+def alone(transcript: Transcript) -> Iterator[tuple[ThreadedFake, DaemonProcess, str]]:
+    root = Path(tempfile.mkdtemp(prefix="kd-"))
+    with ThreadedFake() as served:
+        proc = start(
+            root,
+            served,
+            {
+                "KIROD_ENABLE_CHAT_COMPLETIONS": "true",
+                "KIROD_STREAM_IDLE_TIMEOUT_S": str(IDLE_TIMEOUT_S),
+            },
+        )
+        try:
+            account = import_account(proc, served.fake.issue_social_account())
+            yield served, proc, account["id"]
+            assert "unhandled_error" not in proc.log()
+            assert not transcript.leaks(secrets_of([proc]))
+        finally:
+            proc.stop()
+            shutil.rmtree(root, ignore_errors=True)
+
+
+@pytest.mark.parametrize("protocol", PROTOCOLS)
+@pytest.mark.parametrize("variant", VARIANTS, ids=[variant.name for variant in VARIANTS])
+def test_one_account_serves_the_request_after_a_transient_fault(
+    alone: tuple[ThreadedFake, DaemonProcess, str],
+    transcript: Transcript,
+    variant: Variant,
+    protocol: str,
+) -> None:
+    served, proc, account_id = alone
+    served.fake.clear_scripts()
+    served.fake.enqueue(variant.script)
+    faulted = post(proc, PATHS[protocol], request_body(protocol, False), transcript)
+    following = post(proc, PATHS[protocol], request_body(protocol, False), transcript)
+    FIGURES.record("alone", f"{variant.name}|{protocol}", f"{faulted.status} → {following.status}")
+    proc.client.request("POST", f"/accounts/{account_id}/enable")
+    if variant.after == "active":
+        assert following.status == 200, following.raw[:300]
