@@ -200,3 +200,151 @@ def test_a_warm_up_over_http_calls_no_model(gpt: openai.OpenAI, service: FakeKir
     assert isinstance(answer, dict)
     assert (answer["status"], answer["output"]) == ("completed", [])
     assert service.requests("chat") == []
+
+
+# -- built-in tools the client runs: local_shell, shell, apply_patch ------------------------------
+
+CLIENT_RUN = [
+    pytest.param(
+        {"type": "local_shell"},
+        {"command": ["ls", "-la"], "workdir": "/srv/app", "timeout_ms": 5000},
+        "local_shell_call",
+        ("action", "command"),
+        ["ls", "-la"],
+        {"type": "local_shell_call_output", "output": '{"output": "notes.txt\\n"}'},
+        id="local_shell",
+    ),
+    pytest.param(
+        {"type": "shell", "environment": {"type": "local"}},
+        {"commands": ["ls -la", "cat notes.txt"]},
+        "shell_call",
+        ("action", "commands"),
+        ["ls -la", "cat notes.txt"],
+        {
+            "type": "shell_call_output",
+            "output": [{"stdout": "notes.txt\n", "stderr": "", "outcome": {"type": "exit"}}],
+        },
+        id="shell",
+    ),
+    pytest.param(
+        {"type": "apply_patch"},
+        {"type": "update_file", "path": "notes.txt", "diff": "@@\n-41\n+42\n"},
+        "apply_patch_call",
+        ("operation", "path"),
+        "notes.txt",
+        {"type": "apply_patch_call_output", "status": "completed", "output": "patched"},
+        id="apply_patch",
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("tool", "arguments", "call_type", "where", "expected", "output"), CLIENT_RUN
+)
+def test_a_client_run_builtin_tool_round_trips_as_its_typed_item(
+    gpt: openai.OpenAI,
+    service: FakeKiro,
+    tool: dict[str, Any],
+    arguments: dict[str, Any],
+    call_type: str,
+    where: tuple[str, str],
+    expected: object,
+    output: dict[str, Any],
+) -> None:
+    """The client executes these tools, so they are never dropped as hosted: declared upstream
+    under their type's name, the model's call comes back as the typed item (streamed and whole,
+    read by the SDK's own types), and its output goes back upstream as the tool's result."""
+    name = tool["type"]
+    service.enqueue(Reply(tool_calls=(ToolCall(name, arguments),)))
+    with gpt.responses.stream(model="claude-sonnet-4-6", input="list files", tools=[tool]) as s:
+        kinds = [event.type for event in s]
+        final = s.get_final_response()
+    declared = last_state(service)["currentMessage"]["userInputMessage"]["userInputMessageContext"]
+    assert [t["toolSpecification"]["name"] for t in declared["tools"]] == [name]
+    assert "response.function_call_arguments.delta" not in kinds
+    [call] = final.output
+    assert call.type == call_type
+    assert call.status == "completed"
+    assert getattr(getattr(call, where[0]), where[1]) == expected
+    assert final.tools[0].type == name
+
+    service.enqueue(Reply(text="done"))
+    reply = gpt.responses.create(
+        model="claude-sonnet-4-6",
+        previous_response_id=final.id,
+        input=[{**output, ("id" if name == "local_shell" else "call_id"): call.call_id}],  # type: ignore[list-item]
+        tools=[tool],  # type: ignore[list-item]
+    )
+    assert reply.output_text == "done"
+    state = last_state(service)
+    [result] = state["currentMessage"]["userInputMessage"]["userInputMessageContext"]["toolResults"]
+    assert result["toolUseId"] == call.call_id
+    assert result["status"] == "success"
+    [use] = state["history"][-1]["assistantResponseMessage"]["toolUses"]
+    assert use["name"] == name
+    assert use["input"] == arguments
+
+
+def test_a_client_run_call_replays_from_the_input_and_answers_whole_without_streaming(
+    gpt: openai.OpenAI, service: FakeKiro
+) -> None:
+    """Codex replays the typed call itself and may answer it with a `function_call_output`."""
+    service.enqueue(Reply(tool_calls=(ToolCall("local_shell", {"command": ["pwd"]}),)))
+    first = gpt.responses.create(
+        model="claude-sonnet-4-6", input="where am I", tools=[{"type": "local_shell"}], store=False
+    )
+    [call] = first.output
+    assert call.type == "local_shell_call"
+    assert call.action.command == ["pwd"]
+    assert call.action.env == {}
+    service.enqueue(Reply(text="in /srv"))
+    gpt.responses.create(
+        model="claude-sonnet-4-6",
+        tools=[{"type": "local_shell"}],
+        input=[
+            {"role": "user", "content": "where am I"},
+            call.model_dump(exclude_none=True),  # type: ignore[list-item]
+            {"type": "function_call_output", "call_id": call.call_id, "output": "/srv"},
+        ],
+    )
+    state = last_state(service)
+    [use] = state["history"][-1]["assistantResponseMessage"]["toolUses"]
+    assert (use["toolUseId"], use["name"], use["input"]) == (
+        call.call_id,
+        "local_shell",
+        {"command": ["pwd"]},
+    )
+
+
+def test_a_failed_patch_goes_upstream_as_an_error_result(
+    gpt: openai.OpenAI, service: FakeKiro
+) -> None:
+    service.enqueue(Reply(text="sorry"))
+    gpt.responses.create(
+        model="claude-sonnet-4-6",
+        tools=[{"type": "apply_patch"}],
+        input=[
+            {"role": "user", "content": "fix it"},
+            {
+                "type": "apply_patch_call",
+                "call_id": "call_1",
+                "status": "completed",
+                "operation": {"type": "delete_file", "path": "gone.txt"},
+            },
+            {"type": "apply_patch_call_output", "call_id": "call_1", "status": "failed"},
+        ],
+    )
+    context = last_state(service)["currentMessage"]["userInputMessage"]["userInputMessageContext"]
+    [result] = context["toolResults"]
+    assert result["status"] == "error"
+    assert "failed" in json.dumps(result["content"])
+
+
+def test_a_shell_tool_in_a_hosted_container_is_a_hosted_tool(gpt: openai.OpenAI) -> None:
+    with pytest.raises(openai.BadRequestError) as caught:
+        gpt.responses.create(
+            model="claude-sonnet-4-6",
+            input="hi",
+            tools=[{"type": "shell", "environment": {"type": "container_auto"}}],
+        )
+    assert "Kiro runs no hosted tools" in caught.value.message

@@ -371,7 +371,6 @@ def test_namespace_flattening_trims_delimiters_like_codex() -> None:
         "computer_use_preview",
         "image_generation",
         "mcp",
-        "local_shell",
     ],
 )
 def test_hosted_tools_dropped_beside_function_tools(hosted: str) -> None:
@@ -379,6 +378,17 @@ def test_hosted_tools_dropped_beside_function_tools(hosted: str) -> None:
     assert [spec.name for spec in decoded.request.tools] == ["run"]
     assert decoded.dropped_tools == (hosted,)
     assert [tool["name"] for tool in decoded.echo.tools] == ["run"]
+
+
+@pytest.mark.parametrize("builtin", ["local_shell", "shell", "apply_patch"])
+def test_builtin_tools_the_client_runs_are_kept_alone_or_beside_others(builtin: str) -> None:
+    decoded = decode(body(tools=[{"type": builtin}, function("run")]))
+    assert [spec.name for spec in decoded.request.tools] == [builtin, "run"]
+    assert decoded.dropped_tools == ()
+    assert decoded.echo.client_tools == {builtin}
+    assert [tool["type"] for tool in decode(body(tools=[{"type": builtin}])).echo.tools] == [
+        builtin
+    ]
 
 
 @pytest.mark.parametrize("choice", [None, "auto", "none"])

@@ -25,6 +25,10 @@ definition, as the client declared them). The model's call comes back as a `cust
 item carrying that string; a `custom_tool_call` / `custom_tool_call_output` pair in the input
 goes upstream as that tool's use and result.
 
+Built-in tools the client runs (`local_shell`, `shell` with a local environment, `apply_patch`)
+are never hosted tools: `client_tools.py` declares each upstream as a JSON tool of its own name
+and maps its `*_call` / `*_call_output` items both ways.
+
 Compaction: a `compaction_trigger` item turns the request into the summarisation turn of
 `compaction.py` (tools and reasoning off), answered with one `compaction` item; a kirod-sealed
 `compaction` item in the input stands for the summary it holds.
@@ -89,6 +93,12 @@ from kirod.protocols.fields import (
     unsupported,
 )
 from kirod.protocols.fields import model_name as model_field
+from kirod.protocols.responses.client_tools import (
+    CALL_TYPES,
+    CLIENT_TOOLS,
+    OUTPUT_TYPES,
+    runs_on_client,
+)
 from kirod.protocols.responses.compaction import ITEM_TYPES as COMPACTION_ITEMS
 from kirod.protocols.responses.compaction import SUMMARY_INSTRUCTION
 from kirod.protocols.responses.compaction import TRIGGER as COMPACTION_TRIGGER
@@ -242,6 +252,7 @@ def decode_responses(
         summary=summary,
         tool_names=tools.names,
         custom_tools=frozenset(tools.custom),
+        client_tools=frozenset(tools.client),
         compaction=compacting,
     )
     return DecodedResponses(
@@ -288,6 +299,10 @@ class _Conversation:
             self._append(Role.USER, [_function_call_output(item, path, self.budget)])
         elif kind == "custom_tool_call":
             self._append(Role.ASSISTANT, [self._custom_tool_call(item, path)])
+        elif kind in CALL_TYPES:
+            self._append(Role.ASSISTANT, [CALL_TYPES[kind].tool_use(item, path)])
+        elif kind in OUTPUT_TYPES:
+            self._append(Role.USER, [OUTPUT_TYPES[kind].tool_result(item, path)])
         elif kind == "additional_tools":
             pass  # declarations, read with the tools
         elif kind in COMPACTION_ITEMS:
@@ -485,6 +500,7 @@ class _Tools:
         self.names: dict[str, tuple[str, str]] = {}
         self.flat_names: dict[tuple[str, str], str] = {}
         self.custom: set[str] = set()
+        self.client: set[str] = set()  # client-run built-in tools (client_tools.py)
         self._index: dict[str, int] = {}  # position of each name in `specs`
         self._redeclaring = False
         hosted: list[tuple[str, str]] = []
@@ -530,6 +546,10 @@ class _Tools:
             echo.append(echoed)
         elif kind == "namespace":
             echo.append(self._namespace(tool, path, hosted))
+        elif kind is not None and runs_on_client(tool):
+            self._add(CLIENT_TOOLS[kind].spec, path)
+            self.client.add(kind)
+            echo.append(dict(tool))
         else:
             at_most(len(hosted) + 1, MAX_TOOLS, "tools", "tools")
             hosted.append((f"{path}.type", str(kind)[:64]))

@@ -3,7 +3,9 @@
 Every canonical block becomes one output item at the same index: text → `message`, thinking and
 redacted thinking → `reasoning`, tool use → `function_call`, or `custom_tool_call` for a freeform
 tool (its raw input decoded from the one-parameter JSON it was declared upstream with, and
-streamed as `response.custom_tool_call_input.delta`). Item ids derive from the response id and
+streamed as `response.custom_tool_call_input.delta`), or the typed call of a client-run built-in
+tool (`local_shell_call`, `shell_call`, `apply_patch_call`: sent whole once its arguments are
+complete, as these items have no delta events). Item ids derive from the response id and
 that index (`msg_<r>_<i>`, `rs_<r>_<i>`, `fc_<r>_<i>`, `ctc_<r>_<i>`), so the streamed items, the
 non-streaming Response and the stored history agree without sharing state.
 
@@ -52,6 +54,7 @@ from kirod.canonical.request import (
 )
 from kirod.canonical.tokens import estimate_text_tokens
 from kirod.errors import ErrorKind
+from kirod.protocols.responses.client_tools import CLIENT_TOOLS, ClientTool
 from kirod.protocols.responses.compaction import compaction_item
 from kirod.protocols.responses.freeform import InputReader
 from kirod.protocols.responses.reasoning import ReasoningBox
@@ -95,6 +98,7 @@ class ResponseEcho:
     summary: bool = False
     tool_names: ToolNames = field(default_factory=dict)
     custom_tools: frozenset[str] = frozenset()  # upstream names of freeform tools
+    client_tools: frozenset[str] = frozenset()  # client-run built-in tools (client_tools.py)
     compaction: bool = False  # a summarisation turn: answered with one compaction item
 
 
@@ -199,6 +203,16 @@ class ResponsesStreamEncoder:
             case BlockKind.THINKING:
                 item = reasoning_item(item_id("rs", self._id, index), None, None)
                 return [self._added(_OpenItem(start.kind, index, item))]
+            case BlockKind.TOOL_USE if start.tool_name in self._echo.client_tools:
+                # Typed calls have no argument deltas: the item is sent whole once complete.
+                assert start.tool_use_id is not None
+                tool = CLIENT_TOOLS[start.tool_name]
+                item = tool.call_item(
+                    item_id(tool.id_prefix, self._id, index), start.tool_use_id, {}, "in_progress"
+                )
+                self._open = _OpenItem(start.kind, index, item)
+                self._open.client = tool
+                return []
             case BlockKind.TOOL_USE if start.tool_name in self._echo.custom_tools:
                 assert start.tool_use_id is not None
                 item = custom_tool_call_item(
@@ -241,6 +255,8 @@ class ResponsesStreamEncoder:
     def _arguments_delta(self, opened: _OpenItem | None, partial: str) -> list[bytes]:
         assert opened is not None
         opened.parts.append(partial)
+        if opened.client is not None:
+            return []
         if opened.reader is not None:
             text = opened.reader.feed(partial)
             if not text:
@@ -297,6 +313,16 @@ class ResponsesStreamEncoder:
                 )
                 out.append(self._event("response.content_part.done", **opened.at(), part=part))
                 shown = message_item(opened.item["id"], text, "completed")
+                stored = shown
+            case BlockKind.TOOL_USE if opened.client is not None:
+                arguments = _arguments(text)
+                shown = opened.client.call_item(
+                    opened.item["id"], opened.item["call_id"], arguments
+                )
+                added = {**shown, "status": "in_progress"}
+                out.append(
+                    self._event("response.output_item.added", output_index=opened.index, item=added)
+                )
                 stored = shown
             case BlockKind.TOOL_USE if opened.reader is not None:
                 raw = opened.reader.value()
@@ -425,7 +451,16 @@ class ResponsesStreamEncoder:
 class _OpenItem:
     """The output item being streamed: its added form and the fragments received so far."""
 
-    __slots__ = ("index", "item", "kind", "parts", "reader", "signature", "summary_open")
+    __slots__ = (
+        "client",
+        "index",
+        "item",
+        "kind",
+        "parts",
+        "reader",
+        "signature",
+        "summary_open",
+    )
 
     def __init__(self, kind: BlockKind, index: int, item: dict[str, Any]) -> None:
         self.kind = kind
@@ -435,6 +470,7 @@ class _OpenItem:
         self.signature: list[str] = []
         self.summary_open = False
         self.reader: InputReader | None = None  # a freeform tool's input, as it streams
+        self.client: ClientTool | None = None  # a client-run built-in tool's typed call
 
     def at(self) -> dict[str, Any]:
         """Where a content event points: item, output index and (single) content part."""
@@ -450,6 +486,8 @@ class _OpenItem:
             return message_item(self.item["id"], text, "incomplete")
         if self.reader is not None:
             return {**self.item, "input": self.reader.value(), "status": "incomplete"}
+        if self.client is not None:
+            return {**self.item, "status": "incomplete"}
         if self.kind is BlockKind.TOOL_USE:
             return {**self.item, "arguments": text, "status": "incomplete"}
         return reasoning_item(self.item["id"], None, None)
@@ -523,6 +561,15 @@ def _call_item(
     if name in tool_names:
         item["namespace"], item["name"] = tool_names[name]
     return item
+
+
+def _arguments(text: str) -> Mapping[str, Any]:
+    """A typed call's arguments; what is not a JSON object leaves the action's fields empty."""
+    try:
+        value = json.loads(text) if text.strip() else {}
+    except (ValueError, RecursionError):
+        return {}
+    return value if isinstance(value, dict) else {}
 
 
 def terminal_status(stop_reason: StopReason) -> tuple[str, dict[str, str] | None]:
@@ -626,6 +673,10 @@ def _item(
         case RedactedThinkingBlock():
             sealed = box.seal_redacted(block.data) if include_encrypted else None
             return reasoning_item(item_id("rs", response_id, index), None, sealed)
+        case ToolUseBlock() if block.name in echo.client_tools:
+            tool = CLIENT_TOOLS[block.name]
+            call_item_id = item_id(tool.id_prefix, response_id, index)
+            return tool.call_item(call_item_id, block.id, block.input)
         case ToolUseBlock() if block.name in echo.custom_tools:
             raw = block.input.get(CUSTOM_INPUT)
             text = raw if isinstance(raw, str) else json.dumps(block.input, ensure_ascii=False)
