@@ -5,7 +5,8 @@
     → Dispatch (committed) → event batches → the protocol encoder
 
 Dispatch keeps the account logic only; building the payload, calling Kiro and translating its
-frames is one `kirod.upstream.exchange` exchange. `Dispatcher.open` is an async context manager
+frames is one `kirod.upstream.exchange` exchange, or the turn of several (`kirod.upstream.turn`)
+that the request's steps make of it. `Dispatcher.open` is an async context manager
 with two phases. Before it yields, nothing has reached the client. A bearer rejection is retried
 once on the same account after a forced refresh; any other recoverable failure (throttling,
 quota, suspension, server error, network, a stream that fails before its first event, a model
@@ -26,7 +27,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import logging
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass
 
 from kirod import log
@@ -47,6 +48,10 @@ from kirod.storage.oplog import OpLog
 from kirod.upstream.client import KiroClient, UpstreamAccount
 from kirod.upstream.errors import Failure, RefreshError, UpstreamError
 from kirod.upstream.exchange import Exchange, ParameterPolicy, Route, open_exchange
+from kirod.upstream.turn import Step, run_turn
+
+StepsFor = Callable[[CanonicalRequest, Route], Sequence[Step]]
+"""The steps that may add parts to this request's turn on this route (`kirod.upstream.turn`)."""
 
 logger = logging.getLogger("kirod.dispatch")
 
@@ -68,6 +73,7 @@ class DispatchPolicy:
     max_account_attempts: int = 3
     branch_timeout_s: float = 600.0  # how long a turn waits for its conversation's previous one
     parameter_policy: ParameterPolicy = "drop"
+    max_turn_parts: int = 10  # upstream exchanges in one turn, whatever its steps ask
 
 
 class _Retry(Exception):
@@ -103,6 +109,7 @@ class Dispatcher:
         *,
         policy: DispatchPolicy = DispatchPolicy(),
         authorize: Callable[[str, ModelInfo], None] | None = None,
+        steps: StepsFor | None = None,
     ) -> None:
         """`authorize(tenant, model)` raises an `ApiError` when the API key may not use it."""
         self._pool = pool
@@ -114,6 +121,7 @@ class Dispatcher:
         self._oplog = oplog
         self._policy = policy
         self._authorize = authorize
+        self._steps = steps
         self._branches = BranchQueue()
 
     @contextlib.asynccontextmanager
@@ -143,7 +151,7 @@ class Dispatcher:
                     model_name=route.model_name,
                     account_id=opened.lease.account_id,
                     input_tokens=exchange.input_tokens,
-                    events=operation.observed(exchange.batches()),
+                    events=operation.observed(self._events(request, route, exchange)),
                 )
         except BaseException as exc:
             failure = exc
@@ -152,6 +160,22 @@ class Dispatcher:
             if operation.credits and operation.account_id:
                 self._pool.spent(operation.account_id, operation.credits)
             self._oplog.append(operation.entry(failure))
+
+    def _events(
+        self, request: CanonicalRequest, route: Route, exchange: Exchange
+    ) -> AsyncIterator[list[CanonicalEvent]]:
+        """The exchange's batches, or the turn its steps may add parts to (same route)."""
+        steps = self._steps(request, route) if self._steps is not None else ()
+        if not steps:
+            return exchange.batches()
+        client = self._client
+        return run_turn(
+            exchange,
+            request,
+            steps,
+            lambda following: open_exchange(client, following, route),
+            max_parts=self._policy.max_turn_parts,
+        )
 
     async def _open(
         self,

@@ -157,6 +157,25 @@ class Assembler:
         )
 
 
+    def partial(self) -> CanonicalCompletion:
+        """The message as far as it got: its completed blocks, and the text or thinking of an
+        open block as it stands (a cut tool call is left out: its input is not whole)."""
+        if self._error is None and self._validator.ended:
+            return self.result()
+        blocks = list(self._blocks)
+        if self._open is not None and self._open.start.kind is not BlockKind.TOOL_USE:
+            blocks.append(self._open.close())
+        start = self._start
+        return CanonicalCompletion(
+            message_id=start.message_id if start else "",
+            model=start.model if start else "",
+            content=tuple(blocks),
+            stop_reason=self._stop.stop_reason if self._stop else StopReason.END_TURN,
+            stop_sequence=self._stop.stop_sequence if self._stop else None,
+            usage=self._usage or Usage(0, 0),
+        )
+
+
 def assemble(events: Iterable[CanonicalEvent]) -> CanonicalCompletion:
     """Fold a complete event stream; see `Assembler` for the errors it raises."""
     assembler = Assembler()

@@ -42,6 +42,7 @@ class Splice:
         self._banked = Usage(0, 0)  # the parts before this one
         self._usage: Usage | None = None  # this part's, cumulative
         self._stop: MessageStop | None = None
+        self._open: int | None = None  # the joined index of the open block
 
     def feed(self, events: list[CanonicalEvent]) -> list[CanonicalEvent]:
         """This part's events as the joined message carries them."""
@@ -61,6 +62,13 @@ class Splice:
                 joined.append(self._renumbered(event))
         return joined
 
+    def close_open_block(self) -> list[CanonicalEvent]:
+        """A `BlockStop` for the block a failed part left open, if it did."""
+        if self._open is None:
+            return []
+        index, self._open = self._open, None
+        return [BlockStop(index)]
+
     def next_part(self) -> None:
         """The current part ended and another follows."""
         self._banked = self._total()
@@ -74,6 +82,10 @@ class Splice:
     def _renumbered(self, event: _Indexed) -> CanonicalEvent:
         index = event.index + self._offset
         self._blocks = max(self._blocks, index + 1)
+        if isinstance(event, BlockStart):
+            self._open = index
+        elif isinstance(event, BlockStop):
+            self._open = None
         return event if index == event.index else dataclasses.replace(event, index=index)
 
     def _total(self) -> Usage:

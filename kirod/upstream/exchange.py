@@ -12,8 +12,7 @@ elsewhere. After it yields, `batches()` carries the rest, one list of events per
 and a failure becomes the stream's terminal `ErrorEvent`.
 
 A turn may need more than one exchange (a web search inside the turn, a continuation after a
-truncated answer, a compaction turn): `followed` joins an exchange and those a `Follow` opens after
-it, on the same account, into one message (`kirod.canonical.splice`).
+truncated answer): `kirod.upstream.turn` joins them into one message.
 """
 
 from __future__ import annotations
@@ -21,18 +20,14 @@ from __future__ import annotations
 import contextlib
 import logging
 import secrets
-from collections.abc import AsyncIterator, Awaitable, Callable
-from contextlib import AbstractAsyncContextManager
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
 
 from kirod import log
-from kirod.canonical.assemble import Assembler, CanonicalCompletion
 from kirod.canonical.events import CanonicalEvent, ErrorEvent, MessageStart
 from kirod.canonical.models import ModelInfo
 from kirod.canonical.request import CanonicalRequest
-from kirod.canonical.splice import Splice
 from kirod.canonical.tokens import estimate_request_tokens
-from kirod.errors import ApiError
 from kirod.upstream.client import KiroClient, UpstreamAccount
 from kirod.upstream.errors import (
     Failure,
@@ -44,14 +39,7 @@ from kirod.upstream.frames import Frame
 from kirod.upstream.payload import ParameterPolicy, build_payload
 from kirod.upstream.translate import Translator
 
-__all__ = [
-    "Exchange",
-    "Follow",
-    "ParameterPolicy",
-    "Route",
-    "followed",
-    "open_exchange",
-]
+__all__ = ["Exchange", "ParameterPolicy", "Route", "open_exchange"]
 
 logger = logging.getLogger("kirod.exchange")
 
@@ -177,47 +165,3 @@ async def _first_events(
         if any(not isinstance(event, MessageStart) for event in events):
             return events
     return events + translator.finish()
-
-
-Follow = Callable[[CanonicalCompletion], Awaitable[AbstractAsyncContextManager[Exchange] | None]]
-"""Told how one part of a turn ended; returns the next exchange to open, or None to end."""
-
-
-async def followed(
-    first: Exchange, follow: Follow, *, max_parts: int
-) -> AsyncIterator[list[CanonicalEvent]]:
-    """`first` and the exchanges `follow` opens after it, as one message (at most `max_parts`).
-
-    A part that fails ends the message with its error; so does a next part that cannot open,
-    since the client already has the parts before it.
-    """
-    splice = Splice()
-    current, parts = first, 1
-    async with contextlib.AsyncExitStack() as owned:
-        while True:
-            assembler = Assembler()
-            async for batch in current.batches():
-                joined = splice.feed(batch)
-                try:
-                    for event in batch:
-                        assembler.feed(event)
-                except ApiError as failed:  # the part failed, or its tool input is not JSON
-                    if not any(isinstance(event, ErrorEvent) for event in joined):
-                        joined.append(ErrorEvent.from_error(failed))
-                    yield joined
-                    return
-                if joined:
-                    yield joined
-            completion = assembler.result()
-            opening = await follow(completion) if parts < max_parts else None
-            if opening is None:
-                yield splice.end()
-                return
-            await owned.aclose()  # the part before is read to its end
-            try:
-                current = await owned.enter_async_context(opening)
-            except UpstreamError as exc:
-                yield [ErrorEvent.from_error(exc.to_api_error())]
-                return
-            splice.next_part()
-            parts += 1

@@ -3,14 +3,21 @@ early failures raised before anything is committed, and exchanges composed into 
 
 from __future__ import annotations
 
-import contextlib
 from collections.abc import AsyncIterator
-from contextlib import AbstractAsyncContextManager
 
 import pytest
 
 from kirod.canonical.assemble import CanonicalCompletion, assemble
-from kirod.canonical.events import BlockStart, CanonicalEvent, ErrorEvent, MessageStart, Usage
+from kirod.canonical.events import (
+    BlockKind,
+    BlockStart,
+    BlockStop,
+    CanonicalEvent,
+    ErrorEvent,
+    MessageStart,
+    TextDelta,
+    Usage,
+)
 from kirod.canonical.models import catalog_from_list_available_models, resolve_model
 from kirod.canonical.request import (
     CanonicalRequest,
@@ -34,7 +41,8 @@ from kirod.testing.fake_kiro import (
 from kirod.upstream.client import ClientOptions, Endpoints, KiroClient, UpstreamAccount
 from kirod.upstream.credentials import AuthKind, Credentials
 from kirod.upstream.errors import Failure, UpstreamStreamError
-from kirod.upstream.exchange import Exchange, Route, followed, open_exchange
+from kirod.upstream.exchange import Route, open_exchange
+from kirod.upstream.turn import Next, OpenPart, Part, run_turn
 
 CATALOG = catalog_from_list_available_models([{"models": [m.to_json() for m in DEFAULT_MODELS]}])
 SONNET = resolve_model("claude-sonnet-4-5", CATALOG)
@@ -139,40 +147,60 @@ def answered(completion: CanonicalCompletion) -> tuple[Message, Message]:
     return Message(Role.ASSISTANT, completion.content), Message(Role.USER, results)
 
 
+class Lookup:
+    """The example step: a lookup the model calls is answered "42" by kirod, inside the turn."""
+
+    def __init__(self, client: KiroClient, route: Route) -> None:
+        self.parts: list[Part] = []
+        self.shown: tuple[CanonicalEvent, ...] = ()
+
+    async def after(self, part: Part) -> Next | None:
+        self.parts.append(part)
+        if part.error is not None:
+            return None
+        uses = [block for block in part.completion.content if isinstance(block, ToolUseBlock)]
+        if not uses:
+            return None
+        asked, result = answered(part.completion)
+        messages = (*part.request.messages, asked, result)
+        return Next(request(*messages, tools=part.request.tools), self.shown)
+
+
+def opener(client: KiroClient, route: Route) -> OpenPart:
+    return lambda following: open_exchange(client, following, route)
+
+
 async def test_a_tool_answered_inside_the_turn_joins_two_exchanges_into_one_message(
     kiro: tuple[FakeKiro, KiroClient, Route],
 ) -> None:
     """The composition the web-search loop uses: Kiro calls a tool kirod answers itself, and a
-    second exchange on the same account carries the result; the client sees one message."""
+    second exchange on the same account carries the result; the client sees one message, with
+    the blocks kirod shows between the parts numbered in place."""
     service, client, route = kiro
     service.enqueue(
         Reply(text="Let me look.", tool_calls=(ToolCall("lookup", {"word": "answer"}),)),
         Reply(text="It is 42."),
     )
     first_request = request(tools=(LOOKUP,))
-    follows: list[CanonicalCompletion] = []
-
-    async def follow(
-        completion: CanonicalCompletion,
-    ) -> AbstractAsyncContextManager[Exchange] | None:
-        follows.append(completion)
-        if not any(isinstance(block, ToolUseBlock) for block in completion.content):
-            return None
-        asked, result = answered(completion)
-        messages = (*first_request.messages, asked, result)
-        return open_exchange(client, request(*messages, tools=(LOOKUP,)), route)
-
-    async with contextlib.AsyncExitStack() as stack:
-        first = await stack.enter_async_context(open_exchange(client, first_request, route))
-        batches = await read(followed(first, follow, max_parts=4))
+    step = Lookup(client, route)
+    step.shown = (BlockStart(0, BlockKind.TEXT), TextDelta(0, "[looked up]"), BlockStop(0))
+    async with open_exchange(client, first_request, route) as first:
+        batches = await read(
+            run_turn(first, first_request, [step], opener(client, route), max_parts=4)
+        )
     events = [event for batch in batches for event in batch]
     message = assemble(events)
     texts = [block.text for block in message.content if isinstance(block, TextBlock)]
-    assert texts == ["Let me look.", "It is 42."]
-    assert [type(block) for block in message.content] == [TextBlock, ToolUseBlock, TextBlock]
+    assert texts == ["Let me look.", "[looked up]", "It is 42."]
+    assert [type(block) for block in message.content] == [
+        TextBlock,
+        ToolUseBlock,
+        TextBlock,
+        TextBlock,
+    ]
     assert sum(isinstance(event, MessageStart) for event in events) == 1
-    assert len(follows) == 2
-    part_usage = [completion.usage for completion in follows]
+    assert [part.number for part in step.parts] == [1, 2]
+    part_usage = [part.completion.usage for part in step.parts]
     assert message.usage.output_tokens == sum(usage.output_tokens for usage in part_usage)
     assert isinstance(events[-2], Usage)
     second = service.requests("chat")[1].json["conversationState"]
@@ -180,21 +208,68 @@ async def test_a_tool_answered_inside_the_turn_joins_two_exchanges_into_one_mess
     assert results[0]["content"] == [{"text": "42"}]
 
 
-async def test_a_follow_up_stops_at_max_parts(kiro: tuple[FakeKiro, KiroClient, Route]) -> None:
+async def test_a_turn_stops_at_max_parts(kiro: tuple[FakeKiro, KiroClient, Route]) -> None:
     service, client, route = kiro
     service.enqueue(*(Reply(text=f"part {n}") for n in range(3)))
-    opened: list[int] = []
+    asked: list[int] = []
 
-    async def always(_: CanonicalCompletion) -> AbstractAsyncContextManager[Exchange] | None:
-        opened.append(1)
-        return open_exchange(client, request(), route)
+    class Always:
+        async def after(self, part: Part) -> Next | None:
+            asked.append(part.number)
+            return Next(request())
 
     async with open_exchange(client, request(), route) as first:
-        message = assemble(
-            event for batch in await read(followed(first, always, max_parts=2)) for event in batch
-        )
+        turn = run_turn(first, request(), [Always()], opener(client, route), max_parts=2)
+        message = assemble(event for batch in await read(turn) for event in batch)
     assert [block.text for block in message.content if isinstance(block, TextBlock)] == [
         "part 0",
         "part 1",
     ]
-    assert len(opened) == 1  # asked after the first part only: the second was the last allowed
+    assert asked == [1]  # asked after the first part only: the second was the last allowed
+
+
+async def test_a_failed_part_is_held_for_the_steps_and_its_open_block_closed(
+    kiro: tuple[FakeKiro, KiroClient, Route],
+) -> None:
+    """A step may recover from a part that failed mid-text: the client sees the text so far,
+    that block closed, then the next part, and no error."""
+    service, client, route = kiro
+    service.enqueue(
+        Script(reply=Reply(text="partial answer " * 4), fault=Fault.CONNECTION_CUT, fault_at=3),
+        Reply(text="the rest"),
+    )
+    seen: list[Part] = []
+
+    class Recover:
+        async def after(self, part: Part) -> Next | None:
+            seen.append(part)
+            return Next(request()) if part.error is not None else None
+
+    async with open_exchange(client, request(), route) as first:
+        turn = run_turn(first, request(), [Recover()], opener(client, route), max_parts=3)
+        events = [event for batch in await read(turn) for event in batch]
+    assert not any(isinstance(event, ErrorEvent) for event in events)
+    message = assemble(events)
+    texts = [block.text for block in message.content if isinstance(block, TextBlock)]
+    assert texts[-1] == "the rest"
+    assert (texts[0] and "partial answer".startswith(texts[0][:14].rstrip())) or texts[0]
+    assert seen[0].error is not None
+    assert seen[0].completion.content == message.content[:1]
+
+
+async def test_a_failed_part_no_step_answers_ends_the_message_with_its_error(
+    kiro: tuple[FakeKiro, KiroClient, Route],
+) -> None:
+    service, client, route = kiro
+    service.enqueue(Script(reply=Reply(text="x" * 200), fault=Fault.CONNECTION_CUT, fault_at=3))
+
+    class Never:
+        async def after(self, part: Part) -> Next | None:
+            return None
+
+    async with open_exchange(client, request(), route) as first:
+        turn = run_turn(first, request(), [Never()], opener(client, route), max_parts=3)
+        events = [event for batch in await read(turn) for event in batch]
+    assert isinstance(events[-1], ErrorEvent)
+    assert sum(isinstance(event, ErrorEvent) for event in events) == 1
+    assert len(service.requests("chat")) == 1
