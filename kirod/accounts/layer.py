@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from kirod.accounts.affinity import AffinityMap
-from kirod.accounts.dispatch import Dispatcher, DispatchPolicy
+from kirod.accounts.dispatch import Dispatcher, DispatchPolicy, StepsFor
 from kirod.accounts.maintenance import Maintenance, RetentionPolicy
 from kirod.accounts.models import CatalogCache, ModelDirectory
 from kirod.accounts.pool import AccountPool
@@ -14,6 +14,7 @@ from kirod.accounts.probes import UsageProbes
 from kirod.accounts.strategy import Strategy
 from kirod.accounts.tokens import TokenKeeper
 from kirod.canonical.models import ModelInfo, ModelPolicy
+from kirod.canonical.request import CanonicalRequest
 from kirod.config import Settings
 from kirod.storage.accounts import AccountStore
 from kirod.storage.affinity import AffinityStore
@@ -21,6 +22,8 @@ from kirod.storage.db import Database
 from kirod.storage.oplog import OpLog
 from kirod.tasks import TaskOwner
 from kirod.upstream.client import KiroClient
+from kirod.upstream.exchange import Route
+from kirod.upstream.turn import Step
 
 
 @dataclass(frozen=True)
@@ -37,6 +40,16 @@ class AccountLayer:
         """Write what the layer holds behind the request; after the drain, before the store."""
         await self.oplog.close()
         await self.affinity.close()
+
+
+def turn_steps(settings: Settings, client: KiroClient) -> StepsFor:
+    """Which steps may add upstream exchanges to a request's turn (`kirod.upstream.turn`)."""
+
+    def steps_for(request: CanonicalRequest, route: Route) -> Sequence[Step]:
+        steps: list[Step] = []
+        return steps
+
+    return steps_for
 
 
 def build_account_layer(
@@ -84,6 +97,7 @@ def build_account_layer(
             parameter_policy="error" if settings.parameter_policy == "error" else "drop",
         ),
         authorize=authorize,
+        steps=turn_steps(settings, client),
     )
     maintenance = Maintenance(
         pool,

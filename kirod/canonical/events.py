@@ -108,12 +108,20 @@ class BlockStop:
 
 @dataclass(frozen=True, slots=True)
 class Usage:
-    """Cumulative usage so far; `credits` is Kiro's metering for the request when known."""
+    """Cumulative usage so far; `credits` is Kiro's metering for the request when known.
+
+    `input_tokens` is the whole prompt; `cache_read_tokens` and `cache_write_tokens` are the
+    parts of it Kiro reported as read from and written to its prompt cache (0 when it reports
+    nothing: never a simulated split). `web_search_requests` counts searches kirod ran.
+    """
 
     version: ClassVar[int] = SCHEMA_VERSION
     input_tokens: int
     output_tokens: int
     credits: float | None = None
+    cache_read_tokens: int = 0
+    cache_write_tokens: int = 0
+    web_search_requests: int = 0
 
 
 @dataclass(frozen=True, slots=True)

@@ -93,8 +93,12 @@ class Splice:
         credits = None
         if self._banked.credits is not None or part.credits is not None:
             credits = (self._banked.credits or 0.0) + (part.credits or 0.0)
+        banked = self._banked
         return Usage(
-            self._banked.input_tokens + part.input_tokens,
-            self._banked.output_tokens + part.output_tokens,
+            banked.input_tokens + part.input_tokens,
+            banked.output_tokens + part.output_tokens,
             credits,
+            banked.cache_read_tokens + part.cache_read_tokens,
+            banked.cache_write_tokens + part.cache_write_tokens,
+            banked.web_search_requests + part.web_search_requests,
         )
