@@ -313,6 +313,30 @@ OPTIONS: tuple[Option, ...] = (
         choices=("drop", "error"),
     ),
     Option(
+        "prompt_cache_points",
+        Kind.BOOL,
+        "Experiment: mark message-level cachePoints in Kiro requests (on models whose catalog "
+        "lists promptCaching, within its checkpoint limit). Off: conversation id reuse alone.",
+        False,
+    ),
+    Option(
+        "tool_input_delivery",
+        Kind.CHOICE,
+        "When a tool call reaches the client: whole, once Kiro has sent all of its input "
+        "(complete: a call Kiro cuts off is never handed out), or fragment by fragment as it "
+        "arrives (live: no truncation recovery).",
+        "complete",
+        choices=("complete", "live"),
+    ),
+    Option(
+        "truncation_recovery",
+        Kind.BOOL,
+        "When Kiro cuts a tool call off, continue the turn once, telling the model in an error "
+        "tool result that the call was cut and not executed (needs tool_input_delivery = "
+        "complete).",
+        True,
+    ),
+    Option(
         "model_fallback",
         Kind.CHOICE,
         "How a model id no account offers is served (claude-opus-5-5, claude-sonnet-6, opus): "
@@ -432,6 +456,9 @@ class Settings:
     import_max_bytes: int
     import_timeout_s: float
     parameter_policy: str
+    prompt_cache_points: bool
+    tool_input_delivery: Literal["complete", "live"]
+    truncation_recovery: bool
     model_fallback: Literal["family", "strict"]
     model_aliases: Mapping[str, str]
     upstream_keep_alive: bool

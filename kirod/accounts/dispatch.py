@@ -47,7 +47,13 @@ from kirod.storage.affinity import Binding
 from kirod.storage.oplog import OpLog
 from kirod.upstream.client import KiroClient, UpstreamAccount
 from kirod.upstream.errors import Failure, RefreshError, UpstreamError
-from kirod.upstream.exchange import Exchange, ParameterPolicy, Route, open_exchange
+from kirod.upstream.exchange import (
+    Exchange,
+    ParameterPolicy,
+    Route,
+    ToolDelivery,
+    open_exchange,
+)
 from kirod.upstream.turn import Step, run_turn
 
 StepsFor = Callable[[CanonicalRequest, Route], Sequence[Step]]
@@ -73,6 +79,8 @@ class DispatchPolicy:
     max_account_attempts: int = 3
     branch_timeout_s: float = 600.0  # how long a turn waits for its conversation's previous one
     parameter_policy: ParameterPolicy = "drop"
+    prompt_cache_points: bool = False
+    tool_delivery: ToolDelivery = "complete"
     max_turn_parts: int = 10  # upstream exchanges in one turn, whatever its steps ask
 
 
@@ -151,7 +159,7 @@ class Dispatcher:
                     model_name=route.model_name,
                     account_id=opened.lease.account_id,
                     input_tokens=exchange.input_tokens,
-                    events=operation.observed(self._events(request, route, exchange)),
+                    events=operation.observed(self._events(request, route, exchange, operation)),
                 )
         except BaseException as exc:
             failure = exc
@@ -162,20 +170,21 @@ class Dispatcher:
             self._oplog.append(operation.entry(failure))
 
     def _events(
-        self, request: CanonicalRequest, route: Route, exchange: Exchange
+        self, request: CanonicalRequest, route: Route, exchange: Exchange, operation: Operation
     ) -> AsyncIterator[list[CanonicalEvent]]:
         """The exchange's batches, or the turn its steps may add parts to (same route)."""
         steps = self._steps(request, route) if self._steps is not None else ()
         if not steps:
             return exchange.batches()
         client = self._client
-        return run_turn(
-            exchange,
-            request,
-            steps,
-            lambda following: open_exchange(client, following, route),
-            max_parts=self._policy.max_turn_parts,
-        )
+
+        @contextlib.asynccontextmanager
+        async def open_part(following: CanonicalRequest) -> AsyncIterator[Exchange]:
+            async with open_exchange(client, following, route) as part:
+                operation.exchanged(part)
+                yield part
+
+        return run_turn(exchange, request, steps, open_part, max_parts=self._policy.max_turn_parts)
 
     async def _open(
         self,
@@ -245,6 +254,7 @@ class Dispatcher:
                 token = account.credentials.access_token if exc.failure is Failure.BEARER else None
                 raise await self._failed(lease, operation, exc, rejected_token=token) from None
         operation.dropped = exchange.dropped
+        operation.exchanged(exchange)
         log.annotate(
             account=lease.account_id,
             upstream_model=route.model.kiro_id,
@@ -283,6 +293,8 @@ class Dispatcher:
             model_name=request.model if resolution.via == "exact" else model.public_id,
             conversation_id=AffinityMap.conversation_id(binding, lease.account_id),
             parameter_policy=self._policy.parameter_policy,
+            cache_points=self._policy.prompt_cache_points,
+            tool_delivery=self._policy.tool_delivery,
         )
 
     async def _fresh(

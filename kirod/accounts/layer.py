@@ -23,7 +23,9 @@ from kirod.storage.oplog import OpLog
 from kirod.tasks import TaskOwner
 from kirod.upstream.client import KiroClient
 from kirod.upstream.exchange import Route
+from kirod.upstream.truncation import TruncationRecovery
 from kirod.upstream.turn import Step
+from kirod.upstream.websearch import WebSearchStep
 
 
 @dataclass(frozen=True)
@@ -47,6 +49,10 @@ def turn_steps(settings: Settings, client: KiroClient) -> StepsFor:
 
     def steps_for(request: CanonicalRequest, route: Route) -> Sequence[Step]:
         steps: list[Step] = []
+        if request.web_search is not None and request.server_tools:
+            steps.append(WebSearchStep(client, route.account, request.web_search))
+        if settings.truncation_recovery and settings.tool_input_delivery == "complete":
+            steps.append(TruncationRecovery())  # one continuation per request: a new step each
         return steps
 
     return steps_for
@@ -95,6 +101,8 @@ def build_account_layer(
             max_account_attempts=settings.max_account_attempts,
             branch_timeout_s=settings.request_timeout_s,
             parameter_policy="error" if settings.parameter_policy == "error" else "drop",
+            prompt_cache_points=settings.prompt_cache_points,
+            tool_delivery=settings.tool_input_delivery,
         ),
         authorize=authorize,
         steps=turn_steps(settings, client),

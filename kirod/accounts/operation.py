@@ -3,7 +3,8 @@
 Its status is inferred from how the request left the dispatch context: 200 when the stream ended
 normally (an error that ended the stream is still recorded), the `ApiError`'s status when one
 escaped, 499 when the client went away before the event stream ran to its end (one that leaves
-once it has it all, mid-cleanup, got its answer).
+once it has it all, mid-cleanup, got its answer). The exchanges of its turn tell which tool calls
+Kiro cut off: each one that another exchange followed was continued.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from kirod.canonical.events import CanonicalEvent, ErrorEvent, MessageStop, Usag
 from kirod.canonical.request import CanonicalRequest
 from kirod.errors import ApiError
 from kirod.storage.oplog import UNKNOWN_MODEL, Attempt, OpEntry
+from kirod.upstream.exchange import Exchange
 
 
 class Operation:
@@ -36,9 +38,13 @@ class Operation:
         self.credits: float | None = None
         self.stream_error: str | None = None
         self.finished = False  # the committed event stream ran to its end
+        self._exchanges: list[Exchange] = []  # the turn's, in order
 
     def tried(self, account_id: str, outcome: str) -> None:
         self.attempts.append(Attempt(account_id, outcome))
+
+    def exchanged(self, exchange: Exchange) -> None:
+        self._exchanges.append(exchange)
 
     def committed(self) -> None:
         self.ttfb_ms = self._elapsed_ms()
@@ -66,6 +72,7 @@ class Operation:
         if self.finished and isinstance(exc, asyncio.CancelledError | ConnectionError):
             exc = None  # the client went away after the whole answer was handed to it
         status, error = _outcome(exc)
+        cut = [exchange.truncation is not None for exchange in self._exchanges]
         return OpEntry(
             at=self.at,
             request_id=self.request.request_id,
@@ -85,6 +92,8 @@ class Operation:
             status=status,
             error=error or self.stream_error,
             dropped=self.dropped,
+            truncations=sum(cut),
+            continuations=sum(cut[:-1]),  # a cut exchange that is not the last was continued
         )
 
     def _elapsed_ms(self) -> float:

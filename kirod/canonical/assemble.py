@@ -20,6 +20,9 @@ from kirod.canonical.events import (
     MessageStart,
     MessageStop,
     RedactedThinking,
+    SearchHit,
+    SearchResults,
+    ServerToolUse,
     SignatureDelta,
     StopReason,
     StreamValidator,
@@ -31,7 +34,33 @@ from kirod.canonical.events import (
 from kirod.canonical.request import RedactedThinkingBlock, TextBlock, ThinkingBlock, ToolUseBlock
 from kirod.errors import ApiError, ErrorKind
 
-OutputBlock: TypeAlias = TextBlock | ThinkingBlock | RedactedThinkingBlock | ToolUseBlock
+
+@dataclass(frozen=True, slots=True)
+class ServerToolUseBlock:
+    """A tool kirod ran inside the turn (`ServerToolUse`); output only, never sent upstream."""
+
+    id: str
+    name: str
+    query: str
+
+
+@dataclass(frozen=True, slots=True)
+class SearchResultsBlock:
+    """What that tool found (`SearchResults`); output only, never sent upstream."""
+
+    tool_use_id: str
+    hits: tuple[SearchHit, ...]
+    error_code: str | None = None
+
+
+OutputBlock: TypeAlias = (
+    TextBlock
+    | ThinkingBlock
+    | RedactedThinkingBlock
+    | ToolUseBlock
+    | ServerToolUseBlock
+    | SearchResultsBlock
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -131,6 +160,12 @@ class Assembler:
                     raise
             case RedactedThinking():
                 self._blocks.append(RedactedThinkingBlock(event.data))
+            case ServerToolUse():
+                self._blocks.append(ServerToolUseBlock(event.tool_use_id, event.name, event.query))
+            case SearchResults():
+                self._blocks.append(
+                    SearchResultsBlock(event.tool_use_id, event.hits, event.error_code)
+                )
             case Usage():
                 self._usage = event
             case MessageStop():
@@ -155,7 +190,6 @@ class Assembler:
             stop_sequence=self._stop.stop_sequence,
             usage=self._usage,
         )
-
 
     def partial(self) -> CanonicalCompletion:
         """The message as far as it got: its completed blocks, and the text or thinking of an

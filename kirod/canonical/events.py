@@ -4,13 +4,14 @@ The upstream translator produces it; each protocol encoder and `assemble` consum
 (checked by `StreamValidator`, so producers and consumers can rely on it instead of re-checking):
 
     stream  := MessageStart item* MessageStop | MessageStart item* ErrorEvent | ErrorEvent
-    item    := block | RedactedThinking | Usage
+    item    := block | RedactedThinking | ServerToolUse | SearchResults | Usage
     block   := BlockStart delta* BlockStop
 
-Blocks are indexed 0, 1, 2, … in stream order (a `RedactedThinking` is a whole block and takes an
-index too); at most one block is open at a time, and its deltas match its kind. `Usage` carries
-cumulative totals, so the last one wins. An `ErrorEvent` may end the stream at any point, even
-inside a block, because upstream failures do not wait for block boundaries.
+Blocks are indexed 0, 1, 2, … in stream order (a `RedactedThinking`, `ServerToolUse` or
+`SearchResults` is a whole block and takes an index too); at most one block is open at a time,
+and its deltas match its kind. `Usage` carries cumulative totals, so the last one wins. An
+`ErrorEvent` may end the stream at any point, even inside a block, because upstream failures do
+not wait for block boundaries.
 """
 
 from __future__ import annotations
@@ -92,6 +93,37 @@ class RedactedThinking:
 
 
 @dataclass(frozen=True, slots=True)
+class SearchHit:
+    url: str
+    title: str
+    snippet: str = ""
+    page_age: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ServerToolUse:
+    """A whole block: a tool kirod ran itself inside the turn (a web search), with its input."""
+
+    version: ClassVar[int] = SCHEMA_VERSION
+    index: int
+    tool_use_id: str
+    name: str
+    query: str
+
+
+@dataclass(frozen=True, slots=True)
+class SearchResults:
+    """A whole block: the results of the `ServerToolUse` `tool_use_id`, or why there are none
+    (`error_code`: Anthropic's `web_search_tool_result_error` codes, e.g. `unavailable`)."""
+
+    version: ClassVar[int] = SCHEMA_VERSION
+    index: int
+    tool_use_id: str
+    hits: tuple[SearchHit, ...] = ()
+    error_code: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class ToolInputDelta:
     """A fragment of the tool call's JSON arguments; only the concatenation is valid JSON."""
 
@@ -157,6 +189,8 @@ CanonicalEvent: TypeAlias = (
     | ThinkingDelta
     | SignatureDelta
     | RedactedThinking
+    | ServerToolUse
+    | SearchResults
     | ToolInputDelta
     | BlockStop
     | Usage
@@ -204,7 +238,7 @@ class StreamValidator:
             case BlockStart():
                 self._check_block_start(event)
                 self._open = event.kind
-            case RedactedThinking():
+            case RedactedThinking() | ServerToolUse() | SearchResults():
                 self._check_new_index(event.index, name)
                 self._next_index += 1
             case TextDelta():

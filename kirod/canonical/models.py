@@ -35,7 +35,11 @@ class ModelInfo:
 
     `public_id` is the Anthropic-style name listed on /v1/models; `kiro_id` is the upstream
     `modelId`. `native_reasoning` says the model honours `userInputMessage.reasoning` (§2.4b);
-    other models get prompt-tag thinking (§2.4a).
+    other models get prompt-tag thinking (§2.4a). `cache_checkpoints` is how many message-level
+    `cachePoint`s a request may carry: the catalog's
+    `promptCaching.maximumCacheCheckpointsPerRequest` for a model listed with
+    `supportsPromptCaching`, else 0 (the static fallback never assumes caching). Likewise
+    `supports_documents` only where the catalog lists DOCUMENT input: no capture shows one.
     """
 
     public_id: str
@@ -44,9 +48,11 @@ class ModelInfo:
     context_window: int = DEFAULT_CONTEXT_WINDOW
     max_output_tokens: int = _CLAUDE_MAX_OUTPUT
     supports_images: bool = True
+    supports_documents: bool = False  # only where the account's catalog lists DOCUMENT input
     native_reasoning: bool = False
     reasoning_field_style: ReasoningFieldStyle = "none"
     efforts: tuple[Effort, ...] = EFFORTS  # the reasoning efforts it accepts, lowest first
+    cache_checkpoints: int = 0
 
     def clamp_effort(self, effort: Effort) -> Effort:
         """The strongest effort the model accepts that is not above `effort` (else its lowest)."""
@@ -359,12 +365,21 @@ def _from_listing(entry: Mapping[str, Any]) -> ModelInfo:
         context_window=_positive_int(limits.get("maxInputTokens"), base.context_window),
         max_output_tokens=_positive_int(limits.get("maxOutputTokens"), base.max_output_tokens),
         supports_images="IMAGE" in inputs if isinstance(inputs, list) else base.supports_images,
+        supports_documents=isinstance(inputs, list) and "DOCUMENT" in inputs,
         native_reasoning=base.native_reasoning,
         reasoning_field_style=_advertised_style(
             entry.get("additionalModelRequestFieldsSchema"), base.reasoning_field_style
         ),
         efforts=_advertised_efforts(entry.get("additionalModelRequestFieldsSchema")),
+        cache_checkpoints=_cache_checkpoints(entry.get("promptCaching")),
     )
+
+
+def _cache_checkpoints(caching: object) -> int:
+    """`maximumCacheCheckpointsPerRequest` of a `promptCaching` block that supports caching."""
+    if not isinstance(caching, Mapping) or caching.get("supportsPromptCaching") is not True:
+        return 0
+    return _positive_int(caching.get("maximumCacheCheckpointsPerRequest"), 0)
 
 
 def _positive_int(value: object, default: int) -> int:

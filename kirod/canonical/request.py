@@ -13,7 +13,7 @@ from __future__ import annotations
 import enum
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal, TypeAlias
+from typing import Any, ClassVar, Literal, TypeAlias
 
 
 class ClientProtocol(enum.Enum):
@@ -42,6 +42,37 @@ class ImageBlock:
     data_base64: str
 
 
+DocumentFormat: TypeAlias = Literal["pdf", "csv", "doc", "docx", "html", "md", "txt", "xls", "xlsx"]
+
+DOCUMENT_MEDIA_TYPES: Mapping[str, DocumentFormat] = {
+    "application/pdf": "pdf",
+    "text/csv": "csv",
+    "application/msword": "doc",
+    "application/vnd.openxmlformats-officedocument.wordprocessingml.document": "docx",
+    "text/html": "html",
+    "text/markdown": "md",
+    "text/plain": "txt",
+    "application/vnd.ms-excel": "xls",
+    "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet": "xlsx",
+}
+"""Media types of the formats Kiro's `userInputMessage.documents[].format` takes."""
+
+
+@dataclass(frozen=True, slots=True)
+class DocumentBlock:
+    """An attached file (PDF, Office, text formats), sent as `userInputMessage.documents`.
+
+    `name` is the client's file name or title; `data_base64` is checked base64 of at most
+    `kirod.protocols.fields.MAX_DOCUMENT_BYTES` bytes. `context` is what the client says about
+    the document (Anthropic's `context`); Kiro has no field for it, so it goes as text.
+    """
+
+    name: str
+    format: DocumentFormat
+    data_base64: str
+    context: str | None = None
+
+
 @dataclass(frozen=True, slots=True)
 class ToolUseBlock:
     """A tool call made by the assistant; `input` is the parsed JSON arguments object."""
@@ -56,7 +87,7 @@ class ToolResultBlock:
     """The user's answer to the tool call `tool_use_id`."""
 
     tool_use_id: str
-    content: tuple[TextBlock | ImageBlock, ...]
+    content: tuple[TextBlock | ImageBlock | DocumentBlock, ...]
     is_error: bool = False
 
 
@@ -76,7 +107,13 @@ class RedactedThinkingBlock:
 
 
 Block: TypeAlias = (
-    TextBlock | ImageBlock | ToolUseBlock | ToolResultBlock | ThinkingBlock | RedactedThinkingBlock
+    TextBlock
+    | ImageBlock
+    | DocumentBlock
+    | ToolUseBlock
+    | ToolResultBlock
+    | ThinkingBlock
+    | RedactedThinkingBlock
 )
 
 
@@ -137,6 +174,23 @@ class Sampling:
 
 
 @dataclass(frozen=True, slots=True)
+class WebSearch:
+    """A hosted web-search tool the client declared: kirod runs the searches (Kiro's MCP).
+
+    `query` is set for a search-only call (Claude Code's WebSearch side call: one user message
+    naming the query, this tool alone), which kirod answers without a model turn. Otherwise the
+    tool is declared to the model under `TOOL_NAME` and each call runs inside the turn, at most
+    `max_uses` times.
+    """
+
+    TOOL_NAME: ClassVar[str] = "web_search"
+    max_uses: int = 5
+    allowed_domains: tuple[str, ...] = ()
+    blocked_domains: tuple[str, ...] = ()
+    query: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class CanonicalRequest:
     """One decoded client request.
 
@@ -159,3 +213,11 @@ class CanonicalRequest:
     affinity_key: str | None = None
     stream: bool = False
     metadata: Mapping[str, str] = field(default_factory=dict)
+    web_search: WebSearch | None = None
+
+    @property
+    def server_tools(self) -> frozenset[str]:
+        """Tools kirod declares upstream and runs itself; the client never sees their calls."""
+        if self.web_search is None or self.web_search.query is not None:
+            return frozenset()
+        return frozenset({WebSearch.TOOL_NAME})

@@ -14,13 +14,17 @@ from __future__ import annotations
 import dataclasses
 
 from kirod.canonical.events import (
+    BlockKind,
     BlockStart,
     BlockStop,
     CanonicalEvent,
     ErrorEvent,
+    EventOrderError,
     MessageStart,
     MessageStop,
     RedactedThinking,
+    SearchResults,
+    ServerToolUse,
     SignatureDelta,
     StopReason,
     TextDelta,
@@ -30,12 +34,27 @@ from kirod.canonical.events import (
 )
 
 _Indexed = (
-    BlockStart | TextDelta | ThinkingDelta | SignatureDelta | RedactedThinking | ToolInputDelta
-) | BlockStop
+    BlockStart
+    | TextDelta
+    | ThinkingDelta
+    | SignatureDelta
+    | RedactedThinking
+    | ServerToolUse
+    | SearchResults
+    | ToolInputDelta
+    | BlockStop
+)
 
 
 class Splice:
-    def __init__(self) -> None:
+    """`hidden_tools`: calls of these tools (the ones kirod runs itself) are left out, and the
+    blocks after them numbered as if they were not there."""
+
+    def __init__(self, hidden_tools: frozenset[str] = frozenset()) -> None:
+        self._hidden_tools = hidden_tools
+        self._hiding: int | None = None  # the part's own index of the hidden block being read
+        self._hidden = 0  # blocks of this part left out so far
+        self._shown_tool_use = False  # this part has a tool call the client sees
         self._started = False
         self._offset = 0  # blocks of the parts before this one
         self._blocks = 0  # blocks seen so far, this part included
@@ -58,9 +77,26 @@ class Splice:
                 self._stop = event  # held: a part may follow
             elif isinstance(event, ErrorEvent):
                 joined.append(event)
-            else:
+            elif not self._hides(event):
                 joined.append(self._renumbered(event))
         return joined
+
+    def _hides(self, event: _Indexed) -> bool:
+        if self._hiding is not None:
+            if event.index != self._hiding:
+                raise EventOrderError(
+                    f"block {event.index} while hidden block {self._hiding} is open"
+                )
+            if isinstance(event, BlockStop):
+                self._hiding = None
+                self._hidden += 1
+            return True
+        if isinstance(event, BlockStart) and event.kind is BlockKind.TOOL_USE:
+            if event.tool_name in self._hidden_tools:
+                self._hiding = event.index
+                return True
+            self._shown_tool_use = True
+        return False
 
     def close_open_block(self) -> list[CanonicalEvent]:
         """A `BlockStop` for the block a failed part left open, if it did."""
@@ -74,13 +110,17 @@ class Splice:
         self._banked = self._total()
         self._usage, self._stop = None, None
         self._offset = self._blocks
+        self._hiding, self._hidden, self._shown_tool_use = None, 0, False
 
     def end(self) -> list[CanonicalEvent]:
         """The joined message's end: the added-up usage and the last part's stop."""
-        return [self._total(), self._stop or MessageStop(StopReason.END_TURN)]
+        stop = self._stop or MessageStop(StopReason.END_TURN)
+        if stop.stop_reason is StopReason.TOOL_USE and not self._shown_tool_use:
+            stop = MessageStop(StopReason.END_TURN)  # it stopped for a call the client never saw
+        return [self._total(), stop]
 
     def _renumbered(self, event: _Indexed) -> CanonicalEvent:
-        index = event.index + self._offset
+        index = event.index + self._offset - self._hidden
         self._blocks = max(self._blocks, index + 1)
         if isinstance(event, BlockStart):
             self._open = index

@@ -44,6 +44,7 @@ from kirod.canonical import wirejson
 from kirod.canonical.request import (
     Block,
     CanonicalRequest,
+    DocumentBlock,
     ImageBlock,
     RedactedThinkingBlock,
     TextBlock,
@@ -229,6 +230,10 @@ def estimate_json_tokens(value: object) -> int:
 #     image        <=1 600    width * height / 750 after scaling the long edge to 1 568 px, as
 #                             Anthropic documents; dimensions are read from the PNG, GIF, JPEG or
 #                             WebP header, and an unreadable header costs the 1 600 maximum
+#     document             text formats (txt, md, csv, html) as their text; a PDF 1 500 per
+#                          page object (the low end of Anthropic's 1 500-3 000 per page; pages
+#                          inside compressed object streams are missed, so at least one);
+#                          Office files one token per 2 bytes (assumed, not fitted)
 #
 # "Fitted" constants come from the counts Anthropic documents for its token-counting examples;
 # against all of them the estimate is within 6 % (tests/protocols/test_anthropic_count_tokens.py).
@@ -247,6 +252,10 @@ _IMAGE_PIXELS_PER_TOKEN: Final = 750
 _IMAGE_HEADER_CHARS: Final = 256 * 1024  # base64 read to find a JPEG frame header
 _IMAGE_SHORT_CHARS: Final = 64  # base64 of 48 bytes: every other header
 _JPEG_BASE64: Final = "/9j/"  # FF D8 FF, the start of every JPEG
+PDF_PAGE_TOKENS: Final = 1_500
+_PDF_PAGE: Final = re.compile(rb"/Type\s*/Page(?![a-zA-Z])")  # a page object, not /Pages
+_TEXT_FORMATS: Final = frozenset({"csv", "html", "md", "txt"})
+_OFFICE_BYTES_PER_TOKEN: Final = 2  # zipped or binary Office files: a few bytes of text each
 
 
 def estimate_request_tokens(request: CanonicalRequest) -> int:
@@ -272,6 +281,8 @@ def _block_tokens(block: Block) -> int:
             return estimate_text_tokens(block.text)
         case ImageBlock():
             return estimate_image_tokens(block)
+        case DocumentBlock():
+            return estimate_document_tokens(block) + estimate_text_tokens(block.context or "")
         case ToolUseBlock():
             return (
                 TOOL_CALL_OVERHEAD
@@ -298,6 +309,16 @@ def estimate_image_tokens(image: ImageBlock) -> int:
     scale = min(1.0, IMAGE_MAX_EDGE / max(width, height))
     pixels = round(width * scale) * round(height * scale)
     return max(1, min(IMAGE_MAX_TOKENS, math.ceil(pixels / _IMAGE_PIXELS_PER_TOKEN)))
+
+
+def estimate_document_tokens(document: DocumentBlock) -> int:
+    """Text formats as their text; a PDF by its pages; other files by their size."""
+    data = base64.b64decode(document.data_base64)
+    if document.format in _TEXT_FORMATS:
+        return max(1, estimate_text_tokens(data.decode("utf-8", "replace")))
+    if document.format == "pdf":
+        return max(1, len(_PDF_PAGE.findall(data))) * PDF_PAGE_TOKENS
+    return max(1, math.ceil(len(data) / _OFFICE_BYTES_PER_TOKEN))
 
 
 def _image_size(prefix: str) -> tuple[int, int] | None:

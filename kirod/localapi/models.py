@@ -24,6 +24,7 @@ def _row(offer: Offer) -> dict[str, Any]:
         "context_window": info.context_window,
         "max_output_tokens": info.max_output_tokens,
         "supports_images": info.supports_images,
+        "supports_documents": info.supports_documents,
         "accounts": list(offer.accounts),
     }
 

@@ -241,7 +241,7 @@ class Percentiles:
 
 @dataclass(frozen=True)
 class StatsGroup:
-    """The requests of one account or one model."""
+    """The requests of one account, one model or one UTC day."""
 
     key: str
     requests: int
@@ -272,13 +272,29 @@ class Stats:
     accounts: tuple[StatsGroup, ...]  # most requests first
     models: tuple[StatsGroup, ...]  # by the name the client asked for
     errors: dict[str, int]  # by error code
+    truncated: int = 0  # requests in which Kiro cut a tool call off
+    recovered: int = 0  # of those, answered in the end after kirod continued the turn
+    days: tuple[StatsGroup, ...] = ()  # keyed by UTC date (YYYY-MM-DD), oldest first
 
     @property
     def success_rate(self) -> float | None:
         return self.succeeded / self.requests if self.requests else None
 
+    @property
+    def truncation_rate(self) -> float | None:
+        return self.truncated / self.requests if self.requests else None
+
+    @property
+    def recovery_rate(self) -> float | None:
+        return self.recovered / self.truncated if self.truncated else None
+
     def to_json(self) -> dict[str, Any]:
-        return {**asdict(self), "success_rate": self.success_rate}
+        return {
+            **asdict(self),
+            "success_rate": self.success_rate,
+            "truncation_rate": self.truncation_rate,
+            "recovery_rate": self.recovery_rate,
+        }
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> Stats:
@@ -296,6 +312,9 @@ class Stats:
             accounts=tuple(StatsGroup.from_json(group) for group in data["accounts"]),
             models=tuple(StatsGroup.from_json(group) for group in data["models"]),
             errors={str(k): int(v) for k, v in data["errors"].items()},
+            truncated=int(data.get("truncated", 0)),
+            recovered=int(data.get("recovered", 0)),
+            days=tuple(StatsGroup.from_json(group) for group in data.get("days", ())),
         )
 
 

@@ -14,6 +14,9 @@ Bounds (docs/RELIABILITY.md, "Request bounds"), the same in every protocol, each
                               a tool call's JSON-encoded `arguments`
     MAX_CONTAINERS  100 000   arrays and objects in the body, and in such `arguments`
     MAX_MODEL_CHARS     128   the `model` name
+    MAX_DOCUMENT_BYTES  4.5 MB  one attached document, decoded (Bedrock Converse's limit for the
+                              document shape Kiro's model copies; Kiro's own is unknown)
+    MAX_DOCUMENT_NAME   200   a document's name (file name or title)
     metadata          16 pairs, keys of at most 64 characters, values of at most 512 (OpenAI's
                               own limits; Anthropic's `metadata.user_id` at most 256)
 
@@ -25,15 +28,24 @@ is a 400, never an unhashable-type error.
 
 from __future__ import annotations
 
+import base64
+import binascii
 import json
 import re
 from collections.abc import Callable, Mapping
 from typing import Any, Final, TypeAlias
 
-from kirod.canonical.request import ImageBlock
+from kirod.canonical.request import (
+    DOCUMENT_MEDIA_TYPES,
+    DocumentBlock,
+    DocumentFormat,
+    ImageBlock,
+)
 from kirod.errors import ApiError, ErrorKind
 
 _DATA_URL: Final = re.compile(r"data:(image/[\w.+-]{1,100});base64,(.+)", re.DOTALL)
+_DATA_URL_FILE: Final = re.compile(r"data:([\w.+-]{1,100}/[\w.+-]{1,100});base64,(.+)", re.DOTALL)
+_FORMATS: Final[Mapping[str, DocumentFormat]] = {f: f for f in DOCUMENT_MEDIA_TYPES.values()}
 
 MAX_MESSAGES: Final = 10_000
 MAX_BLOCKS: Final = 20_000
@@ -41,6 +53,9 @@ MAX_TOOLS: Final = 1_000
 MAX_DEPTH: Final = 128
 MAX_CONTAINERS: Final = 100_000
 MAX_MODEL_CHARS: Final = 128
+MAX_DOCUMENT_BYTES: Final = 4_500_000
+MAX_DOCUMENT_NAME: Final = 200
+_MAX_DOCUMENT_BASE64: Final = -(-MAX_DOCUMENT_BYTES // 3) * 4
 MAX_METADATA_PAIRS: Final = 16
 MAX_METADATA_KEY: Final = 64
 MAX_METADATA_VALUE: Final = 512
@@ -128,8 +143,61 @@ class Checks:
             raise self.fail(path, f"must be between {low:g} and {high:g}", "invalid_value")
         return float(value)
 
+    def document_name(self, value: object, path: str) -> str:
+        """A document's optional name: at most `MAX_DOCUMENT_NAME` characters, "document" if
+        blank (Kiro's `documents[].name` is required)."""
+        name = "" if value is None else self.text(value, path).strip()
+        if len(name) > MAX_DOCUMENT_NAME:
+            raise self.fail(
+                path, f"must be at most {MAX_DOCUMENT_NAME} characters", "string_too_long"
+            )
+        return name or "document"
+
+    def document_format(self, media_type: str, path: str) -> DocumentFormat:
+        document_format = DOCUMENT_MEDIA_TYPES.get(media_type.lower())
+        if document_format is None:
+            raise self.fail(
+                path,
+                f"document type {quoted(media_type)} is not supported; use one of "
+                + ", ".join(DOCUMENT_MEDIA_TYPES),
+                "invalid_value",
+            )
+        return document_format
+
+    def document_data(self, value: object, path: str) -> str:
+        """Base64 of at most `MAX_DOCUMENT_BYTES` bytes (measured before decoding)."""
+        data = self.nonempty_text(value, path)
+        if len(data) > _MAX_DOCUMENT_BASE64:
+            raise self.fail(
+                path, f"documents must be at most {MAX_DOCUMENT_BYTES} bytes", "string_too_long"
+            )
+        try:
+            base64.b64decode(data, validate=True)
+        except (binascii.Error, ValueError):
+            raise self.fail(path, "is not valid base64", "invalid_value") from None
+        return data
+
 
 OPENAI: Final = Checks(invalid)
+
+
+def data_url_document(url: str, filename: object, param: str, name_param: str) -> DocumentBlock:
+    """An inline file from a base64 data URL; its format from the media type, or from the file
+    name's extension when the type is generic (`application/octet-stream`)."""
+    match = _DATA_URL_FILE.fullmatch(url)
+    if match is None:
+        raise invalid(
+            param,
+            "files must be base64 data URLs (data:application/pdf;base64,…); kirod fetches no URLs",
+        )
+    name = OPENAI.document_name(filename, name_param)
+    media_type = match[1]
+    by_extension = _FORMATS.get(name.rpartition(".")[2].lower())
+    if media_type.lower() in DOCUMENT_MEDIA_TYPES or by_extension is None:
+        document_format = OPENAI.document_format(media_type, param)
+    else:
+        document_format = by_extension
+    return DocumentBlock(name, document_format, OPENAI.document_data(match[2], param))
 
 
 def string_field(

@@ -121,6 +121,11 @@ MIGRATIONS: tuple[str, ...] = (
     """
     ALTER TABLE accounts ADD COLUMN status_transient INTEGER NOT NULL DEFAULT 0;
     """,
+    # 6: tool calls Kiro cut off in a request, and the continuations kirod sent after them.
+    """
+    ALTER TABLE oplog ADD COLUMN truncations INTEGER NOT NULL DEFAULT 0;
+    ALTER TABLE oplog ADD COLUMN continuations INTEGER NOT NULL DEFAULT 0;
+    """,
 )
 
 _SIBLINGS = ("", "-wal", "-shm", "-journal")

@@ -35,7 +35,8 @@ UNKNOWN_MODEL = "(unknown)"
 _INSERT = (
     "INSERT INTO oplog (at, request_id, key_id, protocol, model, stream, account_id, attempts,"
     " stop_reason, input_tokens, output_tokens, credits, ttfb_ms, total_ms, status, error,"
-    " dropped) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+    " dropped, truncations, continuations)"
+    " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
 )
 
 
@@ -66,6 +67,8 @@ class OpEntry:
     status: int  # HTTP status sent; 499 when the client went away first
     error: str | None  # error code when the request (or its stream) failed
     dropped: tuple[str, ...]  # request parameters Kiro cannot honour, dropped
+    truncations: int = 0  # tool calls Kiro cut off (never handed out)
+    continuations: int = 0  # of those, the ones kirod continued the turn after
 
     @property
     def succeeded(self) -> bool:
@@ -74,6 +77,7 @@ class OpEntry:
 
 # A request succeeded when its status is below 400 and its stream did not end in an error.
 _SUCCESS = "(status < 400 AND error IS NULL)"
+_DAY = "date(at, 'unixepoch')"  # the UTC day of a row, as YYYY-MM-DD
 
 
 class OpLog:
@@ -123,6 +127,8 @@ class OpLog:
                 status=row["status"],
                 error=row["error"],
                 dropped=tuple(part for part in row["dropped"].split(",") if part),
+                truncations=row["truncations"],
+                continuations=row["continuations"],
             )
             for row in rows
         ]
@@ -148,7 +154,9 @@ class OpLog:
         totals = await self._db.read_one(
             "SELECT count(*), COALESCE(SUM(status < 400 AND error IS NULL), 0),"
             " COALESCE(SUM(input_tokens), 0),"
-            " COALESCE(SUM(output_tokens), 0), COALESCE(SUM(credits), 0)"
+            " COALESCE(SUM(output_tokens), 0), COALESCE(SUM(credits), 0),"
+            " COALESCE(SUM(truncations > 0), 0),"
+            " COALESCE(SUM(continuations > 0 AND status < 400 AND error IS NULL), 0)"
             " FROM oplog WHERE at >= ?",
             (start,),
         )
@@ -169,13 +177,20 @@ class OpLog:
             accounts=await self._groups("account_id", start),
             models=await self._groups("model", start),
             errors={row[0]: row[1] for row in errors},
+            truncated=totals[5],
+            recovered=totals[6],
+            days=await self._groups(_DAY, start, order=_DAY),
         )
 
-    async def _groups(self, column: str, start: float) -> tuple[StatsGroup, ...]:
+    async def _groups(
+        self, column: str, start: float, *, order: str | None = None
+    ) -> tuple[StatsGroup, ...]:
+        """Rows grouped by `column` (a column or SQL expression), most requests first."""
+        order = order or f"count(*) DESC, {column}"
         rows = await self._db.read(
             f"SELECT {column}, count(*), count(*) - COALESCE(SUM({_SUCCESS}), 0),"  # noqa: S608
             f" COALESCE(SUM(credits), 0) FROM oplog WHERE at >= ? AND {column} IS NOT NULL"
-            f" GROUP BY {column} ORDER BY count(*) DESC, {column}",
+            f" GROUP BY {column} ORDER BY {order}",
             (start,),
         )
         return tuple(StatsGroup(row[0], row[1], row[2], round(row[3], 6)) for row in rows)
@@ -228,4 +243,6 @@ def _row(entry: OpEntry) -> tuple[Any, ...]:
         entry.status,
         entry.error,
         ",".join(entry.dropped),
+        entry.truncations,
+        entry.continuations,
     )

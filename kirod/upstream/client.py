@@ -412,6 +412,21 @@ class KiroClient:
                 break
         return pages
 
+    async def mcp(self, account: UpstreamAccount, call: Mapping[str, Any]) -> dict[str, Any]:
+        """One JSON-RPC call to Kiro's MCP endpoint (web search; capabilities §2.1).
+
+        The profile travels both ways reported to be required: the `x-amzn-kiro-profile-arn`
+        header and a root-level `profileArn` in the body.
+        """
+        base = self.endpoints.kiro_url(account.region)
+        headers = self._api_headers(account, "codewhispererstreaming")
+        body = dict(call)
+        if account.profile_arn:
+            headers["x-amzn-kiro-profile-arn"] = account.profile_arn
+            body["profileArn"] = account.profile_arn
+        session = self._session(account.id, base)
+        return await self._json(session, "POST", f"{base}/mcp", headers=headers, body=body)
+
     # -- auth hosts ---------------------------------------------------------------------------
 
     async def post_json(

@@ -11,6 +11,10 @@ caller, which owns the account logic (choice, lease, bearer retry, failover), ca
 elsewhere. After it yields, `batches()` carries the rest, one list of events per network chunk,
 and a failure becomes the stream's terminal `ErrorEvent`.
 
+A search-only call (Claude Code's WebSearch side call) is answered from Kiro's MCP search
+without a chat (`kirod.upstream.websearch`); a request with a hosted web search has the search
+tool declared to the model.
+
 A turn may need more than one exchange (a web search inside the turn, a continuation after a
 truncated answer): `kirod.upstream.turn` joins them into one message.
 """
@@ -18,6 +22,7 @@ truncated answer): `kirod.upstream.turn` joins them into one message.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import logging
 import secrets
 from collections.abc import AsyncIterator
@@ -26,7 +31,7 @@ from dataclasses import dataclass
 from kirod import log
 from kirod.canonical.events import CanonicalEvent, ErrorEvent, MessageStart
 from kirod.canonical.models import ModelInfo
-from kirod.canonical.request import CanonicalRequest
+from kirod.canonical.request import CanonicalRequest, WebSearch
 from kirod.canonical.tokens import estimate_request_tokens
 from kirod.upstream.client import KiroClient, UpstreamAccount
 from kirod.upstream.errors import (
@@ -37,9 +42,10 @@ from kirod.upstream.errors import (
 )
 from kirod.upstream.frames import Frame
 from kirod.upstream.payload import ParameterPolicy, build_payload
-from kirod.upstream.translate import Translator
+from kirod.upstream.translate import ToolDelivery, Translator, Truncation
+from kirod.upstream.websearch import SEARCH_TOOL, answer_search
 
-__all__ = ["Exchange", "ParameterPolicy", "Route", "open_exchange"]
+__all__ = ["Exchange", "ParameterPolicy", "Route", "ToolDelivery", "open_exchange"]
 
 logger = logging.getLogger("kirod.exchange")
 
@@ -60,6 +66,8 @@ class Route:
     model_name: str  # what the events name: the client's own name, or the substitute's public id
     conversation_id: str
     parameter_policy: ParameterPolicy = "drop"
+    cache_points: bool = False  # the `prompt_cache_points` experiment
+    tool_delivery: ToolDelivery = "complete"
 
 
 class Exchange:
@@ -72,9 +80,10 @@ class Exchange:
         input_tokens: int,
         dropped: tuple[str, ...],
         first: list[CanonicalEvent],
-        chunks: AsyncIterator[list[Frame]],
-        translator: Translator,
+        chunks: AsyncIterator[list[Frame]] | None = None,
+        translator: Translator | None = None,
     ) -> None:
+        """Without `chunks` (an answer kirod makes itself), `first` is the whole message."""
         self.message_id = message_id
         self.input_tokens = input_tokens
         self.dropped = dropped
@@ -82,10 +91,17 @@ class Exchange:
         self._chunks = chunks
         self._translator = translator
 
+    @property
+    def truncation(self) -> Truncation | None:
+        """The tool call Kiro cut off, once the events have ended with it."""
+        return self._translator.truncation if self._translator is not None else None
+
     async def batches(self) -> AsyncIterator[list[CanonicalEvent]]:
         """`first`, then one batch per network chunk; an upstream failure ends it as an error."""
         yield self.first
         translator = self._translator
+        if self._chunks is None or translator is None:
+            return
         try:
             async for frames in self._chunks:
                 if len(frames) == 1:
@@ -98,7 +114,8 @@ class Exchange:
             log.event(
                 logger, "upstream_stream_failed", level=logging.WARNING, failure=exc.failure.value
             )
-            yield [ErrorEvent.from_error(exc.to_api_error())]
+            if events := translator.broken(exc.to_api_error()):
+                yield events
         else:
             if events := translator.finish():
                 yield events
@@ -110,12 +127,19 @@ async def open_exchange(
 ) -> AsyncIterator[Exchange]:
     """Send `request` on `route`; see the module docstring for what raises when."""
     model = route.model
+    search = request.web_search
+    if search is not None and search.query is not None:
+        yield await _search_answer(client, request, route, search)
+        return
+    if request.server_tools:
+        request = dataclasses.replace(request, tools=(*request.tools, SEARCH_TOOL))
     payload = build_payload(
         request,
         model,
         conversation_id=route.conversation_id,
         profile_arn=route.account.profile_arn,
         parameter_policy=route.parameter_policy,
+        cache_points=route.cache_points,
     )
     async with contextlib.AsyncExitStack() as owned:
         try:
@@ -138,6 +162,7 @@ async def open_exchange(
             tool_names=payload.tool_names.original,
             declared_tools={tool.name for tool in request.tools},
             thinking_mode=payload.thinking_mode,
+            tool_delivery=route.tool_delivery,
         )
         first = await _first_events(chunks, translator)
         # Only an error before any output may go elsewhere: one after it is the stream's end.
@@ -154,14 +179,37 @@ async def open_exchange(
         )
 
 
+async def _search_answer(
+    client: KiroClient, request: CanonicalRequest, route: Route, search: WebSearch
+) -> Exchange:
+    """A search-only call, answered from Kiro's MCP search without a model turn."""
+    message_id = secrets.token_hex(12)
+    input_tokens = estimate_request_tokens(request)
+    events = await answer_search(
+        client,
+        route.account,
+        search,
+        message_id=message_id,
+        model_name=route.model_name,
+        input_tokens=input_tokens,
+    )
+    return Exchange(message_id=message_id, input_tokens=input_tokens, dropped=(), first=events)
+
+
 async def _first_events(
     chunks: AsyncIterator[list[Frame]], translator: Translator
 ) -> list[CanonicalEvent]:
-    """Read until the translator produces more than `MessageStart` (or the stream ends)."""
+    """Read until the translator produces more than `MessageStart`, or a tool call begins (or
+    the stream ends).
+
+    A call held until it is complete still commits when it begins: its input may take a minute,
+    the client's stream is kept alive meanwhile, and a break inside it is its truncation, not a
+    failure to try elsewhere (the same request would most likely be cut the same way).
+    """
     events: list[CanonicalEvent] = []
     async for frames in chunks:
         for frame in frames:
             events += translator.feed(frame)
-        if any(not isinstance(event, MessageStart) for event in events):
+        if translator.tool_open or any(not isinstance(event, MessageStart) for event in events):
             return events
     return events + translator.finish()

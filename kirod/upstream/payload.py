@@ -5,11 +5,18 @@ Kiro rejects many conversations that Anthropic and OpenAI accept, mostly with an
 small function here, named in its docstring by rule number, and the builder applies them in an
 order where each rule's output satisfies the ones before it. Nothing the client said is dropped
 silently: what Kiro cannot carry structurally becomes text (orphan tool results, tool traffic under
-`tool_choice: none`, old images) or a clear 400 (forced tool choice, unsupported parameters under
-the "error" policy, oversized prompts).
+`tool_choice: none`, old images, history documents on a model without DOCUMENT input) or a clear
+400 (forced tool choice, unsupported parameters under the "error" policy, oversized prompts, a
+current message's images or documents for a model that cannot take them).
 
-Rule 12 (never send `cachePoint`) needs no code: the canonical request carries no cache points and
-nothing here creates one. Rule 15 is `_check_tool_choice`; rule 16 is `_check_size`.
+Rule 12 (no `cachePoint` in `tools[]`) needs no code: client `cache_control` never reaches the
+canonical request. Message-level cache points are an experiment behind `cache_points`
+(`_cache_points`, capabilities §1.8). Rule 15 is `_check_tool_choice`; rule 16 is `_check_size`.
+
+Prompt caching upstream keys on a stable prefix (capabilities §1.3), so the body is laid out for
+it: the system prompt is the first history pair, `history` is serialised before
+`currentMessage`, and nothing depends on the clock or randomness. Two turns of one conversation
+therefore encode to bodies whose bytes agree up to the end of the earlier turn's history.
 
 Rule 16 is checked twice: first on a lower bound of the payload's size, before any turn is shaped
 or any tool schema cleaned — every text the client sent (messages, tool results, system), each
@@ -32,6 +39,7 @@ from kirod.canonical import wirejson
 from kirod.canonical.models import ModelInfo
 from kirod.canonical.request import (
     CanonicalRequest,
+    DocumentBlock,
     Effort,
     ImageBlock,
     Message,
@@ -73,6 +81,7 @@ CONTINUE = "Continue"
 SYSTEM_ACK = "I will follow these instructions."
 UNANSWERED = "tool call was not answered"
 TOOL_RESULT_IMAGE = "(image attached to this message)"
+TOOL_RESULT_DOCUMENT = "(document attached to this message)"
 
 _IMAGE_FORMATS = {"png": "png", "jpeg": "jpeg", "jpg": "jpeg", "gif": "gif", "webp": "webp"}
 _EFFORT_BUDGETS: tuple[tuple[int, Effort], ...] = (
@@ -120,6 +129,7 @@ class _Turn:
     role: Role
     texts: list[str] = field(default_factory=list)
     images: list[ImageBlock] = field(default_factory=list)
+    documents: list[DocumentBlock] = field(default_factory=list)
     uses: list[_Use] = field(default_factory=list)
     results: list[_Result] = field(default_factory=list)
     reasoning: ThinkingBlock | RedactedThinkingBlock | None = None
@@ -137,6 +147,7 @@ def build_payload(
     profile_arn: str | None,
     parameter_policy: ParameterPolicy = "drop",
     max_payload_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES,
+    cache_points: bool = False,
 ) -> BuiltPayload:
     """The Kiro request body for `request` on `model`; raises ApiError for what Kiro cannot do.
 
@@ -156,6 +167,7 @@ def build_payload(
     _pair_tools(turns)
     turns = _start_with_user(turns)
     _limit_images(turns, model)
+    _limit_documents(turns, model)
     _fill_empty(turns)
     system = "\n\n".join(text for text in request.system if text)
     if mode == "tags" and request.reasoning is not None:
@@ -174,13 +186,16 @@ def build_payload(
         "conversationId": conversation_id,
         "agentTaskType": AGENT_TASK_TYPE,
         "chatTriggerType": CHAT_TRIGGER,
-        "currentMessage": current_entry,
     }
-    if history:
-        state["history"] = [
-            _user_entry(turn, model.kiro_id) if turn.role is Role.USER else _assistant_entry(turn)
-            for turn in history
-        ]
+    entries = [
+        _user_entry(turn, model.kiro_id) if turn.role is Role.USER else _assistant_entry(turn)
+        for turn in history
+    ]
+    if cache_points:
+        _cache_points(entries, model)
+    if entries:
+        state["history"] = entries  # before currentMessage: the stable part comes first
+    state["currentMessage"] = current_entry
     body: dict[str, Any] = {"conversationState": state}
     if profile_arn is not None:
         body["profileArn"] = profile_arn
@@ -251,7 +266,8 @@ def _least_size(request: CanonicalRequest) -> int:
     Every non-blank text of the messages, their tool results and the system prompt is sent
     verbatim (a character is at least one byte, and JSON escaping only adds), and each run of
     one role becomes a history entry of at least `_ENTRY_BYTES`. Blank texts may be dropped
-    (rule 5), thinking and images may be left out (§2.4, rule 17): none of them count.
+    (rule 5), thinking, images and documents may be left out (§2.4, rule 17): none of them
+    count.
     """
     size = sum(len(text) for text in request.system if not text.isspace())
     role: Role | None = None
@@ -288,6 +304,8 @@ def _to_turn(
                 turn.images.append(block)
             else:
                 turn.texts.append(_image_placeholder(block))
+        elif isinstance(block, DocumentBlock):
+            _attach_document(turn, block)
         elif isinstance(block, ToolUseBlock):
             use = _Use(block.id, names.get(block.name, block.name), _clean_input(block.input))
             if tools_enabled:
@@ -295,7 +313,7 @@ def _to_turn(
             else:
                 turn.texts.append(_use_as_text(use))
         elif isinstance(block, ToolResultBlock):
-            result = _result_from_block(block, turn.images)
+            result = _result_from_block(block, turn)
             if tools_enabled:
                 turn.results.append(result)
             else:
@@ -312,16 +330,30 @@ def _to_turn(
     return turn
 
 
-def _result_from_block(block: ToolResultBlock, images: list[ImageBlock]) -> _Result:
-    """Rule 17: images inside a tool result move to the user turn's `images`."""
+def _result_from_block(block: ToolResultBlock, turn: _Turn) -> _Result:
+    """Rule 17: images inside a tool result move to the user turn's `images`; documents, like
+    them, to its `documents` (Kiro's tool results hold only text and JSON)."""
     texts: list[str] = []
     for part in block.content:
         if isinstance(part, TextBlock):
             texts.append(part.text)
-        else:
-            images.append(part)
+        elif isinstance(part, ImageBlock):
+            turn.images.append(part)
             texts.append(TOOL_RESULT_IMAGE)
+        else:
+            _attach_document(turn, part)
+            texts.append(TOOL_RESULT_DOCUMENT)
     return _Result(block.tool_use_id, "\n\n".join(texts), block.is_error)
+
+
+def _attach_document(turn: _Turn, document: DocumentBlock) -> None:
+    """A document goes in its user entry's `documents`; Kiro has no field for its context."""
+    if document.context:
+        turn.texts.append(f"[context of document '{document.name}': {document.context}]")
+    if turn.role is Role.USER:
+        turn.documents.append(document)
+    else:
+        turn.texts.append(_document_placeholder(document))
 
 
 def _use_as_text(use: _Use) -> str:
@@ -336,6 +368,10 @@ def _result_as_text(result: _Result) -> str:
 
 def _image_placeholder(image: ImageBlock) -> str:
     return f"[image ({image.media_type}) omitted]"
+
+
+def _document_placeholder(document: DocumentBlock) -> str:
+    return f"[document '{document.name}' ({document.format}) omitted]"
 
 
 def _clean_input(value: Mapping[str, Any]) -> dict[str, Any]:
@@ -370,6 +406,7 @@ def _merge_adjacent(turns: Sequence[_Turn]) -> list[_Turn]:
             last = merged[-1]
             last.texts.extend(turn.texts)
             last.images.extend(turn.images)
+            last.documents.extend(turn.documents)
             last.uses.extend(turn.uses)
             last.results.extend(turn.results)
             last.reasoning = last.reasoning or turn.reasoning
@@ -454,6 +491,26 @@ def _limit_images(turns: Sequence[_Turn], model: ModelInfo) -> None:
             turn.images = []
 
 
+def _limit_documents(turns: Sequence[_Turn], model: ModelInfo) -> None:
+    """Documents go only to a model whose catalog lists DOCUMENT input, as images go only to
+    one with IMAGE: in the current message they are refused, in history they become a text
+    placeholder (the conversation may have begun on another model). No history limit like
+    rule 17's is known for documents, so a supporting model gets them all."""
+    current = turns[-1]
+    if current.documents and not model.supports_documents:
+        raise ApiError(
+            ErrorKind.INVALID_REQUEST,
+            f"documents (PDF and other files) are not supported by model '{model.public_id}'; "
+            "send their text instead, or use a model that accepts documents",
+            code="unsupported_capability",
+            param="messages",
+        )
+    if not model.supports_documents:
+        for turn in turns[:-1]:
+            turn.texts.extend(_document_placeholder(document) for document in turn.documents)
+            turn.documents = []
+
+
 def _image_format(image: ImageBlock) -> str:
     """Rule 17: `format` is the media subtype, one of png, jpeg, gif, webp."""
     kind, _, subtype = image.media_type.lower().partition("/")
@@ -497,6 +554,27 @@ def _system_pair(system: str) -> list[_Turn]:
     if not system:
         return []
     return [_Turn(Role.USER, texts=[system]), _Turn(Role.ASSISTANT, texts=[SYSTEM_ACK])]
+
+
+CACHE_POINT = {"type": "default"}
+_CACHE_POINTS_AT_MOST = 2
+
+
+def _cache_points(entries: Sequence[dict[str, Any]], model: ModelInfo) -> None:
+    """Capabilities §1.8: message-level `cachePoint`s, only where the catalog allows them.
+
+    Placed as the one published attempt did (opencode PR #18768, modelled on kiro-cli): on the
+    first user entry, which carries the system prompt, and on the last assistant entry, the end
+    of the reused prefix; never more than the model's `maximumCacheCheckpointsPerRequest`.
+    Whether Kiro honours them beyond conversationId reuse is unmeasured, hence opt-in.
+    """
+    budget = min(model.cache_checkpoints, _CACHE_POINTS_AT_MOST)
+    if budget == 0 or not entries:
+        return
+    # History opens with a user entry and ends with an assistant one (rules 3 and 4).
+    places = [entries[0]["userInputMessage"], entries[-1]["assistantResponseMessage"]]
+    for message in places[:budget]:
+        message["cachePoint"] = dict(CACHE_POINT)
 
 
 # -- thinking (§2.4) -------------------------------------------------------------------------------
@@ -566,6 +644,11 @@ def _user_entry(
         message["images"] = [
             {"format": _image_format(image), "source": {"bytes": image.data_base64}}
             for image in turn.images
+        ]
+    if turn.documents:
+        message["documents"] = [
+            {"name": doc.name, "format": doc.format, "source": {"bytes": doc.data_base64}}
+            for doc in turn.documents
         ]
     context: dict[str, Any] = {}
     if tools:

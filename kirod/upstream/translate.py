@@ -1,22 +1,29 @@
 """Sans-IO translation of Kiro's event-stream frames into the canonical event stream.
 
 `Translator` is fed the decoded `Frame`s of one response and returns canonical events as soon as
-they are known, so clients see text and tool input while Kiro is still generating. It also
-repairs what the upstream gets wrong (kiro-protocol §3.3 to §3.5, §4.2), because no client can:
+they are known, so clients see text and thinking while Kiro is still generating. It also
+repairs what the upstream gets wrong (kiro-protocol §3.3 to §3.5, §4.2), because no client can
+(what it cannot repair, it reports: a cut-off tool call is never "repaired"):
 
 - **Thinking tags.** With prompt-tag thinking the leading `<thinking>…</thinking>` block becomes
   a THINKING block (`kirod.upstream.thinking_tags`).
-- **Tool calls.** `toolUseEvent` fragments are streamed as `ToolInputDelta`s as they arrive; the
-  input is checked to be a JSON object at `stop`. A call that never stops (Kiro truncates large
-  inputs) ends the stream with `tool_input_truncated` instead of handing out a broken call.
+- **Tool calls.** A call is complete when its `stop: true` frame has come and its input (string
+  fragments, or growing whole objects: capabilities §3.2) parses as a JSON object. By default
+  (`ToolDelivery` "complete") it is held until then and handed out in one piece; "live" streams
+  each fragment as it arrives. A call Kiro cuts off (the stream ends, breaks or faults while it
+  is open, `stop` comes with input that does not parse, the output limit stops it) never reaches
+  the client: the stream ends with `tool_input_truncated` and `Translator.truncation` says what
+  was cut, for a continuation (`kirod.upstream.truncation`).
 - **Duplicated frames.** Kiro sometimes repeats an `assistantResponseEvent` verbatim. A delta
   identical to the frame just before it is dropped only if it is at least
   `DUPLICATE_MIN_CHARS` long and not all whitespace: repeats that short are what real text does
   ("\\n\\n", "ha"), while a long identical chunk twice in a row is the fault.
 - **Leaked tool calls.** `[Called X with args: {…}]` written as text becomes a real call when X
   is a declared tool (`kirod.upstream.leaks`).
-- **Usage and stop reason.** Kiro sends neither token counts nor a stop reason; both are inferred
-  as §3.4 and §3.5 describe, with output tokens estimated by `kirod.canonical.tokens`.
+- **Usage and stop reason.** Kiro usually sends neither token counts nor a stop reason; both are
+  inferred as §3.4 and §3.5 describe, with output tokens estimated by `kirod.canonical.tokens`.
+  When a `metadataEvent` carries `tokenUsage` (capabilities §1.5), its counts win over every
+  estimate, cache reads and writes included; without it the cache counts stay 0.
 
 The stream always starts with `MessageStart`. Failures become an `ErrorEvent` with a short,
 client-safe message: upstream text is never copied into it. Codes in `RETRYABLE_CODES` mark
@@ -27,8 +34,10 @@ from __future__ import annotations
 
 import json
 import re
+import time
 from collections.abc import Callable, Collection, Iterable, Mapping
-from typing import Any, Final, TypeAlias
+from dataclasses import dataclass
+from typing import Any, Final, Literal, TypeAlias
 
 from kirod.canonical.events import (
     BlockKind,
@@ -47,7 +56,7 @@ from kirod.canonical.events import (
     Usage,
 )
 from kirod.canonical.tokens import estimate_text_tokens
-from kirod.errors import ErrorKind
+from kirod.errors import ApiError, ErrorKind
 from kirod.upstream.frames import Frame
 from kirod.upstream.leaks import LeakedCall, LeakRescuer
 from kirod.upstream.thinking_tags import THINKING, ThinkingMode, ThinkingTagSplitter
@@ -55,7 +64,13 @@ from kirod.upstream.thinking_tags import THINKING, ThinkingMode, ThinkingTagSpli
 ToolNames: TypeAlias = Mapping[str, str] | Callable[[str], str]
 """Maps the tool name sent upstream (possibly shortened) back to the client's name."""
 
+ToolDelivery: TypeAlias = Literal["complete", "live"]
+"""How tool input reaches the client: whole once it is complete, or fragment by fragment."""
+
 DUPLICATE_MIN_CHARS: Final = 16
+
+TRUNCATED: Final = "tool_input_truncated"
+"""The error code of a stream that ended because Kiro cut a tool call off."""
 
 RETRYABLE_CODES: Final = frozenset({"upstream_throttled", "upstream_unavailable", "empty_response"})
 """Error codes for transient upstream failures: the request may succeed if tried again."""
@@ -74,7 +89,60 @@ _FAULT_MESSAGES: Final[Mapping[str, str]] = {
     "upstream_error": "Kiro failed while answering",
 }
 _CONTENT_LENGTH_EXCEEDED: Final = "ContentLengthExceededException"
+_MAX_TOKENS: Final = "MAX_TOKENS"  # metadataEvent.stopReason when the output limit stopped it
 _SAFE_IDENTIFIER = re.compile(r"[A-Za-z][\w.:-]{0,63}")
+
+TruncationCause: TypeAlias = Literal[
+    "stream_ended", "connection_lost", "upstream_fault", "unparseable", "max_tokens", "interrupted"
+]
+
+
+@dataclass(frozen=True, slots=True)
+class Truncation:
+    """A tool call Kiro cut off, as the client would have named it; never handed out.
+
+    `bytes_received` is the UTF-8 size of the input that came; `elapsed_s` runs from the call's
+    first frame to the cut, so a long silence before a dropped connection counts.
+    """
+
+    tool_use_id: str
+    tool_name: str
+    bytes_received: int
+    elapsed_s: float
+    cause: TruncationCause
+
+
+class _OpenTool:
+    """The tool call being received: its input so far."""
+
+    __slots__ = ("name", "parts", "started", "tool_id")
+
+    def __init__(self, tool_id: str, name: str, started: float) -> None:
+        self.tool_id = tool_id
+        self.name = name
+        self.started = started
+        self.parts: list[str] = []
+
+    def add(self, value: object, *, cumulative: bool) -> str:
+        """Take one frame's `input`; return the fragment it adds (`""` for none).
+
+        An object is the whole input so far when `cumulative` (a growing snapshot replaces what
+        came before); `{}` means no input yet.
+        """
+        if isinstance(value, str):
+            fragment = value
+        elif isinstance(value, dict) and value:
+            fragment = json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+            if cumulative:
+                self.parts.clear()
+        else:
+            return ""
+        self.parts.append(fragment)
+        return fragment
+
+    @property
+    def arguments(self) -> str:
+        return "".join(self.parts)
 
 
 class Translator:
@@ -84,7 +152,8 @@ class Translator:
     `input_tokens_estimate` opens the stream and stays the input count unless Kiro reports its
     context usage, which `context_window` (the model's, in tokens) converts back to tokens.
     `tool_names` maps names as sent upstream back to the client's; `declared_tools` holds the
-    client's names, and only calls to those are rescued from leaked text.
+    client's names, and only calls to those are rescued from leaked text. `tool_delivery` says
+    whether tool input is held until the call is complete; `clock` times cut-off calls.
     """
 
     def __init__(
@@ -97,6 +166,8 @@ class Translator:
         tool_names: ToolNames | None = None,
         declared_tools: Collection[str] = frozenset(),
         thinking_mode: ThinkingMode = "none",
+        tool_delivery: ToolDelivery = "complete",
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self._message_id = message_id
         self._model = model
@@ -127,14 +198,18 @@ class Translator:
         self._pending_space = ""  # whitespace that may yet start a text block
         self._signed = False  # the open thinking block has its signature
 
-        self._tool_id: str | None = None  # the upstream id of the open tool call
+        self._live_tools = tool_delivery == "live"
+        self._clock = clock
+        self._tool: _OpenTool | None = None  # the tool call being received
         self._finished_tools: set[str] = set()
+        self.truncation: Truncation | None = None  # the call Kiro cut off, when it did
         self._leaked_calls = 0
 
         self._text_blocks = 0
         self._thinking_blocks = 0
         self._output_tokens = 0
         self._credits: float | None = None
+        self._reported: _TokenUsage | None = None  # metadataEvent.tokenUsage, when Kiro sent it
 
     def feed(self, frame: Frame) -> list[CanonicalEvent]:
         """Translate one frame."""
@@ -157,15 +232,31 @@ class Translator:
         self._start()
         if not (self._content_seen or self._halted):
             self._fail(ErrorKind.UPSTREAM, "empty_response", "Kiro returned an empty response")
-        elif self._tool_id is not None:
-            self._fail_truncated_tool()
+        elif self._tool is not None:
+            self._fail_truncated_tool("stream_ended")
         else:
             self._end_text()
             self._close_block()
-            self._events.append(
-                Usage(self._input_tokens, self._output_tokens, credits=self._credits)
-            )
+            self._events.append(self._usage())
             self._events.append(MessageStop(self._stop_reason()))
+            self._ended = True
+        return self._take()
+
+    @property
+    def tool_open(self) -> bool:
+        """Whether a tool call has begun and not yet stopped."""
+        return self._tool is not None and not self._ended
+
+    def broken(self, error: ApiError) -> list[CanonicalEvent]:
+        """The response broke off with `error` (connection, timeout): a tool call still open
+        was cut off, and the stream ends saying so; otherwise `error` ends it."""
+        if self._ended:
+            return []
+        self._start()
+        if self._tool is not None:
+            self._fail_truncated_tool("connection_lost")
+        else:
+            self._events.append(ErrorEvent.from_error(error))
             self._ended = True
         return self._take()
 
@@ -201,20 +292,36 @@ class Translator:
                 percentage = _number(payload, "contextUsagePercentage")
                 if percentage is not None:
                     self._input_tokens = round(percentage * self._context_window / 100)
+            case "metadataEvent":
+                self._reported = _token_usage(payload.get("tokenUsage")) or self._reported
+                if payload.get("stopReason") == _MAX_TOKENS:
+                    self._on_output_limit()
             case _:
-                pass  # metadata, follow-up prompts, references, links, and future events
+                pass  # follow-up prompts, references, links, and future events
 
     def _on_fault(self, name: str | None, reason: object) -> None:
         if self._halted:
             return
         if name == _CONTENT_LENGTH_EXCEEDED:
-            self._halted = self._max_tokens = True
+            self._on_output_limit()
+            return
+        if self._tool is not None:
+            self._fail_truncated_tool("upstream_fault")
             return
         kind, code = _TRANSIENT_FAULTS.get(name or "", (ErrorKind.UPSTREAM, "upstream_error"))
         detail = _safe_identifier(name)
         if isinstance(reason, str) and _SAFE_IDENTIFIER.fullmatch(reason):
             detail = f"{detail}: {reason}"
         self._fail(kind, code, f"{_FAULT_MESSAGES[code]} ({detail})")
+
+    def _on_output_limit(self) -> None:
+        """Kiro stopped at the output limit: a max-tokens stop, unless it cut a tool call."""
+        if self._halted:
+            return
+        if self._tool is not None:
+            self._fail_truncated_tool("max_tokens")
+            return
+        self._halted = self._max_tokens = True
 
     def _on_text(self, content: str) -> None:
         if self._splitter is None:
@@ -268,15 +375,16 @@ class Translator:
 
     def _on_tool(self, payload: dict[str, Any]) -> None:
         self._content_seen = True
-        tool_id = _string(payload, "toolUseId") or self._tool_id
+        tool = self._tool
+        tool_id = _string(payload, "toolUseId") or (tool.tool_id if tool else None)
         if tool_id is None:
             self._fail(ErrorKind.UPSTREAM, "upstream_malformed", "Kiro sent a malformed tool call")
             return
         if tool_id in self._finished_tools:
             return  # a repeat of a call that already stopped
-        if tool_id != self._tool_id:
-            if self._tool_id is not None:
-                self._fail_truncated_tool()  # a new call began before the open one stopped
+        if tool is None or tool_id != tool.tool_id:
+            if tool is not None:
+                self._fail_truncated_tool("interrupted")  # a new call began before it stopped
                 return
             name = _string(payload, "name")
             if not name:
@@ -285,22 +393,26 @@ class Translator:
                 )
                 return
             self._end_text()
-            self._open_block(BlockKind.TOOL_USE, tool_id, self._tool_name(name))
-            self._tool_id = tool_id
-        fragment = _tool_input(payload.get("input"))
-        if fragment:
+            tool = self._tool = _OpenTool(tool_id, self._tool_name(name), self._clock())
+            if self._live_tools:
+                self._open_block(BlockKind.TOOL_USE, tool_id, tool.name)
+            else:
+                self._close_block()  # what came before the call ends here, as it would live
+        fragment = tool.add(payload.get("input"), cumulative=not self._live_tools)
+        if fragment and self._live_tools:
             self._events.append(ToolInputDelta(self._index, fragment))
             self._open_parts.append(fragment)
         if payload.get("stop") is True:
-            self._stop_tool(tool_id)
+            self._stop_tool(tool)
 
-    def _stop_tool(self, tool_id: str) -> None:
-        arguments = "".join(self._open_parts)
+    def _stop_tool(self, tool: _OpenTool) -> None:
+        arguments = tool.arguments
         if arguments.strip():
             try:
                 parsed = json.loads(arguments)
             except (ValueError, RecursionError):
-                parsed = None
+                self._fail_truncated_tool("unparseable")
+                return
             if not isinstance(parsed, dict):
                 self._fail(
                     ErrorKind.UPSTREAM,
@@ -308,9 +420,14 @@ class Translator:
                     "the model produced tool input that is not a JSON object",
                 )
                 return
+        if not self._live_tools:
+            self._open_block(BlockKind.TOOL_USE, tool.tool_id, tool.name)
+            if arguments.strip():
+                self._events.append(ToolInputDelta(self._index, arguments))
+                self._open_parts.append(arguments)
         self._close_block()
-        self._tool_id = None
-        self._finished_tools.add(tool_id)
+        self._tool = None
+        self._finished_tools.add(tool.tool_id)
 
     # -- blocks
 
@@ -376,20 +493,39 @@ class Translator:
 
     def _interrupts_tool(self) -> bool:
         """Fail if a tool call is open: other content before its stop means it was cut short."""
-        if self._tool_id is not None:
-            self._fail_truncated_tool()
+        if self._tool is not None:
+            self._fail_truncated_tool("interrupted")
         return self._ended
 
-    def _fail_truncated_tool(self) -> None:
+    def _fail_truncated_tool(self, cause: TruncationCause) -> None:
+        tool = self._tool
+        assert tool is not None
+        received = len(tool.arguments.encode())
+        elapsed = round(max(0.0, self._clock() - tool.started), 3)
+        self.truncation = Truncation(tool.tool_id, tool.name, received, elapsed, cause)
+        name = tool.name if _SAFE_IDENTIFIER.fullmatch(tool.name) else "a tool"
         self._fail(
             ErrorKind.UPSTREAM,
-            "tool_input_truncated",
-            "Kiro cut the tool call's input short; try again or ask for smaller edits",
+            TRUNCATED,
+            f"Kiro cut the tool call to {name} off after {received} bytes ({elapsed:.1f} s); "
+            "it was not executed",
         )
 
     def _fail(self, kind: ErrorKind, code: str, message: str) -> None:
         self._events.append(ErrorEvent(kind, message, code))
         self._ended = True
+
+    def _usage(self) -> Usage:
+        reported = self._reported
+        if reported is None:
+            return Usage(self._input_tokens, self._output_tokens, credits=self._credits)
+        return Usage(
+            reported.uncached + reported.cache_read + reported.cache_write,
+            self._output_tokens if reported.output is None else reported.output,
+            credits=self._credits,
+            cache_read_tokens=reported.cache_read,
+            cache_write_tokens=reported.cache_write,
+        )
 
     def _start(self) -> None:
         if not self._started:
@@ -422,13 +558,32 @@ def _number(payload: Mapping[str, Any], key: str) -> float | None:
     return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
 
 
-def _tool_input(value: object) -> str:
-    """A tool-input fragment; Kiro sometimes sends an object, `{}` meaning no input yet."""
-    if isinstance(value, str):
-        return value
-    if isinstance(value, dict) and value:
-        return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
-    return ""
+@dataclass(frozen=True, slots=True)
+class _TokenUsage:
+    """Kiro's own counts; `uncached` excludes the cache reads and writes (model shape §1.5)."""
+
+    uncached: int
+    output: int | None
+    cache_read: int
+    cache_write: int
+
+
+def _token_usage(value: object) -> _TokenUsage | None:
+    """`tokenUsage` when it has the one count that matters, `uncachedInputTokens`."""
+    if not isinstance(value, Mapping):
+        return None
+    uncached = _count(value, "uncachedInputTokens")
+    if uncached is None:
+        return None
+    output = _count(value, "outputTokens")
+    read = _count(value, "cacheReadInputTokens") or 0
+    write = _count(value, "cacheWriteInputTokens") or 0
+    return _TokenUsage(uncached, output, read, write)
+
+
+def _count(payload: Mapping[str, Any], key: str) -> int | None:
+    number = _number(payload, key)
+    return int(number) if number is not None and number >= 0 else None
 
 
 def _safe_identifier(name: str | None) -> str:

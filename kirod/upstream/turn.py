@@ -9,9 +9,11 @@ same account and conversation, and the whole blocks kirod shows the client betwe
     first exchange → Part → steps (first that answers wins) → shown blocks → next exchange → …
 
 The joined stream is one message (`kirod.canonical.splice`): one start, blocks numbered on, usage
-added up, the last part's stop. A part that fails holds its error back until the steps have
-judged it (a step may recover from it); a part that fails inside an open block has that block
-closed first, so the next part's blocks follow a well-formed stream. With no step answering, or
+added up, the last part's stop; the model's calls of tools kirod runs itself
+(`CanonicalRequest.server_tools`) are left out, the steps show what kirod did instead. A part
+that fails holds its error back until the steps have judged it (a step may recover from it); a
+part that fails inside an open block has that block closed first, so the next part's blocks
+follow a well-formed stream. With no step answering, or
 after `max_parts` parts, the message ends as the last part did.
 """
 
@@ -21,7 +23,7 @@ import contextlib
 from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from kirod.canonical.assemble import Assembler, CanonicalCompletion
 from kirod.canonical.events import CanonicalEvent, ErrorEvent
@@ -29,7 +31,10 @@ from kirod.canonical.request import CanonicalRequest
 from kirod.canonical.splice import Splice
 from kirod.errors import ApiError
 from kirod.upstream.errors import UpstreamError
-from kirod.upstream.exchange import Exchange
+
+if TYPE_CHECKING:  # the exchange module itself uses the steps' types (web search)
+    from kirod.upstream.exchange import Exchange
+from kirod.upstream.translate import Truncation
 
 __all__ = ["Next", "OpenPart", "Part", "Step", "run_turn"]
 
@@ -37,12 +42,14 @@ __all__ = ["Next", "OpenPart", "Part", "Step", "run_turn"]
 @dataclass(frozen=True, slots=True)
 class Part:
     """How one part of the turn ended: its request, and the message it produced (`completion`:
-    the blocks completed before a failure when `error` is set)."""
+    the blocks completed before a failure when `error` is set; `truncation`: the tool call Kiro
+    cut off, which that error then reports)."""
 
     request: CanonicalRequest
     completion: CanonicalCompletion
     error: ErrorEvent | None = None
     number: int = 1  # 1 for the first exchange of the turn
+    truncation: Truncation | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,7 +65,7 @@ class Step(Protocol):
         """The part that follows `part`, or None when this step has nothing to add."""
 
 
-OpenPart = Callable[[CanonicalRequest], AbstractAsyncContextManager[Exchange]]
+OpenPart = Callable[[CanonicalRequest], "AbstractAsyncContextManager[Exchange]"]
 
 
 async def run_turn(
@@ -70,7 +77,7 @@ async def run_turn(
     max_parts: int,
 ) -> AsyncIterator[list[CanonicalEvent]]:
     """`first`, and the parts the steps open after it, as one message (module docstring)."""
-    splice = Splice()
+    splice = Splice(request.server_tools)
     current, number = first, 1
     async with contextlib.AsyncExitStack() as owned:
         while True:
@@ -90,7 +97,7 @@ async def run_turn(
                     break
                 if joined:
                     yield joined
-            part = Part(request, assembler.partial(), error, number)
+            part = Part(request, assembler.partial(), error, number, current.truncation)
             following = await _next(steps, part) if number < max_parts else None
             if following is None:
                 yield [error] if error is not None else splice.end()

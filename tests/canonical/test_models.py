@@ -252,6 +252,23 @@ def test_catalog_from_list_available_models() -> None:
         resolve_model("claude-opus-4-7", catalog)  # not offered to this account
 
 
+def test_document_input_only_where_the_catalog_lists_it() -> None:
+    catalog = catalog_from_list_available_models(
+        [
+            {
+                "models": [
+                    _listing("claude-sonnet-4.6", supportedInputTypes=["TEXT", "DOCUMENT"]),
+                    _listing("claude-sonnet-4.5", supportedInputTypes=["TEXT", "IMAGE"]),
+                    _listing("claude-haiku-4.5"),
+                ]
+            }
+        ]
+    )
+    assert [info.supports_documents for info in catalog] == [True, False, False]
+    assert not catalog.get("claude-sonnet-4.6").supports_images  # type: ignore[union-attr]
+    assert not any(info.supports_documents for info in STATIC_CATALOG)
+
+
 def test_advertised_schema_without_effort_keys_means_no_field() -> None:
     catalog = catalog_from_list_available_models(
         [{"models": [_listing("claude-opus-4.7", additionalModelRequestFieldsSchema={})]}]

@@ -11,6 +11,9 @@ from kirod.canonical.events import (
     ErrorEvent,
     MessageStart,
     MessageStop,
+    SearchHit,
+    SearchResults,
+    ServerToolUse,
     StopReason,
     TextDelta,
     ToolInputDelta,
@@ -83,3 +86,48 @@ def test_an_error_in_a_later_part_reaches_the_client() -> None:
     failure = ErrorEvent(ErrorKind.UPSTREAM, "broke", "upstream_error")
     joined = splice.feed([MessageStart("b", "m", 1), BlockStart(0, BlockKind.TEXT), failure])
     assert joined == [BlockStart(1, BlockKind.TEXT), failure]
+
+
+def test_hidden_tool_calls_are_left_out_and_the_blocks_after_them_numbered_on() -> None:
+    """The model's calls of a tool kirod runs itself never reach the client; what kirod shows
+    instead (a search and its results) takes their place between the parts."""
+    splice = Splice(hidden_tools=frozenset({"lookup"}))
+    first = part("a", [text(0, "looking"), tool(1, "t1")], Usage(10, 5), StopReason.TOOL_USE)
+    joined = splice.feed(first)
+    splice.next_part()
+    joined += splice.feed(
+        [
+            ServerToolUse(0, "srv1", "web_search", "q"),
+            SearchResults(1, "srv1", (SearchHit("https://a.example/", "A"),)),
+            Usage(0, 0, web_search_requests=1),
+        ]
+    )
+    splice.next_part()
+    second = part("b", [text(0, "found it")], Usage(30, 7), StopReason.END_TURN)
+    joined += splice.feed(second) + splice.end()
+    message = assemble(joined)
+    assert [type(block).__name__ for block in message.content] == [
+        "TextBlock",
+        "ServerToolUseBlock",
+        "SearchResultsBlock",
+        "TextBlock",
+    ]
+    assert not any(isinstance(e, ToolInputDelta) for e in joined)
+    assert message.usage == Usage(40, 12, web_search_requests=1)
+
+
+def test_a_message_ending_on_a_hidden_call_does_not_say_tool_use() -> None:
+    splice = Splice(hidden_tools=frozenset({"lookup"}))
+    joined = splice.feed(part("a", [tool(0, "t1")], Usage(1, 1), StopReason.TOOL_USE))
+    joined += splice.end()
+    assert assemble(joined).stop_reason is StopReason.END_TURN
+
+
+def test_a_part_that_failed_inside_a_block_has_it_closed() -> None:
+    splice = Splice()
+    joined = splice.feed(
+        [MessageStart("a", "m", 1), BlockStart(0, BlockKind.TEXT), TextDelta(0, "x")]
+    )
+    assert splice.close_open_block() == [BlockStop(0)]
+    assert splice.close_open_block() == []
+    assert len(joined) == 3

@@ -296,7 +296,8 @@ def test_models_stats_config_version(daemon: DaemonProcess) -> None:
     assert re.search(r"^opus +claude-opus-4\.8 +family$", text, re.MULTILINE), text
 
     stats = as_json(kiroctl(daemon, "stats", "--since", "1h", "--json"))
-    assert {"requests", "succeeded", "success_rate", "ttfb_ms", "accounts", "models"} <= set(stats)
+    keys = {"requests", "succeeded", "success_rate", "ttfb_ms", "accounts", "models", "days"}
+    assert keys <= set(stats)
     assert stats["since"] == pytest.approx(time.time() - 3600, abs=60)
     assert "requests" in kiroctl(daemon, "stats").stdout
     bad_since = kiroctl(daemon, "stats", "--since", "yesterday-ish")

@@ -282,3 +282,22 @@ def test_no_account_answers_at_once_naming_the_fix(
     # One attempt per request shape Claude Code tries, none of them retried by its client.
     assert served, run.describe()
     assert all(line["status"] == "503" for line in served), served
+
+
+def test_web_search_tool_round_trip(claude: ClaudeCode, service: FakeKiro) -> None:
+    """The model asks for WebSearch; Claude Code makes its search side call, which kirod answers
+    from Kiro's MCP search without a model turn; the links reach the model as the tool result."""
+    service.enqueue(
+        Reply(text="Searching.", tool_calls=(ToolCall("WebSearch", {"query": "kirod gateway"}),)),
+        Reply(text="kirod is a gateway."),
+    )
+    run = claude.run(
+        "What is kirod?", "--model", MODEL, "--allowedTools", "WebSearch", "--max-turns", "4"
+    )
+    result = run.succeeded()
+    assert result["result"] == "kirod is a gateway."
+    [search] = [record.json for record in service.requests("mcp")]
+    assert search["params"]["arguments"] == {"query": "kirod gateway"}
+    _, second = chats(service)  # the side call itself reached no model
+    results = current_message(second)["userInputMessageContext"]["toolResults"]
+    assert "https://example.com/kirod-gateway/1" in json.dumps(results)

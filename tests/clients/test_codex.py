@@ -422,3 +422,29 @@ def test_codex_differences_name_what_a_new_version_changed() -> None:
     assert "new tool types: teleport" in lines
     assert "new tool names: functions.beam" in lines
     assert capture.differences(old, json.loads(json.dumps(old))) == []
+
+
+# -- web search --------------------------------------------------------------------------------
+
+
+def test_web_search_runs_inside_the_turn(
+    make_codex: MakeCodex, service: FakeKiro, daemon: DaemonProcess
+) -> None:
+    """With a Claude model Codex declares the hosted `web_search` tool; kirod runs the model's
+    search through Kiro's MCP endpoint and Codex receives a `web_search_call` item, then the
+    model's answer, in one turn."""
+    codex = make_codex(CLAUDE_MODEL)
+    service.enqueue(
+        Reply(tool_calls=(ToolCall("web_search", {"query": "kirod gateway"}),)),
+        Reply(text=FINAL),
+    )
+    run = codex.run("Search the web for kirod.")
+    run.succeeded()
+    assert run.answer == FINAL, run.describe()
+    [search] = [record.json for record in service.requests("mcp")]
+    assert search["params"]["arguments"] == {"query": "kirod gateway"}
+    first, second = chats(service)
+    assert "web_search" in upstream_tools(first)
+    assert "https://example.com/kirod-gateway/1" in everything_sent(second)
+    searches = [item for item in codex.rollout() if item["type"] == "web_search_call"]
+    assert [item["action"]["query"] for item in searches] == ["kirod gateway"], searches

@@ -21,7 +21,9 @@ from kirod.testing.fake_kiro.script import (
     Script,
     Send,
     StreamPlan,
+    TokenUsage,
     ToolCall,
+    ToolCut,
     http_failure,
     plan_stream,
 )
@@ -423,9 +425,14 @@ def test_script_json_round_trip() -> None:
         reply=Reply(
             text="t",
             thinking="th",
-            tool_calls=(WEATHER, ToolCall("w", fragments=("{", "}"), tool_use_id="i")),
+            tool_calls=(
+                WEATHER,
+                ToolCall("w", fragments=("{", "}"), tool_use_id="i"),
+                ToolCall("c", {"a": "b"}, as_objects=True, cut=ToolCut.SILENCE, cut_after=1),
+            ),
             credits=0.1,
             context_usage=3.0,
+            token_usage=TokenUsage(uncached=5, output=2, cache_read=40),
         ),
         fault=Fault.STALL,
         chunk_size=3,

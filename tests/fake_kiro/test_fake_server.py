@@ -525,6 +525,8 @@ async def test_model_entries(served: Served, session: aiohttp.ClientSession) -> 
     assert schema["output_config"]["properties"]["effort"]["enum"][-1] == "max"
     assert "additionalModelRequestFieldsSchema" not in models["claude-sonnet-4.5"]
     assert models["deepseek-3.2"]["supportedInputTypes"] == ["TEXT"]
+    assert models["claude-sonnet-4.6"]["supportedInputTypes"] == ["TEXT", "IMAGE", "DOCUMENT"]
+    assert "DOCUMENT" not in models["claude-sonnet-4.5"]["supportedInputTypes"]
     assert "reasoning" in models["gpt-5.6-sol"]["additionalModelRequestFieldsSchema"]["properties"]
 
 
@@ -558,6 +560,10 @@ async def test_mcp_web_search(served: Served, session: aiohttp.ClientSession) ->
         "params": {"name": "web_search", "arguments": {"query": "kiro gateway"}},
     }
     async with session.post(url + "/mcp", json=call, headers=auth(account)) as response:
+        assert response.status == 400  # the real endpoint requires a root-level profileArn
+        assert "profileArn is required" in (await response.json())["message"]
+    call["profileArn"] = account.profile_arn
+    async with session.post(url + "/mcp", json=call, headers=auth(account)) as response:
         answer = await response.json()
     assert answer["id"] == "c1"
     assert answer["result"]["isError"] is False
@@ -565,10 +571,14 @@ async def test_mcp_web_search(served: Served, session: aiohttp.ClientSession) ->
     assert results["query"] == "kiro gateway"
     assert results["results"][0]["url"] == "https://example.com/kiro-gateway/1"
     async with session.post(
-        url + "/mcp", json={"id": 2, "method": "tools/list"}, headers=auth(account)
+        url + "/mcp",
+        json={"id": 2, "method": "tools/list", "profileArn": account.profile_arn},
+        headers=auth(account),
     ) as response:
         assert (await response.json())["result"]["tools"][0]["name"] == "web_search"
     async with session.post(
-        url + "/mcp", json={"id": 3, "method": "nope"}, headers=auth(account)
+        url + "/mcp",
+        json={"id": 3, "method": "nope", "profileArn": account.profile_arn},
+        headers=auth(account),
     ) as response:
         assert (await response.json())["error"]["code"] == -32601

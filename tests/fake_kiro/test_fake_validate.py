@@ -20,6 +20,8 @@ from kirod.testing.fake_kiro.validate import (
     validate_chat,
 )
 
+DOCS = "claude-sonnet-4.6"  # lists DOCUMENT input; SONNET (4.5) does not
+PDF = {"name": "report", "format": "pdf", "source": {"bytes": "JVBERi0xLjQK"}}
 TINY = dataclasses.replace(DEFAULT_MODELS[0], model_id="tiny", max_input_tokens=100)
 MODELS = {model.model_id: model for model in (*DEFAULT_MODELS, TINY)}
 
@@ -44,6 +46,12 @@ def reasoning(content: dict[str, Any]) -> dict[str, Any]:
 
 
 SIGNED = {"reasoningText": {"text": "Let me see.", "signature": reasoning_signature("Let me see.")}}
+
+
+def cached(entry: dict[str, Any], point: Any = None) -> dict[str, Any]:
+    """`entry` with a message-level cachePoint."""
+    ((role, message),) = entry.items()
+    return {role: {**message, "cachePoint": point or {"type": "default"}}}
 
 
 def without_trigger() -> dict[str, Any]:
@@ -145,6 +153,27 @@ CASES: list[tuple[str, str, Any, Any]] = [
         "cachePoint element",
         body(user(tools=WEATHER)),
         body(user(tools=[*WEATHER, {"cachePoint": {"type": "default"}}])),
+    ),
+    (
+        "invalid_cache_point",
+        "unknown type",
+        body(cached(user()), [cached(user()), cached(assistant())]),
+        body(cached(user(), {"type": "ephemeral"})),
+    ),
+    (
+        "cache_points_unsupported",
+        "model lists no promptCaching",
+        body(cached(user(model="claude-sonnet-4.5"))),
+        body(cached(user(model="claude-haiku-4.5"))),
+    ),
+    (
+        "too_many_cache_points",
+        "five of four",
+        body(cached(user()), [cached(user()), cached(assistant()), user("More"), assistant()]),
+        body(
+            cached(user()),
+            [cached(user()), cached(assistant()), cached(user("More")), cached(assistant())],
+        ),
     ),
     (
         "tool_name_too_long",
@@ -265,6 +294,42 @@ CASES: list[tuple[str, str, Any, Any]] = [
         "text-only model",
         body(user(model="deepseek-3.2")),
         body(user(model="deepseek-3.2", images=[PNG])),
+    ),
+    (
+        "misplaced_documents",
+        "in context",
+        body(user(model=DOCS, documents=[PDF])),
+        body(user(model=DOCS, userInputMessageContext={"documents": [PDF]})),
+    ),
+    (
+        "misplaced_documents",
+        "on assistant",
+        body(user(model=DOCS), [user(model=DOCS, documents=[PDF]), assistant()]),
+        body(user(model=DOCS), [user(model=DOCS), assistant(documents=[PDF])]),
+    ),
+    (
+        "invalid_document",
+        "media type as format",
+        body(user(model=DOCS, documents=[PDF])),
+        body(user(model=DOCS, documents=[{**PDF, "format": "application/pdf"}])),
+    ),
+    (
+        "invalid_document",
+        "no name",
+        body(user(model=DOCS, documents=[{**PDF, "name": "x.pdf"}])),
+        body(user(model=DOCS, documents=[{"format": "pdf", "source": PDF["source"]}])),
+    ),
+    (
+        "invalid_document",
+        "bytes not base64",
+        body(user(model=DOCS, documents=[PDF])),
+        body(user(model=DOCS, documents=[{**PDF, "source": {"bytes": "not base64!"}}])),
+    ),
+    (
+        "documents_unsupported",
+        "model without DOCUMENT",
+        body(user(model=DOCS, documents=[PDF])),
+        body(user(documents=[PDF])),
     ),
     (
         "unsupported_request_fields",

@@ -288,6 +288,68 @@ def test_count_tokens(claude: anthropic.Anthropic) -> None:
     assert large.input_tokens > 50 * small.input_tokens // 10
 
 
+PDF = base64.b64encode(b"%PDF-1.4\n1 0 obj <</Type /Page>> endobj\n%%EOF\n").decode()
+PDF_BLOCK: dict[str, Any] = {
+    "type": "document",
+    "source": {"type": "base64", "media_type": "application/pdf", "data": PDF},
+    "title": "report.pdf",
+    "citations": {"enabled": True},
+}
+
+
+def test_pdf_and_text_documents(claude: anthropic.Anthropic, service: FakeKiro) -> None:
+    service.enqueue(Reply(text="Read both."))
+    text_document: dict[str, Any] = {
+        "type": "document",
+        "source": {"type": "text", "media_type": "text/plain", "data": "The sky is blue."},
+        "title": "facts",
+    }
+    claude.messages.create(
+        model=MODEL,
+        max_tokens=100,
+        messages=[
+            {
+                "role": "user",
+                "content": [PDF_BLOCK, text_document, {"type": "text", "text": "Summarise."}],
+            }
+        ],
+    )
+    current = last_chat(service)["conversationState"]["currentMessage"]["userInputMessage"]
+    sent = {"name": "report.pdf", "format": "pdf", "source": {"bytes": PDF}}
+    assert current["documents"] == [sent]
+    assert "<title>facts</title>\nThe sky is blue." in current["content"]
+
+
+def test_documents_for_a_model_without_document_input_are_a_400(
+    claude: anthropic.Anthropic, service: FakeKiro
+) -> None:
+    with pytest.raises(anthropic.BadRequestError) as caught:
+        claude.messages.create(
+            model="claude-sonnet-4-5",  # its catalog entry lists no DOCUMENT input
+            max_tokens=100,
+            messages=[{"role": "user", "content": [PDF_BLOCK]}],
+        )
+    assert caught.value.body["error"]["type"] == "invalid_request_error"  # type: ignore[index]
+    assert "documents (PDF and other files) are not supported" in caught.value.message
+    assert service.requests("chat") == []
+
+
+def test_bad_document_data_is_a_400_naming_the_field(claude: anthropic.Anthropic) -> None:
+    bad = {**PDF_BLOCK, "source": {**PDF_BLOCK["source"], "data": "not base64!"}}
+    with pytest.raises(anthropic.BadRequestError) as caught:
+        claude.messages.create(
+            model=MODEL, max_tokens=100, messages=[{"role": "user", "content": [bad]}]
+        )
+    assert "messages.0.content.0.source.data: is not valid base64" in caught.value.message
+
+
+def test_count_tokens_counts_documents(claude: anthropic.Anthropic) -> None:
+    counted = claude.messages.count_tokens(
+        model=MODEL, messages=[{"role": "user", "content": [PDF_BLOCK]}]
+    )
+    assert counted.input_tokens > 1_000  # one PDF page
+
+
 def test_mid_stream_failure_ends_with_an_error_event(
     claude: anthropic.Anthropic, service: FakeKiro
 ) -> None:
@@ -351,7 +413,7 @@ def test_payload_over_kiros_size_limit_is_413(
     ("extra", "needle"),
     [
         ({"tool_choice": {"type": "any"}}, "not supported"),
-        ({"tools": [{"type": "web_search_20250305", "name": "web_search"}]}, "web_search"),
+        ({"tools": [{"type": "web_fetch_20250910", "name": "web_fetch"}]}, "web_fetch"),
         (
             {
                 "messages": [

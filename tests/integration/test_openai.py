@@ -185,7 +185,7 @@ def test_codex_shaped_request(gpt: openai.OpenAI, service: FakeKiro) -> None:
     state = last_state(service)
     tools = state["currentMessage"]["userInputMessage"]["userInputMessageContext"]["tools"]
     names = sorted(tool["toolSpecification"]["name"] for tool in tools)
-    assert names == ["exec_command", "multi_agent_v1__spawn"]
+    assert names == ["exec_command", "multi_agent_v1__spawn", "web_search"]  # kirod runs it
     assert "You are Codex." in json.dumps(state["history"][0])
 
 
@@ -279,6 +279,61 @@ def test_chat_completions_with_tools_and_usage(gpt: openai.OpenAI, service: Fake
     text = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
     assert text == "streaming chat"
     assert chunks[-1].usage is not None
+
+
+PDF_URL = "data:application/pdf;base64,JVBERi0xLjQK"
+PDF_SENT = {"name": "report.pdf", "format": "pdf", "source": {"bytes": "JVBERi0xLjQK"}}
+
+
+def test_responses_input_file_and_chat_file(gpt: openai.OpenAI, service: FakeKiro) -> None:
+    service.enqueue(Reply(text="A report."))
+    gpt.responses.create(
+        model=MODEL,
+        input=[
+            {
+                "role": "user",
+                "content": [
+                    {"type": "input_file", "filename": "report.pdf", "file_data": PDF_URL},
+                    {"type": "input_text", "text": "What is this?"},
+                ],
+            }
+        ],
+    )
+    current = last_state(service)["currentMessage"]["userInputMessage"]
+    assert (current["documents"], current["content"]) == ([PDF_SENT], "What is this?")
+
+    service.enqueue(Reply(text="A report."))
+    gpt.chat.completions.create(
+        model=MODEL,
+        messages=[
+            {
+                "role": "user",
+                "content": [
+                    {"type": "file", "file": {"filename": "report.pdf", "file_data": PDF_URL}}
+                ],
+            }
+        ],
+    )
+    assert last_state(service)["currentMessage"]["userInputMessage"]["documents"] == [PDF_SENT]
+
+
+def test_files_kirod_cannot_send_are_400s(gpt: openai.OpenAI, service: FakeKiro) -> None:
+    def send(model: str, part: dict[str, Any]) -> openai.BadRequestError:
+        message: Any = {"role": "user", "content": [part]}
+        with pytest.raises(openai.BadRequestError) as error:
+            gpt.responses.create(model=model, input=[message])
+        return error.value
+
+    inline = {"type": "input_file", "filename": "report.pdf", "file_data": PDF_URL}
+    refused = send("claude-sonnet-4-5", inline)  # its catalog entry lists no DOCUMENT input
+    assert refused.code == "unsupported_capability"
+    assert "documents (PDF and other files) are not supported" in refused.message
+    fetched = send(MODEL, {"type": "input_file", "file_id": "file-abc"})
+    assert (fetched.code, fetched.param) == (
+        "unsupported_capability",
+        "input[0].content[0].file_id",
+    )
+    assert service.requests("chat") == []
 
 
 def test_chat_completions_are_off_by_default(fake: ThreadedFake, short_tmp: Path) -> None:

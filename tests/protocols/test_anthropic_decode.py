@@ -174,8 +174,7 @@ def test_claude_code_first_request() -> None:
     assert request.max_output_tokens == 32000
     assert request.stream is True
     assert request.reasoning == Reasoning(budget_tokens=31999, summary="omitted")
-    assert request.system == (
-        "x-anthropic-billing-header: cc_version=2.1.332;",
+    assert request.system == (  # the billing header is client metadata: dropped
         "You are Claude Code, Anthropic's official CLI for Claude.",
         "You are an interactive agent that helps users with software tasks.",
     )
@@ -333,6 +332,33 @@ def test_opencode_title_call() -> None:
 )
 def test_affinity_key(headers: dict[str, str], key: str | None) -> None:
     assert decode(minimal(), headers).affinity_key == key
+
+
+@pytest.mark.parametrize(
+    ("user_id", "headers", "key"),
+    [
+        (json.dumps({"device_id": "d", "session_id": "s-json"}), {}, "s-json"),
+        ("user_ab12_account_c3d4_session_5e6f-7a8b", {}, "5e6f-7a8b"),
+        (json.dumps({"session_id": "s-json"}), {"x-claude-code-session-id": "s1"}, "s1"),
+        (json.dumps({"session_id": ""}), {}, None),
+        (json.dumps(["session_id"]), {}, None),
+        ("user_ab12_session_", {}, None),
+        ("a plain user id", {}, None),
+    ],
+)
+def test_affinity_key_from_the_user_id(
+    user_id: str, headers: dict[str, str], key: str | None
+) -> None:
+    request = decode(minimal(metadata={"user_id": user_id}), headers)
+    assert request.affinity_key == key
+
+
+def test_billing_header_system_block_is_dropped() -> None:
+    system = [
+        {"type": "text", "text": "x-anthropic-billing-header: cc_version=2.1.333.1b;"},
+        {"type": "text", "text": "You are Claude Code.", "cache_control": {"type": "ephemeral"}},
+    ]
+    assert decode(minimal(system=system)).system == ("You are Claude Code.",)
 
 
 # -- accepted features -----------------------------------------------------------------------------
@@ -677,10 +703,10 @@ CASES: list[Case] = [
         None,
     ),
     (
-        "document",
-        lambda: with_messages(user({"type": "document", "source": {"type": "base64"}})),
+        "document from the assistant",
+        lambda: with_messages(assistant({"type": "document", "source": {"type": "text"}})),
         "messages.0.content.0.type",
-        UNSUPPORTED,
+        None,
     ),
     (
         "search result",
@@ -689,9 +715,18 @@ CASES: list[Case] = [
         UNSUPPORTED,
     ),
     (
-        "server tool use",
+        "server tool use of a tool other than web search",
         lambda: with_messages(
-            user({"type": "text", "text": "q"}), assistant({"type": "server_tool_use"})
+            user({"type": "text", "text": "q"}),
+            assistant({"type": "server_tool_use", "name": "web_fetch", "input": {}}),
+        ),
+        "messages.1.content.0.name",
+        UNSUPPORTED,
+    ),
+    (
+        "web fetch result",
+        lambda: with_messages(
+            user({"type": "text", "text": "q"}), assistant({"type": "web_fetch_tool_result"})
         ),
         "messages.1.content.0.type",
         UNSUPPORTED,
@@ -757,8 +792,8 @@ CASES: list[Case] = [
         None,
     ),
     (
-        "tool_result document",
-        lambda: set_path(TOOL_TURN, "messages.2.content.0.content", [{"type": "document"}]),
+        "tool_result search result",
+        lambda: set_path(TOOL_TURN, "messages.2.content.0.content", [{"type": "search_result"}]),
         "messages.2.content.0.content.0.type",
         UNSUPPORTED,
     ),
@@ -834,7 +869,6 @@ CASES: list[Case] = [
             UNSUPPORTED,
         )
         for kind in (
-            "web_search_20250305",
             "web_fetch_20250910",
             "code_execution_20250825",
             "computer_20250124",
@@ -940,8 +974,8 @@ def test_refusals_name_the_field(
 
 
 def test_server_tool_refusal_names_the_type() -> None:
-    with pytest.raises(ApiError, match="tool type 'web_search_20250305' is a server tool"):
-        decode(minimal(tools=[{"type": "web_search_20250305", "name": "web_search"}]))
+    with pytest.raises(ApiError, match="tool type 'web_fetch_20250910' is a server tool"):
+        decode(minimal(tools=[{"type": "web_fetch_20250910", "name": "web_fetch"}]))
 
 
 def test_url_image_refusal_says_what_to_do() -> None:
@@ -976,7 +1010,7 @@ def test_count_tokens_counts_a_forced_tool_choice() -> None:
     [
         (set_path(minimal(), "max_tokens", 0), "max_tokens"),
         (set_path(minimal(), "messages", []), "messages"),
-        (minimal(tools=[{"type": "web_search_20250305", "name": "w"}]), "tools.0.type"),
+        (minimal(tools=[{"type": "web_fetch_20250910", "name": "w"}]), "tools.0.type"),
     ],
 )
 def test_count_tokens_validates_like_messages(body: Body, param: str) -> None:

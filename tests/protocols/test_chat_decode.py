@@ -167,6 +167,7 @@ def test_field_variants(fields: dict[str, Any], expected: object) -> None:
         ({"prompt_cache_key": "p", "metadata": {"kiro_session_id": "m"}}, {"session-id": "h"}, "p"),
         ({"metadata": {"kiro_session_id": "m"}}, {"session-id": "h"}, "m"),
         ({}, {"X-Session-Id": "x"}, "x"),
+        ({}, {"x-session-id": "x", "X-Session-Affinity": "a"}, "a"),
         ({}, {}, None),
     ],
 )
@@ -232,9 +233,9 @@ REJECTIONS: list[tuple[str, dict[str, Any], str, str]] = [
         UNSUPPORTED,
     ),
     (
-        "file",
-        {"messages": [{"role": "user", "content": [{"type": "file"}]}]},
-        "messages[0].content[0].type",
+        "file-id",
+        {"messages": [{"role": "user", "content": [{"type": "file", "file": {"file_id": "f"}}]}]},
+        "messages[0].content[0].file.file_id",
         UNSUPPORTED,
     ),
     (

@@ -164,7 +164,8 @@ def test_codex_request() -> None:
         "multi_agent_v1__spawn_agent": ("multi_agent_v1", "spawn_agent"),
         "multi_agent_v1__wait_agent": ("multi_agent_v1", "wait_agent"),
     }
-    assert decoded.dropped_tools == ("web_search",)
+    assert decoded.dropped_tools == ()
+    assert request.web_search is not None  # run by kirod, inside the turn
     assert request.tool_choice.mode is ToolChoiceMode.AUTO
     assert request.reasoning == Reasoning(effort=None, summary="auto")
     assert request.stream is True
@@ -175,7 +176,7 @@ def test_codex_request() -> None:
     echo = decoded.echo
     assert echo.instructions is None
     assert echo.prompt_cache_key == "019a-session"
-    assert [tool["type"] for tool in echo.tools] == ["function"] * 7 + ["namespace"]
+    assert [tool["type"] for tool in echo.tools] == ["function"] * 7 + ["namespace", "web_search"]
     assert echo.tools[7]["tools"][0]["name"] == "spawn_agent"
     assert echo.reasoning == {"effort": None, "summary": "auto"}
 
@@ -364,8 +365,6 @@ def test_namespace_flattening_trims_delimiters_like_codex() -> None:
 @pytest.mark.parametrize(
     "hosted",
     [
-        "web_search",
-        "web_search_preview",
         "file_search",
         "code_interpreter",
         "computer_use_preview",
@@ -394,10 +393,10 @@ def test_builtin_tools_the_client_runs_are_kept_alone_or_beside_others(builtin: 
 @pytest.mark.parametrize("choice", [None, "auto", "none"])
 def test_hosted_tools_alone_are_refused(choice: str | None) -> None:
     with pytest.raises(ApiError) as caught:
-        decode(body(tools=[{"type": "web_search"}], tool_choice=choice))
+        decode(body(tools=[{"type": "file_search"}], tool_choice=choice))
     assert caught.value.param == "tools[0].type"
     assert caught.value.code == "unsupported_capability"
-    assert "'web_search'" in caught.value.message
+    assert "'file_search'" in caught.value.message
 
 
 @pytest.mark.parametrize(
@@ -497,6 +496,8 @@ def test_accepted_fields() -> None:
         ({"client_metadata": {"session_id": "c", "thread_id": "t"}}, {"session-id": "h"}, "c"),
         ({"client_metadata": {"thread_id": "t"}}, {"session-id": "h"}, "t"),
         ({}, {"Session-ID": "h"}, "h"),
+        ({}, {"session-id": "h", "x-session-affinity": "a"}, "h"),
+        ({}, {"X-Session-Affinity": "a"}, "a"),
         ({}, {"x-client-request-id": "r"}, None),
     ],
 )
@@ -525,7 +526,7 @@ REJECTIONS: list[tuple[str, dict[str, Any], str, str]] = [
     ("item-type", {"input": ["hi"]}, "input[0]", TYPE),
     (
         "unknown-item",
-        {"input": [{"type": "web_search_call", "id": "ws"}]},
+        {"input": [{"type": "file_search_call", "id": "fs"}]},
         "input[0].type",
         INVALID,
     ),
@@ -554,9 +555,15 @@ REJECTIONS: list[tuple[str, dict[str, Any], str, str]] = [
     ("image-url", {"input": [user(IMAGE_URL)]}, "input[0].content[0].image_url", INVALID),
     ("image-file-id", {"input": [user(FILE_IMAGE)]}, "input[0].content[0].file_id", UNSUPPORTED),
     (
-        "input-file",
+        "input-file-id",
         {"input": [user({"type": "input_file", "file_id": "f"})]},
-        "input[0].content[0].type",
+        "input[0].content[0].file_id",
+        UNSUPPORTED,
+    ),
+    (
+        "input-file-url",
+        {"input": [user({"type": "input_file", "file_url": "https://x/a.pdf"})]},
+        "input[0].content[0].file_url",
         UNSUPPORTED,
     ),
     (

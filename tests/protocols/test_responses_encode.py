@@ -305,7 +305,7 @@ def test_echo_fields_in_response() -> None:
             "model": "claude-opus-4-7",
             "input": "hi",
             "instructions": "Be brief.",
-            "tools": [{"type": "function", "name": "run"}, {"type": "web_search"}],
+            "tools": [{"type": "function", "name": "run"}, {"type": "file_search"}],
             "tool_choice": "none",
             "parallel_tool_calls": False,
             "reasoning": {"effort": "high", "summary": "auto"},

@@ -56,7 +56,7 @@ OK_TEXT = "answered by the other account"
 PARTIAL = Reply(text="".join(f"part {n:02d} of a long answer; " for n in range(8)))
 BOUND_S = 4.0  # any answer, plus one idle timeout per stalled attempt
 
-Phase = Literal["http", "early", "late", "repaired"]
+Phase = Literal["http", "early", "late", "continued", "repaired"]
 
 
 @dataclass(frozen=True)
@@ -65,8 +65,9 @@ class Variant:
 
     `http`/`early`: a recoverable failure before the first event (an error status, or a stream
     that fails before producing anything): the next account is tried. `late`: the exchange had
-    committed (an event was produced): no failover, the error ends the stream. `repaired`: the
-    translator fixes the stream, the client sees a normal answer.
+    committed (an event was produced): no failover, the error ends the stream. `continued`: Kiro
+    cut a tool call off; kirod continued the turn once on the same account, the client sees one
+    normal answer. `repaired`: the translator fixes the stream, the client sees a normal answer.
     """
 
     name: str
@@ -262,7 +263,7 @@ VARIANTS: tuple[Variant, ...] = (
     Variant(
         "truncated_tool_input",
         Script(reply=PARTIAL, fault=Fault.TRUNCATED_TOOL_INPUT),
-        "late",
+        "continued",  # the cut call never reaches the client (with recovery off: late, this code)
         kind=ErrorKind.UPSTREAM,
         code="tool_input_truncated",
     ),
@@ -581,6 +582,13 @@ def test_fault(case: Case, seen: dict[str, Seen]) -> None:
             assert got.status == variant.kind.status
             assert got.oplog_status == variant.kind.status
         assert got.oplog_error == variant.code
+    elif variant.phase == "continued":
+        assert (got.status, got.terminal) == (200, "ok")
+        assert got.attempts == [(got.attempts[0][0], "ok")]
+        assert len(got.chats) == 2
+        assert got.chats[0] == got.chats[1]  # the continuation went to the same account
+        assert (got.oplog_status, got.oplog_error) == (200, None)
+        assert got.text.endswith(OK_TEXT)
     else:
         assert (got.status, got.terminal) == (200, "ok")
         assert len(got.chats) == 1

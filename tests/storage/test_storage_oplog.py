@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from kirod.localapi.schema import Stats
 from kirod.storage.affinity import AffinityStore
 from kirod.storage.db import Database
 from kirod.storage.oplog import FLUSH_ROWS, Attempt, OpEntry, OpLog, Percentiles
@@ -140,3 +141,36 @@ async def test_affinity_rows_rebind_and_lapse(db: Database) -> None:
     assert await store.get("h1", used_since=201.0) is None
     assert await store.prune(used_before=300.0) == 1
     assert await store.get("h1", used_since=0.0) is None
+
+
+async def test_stats_per_utc_day(db: Database) -> None:
+    log = OpLog(db)
+    day = 86_400.0
+    for at, credits, error in (
+        (2 * day - 1, 0.5, None),  # 1970-01-02, last second
+        (2 * day, 0.25, None),  # 1970-01-03
+        (2 * day + 60, 0.125, "upstream_throttled"),
+    ):
+        log.append(dataclasses.replace(BASE, at=at, credits=credits, error=error))
+    stats = await log.stats()
+    assert [(g.key, g.requests, g.errors, g.credits) for g in stats.days] == [
+        ("1970-01-02", 1, 0, 0.5),
+        ("1970-01-03", 2, 1, 0.375),
+    ]
+    assert Stats.from_json(stats.to_json()).days == stats.days
+
+
+async def test_stats_count_cut_tool_calls_and_recovered_requests(db: Database) -> None:
+    log = OpLog(db)
+    log.append(BASE)
+    recovered = dataclasses.replace(BASE, request_id="req_2", truncations=1, continuations=1)
+    failed = dataclasses.replace(
+        BASE, request_id="req_3", truncations=2, continuations=1, error="tool_input_truncated"
+    )
+    log.append(recovered)
+    log.append(failed)
+    assert (await log.entries())[0:2] == [failed, recovered]
+    stats = await log.stats()
+    assert (stats.truncated, stats.recovered) == (2, 1)
+    assert (stats.truncation_rate, stats.recovery_rate) == (2 / 3, 0.5)
+    assert Stats.from_json(stats.to_json()) == stats

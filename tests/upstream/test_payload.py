@@ -18,6 +18,7 @@ from kirod.canonical.request import (
     Block,
     CanonicalRequest,
     ClientProtocol,
+    DocumentBlock,
     Effort,
     ImageBlock,
     Message,
@@ -649,6 +650,71 @@ def test_rule_17_text_only_model_gets_placeholders_for_history_images() -> None:
 def test_rule_17_assistant_images_become_text() -> None:
     payload = build(req(user("draw"), assistant(image()), user("thanks")))
     assert turns(payload)[1][1] == {"content": "[image (image/png) omitted]"}
+
+
+# -- documents: only for a model whose catalog lists DOCUMENT --------------------------------------
+
+DOCUMENTS = resolve_model("claude-sonnet-4-6", CATALOG)
+PDF = DocumentBlock("report.pdf", "pdf", "JVBERi0xLjQK")
+PDF_ENTRY = {"name": "report.pdf", "format": "pdf", "source": {"bytes": "JVBERi0xLjQK"}}
+
+
+def test_the_catalog_says_which_models_take_documents() -> None:
+    assert DOCUMENTS.supports_documents
+    assert not SONNET.supports_documents
+
+
+def test_documents_go_in_the_current_message_and_history() -> None:
+    payload = build(req(user("read", PDF), assistant("done"), user("and this", PDF)), DOCUMENTS)
+    assert current(payload)["documents"] == [PDF_ENTRY]
+    assert turns(payload)[0][1]["documents"] == [PDF_ENTRY]
+    assert current(payload)["content"] == "and this"
+
+
+def test_document_context_goes_along_as_text() -> None:
+    noted = dataclasses.replace(PDF, context="from finance")
+    payload = build(req(user("read", noted)), DOCUMENTS)
+    assert current(payload)["content"] == (
+        "read\n\n[context of document 'report.pdf': from finance]"
+    )
+
+
+def test_tool_result_documents_move_to_the_user_turn() -> None:
+    fetched = ToolResultBlock("t1", (TextBlock("here"), PDF))
+    payload = build(
+        req(user("fetch"), assistant(use("t1", "fetch")), user(fetched)),
+        DOCUMENTS,
+        tools=(spec("fetch"),),
+    )
+    assert current(payload)["documents"] == [PDF_ENTRY]
+    assert tool_results(current(payload))[0]["content"] == [
+        {"text": "here\n\n(document attached to this message)"}
+    ]
+
+
+def test_a_model_without_document_input_refuses_current_documents() -> None:
+    with pytest.raises(ApiError) as caught:
+        build(req(user("read", PDF)), SONNET)
+    error = caught.value
+    assert (error.kind, error.code, error.param) == (
+        ErrorKind.INVALID_REQUEST,
+        "unsupported_capability",
+        "messages",
+    )
+    assert "documents (PDF and other files) are not supported by model 'claude-sonnet-4-5'" in (
+        error.message
+    )
+
+
+def test_a_model_without_document_input_gets_placeholders_for_history_documents() -> None:
+    payload = build(req(user("read", PDF), assistant("done"), user("thanks")), SONNET)
+    assert "documents" not in turns(payload)[0][1]
+    assert turns(payload)[0][1]["content"] == "read\n\n[document 'report.pdf' (pdf) omitted]"
+
+
+def test_assistant_documents_become_text() -> None:
+    payload = build(req(user("hi"), assistant(PDF), user("thanks")), DOCUMENTS)
+    assert turns(payload)[1][1] == {"content": "[document 'report.pdf' (pdf) omitted]"}
 
 
 # -- rule 18: system prompt ------------------------------------------------------------------------

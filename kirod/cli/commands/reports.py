@@ -87,7 +87,9 @@ def _milliseconds(value: float) -> str:
 @json_option
 @pass_app
 def stats(app: App, since: str | None, as_json: bool) -> None:
-    """Summarize the requests kirod served: success, time to first byte, accounts, models."""
+    """Summarize the requests kirod served: success, time to first byte, accounts, models, days.
+
+    Days are UTC dates, each with its requests, errors and Kiro credits."""
     start = parse_since(since) if since else None
     if as_json:  # the document as kirod sent it: `Stats.to_json()` could write 0 as 0.0
         render.print_json(app.call(lambda kirod: kirod.request("GET", stats_path(start))))
@@ -106,8 +108,15 @@ def stats(app: App, since: str | None, as_json: bool) -> None:
         )
     out.print(f"  tokens     {report.input_tokens:,} in · {report.output_tokens:,} out")
     out.print(f"  credits    {report.credits:g}")
+    if report.truncated:  # requests in which Kiro cut a tool call off, and how many were saved
+        cut, saved = report.truncation_rate or 0.0, report.recovery_rate or 0.0
+        out.print(
+            f"  cut calls  {report.truncated:,} requests ({cut:.1%}) · "
+            f"recovered {report.recovered:,} ({saved:.1%})"
+        )
     _groups(app, "ACCOUNT", report.accounts, labels)
     _groups(app, "MODEL", report.models, {})
+    _groups(app, "DAY (UTC)", report.days, {})
     if report.errors:
         grid = render.Grid("ERROR", "COUNT")
         for code, count in report.errors.items():

@@ -8,6 +8,7 @@ from aiohttp import web
 
 from kirod.errors import ApiError, ErrorKind
 from kirod.http.body import read_json
+from kirod.http.credits import credits_headers
 from kirod.http.decoding import decode_model_first
 from kirod.http.ingress import API_KEY_ID, REQUEST_ID
 from kirod.http.services import SERVICES
@@ -52,5 +53,6 @@ async def create_chat_completion(request: web.Request) -> web.StreamResponse:
             )
         completion = await collect(dispatch.events)
     return web.json_response(
-        chat_completion_json(completion, completion_id=completion_id, model=model)
+        chat_completion_json(completion, completion_id=completion_id, model=model),
+        headers=credits_headers(request.headers, completion.usage),
     )

@@ -6,6 +6,7 @@ from aiohttp import web
 
 from kirod.canonical.tokens import estimate_request_tokens
 from kirod.http.body import read_json
+from kirod.http.credits import credits_headers
 from kirod.http.decoding import decode_model_first
 from kirod.http.ingress import API_KEY_ID, REQUEST_ID
 from kirod.http.services import SERVICES
@@ -50,7 +51,8 @@ async def create_message(request: web.Request) -> web.StreamResponse:
             message_id=dispatch.message_id,
             model=dispatch.model_name,
             signer=services.signer,
-        )
+        ),
+        headers=credits_headers(request.headers, completion.usage),
     )
 
 

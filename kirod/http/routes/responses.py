@@ -25,6 +25,7 @@ from kirod.accounts.dispatch import Dispatch
 from kirod.canonical.events import CanonicalEvent, MessageStop, StopReason
 from kirod.errors import ApiError, ErrorKind
 from kirod.http.body import read_json
+from kirod.http.credits import credits_headers
 from kirod.http.decoding import decode_model_first
 from kirod.http.ingress import API_KEY_ID, REQUEST_ID
 from kirod.http.services import SERVICES, Services
@@ -244,7 +245,7 @@ async def create_response(request: web.Request) -> web.StreamResponse:
         completion, response_id=response_id, echo=decoded.echo, reasoning_box=services.reasoning_box
     )
     await _keep(services, tenant, decoded, document, output, history)
-    return web.json_response(document)
+    return web.json_response(document, headers=credits_headers(request.headers, completion.usage))
 
 
 async def _stored(request: web.Request) -> StoredResponse:

@@ -3,14 +3,31 @@
 Validation follows the API's shapes and reports the first problem as a 400 whose message and
 `param` name the field path (`messages.2.content.0.source.type`). Unknown keys are ignored, so
 newer clients keep working; known keys with the wrong type are errors. Capabilities kirod cannot
-provide (server tools, forced tool choice, URL and file sources, documents, structured output,
-MCP servers) are refused with code `unsupported_capability` rather than approximated.
+provide (server tools other than web search, forced tool choice, URL and file sources, search
+results, structured output, MCP servers) are refused with code `unsupported_capability` rather
+than approximated.
+
+Documents: a base64 `document` (PDF, Office and text media types) becomes a `DocumentBlock`
+(refused later for a model whose catalog lacks DOCUMENT input); a `text` source becomes prompt
+text, so it works on every model. A document's `citations` option is accepted and has no effect.
+
+Web search: the `web_search_*` server tool (any dated type, named `web_search`; `max_uses`,
+`allowed_domains`, `blocked_domains` honoured, `user_location` accepted without effect) is run
+by kirod through Kiro's MCP search (`kirod.upstream.websearch`). A request whose only tool it is
+and whose one user message is Claude Code's "Perform a web search for the query: …" is a
+search-only call (`WebSearch.query`). `server_tool_use` / `web_search_tool_result` blocks of
+earlier turns go upstream as text; other server tools' blocks are refused.
 
 Accepted and deliberately without effect: `cache_control` anywhere, `disable_parallel_tool_use`,
 and the tool flags `defer_loading`, `strict`, `eager_input_streaming` and `input_examples` (every
 declared tool is offered to the model). Of `context_management`, `clear_thinking_*` edits are
 honoured (thinking older than the turns to keep is not sent upstream); other edits are accepted
 and logged at debug level.
+
+System blocks starting `x-anthropic-billing-header:` (Claude Code's first block,
+`cc_version=…; cc_entrypoint=…;`) are client metadata for Anthropic's billing, not instructions,
+and they change with every Claude Code release: they are dropped, so the system prompt, the first
+bytes of every upstream payload, stays the same and Kiro's prefix cache keeps matching.
 
 `role: "system"` messages inside `messages` (Claude Code's per-turn environment notes) stay where
 they are: each becomes a user message of its own at its position, which the payload builder
@@ -31,6 +48,8 @@ from __future__ import annotations
 
 import base64
 import binascii
+import dataclasses
+import json
 import logging
 from collections.abc import Iterable, Mapping
 from typing import Any, Final, NoReturn, get_args
@@ -40,6 +59,7 @@ from kirod.canonical.request import (
     Block,
     CanonicalRequest,
     ClientProtocol,
+    DocumentBlock,
     Effort,
     ImageBlock,
     Message,
@@ -54,6 +74,7 @@ from kirod.canonical.request import (
     ToolResultBlock,
     ToolSpec,
     ToolUseBlock,
+    WebSearch,
 )
 from kirod.errors import ApiError, ErrorKind
 from kirod.protocols.anthropic.signatures import ThinkingSigner
@@ -66,6 +87,7 @@ from kirod.protocols.fields import (
     Checks,
     quoted,
 )
+from kirod.protocols.search import history_text, open_snippet
 
 UNSUPPORTED: Final = "unsupported_capability"
 IMAGE_MEDIA_TYPES: Final = frozenset({"image/png", "image/jpeg", "image/gif", "image/webp"})
@@ -96,6 +118,7 @@ MAX_USER_ID_CHARS: Final = 256
 _SESSION_HEADER: Final = "x-claude-code-session-id"
 _AGENT_HEADER: Final = "x-claude-code-agent-id"
 _AFFINITY_HEADERS: Final = ("x-session-affinity", "x-session-id")
+_BILLING_HEADER: Final = "x-anthropic-billing-header:"
 
 logger = logging.getLogger("kirod.protocols.anthropic")
 
@@ -111,6 +134,8 @@ def decode_messages(
     """A `POST /v1/messages` body; `stream_default` applies when the body omits `stream`."""
     root = _root(body)
     request = _decode(root, headers, request_id, signer, stream_default, counting=False)
+    if request.web_search is not None and request.web_search.query is not None:
+        return request  # a search-only call: its tool choice (forcing the search) is honoured
     if request.tool_choice.mode in (ToolChoiceMode.ANY, ToolChoiceMode.TOOL):
         _unsupported(
             "tool_choice.type",
@@ -154,16 +179,19 @@ def _decode(
         max_tokens = _check.positive_integer(max_tokens, "max_tokens")
     stream = root.get("stream")
     budget = BlockBudget()
+    messages = _clear_thinking(
+        _messages(root.get("messages"), signer, budget),
+        _thinking_turns_to_keep(root.get("context_management")),
+    )
+    tools, search = _tools(root.get("tools"))
     return CanonicalRequest(
         request_id=request_id,
         protocol=ClientProtocol.ANTHROPIC_MESSAGES,
         model=model,
-        messages=_clear_thinking(
-            _messages(root.get("messages"), signer, budget),
-            _thinking_turns_to_keep(root.get("context_management")),
-        ),
+        messages=messages,
         system=_system(root.get("system"), budget),
-        tools=_tools(root.get("tools")),
+        tools=tools,
+        web_search=_search_only(search, messages) if not tools else search,
         tool_choice=_tool_choice(root.get("tool_choice")),
         reasoning=_reasoning(root.get("thinking"), root.get("output_config")),
         max_output_tokens=max_tokens,
@@ -173,26 +201,41 @@ def _decode(
             top_p=_check.number(root.get("top_p"), "top_p", 0, 1),
             top_k=_top_k(root.get("top_k")),
         ),
-        affinity_key=_affinity_key(headers),
+        affinity_key=_affinity_key(headers, root.get("metadata")),
         stream=stream_default if stream is None else _check.boolean(stream, "stream"),
         metadata=_metadata(root.get("metadata")),
     )
 
 
-def _affinity_key(headers: Mapping[str, str]) -> str | None:
+def _affinity_key(headers: Mapping[str, str], metadata: object) -> str | None:
     """The conversation key for account stickiness, from the headers clients send.
 
-    Claude Code: its session id, joined with the agent id for subagents; opencode:
-    `x-session-affinity`, else `x-session-id`. Header names match case-insensitively.
+    Claude Code: its session id, joined with the agent id for subagents, else the session id in
+    `metadata.user_id` (SDK users without the header); opencode: `x-session-affinity`, else
+    `x-session-id`. Header names match case-insensitively.
     """
     lowered = {name.lower(): value for name, value in headers.items()}
-    if session := lowered.get(_SESSION_HEADER):
+    session = lowered.get(_SESSION_HEADER)
+    if session:
         agent = lowered.get(_AGENT_HEADER)
         return f"{session}:{agent}" if agent else session
     for name in _AFFINITY_HEADERS:
         if value := lowered.get(name):
             return value
-    return None
+    user_id = metadata.get("user_id") if isinstance(metadata, Mapping) else None
+    return _user_id_session(user_id) if isinstance(user_id, str) else None
+
+
+def _user_id_session(user_id: str) -> str | None:
+    """The session id in Claude Code's `metadata.user_id`: a JSON object's `session_id`
+    (2.1.x) or the `…_session_<uuid>` suffix of the older `user_…_account_…_session_…` form."""
+    try:
+        parsed = json.loads(user_id)
+    except (ValueError, RecursionError):
+        _, found, session = user_id.rpartition("_session_")
+        return session if found and session else None
+    value = parsed.get("session_id") if isinstance(parsed, dict) else None
+    return value if isinstance(value, str) and value else None
 
 
 # -- errors and primitives -------------------------------------------------------------------------
@@ -261,7 +304,9 @@ def _system(value: object, budget: BlockBudget) -> tuple[str, ...]:
         block = _check.mapping(block, path)
         if _type_of(block, path) != "text":
             _invalid(f"{path}.type", "system blocks must be of type 'text'")
-        texts.append(_check.text(block.get("text"), f"{path}.text"))
+        text = _check.text(block.get("text"), f"{path}.text")
+        if not text.startswith(_BILLING_HEADER):
+            texts.append(text)
     return tuple(texts)
 
 
@@ -325,20 +370,28 @@ def _choices(values: Iterable[str]) -> str:
 # -- tools -----------------------------------------------------------------------------------------
 
 
-def _tools(value: object) -> tuple[ToolSpec, ...]:
-    """Custom tools; a tool with any other `type` is a server tool kirod cannot run.
+def _tools(value: object) -> tuple[tuple[ToolSpec, ...], WebSearch | None]:
+    """Custom tools, and the web-search server tool (any dated `web_search_*` type named
+    `web_search`), which kirod runs; a tool with any other `type` is a server tool kirod cannot
+    run.
 
     Claude Code also sends tools without a schema (its `DeferredToolPlaceholder`); they are custom
     tools taking no input.
     """
     if value is None:
-        return ()
+        return (), None
     tools: list[ToolSpec] = []
+    search: WebSearch | None = None
     seen: set[str] = set()
     for i, item in enumerate(_counted(_check.array(value, "tools"), MAX_TOOLS, "tools", "tools")):
         path = f"tools.{i}"
         tool = _check.mapping(item, path)
         kind = tool.get("type")
+        if isinstance(kind, str) and kind.startswith("web_search_"):
+            if search is not None or WebSearch.TOOL_NAME in seen:
+                _invalid(f"{path}.name", "tool name 'web_search' is declared twice")
+            search = _web_search(tool, path)
+            continue
         if kind is not None and kind != "custom":
             _unsupported(
                 f"{path}.type",
@@ -347,7 +400,7 @@ def _tools(value: object) -> tuple[ToolSpec, ...]:
                 "instead",
             )
         name = _check.nonempty_text(tool.get("name"), f"{path}.name")
-        if name in seen:
+        if name in seen or (search is not None and name == WebSearch.TOOL_NAME):
             _invalid(f"{path}.name", f"tool name {quoted(name)} is declared twice")
         seen.add(name)
         description = tool.get("description")
@@ -357,7 +410,44 @@ def _tools(value: object) -> tuple[ToolSpec, ...]:
         if schema is not None:
             schema = _check.mapping(schema, f"{path}.input_schema")
         tools.append(ToolSpec(name, description or "", schema or EMPTY_SCHEMA))
-    return tuple(tools)
+    return tuple(tools), search
+
+
+def _web_search(tool: Mapping[str, Any], path: str) -> WebSearch:
+    """The web-search server tool's options; `user_location` is accepted and not used."""
+    name = _check.text(tool.get("name"), f"{path}.name")
+    if name != WebSearch.TOOL_NAME:
+        _invalid(f"{path}.name", "the web search tool must be named 'web_search'")
+    max_uses = tool.get("max_uses")
+    domains = {}
+    for field in ("allowed_domains", "blocked_domains"):
+        listed = tool.get(field)
+        items = [] if listed is None else _check.array(listed, f"{path}.{field}")
+        domains[field] = tuple(
+            _check.nonempty_text(d, f"{path}.{field}.{n}") for n, d in enumerate(items[:100])
+        )
+    if domains["allowed_domains"] and domains["blocked_domains"]:
+        _invalid(path, "set allowed_domains or blocked_domains, not both")
+    return WebSearch(
+        max_uses=5 if max_uses is None else _check.positive_integer(max_uses, f"{path}.max_uses"),
+        allowed_domains=domains["allowed_domains"],
+        blocked_domains=domains["blocked_domains"],
+    )
+
+
+SEARCH_CALL_PREFIX: Final = "Perform a web search for the query: "
+"""How Claude Code's WebSearch side call words its one user message (capabilities §2.2)."""
+
+
+def _search_only(search: WebSearch | None, messages: tuple[Message, ...]) -> WebSearch | None:
+    """The tool, with its query when the request is a search-only call: one user message
+    asking for this search, and no other tool."""
+    if search is None or len(messages) != 1 or messages[0].role is not Role.USER:
+        return search
+    text = "".join(b.text for b in messages[0].content if isinstance(b, TextBlock)).strip()
+    if not text.startswith(SEARCH_CALL_PREFIX):
+        return search
+    return dataclasses.replace(search, query=text.removeprefix(SEARCH_CALL_PREFIX).strip())
 
 
 def _tool_choice(value: object) -> ToolChoice:
@@ -485,8 +575,8 @@ def _block(
     kind = _type_of(block, path)
     if kind in _ASSISTANT_ONLY and role is not Role.ASSISTANT:
         _invalid(f"{path}.type", f"'{kind}' blocks belong in assistant messages")
-    if kind == "tool_result" and role is not Role.USER:
-        _invalid(f"{path}.type", "'tool_result' blocks belong in user messages")
+    if kind in ("tool_result", "document") and role is not Role.USER:
+        _invalid(f"{path}.type", f"'{kind}' blocks belong in user messages")
     match kind:
         case "text":
             return TextBlock(_check.text(block.get("text"), f"{path}.text"))
@@ -505,12 +595,36 @@ def _block(
         case "redacted_thinking":
             data = signer.unwrap_redacted(_check.text(block.get("data"), f"{path}.data"))
             return None if data is None else RedactedThinkingBlock(data)
-        case "document" | "search_result":
+        case "document":
+            return _document(block, path)
+        case "search_result":
             _unsupported(f"{path}.type", f"'{kind}' blocks are not supported; send text instead")
+        case "server_tool_use" | "web_search_tool_result" if role is Role.ASSISTANT:
+            return _search_history(block, kind, path)
         case _ if kind in _SERVER_BLOCKS:
             _unsupported(f"{path}.type", f"'{kind}' blocks belong to server tools kirod cannot run")
         case _:
             _invalid(f"{path}.type", f"unknown content block type {quoted(kind)}")
+
+
+def _search_history(block: Mapping[str, Any], kind: str, path: str) -> TextBlock | None:
+    """A web search of an earlier turn, as text: Kiro has no search blocks (`history_text`)."""
+    if kind == "server_tool_use":
+        if block.get("name") != WebSearch.TOOL_NAME:
+            _unsupported(f"{path}.name", "only web_search server tool calls can be replayed")
+        query = _check.mapping(block.get("input"), f"{path}.input").get("query")
+        return TextBlock(history_text(query if isinstance(query, str) else None, ()))
+    content = block.get("content")
+    if not isinstance(content, list):
+        return None  # an error result: the search found nothing to replay
+    results = []
+    for i, item in enumerate(content):
+        hit = _check.mapping(item, f"{path}.content.{i}")
+        url = _check.text(hit.get("url"), f"{path}.content.{i}.url")
+        title = hit.get("title")
+        snippet = open_snippet(hit.get("encrypted_content"))
+        results.append((url, title if isinstance(title, str) else url, snippet))
+    return TextBlock(history_text(None, results))
 
 
 def _thinking(block: Mapping[str, Any], path: str, signer: ThinkingSigner) -> ThinkingBlock | None:
@@ -539,11 +653,53 @@ def _image(block: Mapping[str, Any], path: str) -> ImageBlock:
     return ImageBlock(media_type, data)
 
 
+def _document(block: Mapping[str, Any], path: str) -> DocumentBlock | TextBlock:
+    """A base64 file is a document for Kiro; a plain-text one is text, which any model reads.
+
+    `title` names the document, `context` goes along as text; `citations` is accepted and has
+    no effect (Kiro returns no citations, so answers carry none).
+    """
+    source = _check.mapping(block.get("source"), f"{path}.source")
+    kind = _check.text(source.get("type"), f"{path}.source.type")
+    title = block.get("title")
+    name = _check.document_name(title, f"{path}.title")
+    context = block.get("context")
+    if context is not None:
+        context = _check.text(context, f"{path}.context") or None
+    if kind == "text":
+        text = _check.text(source.get("data"), f"{path}.source.data")
+        return TextBlock(_text_document(name if title else None, context, text))
+    if kind in ("url", "file", "content"):
+        _unsupported(
+            f"{path}.source.type",
+            f"'{kind}' document sources are not supported; send base64 data or text",
+        )
+    if kind != "base64":
+        _invalid(f"{path}.source.type", "must be 'base64' or 'text'")
+    media_type = _check.text(source.get("media_type"), f"{path}.source.media_type")
+    return DocumentBlock(
+        name,
+        _check.document_format(media_type, f"{path}.source.media_type"),
+        _check.document_data(source.get("data"), f"{path}.source.data"),
+        context,
+    )
+
+
+def _text_document(title: str | None, context: str | None, text: str) -> str:
+    """A plain-text document as prompt text, delimited so the model sees where it ends."""
+    head = "".join(
+        f"<{tag}>{value}</{tag}>\n"
+        for tag, value in (("title", title), ("context", context))
+        if value
+    )
+    return f"<document>\n{head}{text}\n</document>"
+
+
 def _tool_result(block: Mapping[str, Any], path: str, budget: BlockBudget) -> ToolResultBlock:
     tool_use_id = _check.nonempty_text(block.get("tool_use_id"), f"{path}.tool_use_id")
     is_error = block.get("is_error")
     content = block.get("content")
-    parts: list[TextBlock | ImageBlock] = []
+    parts: list[TextBlock | ImageBlock | DocumentBlock] = []
     if isinstance(content, str):
         if content:
             parts.append(TextBlock(content))
@@ -560,16 +716,18 @@ def _tool_result(block: Mapping[str, Any], path: str, budget: BlockBudget) -> To
     )
 
 
-def _result_part(part: Mapping[str, Any], path: str) -> TextBlock | ImageBlock:
+def _result_part(part: Mapping[str, Any], path: str) -> TextBlock | ImageBlock | DocumentBlock:
     kind = _type_of(part, path)
     if kind == "text":
         return TextBlock(_check.text(part.get("text"), f"{path}.text"))
     if kind == "image":
         return _image(part, path)
+    if kind == "document":
+        return _document(part, path)
     if kind == "tool_reference":
         # Claude Code's ToolSearch answers with references to deferred tools. Every declared
         # tool is already offered to the model, so the reference is just the tool's name.
         return TextBlock(_check.nonempty_text(part.get("tool_name"), f"{path}.tool_name"))
-    if kind in ("document", "search_result"):
+    if kind == "search_result":
         _unsupported(f"{path}.type", f"'{kind}' blocks are not supported; send text instead")
-    _invalid(f"{path}.type", "must be 'text', 'image' or 'tool_reference'")
+    _invalid(f"{path}.type", "must be 'text', 'image', 'document' or 'tool_reference'")

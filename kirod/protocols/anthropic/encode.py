@@ -14,7 +14,12 @@ from __future__ import annotations
 
 from typing import Any, Final, assert_never
 
-from kirod.canonical.assemble import CanonicalCompletion, OutputBlock
+from kirod.canonical.assemble import (
+    CanonicalCompletion,
+    OutputBlock,
+    SearchResultsBlock,
+    ServerToolUseBlock,
+)
 from kirod.canonical.events import (
     BlockKind,
     BlockStart,
@@ -24,6 +29,9 @@ from kirod.canonical.events import (
     MessageStart,
     MessageStop,
     RedactedThinking,
+    SearchHit,
+    SearchResults,
+    ServerToolUse,
     SignatureDelta,
     StopReason,
     TextDelta,
@@ -34,6 +42,7 @@ from kirod.canonical.events import (
 from kirod.canonical.request import RedactedThinkingBlock, TextBlock, ThinkingBlock, ToolUseBlock
 from kirod.protocols.anthropic.signatures import ThinkingSigner
 from kirod.protocols.envelopes import anthropic_error
+from kirod.protocols.search import seal_snippet
 from kirod.protocols.sse import encode_event
 
 STOP_REASONS: Final = {
@@ -50,13 +59,17 @@ def public_message_id(message_id: str) -> str:
     return f"msg_{message_id}"
 
 
-def _usage(input_tokens: int, output_tokens: int) -> dict[str, int]:
-    # kirod has no prompt cache, so the cache counters are honestly zero.
+def _usage(usage: Usage) -> dict[str, int]:
+    """Anthropic's split: `input_tokens` is the uncached rest, so the three add up to the prompt.
+
+    The cache counts are Kiro's own (`metadataEvent.tokenUsage`) or 0, never simulated.
+    """
+    cached = usage.cache_read_tokens + usage.cache_write_tokens
     return {
-        "input_tokens": input_tokens,
-        "output_tokens": output_tokens,
-        "cache_creation_input_tokens": 0,
-        "cache_read_input_tokens": 0,
+        "input_tokens": max(usage.input_tokens - cached, 0),
+        "output_tokens": usage.output_tokens,
+        "cache_creation_input_tokens": usage.cache_write_tokens,
+        "cache_read_input_tokens": usage.cache_read_tokens,
     }
 
 
@@ -120,6 +133,12 @@ class MessagesStreamEncoder:
                 data = self._signer.wrap_redacted(event.data)
                 block = {"type": "redacted_thinking", "data": data}
                 return [self._block_start(event.index, block), _stop(event.index)]
+            case ServerToolUse():
+                block = server_tool_use_json(event.tool_use_id, event.name, event.query)
+                return [self._block_start(event.index, block), _stop(event.index)]
+            case SearchResults():
+                block = search_results_json(event.tool_use_id, event.hits, event.error_code)
+                return [self._block_start(event.index, block), _stop(event.index)]
             case Usage():
                 self._usage = event
                 return []
@@ -139,7 +158,7 @@ class MessagesStreamEncoder:
             "content": [],
             "stop_reason": None,
             "stop_sequence": None,
-            "usage": _usage(self._usage.input_tokens, 0),
+            "usage": _usage(Usage(self._usage.input_tokens, 0)),
         }
         return _event({"type": "message_start", "message": message})
 
@@ -167,7 +186,7 @@ class MessagesStreamEncoder:
                     "stop_reason": STOP_REASONS[stop.stop_reason],
                     "stop_sequence": stop.stop_sequence,
                 },
-                "usage": _usage(self._usage.input_tokens, self._usage.output_tokens),
+                "usage": _searches(_usage(self._usage), self._usage),
             }
         )
 
@@ -209,8 +228,41 @@ def message_json(
         "content": [_block_json(block, signer) for block in completion.content],
         "stop_reason": STOP_REASONS[completion.stop_reason],
         "stop_sequence": completion.stop_sequence,
-        "usage": _usage(completion.usage.input_tokens, completion.usage.output_tokens),
+        "usage": _searches(_usage(completion.usage), completion.usage),
     }
+
+
+def _searches(fields: dict[str, Any], usage: Usage) -> dict[str, Any]:
+    """`server_tool_use.web_search_requests` when kirod ran searches for the message."""
+    if usage.web_search_requests:
+        fields["server_tool_use"] = {"web_search_requests": usage.web_search_requests}
+    return fields
+
+
+def server_tool_use_json(tool_use_id: str, name: str, query: str) -> dict[str, Any]:
+    return {"type": "server_tool_use", "id": tool_use_id, "name": name, "input": {"query": query}}
+
+
+def search_results_json(
+    tool_use_id: str, hits: tuple[SearchHit, ...], error_code: str | None
+) -> dict[str, Any]:
+    """A `web_search_tool_result`; each hit's snippet travels in `encrypted_content`, which is
+    opaque to clients (`search_content`), so a result sent back in history can be read again."""
+    content: Any
+    if error_code is not None:
+        content = {"type": "web_search_tool_result_error", "error_code": error_code}
+    else:
+        content = [
+            {
+                "type": "web_search_result",
+                "url": hit.url,
+                "title": hit.title,
+                "encrypted_content": seal_snippet(hit.snippet),
+                "page_age": hit.page_age,
+            }
+            for hit in hits
+        ]
+    return {"type": "web_search_tool_result", "tool_use_id": tool_use_id, "content": content}
 
 
 def _block_json(block: OutputBlock, signer: ThinkingSigner) -> dict[str, Any]:
@@ -229,5 +281,9 @@ def _block_json(block: OutputBlock, signer: ThinkingSigner) -> dict[str, Any]:
                 "name": block.name,
                 "input": dict(block.input),
             }
+        case ServerToolUseBlock():
+            return server_tool_use_json(block.id, block.name, block.query)
+        case SearchResultsBlock():
+            return search_results_json(block.tool_use_id, block.hits, block.error_code)
         case _:
             assert_never(block)

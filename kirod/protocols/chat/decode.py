@@ -7,8 +7,9 @@ into one message. An assistant's `reasoning_content` is dropped: Chat carries no
 could never be replayed upstream.
 
 What cannot be honoured is a 400, never approximated: forced `tool_choice`, `n` > 1,
-`response_format` json_object/json_schema, log probabilities, audio, web search, image URLs and
-the pre-`tools` `functions` API. Validation errors name the field path in the message and `param`.
+`response_format` json_object/json_schema, log probabilities, audio, web search, image URLs, file
+ids and the pre-`tools` `functions` API. Validation errors name the field path in the message and
+`param`. `file` parts with inline `file_data` become documents.
 
 Bounds (`kirod.protocols.fields`), each a 400 naming it: at most 10 000 `messages`, 20 000
 content parts and tool calls in all, 1 000 `tools`, a `model` of at most 128 characters,
@@ -26,6 +27,7 @@ from kirod.canonical.request import (
     Block,
     CanonicalRequest,
     ClientProtocol,
+    DocumentBlock,
     Effort,
     ImageBlock,
     Message,
@@ -45,6 +47,7 @@ from kirod.protocols.fields import (
     BlockBudget,
     at_most,
     boolean_field,
+    data_url_document,
     data_url_image,
     invalid,
     json_arguments,
@@ -230,8 +233,10 @@ def _text_parts(
     return blocks
 
 
-def _user_parts(content: object, path: str, budget: BlockBudget) -> list[TextBlock | ImageBlock]:
-    blocks: list[TextBlock | ImageBlock] = []
+def _user_parts(
+    content: object, path: str, budget: BlockBudget
+) -> list[TextBlock | ImageBlock | DocumentBlock]:
+    blocks: list[TextBlock | ImageBlock | DocumentBlock] = []
     for part_path, part in _parts(content, path, budget):
         kind = part.get("type")
         if kind == "text":
@@ -240,7 +245,9 @@ def _user_parts(content: object, path: str, budget: BlockBudget) -> list[TextBlo
                 blocks.append(TextBlock(text))
         elif kind == "image_url":
             blocks.append(_image(part.get("image_url"), f"{part_path}.image_url"))
-        elif kind in ("input_audio", "file"):
+        elif kind == "file":
+            blocks.append(_file(part.get("file"), f"{part_path}.file"))
+        elif kind == "input_audio":
             raise unsupported(f"{part_path}.type", f"{kind} content is not supported")
         else:
             raise invalid(f"{part_path}.type", f"content part type {quoted(kind)} is not supported")
@@ -252,6 +259,21 @@ def _image(value: object, path: str) -> ImageBlock:
     if not isinstance(url, str):
         raise invalid(f"{path}.url", "is required", "missing_required_parameter")
     return data_url_image(url, f"{path}.url")
+
+
+def _file(value: object, path: str) -> DocumentBlock:
+    """A `file` part: inline `file_data` (a base64 data URL) and `filename`; no file ids."""
+    if not isinstance(value, Mapping):
+        raise invalid(path, "must be an object", "invalid_type")
+    if value.get("file_id") is not None:
+        raise unsupported(
+            f"{path}.file_id",
+            "kirod cannot fetch files; send the file inline as file_data "
+            "(data:application/pdf;base64,…) with a filename",
+        )
+    data = string_field(value, "file_data", f"{path}.file_data", required=True)
+    assert data is not None
+    return data_url_document(data, value.get("filename"), f"{path}.file_data", f"{path}.filename")
 
 
 def _tool_calls(value: object, path: str, budget: BlockBudget) -> list[Block]:
@@ -369,11 +391,15 @@ def _include_usage(body: Mapping[str, Any]) -> bool:
 def _affinity(
     body: Mapping[str, Any], metadata: Mapping[str, str], headers: Mapping[str, str]
 ) -> str | None:
-    """The conversation key: prompt_cache_key, metadata.kiro_session_id, then a session header."""
+    """The conversation key: prompt_cache_key, metadata.kiro_session_id, then a session header
+    (opencode's `x-session-affinity` first)."""
     key = body.get("prompt_cache_key")
     if isinstance(key, str) and key:
         return key
     if key := metadata.get("kiro_session_id"):
         return key
     lowered = {name.lower(): value for name, value in headers.items()}
-    return lowered.get("session-id") or lowered.get("x-session-id") or None
+    for name in ("x-session-affinity", "session-id", "x-session-id"):
+        if value := lowered.get(name):
+            return value
+    return None

@@ -48,11 +48,16 @@ def finish_reason(stop_reason: StopReason, called_tools: bool) -> str:
 
 
 def usage_json(usage: Usage, reasoning_text: str) -> dict[str, Any]:
-    """Chat usage; reasoning tokens are estimated (Kiro reports none) and within completion."""
+    """Chat usage; reasoning tokens are estimated (Kiro reports none) and within completion.
+
+    `prompt_tokens` is the whole prompt; `cached_tokens`, the part read from Kiro's prompt
+    cache, is what `metadataEvent.tokenUsage` reported, or 0: never simulated.
+    """
     return {
         "prompt_tokens": usage.input_tokens,
         "completion_tokens": usage.output_tokens,
         "total_tokens": usage.input_tokens + usage.output_tokens,
+        "prompt_tokens_details": {"cached_tokens": usage.cache_read_tokens},
         "completion_tokens_details": {
             "reasoning_tokens": min(estimate_text_tokens(reasoning_text), usage.output_tokens)
         },

@@ -33,7 +33,11 @@ Compaction: a `compaction_trigger` item turns the request into the summarisation
 `compaction.py` (tools and reasoning off), answered with one `compaction` item; a kirod-sealed
 `compaction` item in the input stands for the summary it holds.
 
-Hosted tools (the tools a server would run: `web_search`, `file_search`, `code_interpreter`,
+Web search: a top-level `web_search` tool (also `web_search_preview`) is run by kirod inside the
+turn through Kiro's MCP search (`kirod.upstream.websearch`) and shown as `web_search_call` items;
+such items sent back in the input go upstream as text.
+
+Other hosted tools (the tools a server would run: `file_search`, `code_interpreter`,
 `image_generation`, `mcp`, …) cannot run behind Kiro. The rule: a hosted tool is dropped — named in
 `dropped_tools` for the log line — when the request declares at least one function tool (plain
 or namespaced) and `tool_choice` does not force a tool (forcing is rejected anyway); this is the
@@ -41,9 +45,10 @@ shape Codex always sends (`web_search` beside its function tools). A request who
 are hosted gets a 400 naming the type, because dropping would leave it with no tools at all.
 
 What cannot be honoured structurally is a 400, never approximated (DESIGN §1): forced
-`tool_choice`, `text.format` json_object/json_schema, image URLs and file ids, item references,
-`background`, `conversation` and prompt templates. Validation errors name the field path in
-both the message and `param`.
+`tool_choice`, `text.format` json_object/json_schema, image URLs and file ids, file URLs, item
+references, `background`, `conversation` and prompt templates. `input_file` parts with inline
+`file_data` become documents (refused later for a model whose catalog lacks DOCUMENT input).
+Validation errors name the field path in both the message and `param`.
 
 Bounds (`kirod.protocols.fields`), each a 400 naming it: at most 10 000 items (the stored
 conversation of `previous_response_id` and `input` together), 20 000 content parts and tool
@@ -63,6 +68,7 @@ from kirod.canonical.request import (
     Block,
     CanonicalRequest,
     ClientProtocol,
+    DocumentBlock,
     Effort,
     ImageBlock,
     Message,
@@ -75,6 +81,7 @@ from kirod.canonical.request import (
     ToolResultBlock,
     ToolSpec,
     ToolUseBlock,
+    WebSearch,
 )
 from kirod.protocols.fields import (
     MAX_MESSAGES,
@@ -82,6 +89,7 @@ from kirod.protocols.fields import (
     BlockBudget,
     at_most,
     boolean_field,
+    data_url_document,
     data_url_image,
     invalid,
     json_arguments,
@@ -104,6 +112,7 @@ from kirod.protocols.responses.compaction import SUMMARY_INSTRUCTION
 from kirod.protocols.responses.compaction import TRIGGER as COMPACTION_TRIGGER
 from kirod.protocols.responses.encode import CUSTOM_INPUT, ResponseEcho, ToolNames
 from kirod.protocols.responses.reasoning import ReasoningBox
+from kirod.protocols.search import history_text
 
 ENCRYPTED_REASONING: Final = "reasoning.encrypted_content"
 NAMESPACE_DELIMITER: Final = "__"
@@ -231,6 +240,7 @@ def decode_responses(
         affinity_key=_affinity(body, metadata, headers),
         stream=boolean_field(body, "stream", default=False),
         metadata=metadata,
+        web_search=None if compacting else tools.search,
     )
     echo = ResponseEcho(
         model=model,
@@ -299,6 +309,8 @@ class _Conversation:
             self._append(Role.USER, [_function_call_output(item, path, self.budget)])
         elif kind == "custom_tool_call":
             self._append(Role.ASSISTANT, [self._custom_tool_call(item, path)])
+        elif kind == "web_search_call":
+            self._append(Role.ASSISTANT, [_search_history(item)])
         elif kind in CALL_TYPES:
             self._append(Role.ASSISTANT, [CALL_TYPES[kind].tool_use(item, path)])
         elif kind in OUTPUT_TYPES:
@@ -329,7 +341,7 @@ class _Conversation:
     def _message(self, item: Mapping[str, Any], path: str) -> None:
         role = string_field(item, "role", f"{path}.role", required=True)
         parts = _content_parts(
-            item.get("content"), f"{path}.content", self.budget, images=role == "user"
+            item.get("content"), f"{path}.content", self.budget, attachments=role == "user"
         )
         if role in ("system", "developer"):
             self.system.extend(part.text for part in parts if isinstance(part, TextBlock))
@@ -391,16 +403,16 @@ class _Conversation:
 
 
 def _content_parts(
-    content: object, path: str, budget: BlockBudget, *, images: bool
-) -> list[TextBlock | ImageBlock]:
-    """Text parts (and images where `images`); empty texts carry nothing and are skipped."""
+    content: object, path: str, budget: BlockBudget, *, attachments: bool
+) -> list[TextBlock | ImageBlock | DocumentBlock]:
+    """Text parts (and images and files where `attachments`); empty texts are skipped."""
     if isinstance(content, str):
         budget.spend(1, path)
         return [TextBlock(content)] if content else []
     if not isinstance(content, list):
         raise invalid(path, "content must be a string or a list of content parts", "invalid_type")
     budget.spend(len(content), path)
-    blocks: list[TextBlock | ImageBlock] = []
+    blocks: list[TextBlock | ImageBlock | DocumentBlock] = []
     for index, part in enumerate(content):
         part_path = f"{path}[{index}]"
         if not isinstance(part, Mapping):
@@ -413,10 +425,10 @@ def _content_parts(
             text = string_field(part, field, f"{part_path}.{field}", required=True)
             if text:
                 blocks.append(TextBlock(text))
-        elif kind == "input_image" and images:
+        elif kind == "input_image" and attachments:
             blocks.append(_image(part, part_path))
-        elif kind == "input_file":
-            raise unsupported(f"{part_path}.type", "file inputs are not supported")
+        elif kind == "input_file" and attachments:
+            blocks.append(_file(part, part_path))
         else:
             raise invalid(
                 f"{part_path}.type", f"content part type {quoted(kind)} is not allowed here"
@@ -435,6 +447,34 @@ def _image(part: Mapping[str, Any], path: str) -> ImageBlock:
     return data_url_image(url, f"{path}.image_url")
 
 
+def _file(part: Mapping[str, Any], path: str) -> DocumentBlock:
+    """An inline `file_data` data URL; `detail` is accepted and has no effect."""
+    for key in ("file_id", "file_url"):
+        if part.get(key) is not None:
+            raise unsupported(
+                f"{path}.{key}",
+                "kirod cannot fetch files; send the file inline as file_data "
+                "(data:application/pdf;base64,…) with a filename",
+            )
+    data = string_field(part, "file_data", f"{path}.file_data", required=True)
+    assert data is not None
+    return data_url_document(data, part.get("filename"), f"{path}.file_data", f"{path}.filename")
+
+
+def _search_history(item: Mapping[str, Any]) -> TextBlock:
+    """A web search of an earlier turn, as text: Kiro has no search items (`history_text`)."""
+    action = item.get("action")
+    action = action if isinstance(action, Mapping) else {}
+    query = action.get("query")
+    sources = action.get("sources")
+    urls = [
+        (source["url"], source["url"], "")
+        for source in (sources if isinstance(sources, list) else [])[:100]
+        if isinstance(source, Mapping) and isinstance(source.get("url"), str)
+    ]
+    return TextBlock(history_text(query if isinstance(query, str) else None, urls))
+
+
 def _function_call_output(
     item: Mapping[str, Any], path: str, budget: BlockBudget
 ) -> ToolResultBlock:
@@ -443,7 +483,7 @@ def _function_call_output(
     output = item.get("output")
     if output is None:
         raise invalid(f"{path}.output", "is required", "missing_required_parameter")
-    parts = _content_parts(output, f"{path}.output", budget, images=True)
+    parts = _content_parts(output, f"{path}.output", budget, attachments=True)
     return ToolResultBlock(call_id, tuple(parts))
 
 
@@ -501,6 +541,7 @@ class _Tools:
         self.flat_names: dict[tuple[str, str], str] = {}
         self.custom: set[str] = set()
         self.client: set[str] = set()  # client-run built-in tools (client_tools.py)
+        self.search: WebSearch | None = None  # the hosted web search, which kirod runs
         self._index: dict[str, int] = {}  # position of each name in `specs`
         self._redeclaring = False
         hosted: list[tuple[str, str]] = []
@@ -515,8 +556,10 @@ class _Tools:
             self._redeclaring = where != "tools"
             assert isinstance(tools, list)
             for index, tool in enumerate(tools):
-                self._declare(tool, f"{where}[{index}]", echo, hosted)
-        if hosted and not self.specs:
+                self._declare(tool, f"{where}[{index}]", echo, hosted, where)
+        if self.search is not None and WebSearch.TOOL_NAME in self._index:
+            raise invalid("tools", "a function named 'web_search' beside the web search tool")
+        if hosted and not self.specs and self.search is None:
             where, kind = hosted[0]
             raise unsupported(
                 where,
@@ -531,6 +574,7 @@ class _Tools:
         path: str,
         echo: list[dict[str, Any]],
         hosted: list[tuple[str, str]],
+        where: str = "tools",
     ) -> None:
         if not isinstance(tool, Mapping):
             raise invalid(path, "each tool must be an object", "invalid_type")
@@ -546,6 +590,11 @@ class _Tools:
             echo.append(echoed)
         elif kind == "namespace":
             echo.append(self._namespace(tool, path, hosted))
+        elif kind in _WEB_SEARCH_TYPES and where == "tools":
+            if self.search is not None:
+                raise invalid(f"{path}.type", "a web search tool is declared twice")
+            self.search = _web_search(tool, path)
+            echo.append(dict(tool))
         elif kind is not None and runs_on_client(tool):
             self._add(CLIENT_TOOLS[kind].spec, path)
             self.client.add(kind)
@@ -596,6 +645,22 @@ class _Tools:
             self.flat_names[(namespace, spec.name)] = flat
             echoed.append(echo)
         return {"type": "namespace", "name": namespace, "description": description, "tools": echoed}
+
+
+_WEB_SEARCH_TYPES: Final = frozenset({"web_search", "web_search_preview", "web_search_2025_08_26"})
+
+
+def _web_search(tool: Mapping[str, Any], path: str) -> WebSearch:
+    """The hosted web search: `filters.allowed_domains` honoured; `user_location`,
+    `search_context_size` and Codex's `external_web_access` accepted without effect."""
+    filters = tool.get("filters")
+    allowed: list[str] = []
+    if isinstance(filters, Mapping) and isinstance(filters.get("allowed_domains"), list):
+        for index, domain in enumerate(filters["allowed_domains"][:100]):
+            if not isinstance(domain, str) or not domain:
+                raise invalid(f"{path}.filters.allowed_domains[{index}]", "must be a domain")
+            allowed.append(domain)
+    return WebSearch(allowed_domains=tuple(allowed))
 
 
 def _namespaced(namespace_description: str, spec: ToolSpec) -> str:
@@ -734,7 +799,8 @@ def _affinity(
     body: Mapping[str, Any], metadata: Mapping[str, str], headers: Mapping[str, str]
 ) -> str | None:
     """The conversation key: prompt_cache_key, metadata.kiro_session_id, client_metadata
-    session_id/thread_id (Codex), then Codex's `session-id` header. Explicit inputs only."""
+    session_id/thread_id (Codex), then Codex's `session-id` header or opencode's
+    `x-session-affinity`. Explicit inputs only."""
     if key := body.get("prompt_cache_key"):
         return str(key)
     if key := metadata.get("kiro_session_id"):
@@ -745,4 +811,4 @@ def _affinity(
             if isinstance(value := client.get(name), str) and value:
                 return value
     lowered = {name.lower(): value for name, value in headers.items()}
-    return lowered.get("session-id") or None
+    return lowered.get("session-id") or lowered.get("x-session-affinity") or None

@@ -29,7 +29,12 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-from kirod.canonical.assemble import CanonicalCompletion, OutputBlock
+from kirod.canonical.assemble import (
+    CanonicalCompletion,
+    OutputBlock,
+    SearchResultsBlock,
+    ServerToolUseBlock,
+)
 from kirod.canonical.events import (
     BlockKind,
     BlockStart,
@@ -39,6 +44,9 @@ from kirod.canonical.events import (
     MessageStart,
     MessageStop,
     RedactedThinking,
+    SearchHit,
+    SearchResults,
+    ServerToolUse,
     SignatureDelta,
     StopReason,
     TextDelta,
@@ -135,6 +143,7 @@ class ResponsesStreamEncoder:
         self._shown: list[dict[str, Any]] = []
         self._stored: list[dict[str, Any]] = []
         self._open: _OpenItem | None = None
+        self._searching: tuple[int, dict[str, Any]] | None = None  # a search kirod runs
         self._usage = Usage(0, 0)
         self._reasoning_text: list[str] = []
         self._summary: list[str] = []
@@ -179,6 +188,10 @@ class ResponsesStreamEncoder:
                 out += self._close_item()
             case RedactedThinking():
                 out += self._redacted(event.data)
+            case ServerToolUse():
+                out += self._search_started(event)
+            case SearchResults():
+                out += self._search_done(event)
             case Usage():
                 self._usage = event
             case MessageStop():
@@ -379,6 +392,28 @@ class ResponsesStreamEncoder:
         )
         shown = reasoning_item(rs_id, None, self._shown_seal(sealed))
         return [added, self._done(index, shown, reasoning_item(rs_id, None, sealed))]
+
+    def _search_started(self, use: ServerToolUse) -> list[bytes]:
+        """A search kirod runs: its item opens and is searching until the results close it."""
+        index = len(self._shown)
+        item = web_search_item(item_id("ws", self._id, index), use.query, "in_progress")
+        self._searching = (index, item)
+        at = {"output_index": index, "item_id": item["id"]}
+        return [
+            self._event("response.output_item.added", output_index=index, item=item),
+            self._event("response.web_search_call.in_progress", **at),
+            self._event("response.web_search_call.searching", **at),
+        ]
+
+    def _search_done(self, results: SearchResults) -> list[bytes]:
+        assert self._searching is not None
+        (index, item), self._searching = self._searching, None
+        done = web_search_done(item, results.hits, results.error_code)
+        at = {"output_index": index, "item_id": item["id"]}
+        return [
+            self._event("response.web_search_call.completed", **at),
+            self._done(index, done, done),
+        ]
 
     def _shown_seal(self, sealed: str) -> str | None:
         return sealed if self._echo.include_encrypted else None
@@ -582,11 +617,18 @@ def terminal_status(stop_reason: StopReason) -> tuple[str, dict[str, str] | None
 
 
 def usage_json(usage: Usage, reasoning_text: str) -> dict[str, Any]:
-    """Responses usage; reasoning tokens are estimated (Kiro reports none) and within output."""
+    """Responses usage; reasoning tokens are estimated (Kiro reports none) and within output.
+
+    `input_tokens` is the whole prompt, cached part included, as OpenAI counts it; the cache
+    counts are Kiro's own (`metadataEvent.tokenUsage`) or 0, never simulated.
+    """
     reasoning = min(estimate_text_tokens(reasoning_text), usage.output_tokens)
     return {
         "input_tokens": usage.input_tokens,
-        "input_tokens_details": {"cached_tokens": 0, "cache_write_tokens": 0},
+        "input_tokens_details": {
+            "cached_tokens": usage.cache_read_tokens,
+            "cache_write_tokens": usage.cache_write_tokens,
+        },
         "output_tokens": usage.output_tokens,
         "output_tokens_details": {"reasoning_tokens": reasoning},
         "total_tokens": usage.input_tokens + usage.output_tokens,
@@ -649,10 +691,33 @@ def response_items(
     if echo.compaction:
         summary = "".join(b.text for b in completion.content if isinstance(b, TextBlock))
         return [compaction_item(item_id("cmp", response_id, 0), reasoning_box, summary)]
-    items = []
-    for index, block in enumerate(completion.content):
+    items: list[dict[str, Any]] = []
+    for block in completion.content:
+        if isinstance(block, SearchResultsBlock):
+            # A search and its results are one item, as the stream shows them.
+            if items and items[-1]["type"] == "web_search_call":
+                items[-1] = web_search_done(items[-1], block.hits, block.error_code)
+            continue
+        index = len(items)
         items.append(_item(block, index, response_id, echo, reasoning_box, include_encrypted))
     return items
+
+
+def web_search_item(ws_id: str, query: str, status: str) -> dict[str, Any]:
+    return {
+        "id": ws_id,
+        "type": "web_search_call",
+        "status": status,
+        "action": {"type": "search", "query": query},
+    }
+
+
+def web_search_done(
+    item: Mapping[str, Any], hits: tuple[SearchHit, ...], error_code: str | None
+) -> dict[str, Any]:
+    """The search item once its results are in: completed with its sources, or failed."""
+    action = {**item["action"], "sources": [{"type": "url", "url": hit.url} for hit in hits]}
+    return {**item, "status": "failed" if error_code else "completed", "action": action}
 
 
 def _item(
@@ -673,6 +738,9 @@ def _item(
         case RedactedThinkingBlock():
             sealed = box.seal_redacted(block.data) if include_encrypted else None
             return reasoning_item(item_id("rs", response_id, index), None, sealed)
+        case ServerToolUseBlock() | SearchResultsBlock():
+            query = block.query if isinstance(block, ServerToolUseBlock) else ""
+            return web_search_item(item_id("ws", response_id, index), query, "completed")
         case ToolUseBlock() if block.name in echo.client_tools:
             tool = CLIENT_TOOLS[block.name]
             call_item_id = item_id(tool.id_prefix, response_id, index)

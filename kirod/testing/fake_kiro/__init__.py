@@ -10,7 +10,16 @@ drives such a fake from another process.
 from kirod.testing.fake_kiro.catalog import DEFAULT_MODELS, Model
 from kirod.testing.fake_kiro.remote import RemoteFake, RemoteFakeError
 from kirod.testing.fake_kiro.runner import ThreadedFake, running_fake
-from kirod.testing.fake_kiro.script import Fault, Latency, Reply, Script, ToolCall
+from kirod.testing.fake_kiro.script import (
+    Fault,
+    Latency,
+    Reply,
+    Script,
+    TokenUsage,
+    ToolCall,
+    ToolCut,
+)
+from kirod.testing.fake_kiro.search import Search, SearchFault
 from kirod.testing.fake_kiro.server import FakeKiro, RecordedRequest, build_app
 from kirod.testing.fake_kiro.tokens import AuthKind, DeviceFlow, DeviceOutcome, TokenSet
 from kirod.testing.fake_kiro.usage import Bonus, FreeTrial, Usage
@@ -34,9 +43,13 @@ __all__ = [
     "RemoteFakeError",
     "Reply",
     "Script",
+    "Search",
+    "SearchFault",
     "ThreadedFake",
     "TokenSet",
+    "TokenUsage",
     "ToolCall",
+    "ToolCut",
     "Usage",
     "build_app",
     "running_fake",

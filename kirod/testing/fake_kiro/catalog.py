@@ -57,7 +57,8 @@ class Model:
     `honors_reasoning_effort`: `userInputMessage.reasoning` turns on native reasoning (kiro-cli
     wire); other models ignore it silently. `redacted_reasoning`: native reasoning arrives as an
     opaque `redactedContent` blob (GPT-5.6) instead of text + signature. `premium`: not available
-    on Free plans (Opus).
+    on Free plans (Opus). `cache_checkpoints`: listed with a `promptCaching` block allowing that
+    many `cachePoint`s per request (§6.2 captures show 4 on Claude models); 0 lists none.
     """
 
     model_id: str
@@ -71,6 +72,7 @@ class Model:
     redacted_reasoning: bool = False
     premium: bool = False
     provider: str = "anthropic"
+    cache_checkpoints: int = 0
 
     def to_json(self) -> dict[str, Any]:
         """The model as ListAvailableModels serializes it."""
@@ -90,21 +92,32 @@ class Model:
         }
         if self.request_fields_schema is not None:
             data["additionalModelRequestFieldsSchema"] = self.request_fields_schema
+        if self.cache_checkpoints:
+            data["promptCaching"] = {
+                "supportsPromptCaching": True,
+                "maximumCacheCheckpointsPerRequest": self.cache_checkpoints,
+                "minimumTokensPerCacheCheckpoint": 1024,
+            }
         return data
 
 
 DEFAULT_MODEL_ID = "auto"
+DOCUMENT_INPUTS = ("TEXT", "IMAGE", "DOCUMENT")
+"""The request model's `documents` input type; listed for some newer Claude models only, so
+kirod is tested both with and without it (no capture shows which real models list it)."""
 
 DEFAULT_MODELS: tuple[Model, ...] = (
     Model("auto", "Auto", 1_000_000, 64_000, 1.0),
-    Model("claude-sonnet-4.5", "Claude Sonnet 4.5", 200_000, 64_000, 1.3),
+    Model("claude-sonnet-4.5", "Claude Sonnet 4.5", 200_000, 64_000, 1.3, cache_checkpoints=4),
     Model(
         "claude-sonnet-4.6",
         "Claude Sonnet 4.6",
         1_000_000,
         64_000,
         1.3,
+        DOCUMENT_INPUTS,
         request_fields_schema=CLAUDE_REQUEST_FIELDS,
+        cache_checkpoints=4,
     ),
     Model("claude-sonnet-4", "Claude Sonnet 4", 200_000, 64_000, 1.3),
     Model("claude-haiku-4.5", "Claude Haiku 4.5", 200_000, 64_000, 0.4),
@@ -144,6 +157,7 @@ DEFAULT_MODELS: tuple[Model, ...] = (
         1_000_000,
         64_000,
         1.3,
+        DOCUMENT_INPUTS,
         request_fields_schema=CLAUDE_REQUEST_FIELDS,
     ),
     Model("claude-sonnet-4.5-1m", "Claude Sonnet 4.5 (1M)", 1_000_000, 64_000, 1.3),

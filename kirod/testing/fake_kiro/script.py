@@ -51,15 +51,31 @@ class Fault(enum.Enum):
     STALL = "pause `stall_s` seconds after `fault_at` frames, then finish"
 
 
+class ToolCut(enum.Enum):
+    """How Kiro cuts one tool call off, after part of its input (capabilities §3.5)."""
+
+    END = "the stream ends: no stop, no tail frames"
+    SILENCE = "`stall_s` of silence, then the connection is cut"
+    UNPARSEABLE_STOP = "`stop: true` after the partial input; the answer goes on"
+    EXCEPTION = "an exception frame of `exception_type`, no tail"
+    MAX_TOKENS = "a metadataEvent {stopReason: MAX_TOKENS}, then the tail"
+
+
 @dataclass(frozen=True)
 class ToolCall:
     """One tool call. `fragments`, when given, are sent verbatim as the input deltas (they need
-    not be valid JSON); otherwise the compact JSON of `arguments` is split by the chunk size."""
+    not be valid JSON); otherwise the compact JSON of `arguments` is split by the chunk size, or
+    sent as growing objects when `as_objects` (each frame's `input` the whole input so far).
+    `cut` cuts the call off after `cut_after` characters of its input (objects: snapshots;
+    default half); calls after it are not sent, except after `UNPARSEABLE_STOP`."""
 
     name: str
     arguments: Mapping[str, Any] = field(default_factory=dict)
     fragments: tuple[str, ...] | None = None
     tool_use_id: str | None = None
+    as_objects: bool = False
+    cut: ToolCut | None = None
+    cut_after: int | None = None
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -67,30 +83,67 @@ class ToolCall:
             "arguments": dict(self.arguments),
             "fragments": None if self.fragments is None else list(self.fragments),
             "tool_use_id": self.tool_use_id,
+            "as_objects": self.as_objects,
+            "cut": None if self.cut is None else self.cut.name,
+            "cut_after": self.cut_after,
         }
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> ToolCall:
-        fragments = data.get("fragments")
+        fragments, cut = data.get("fragments"), data.get("cut")
         return cls(
             name=data["name"],
             arguments=data.get("arguments", {}),
             fragments=None if fragments is None else tuple(fragments),
             tool_use_id=data.get("tool_use_id"),
+            as_objects=bool(data.get("as_objects", False)),
+            cut=None if cut is None else ToolCut[cut],
+            cut_after=data.get("cut_after"),
         )
+
+
+@dataclass(frozen=True)
+class TokenUsage:
+    """`metadataEvent.tokenUsage` as AWS's model shapes it (capabilities §1.5): `uncached`
+    excludes the cache reads and writes. Live IDE-persona streams have not been seen to send it,
+    so the fake sends it only when a reply scripts it."""
+
+    uncached: int
+    output: int
+    cache_read: int = 0
+    cache_write: int = 0
+
+    def wire(self) -> dict[str, int]:
+        total = self.uncached + self.cache_read + self.cache_write + self.output
+        return {
+            "uncachedInputTokens": self.uncached,
+            "outputTokens": self.output,
+            "totalTokens": total,
+            "cacheReadInputTokens": self.cache_read,
+            "cacheWriteInputTokens": self.cache_write,
+        }
+
+    def to_json(self) -> dict[str, int]:
+        return {
+            "uncached": self.uncached,
+            "output": self.output,
+            "cache_read": self.cache_read,
+            "cache_write": self.cache_write,
+        }
 
 
 @dataclass(frozen=True)
 class Reply:
     """What the model says. `thinking` is only emitted when the request asked for it (prompt
     tags or native reasoning). `credits` and `context_usage` (a percentage) default to values
-    derived from the request and the model."""
+    derived from the request and the model; `token_usage`, when given, adds a `metadataEvent`."""
 
     text: str = ""
     thinking: str | None = None
     tool_calls: tuple[ToolCall, ...] = ()
     credits: float | None = None
     context_usage: float | None = None
+    token_usage: TokenUsage | None = None
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -99,12 +152,15 @@ class Reply:
             "tool_calls": [call.to_json() for call in self.tool_calls],
             "credits": self.credits,
             "context_usage": self.context_usage,
+            "token_usage": None if self.token_usage is None else self.token_usage.to_json(),
         }
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> Reply:
         calls = tuple(ToolCall.from_json(call) for call in data.get("tool_calls", ()))
-        return cls(**{**data, "tool_calls": calls})
+        usage = data.get("token_usage")
+        token_usage = None if usage is None else TokenUsage(**usage)
+        return cls(**{**data, "tool_calls": calls, "token_usage": token_usage})
 
 
 @dataclass(frozen=True)
@@ -130,6 +186,7 @@ class Script:
     exception_type: str = "ThrottlingException"
     retry_after_s: int = 2
     stall_s: float = 2.0
+    call_first: ToolCall | None = None  # answer this call until the request carries a result
 
     def __post_init__(self) -> None:
         if self.chunk_size < 1 or self.fault_at < 0:
@@ -146,16 +203,18 @@ class Script:
             "exception_type": self.exception_type,
             "retry_after_s": self.retry_after_s,
             "stall_s": self.stall_s,
+            "call_first": None if self.call_first is None else self.call_first.to_json(),
         }
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> Script:
-        reply, fault = data.get("reply"), data.get("fault")
+        reply, fault, call = data.get("reply"), data.get("fault"), data.get("call_first")
         return cls(
             **{
                 **data,
                 "reply": None if reply is None else Reply.from_json(reply),
                 "fault": None if fault is None else Fault[fault],
+                "call_first": None if call is None else ToolCall.from_json(call),
             }
         )
 
@@ -171,6 +230,7 @@ class ChatRequest:
     native_reasoning: bool
     estimated_tokens: int
     seed: str
+    has_tool_results: bool = False
 
     @classmethod
     def parse(cls, root: Mapping[str, Any], model: Model) -> ChatRequest:
@@ -204,6 +264,7 @@ class ChatRequest:
             native_reasoning=via_fields or via_effort,
             estimated_tokens=estimate_tokens(state),
             seed=hashlib.sha256(seed_source.encode()).hexdigest(),
+            has_tool_results=bool(results),
         )
 
 
@@ -321,6 +382,9 @@ def plan_stream(script: Script, request: ChatRequest, latency: Latency) -> Strea
     if script.fault is Fault.EMPTY_STREAM:
         return StreamPlan((), 0.0)
     reply = script.reply or default_reply(request)
+    if script.call_first is not None and not request.has_tool_results:
+        # A tool loop, e.g. a web search kirod runs inside the turn: call, then answer.
+        reply = Reply(tool_calls=(script.call_first,))
     fault = script.fault
     if fault in (Fault.TRUNCATED_TOOL_INPUT, Fault.LEAKED_TOOL_CALL_TEXT) and not reply.tool_calls:
         reply = replace(reply, tool_calls=(DEFAULT_TOOL_CALL,))
@@ -337,12 +401,24 @@ def plan_stream(script: Script, request: ChatRequest, latency: Latency) -> Strea
         at = min(script.fault_at, len(deltas) - 1)
         deltas.insert(at, deltas[at])
     content += [encode_event("assistantResponseEvent", {"content": d}) for d in deltas]
+    cut: ToolCut | None = None
     for index, call in enumerate(calls):
-        truncate = fault is Fault.TRUNCATED_TOOL_INPUT and index == len(calls) - 1
+        if fault is Fault.TRUNCATED_TOOL_INPUT and index == len(calls) - 1:
+            call = replace(call, cut=ToolCut.END)
         tool_use_id = call.tool_use_id or _tool_use_id(request.seed, index)
-        content += _tool_frames(call, tool_use_id, script.chunk_size, truncate=truncate)
-    if fault is Fault.TRUNCATED_TOOL_INPUT:
+        content += _tool_frames(call, tool_use_id, script.chunk_size)
+        if call.cut not in (None, ToolCut.UNPARSEABLE_STOP):
+            cut = call.cut
+            break
+    if cut is ToolCut.END:
         return _timed(script, latency, content, 0.0)
+    if cut is ToolCut.SILENCE:
+        steps = _timed(script, latency, content, 0.0).steps
+        return StreamPlan((*steps, Pause(script.stall_s), Cut(b"")), 0.0)
+    if cut is ToolCut.EXCEPTION:
+        message = f"Fake Kiro scripted {script.exception_type}."
+        exception = encode_exception(script.exception_type, message)
+        return _timed(script, latency, [*content, exception], 0.0)
     credits = reply.credits if reply.credits is not None else _default_credits(request, text)
     usage = reply.context_usage
     if usage is None:
@@ -353,6 +429,11 @@ def plan_stream(script: Script, request: ChatRequest, latency: Latency) -> Strea
         ),
         encode_event("contextUsageEvent", {"contextUsagePercentage": usage}),
     ]
+    if reply.token_usage is not None:
+        metadata = {"tokenUsage": reply.token_usage.wire()}
+        tail.insert(0, encode_event("metadataEvent", metadata))
+    if cut is ToolCut.MAX_TOKENS:
+        tail.insert(0, encode_event("metadataEvent", {"stopReason": "MAX_TOKENS"}))
     at = min(script.fault_at, len(content))
     if fault is Fault.MIDSTREAM_EXCEPTION:
         message = f"Fake Kiro scripted {script.exception_type}."
@@ -397,25 +478,45 @@ def _reasoning_frames(reply: Reply, request: ChatRequest, chunk_size: int) -> li
     return [*frames, encode_event("reasoningContentEvent", {"signature": signature})]
 
 
-def _tool_frames(
-    call: ToolCall, tool_use_id: str, chunk_size: int, *, truncate: bool
-) -> list[bytes]:
+def _tool_frames(call: ToolCall, tool_use_id: str, chunk_size: int) -> list[bytes]:
     """Open frame, input fragments, `stop:true`, each repeating name and id (§3.3)."""
     head = {"name": call.name, "toolUseId": tool_use_id}
-    if call.fragments is None and not call.arguments and not truncate:
+    if call.fragments is None and not call.arguments and call.cut is None:
         return [encode_event("toolUseEvent", {**head, "input": "", "stop": True})]
-    if call.fragments is not None:
-        fragments = list(call.fragments)
+    inputs: list[Any]
+    if call.as_objects:
+        inputs = _snapshots(call.arguments, chunk_size)
+        if call.cut is not None:
+            inputs = inputs[: _kept(len(inputs), call.cut_after)]
     else:
-        fragments = _chunks(_compact(call.arguments), chunk_size)
-    if truncate:
-        whole = "".join(fragments)
-        fragments = _chunks(whole[: max(1, len(whole) // 2)], chunk_size)
-    frames = [encode_event("toolUseEvent", {**head, "input": ""})]
-    frames += [encode_event("toolUseEvent", {**head, "input": f}) for f in fragments]
-    if not truncate:
+        fragments = call.fragments
+        whole = "".join(fragments) if fragments is not None else _compact(call.arguments)
+        inputs = list(fragments) if fragments is not None else _chunks(whole, chunk_size)
+        if call.cut is not None:
+            inputs = _chunks(whole[: _kept(len(whole), call.cut_after)], chunk_size)
+    frames = [encode_event("toolUseEvent", {**head, "input": {} if call.as_objects else ""})]
+    frames += [encode_event("toolUseEvent", {**head, "input": i}) for i in inputs]
+    if call.cut in (None, ToolCut.UNPARSEABLE_STOP):
         frames.append(encode_event("toolUseEvent", {**head, "stop": True}))
     return frames
+
+
+def _kept(size: int, cut_after: int | None) -> int:
+    """How much of a cut call's input is sent: `cut_after`, or half of it (at least 1)."""
+    return max(1, size // 2) if cut_after is None else cut_after
+
+
+def _snapshots(arguments: Mapping[str, Any], chunk_size: int) -> list[dict[str, Any]]:
+    """The input as it grows: one more key at a time, long strings `chunk_size` at a time."""
+    items = list(arguments.items())
+    snapshots: list[dict[str, Any]] = []
+    for count, (key, value) in enumerate(items):
+        head = dict(items[:count])
+        if isinstance(value, str):
+            ends = range(chunk_size, len(value), chunk_size)
+            snapshots += [{**head, key: value[:end]} for end in ends]
+        snapshots.append({**head, key: value})
+    return snapshots
 
 
 def _tool_use_id(seed: str, index: int) -> str:

@@ -39,6 +39,7 @@ from kirod.testing.fake_kiro.script import (
     plan_stream,
     suspended_body,
 )
+from kirod.testing.fake_kiro.search import WEB_SEARCH_TOOL, Search, SearchFault, search_text
 from kirod.testing.fake_kiro.tokens import Account, AuthKind, DeviceFlow, TokenRegistry, TokenSet
 from kirod.testing.fake_kiro.usage import Usage
 from kirod.testing.fake_kiro.validate import RULES, validate_chat
@@ -107,6 +108,7 @@ class FakeKiro:
         self._models = {model.model_id: model for model in models}
         self._lock = threading.Lock()
         self._queue: collections.deque[Script] = collections.deque()
+        self._searches: collections.deque[Search] = collections.deque()
         self._account_queues: dict[str, collections.deque[Script]] = {}
         self._requests: list[RecordedRequest] = []
         FakeKiro.created.append(self)
@@ -134,6 +136,16 @@ class FakeKiro:
         with self._lock:
             self._queue.clear()
             self._account_queues.clear()
+            self._searches.clear()
+
+    def enqueue_search(self, *scripts: Search) -> None:
+        """Queue answers for the next MCP web searches (else: three deterministic results)."""
+        with self._lock:
+            self._searches.extend(scripts)
+
+    def next_search(self) -> Search:
+        with self._lock:
+            return self._searches.popleft() if self._searches else Search()
 
     def next_script(self, account_id: str) -> Script:
         with self._lock:
@@ -495,44 +507,47 @@ async def _profiles(fake: FakeKiro, request: web.Request, record: RecordedReques
 
 
 async def _mcp(fake: FakeKiro, request: web.Request, record: RecordedRequest) -> web.Response:
-    """Minimal JSON-RPC: `tools/list`, and `tools/call` of `web_search` (§6.4)."""
+    """JSON-RPC `tools/list`, and `tools/call` of `web_search` (`search.py`)."""
     account = _authenticate(fake, request)
     if account is None:
         return _bearer_invalid()
     record.account_id = account.account_id
     call = _json_object(record.body)
+    profile_arn = call.get("profileArn")
+    if profile_arn is None and account.kind is AuthKind.SOCIAL:
+        body = {"message": "profileArn is required for this request.", "reason": None}
+        return _error(400, body, "ValidationException")
+    if profile_arn is not None and profile_arn != account.profile_arn:
+        return _error(403, {"message": "User is not authorized."}, "AccessDeniedException")
     reply: dict[str, Any] = {"id": call.get("id"), "jsonrpc": "2.0"}
     params = _dict(call.get("params"))
     arguments = _dict(params.get("arguments"))
     if call.get("method") == "tools/list":
-        reply["result"] = {"tools": [_WEB_SEARCH_TOOL]}
-    elif call.get("method") == "tools/call" and params.get("name") == "web_search":
-        query = str(arguments.get("query", ""))
-        text = json.dumps({"results": _search_results(query), "totalResults": 3, "query": query})
-        reply["result"] = {"content": [{"type": "text", "text": text}], "isError": False}
-    else:
+        reply["result"] = {"tools": [WEB_SEARCH_TOOL]}
+        return web.json_response(reply)
+    if call.get("method") != "tools/call" or params.get("name") != "web_search":
         reply["error"] = {"code": -32601, "message": "Method not found"}
+        return web.json_response(reply)
+    script = fake.next_search()
+    if script.fault is not None:
+        fake._count(f"search_fault:{script.fault.value}")
+    if script.delay_s or script.fault is SearchFault.SLOW:
+        await asyncio.sleep(script.delay_s)
+    match script.fault:
+        case SearchFault.FORBIDDEN:
+            return _error(403, {"message": "User is not authorized."}, "AccessDeniedException")
+        case SearchFault.SERVER_ERROR:
+            return _error(500, {"message": "Internal error."}, "InternalServerException")
+        case SearchFault.MALFORMED:
+            return web.Response(text="<html>not json-rpc", content_type="application/json")
+        case SearchFault.RPC_ERROR:
+            reply["error"] = {"code": -32603, "message": "Internal error"}
+            return web.json_response(reply)
+    text = search_text(script, str(arguments.get("query", "")))
+    is_error = script.fault is SearchFault.TOOL_ERROR
+    reply["result"] = {"content": [{"type": "text", "text": text}], "isError": is_error}
+    fake._count("searches")
     return web.json_response(reply)
-
-
-_WEB_SEARCH_TOOL = {
-    "name": "web_search",
-    "description": "Search the web (fake Kiro: deterministic results).",
-    "inputSchema": {"type": "object", "properties": {"query": {"type": "string"}}},
-}
-
-
-def _search_results(query: str) -> list[dict[str, Any]]:
-    slug = "-".join(query.lower().split())[:60] or "empty"
-    return [
-        {
-            "title": f"Result {n} for {query}",
-            "url": f"https://example.com/{slug}/{n}",
-            "snippet": f"Snippet {n} about {query}.",
-            "domain": "example.com",
-        }
-        for n in range(1, 4)
-    ]
 
 
 def _dict(value: Any) -> dict[str, Any]:

@@ -5,8 +5,8 @@ fake enforces all of them so that kirod's payload builder is tested against the 
 produce the service's famously unhelpful `{"message":"Improperly formed request.","reason":null}`.
 
 Token estimate: every character of every string (keys included) in `conversationState`, images
-excluded, divided by 4 and rounded up. Crude, but deterministic and in the right order of
-magnitude for English text and JSON.
+and documents excluded, divided by 4 and rounded up. Crude, but deterministic and in the right
+order of magnitude for English text and JSON.
 """
 
 from __future__ import annotations
@@ -31,6 +31,7 @@ THINKING_TAG = "<thinking_mode>"
 """The prompt tag that asks Claude for `<thinking>` text (§2.4a)."""
 CHAT_TRIGGER_TYPES = frozenset({"MANUAL", "DIAGNOSTIC", "INLINE_CHAT"})
 IMAGE_FORMATS = frozenset({"png", "jpeg", "gif", "webp"})
+DOCUMENT_FORMATS = frozenset({"pdf", "csv", "doc", "docx", "html", "md", "txt", "xls", "xlsx"})
 
 _REASONING_KEY = b"fake-kiro reasoning signature key"
 _MALFORMED = {"message": "Improperly formed request.", "reason": None}
@@ -66,6 +67,9 @@ RULES: dict[str, Rule] = {
     "empty_assistant_content": Rule("assistant content empty or missing (toolUses-only too)"),
     "empty_user_content": Rule("user content empty without toolResults"),
     "cache_point_in_tools": Rule("a cachePoint element in tools"),
+    "invalid_cache_point": Rule('a message cachePoint other than {"type": "default"}'),
+    "cache_points_unsupported": Rule("message cachePoints for a model without promptCaching"),
+    "too_many_cache_points": Rule("more cachePoints than maximumCacheCheckpointsPerRequest"),
     "tool_name_too_long": Rule(f"tool name longer than {MAX_TOOL_NAME_LENGTH} characters"),
     "invalid_tool_schema": Rule("tool inputSchema with a null value or a non-string type"),
     "tool_results_without_tools": Rule("toolResults in a request that declares no tools"),
@@ -84,6 +88,9 @@ RULES: dict[str, Rule] = {
     "misplaced_images": Rule("images anywhere but userInputMessage.images"),
     "invalid_image": Rule("image without a known format or base64 source.bytes"),
     "images_unsupported": Rule("images sent to a text-only model"),
+    "misplaced_documents": Rule("documents anywhere but userInputMessage.documents"),
+    "invalid_document": Rule("document without a name, a known format or base64 source.bytes"),
+    "documents_unsupported": Rule("documents sent to a model whose inputs lack DOCUMENT"),
     "unsupported_request_fields": Rule(
         "additionalModelRequestFields not allowed by the model's schema"
     ),
@@ -168,9 +175,11 @@ def _check(body: bytes, models: Mapping[str, Model]) -> None:
     _check_order([role for role, _ in turns[:-1]])
     for role, message in turns:
         _check_content(role, message)
+    _check_cache_points(turns, model)
     declared = _check_tools(_list(_context(user).get("tools", [])))
     _check_tool_pairing(turns, declared)
     _check_images(turns, model)
+    _check_documents(turns, model)
     _check_request_fields(root.get("additionalModelRequestFields"), model)
     for role, message in turns:
         if role == "assistant" and "reasoningContent" in message:
@@ -233,6 +242,19 @@ def _check_content(role: str, message: dict[str, Any]) -> None:
         raise _Broken("empty_assistant_content")
     if not _list(_context(message).get("toolResults", [])):
         raise _Broken("empty_user_content")
+
+
+def _check_cache_points(turns: list[tuple[str, dict[str, Any]]], model: Model) -> None:
+    """Message-level `cachePoint`s (capabilities §1.1): one shape, a per-model budget."""
+    points = [message["cachePoint"] for _, message in turns if "cachePoint" in message]
+    if not points:
+        return
+    if any(point != {"type": "default"} for point in points):
+        raise _Broken("invalid_cache_point")
+    if not model.cache_checkpoints:
+        raise _Broken("cache_points_unsupported")
+    if len(points) > model.cache_checkpoints:
+        raise _Broken("too_many_cache_points")
 
 
 def _check_tools(tools: list[Any]) -> set[str]:
@@ -365,6 +387,39 @@ def _check_images(turns: list[tuple[str, dict[str, Any]]], model: Model) -> None
             raise _Broken("invalid_image")
 
 
+def _check_documents(turns: list[tuple[str, dict[str, Any]]], model: Model) -> None:
+    """`documents[]` items as the request model defines them: `name`, `format`, `source.bytes`."""
+    documents: list[Any] = []
+    for role, message in turns:
+        if "documents" in _context(message) or (role == "assistant" and "documents" in message):
+            raise _Broken("misplaced_documents")
+        if role == "user":
+            documents.extend(_list(message.get("documents", [])))
+    if documents and "DOCUMENT" not in model.input_types:
+        raise _Broken("documents_unsupported")
+    for document in documents:
+        document = _object(document)
+        name, data = document.get("name"), _object(document.get("source")).get("bytes")
+        document_format = document.get("format")
+        if (
+            not isinstance(name, str)
+            or not name.strip()
+            or not isinstance(document_format, str)
+            or document_format not in DOCUMENT_FORMATS
+            or not isinstance(data, str)
+            or not _is_base64(data)
+        ):
+            raise _Broken("invalid_document")
+
+
+def _is_base64(text: str) -> bool:
+    try:
+        base64.b64decode(text, validate=True)
+    except ValueError:  # binascii.Error is one
+        return False
+    return True
+
+
 def _result_has_image(result: dict[str, Any]) -> bool:
     blocks = _list(result.get("content", []))
     return "images" in result or any(isinstance(b, dict) and "image" in b for b in blocks)
@@ -412,5 +467,9 @@ def _string_chars(value: Any) -> int:
     if isinstance(value, list):
         return sum(_string_chars(item) for item in value)
     if isinstance(value, dict):
-        return sum(len(key) + _string_chars(item) for key, item in value.items() if key != "images")
+        return sum(
+            len(key) + _string_chars(item)
+            for key, item in value.items()
+            if key not in ("images", "documents")
+        )
     return 0
