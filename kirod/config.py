@@ -230,6 +230,21 @@ OPTIONS: tuple[Option, ...] = (
         minimum=0,
     ),
     Option(
+        "account_rpm",
+        Kind.FLOAT,
+        "Requests per minute each account starts at most, spaced evenly; 0 turns pacing off. "
+        "A request waits (up to queue_timeout_s) for its turn rather than failing.",
+        0.0,
+        minimum=0,
+    ),
+    Option(
+        "account_min_interval_s",
+        Kind.FLOAT,
+        "Shortest time between two request starts on one account; 0 turns it off.",
+        0.0,
+        minimum=0,
+    ),
+    Option(
         "max_account_attempts",
         Kind.INT,
         "Accounts one request may try when upstream failures happen before any output.",
@@ -445,6 +460,8 @@ class Settings:
     account_inference_concurrency: int
     account_selection_strategy: str
     queue_timeout_s: float
+    account_rpm: float
+    account_min_interval_s: float
     max_account_attempts: int
     breaker_consecutive_failures: int
     affinity_ttl_s: float

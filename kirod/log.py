@@ -34,3 +34,20 @@ def annotate(**fields: Any) -> None:
     current = request_fields_var.get()
     if current is not None:
         current.update(fields)
+
+
+def redact_url(url: str | None) -> str | None:
+    """`url` with the password of its user part masked: `socks5://user:***@host:1080`.
+
+    A user part with no password is masked whole (it may be a token); anything that does not
+    parse as a URL with a host is masked entirely. For logs and the control API alike.
+    """
+    if url is None or "@" not in url:
+        return url
+    scheme, sep, rest = url.partition("://")
+    if not sep:
+        return "***"
+    userinfo, _, hostpart = rest.rpartition("@")
+    user, colon, _password = userinfo.partition(":")
+    masked = f"{user}:***" if colon and user else "***"
+    return f"{scheme}://{masked}@{hostpart}"

@@ -15,4 +15,5 @@ def to_upstream(record: AccountRecord) -> UpstreamAccount:
         auth_kind=AuthKind(record.auth_kind),
         profile_arn=record.profile_arn,
         credentials=Credentials.from_json(record.credentials),
+        proxy_url=record.proxy_url,
     )

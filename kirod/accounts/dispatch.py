@@ -6,7 +6,9 @@
 
 Dispatch keeps the account logic only; building the payload, calling Kiro and translating its
 frames is one `kirod.upstream.exchange` exchange, or the turn of several (`kirod.upstream.turn`)
-that the request's steps make of it. `Dispatcher.open` is an async context manager
+that the request's steps make of it. The model is routed before any lease: only accounts whose
+catalog offers it are leased (`ModelDirectory.route`), and pacing waits happen in the pool.
+`Dispatcher.open` is an async context manager
 with two phases. Before it yields, nothing has reached the client. A bearer rejection is retried
 once on the same account after a forced refresh; any other recoverable failure (throttling,
 quota, suspension, server error, network, a stream that fails before its first event, a model
@@ -34,19 +36,20 @@ from kirod import log
 from kirod.accounts.account import to_upstream
 from kirod.accounts.affinity import AffinityMap
 from kirod.accounts.branches import BranchQueue
-from kirod.accounts.models import ModelDirectory
+from kirod.accounts.models import ModelDirectory, Routing
 from kirod.accounts.operation import Operation
 from kirod.accounts.pool import AccountPool, Lease
 from kirod.accounts.probes import UsageProbes
 from kirod.accounts.tokens import TokenKeeper
 from kirod.canonical.events import CanonicalEvent
-from kirod.canonical.models import ModelInfo
+from kirod.canonical.models import ModelInfo, resolve
 from kirod.canonical.request import CanonicalRequest
+from kirod.canonical.shape import request_shape
 from kirod.errors import ApiError
 from kirod.storage.affinity import Binding
 from kirod.storage.oplog import OpLog
 from kirod.upstream.client import KiroClient, UpstreamAccount
-from kirod.upstream.errors import Failure, RefreshError, UpstreamError
+from kirod.upstream.errors import Failure, RefreshError, UpstreamError, UpstreamHttpError
 from kirod.upstream.exchange import (
     Exchange,
     ParameterPolicy,
@@ -94,7 +97,10 @@ class _Retry(Exception):
 
 # Failures a request can cause itself (a body Kiro chokes on): the same one on two accounts in a
 # row ends the failover, so one bad payload does not count against every account it visits.
-_SUSPECT_REQUEST: frozenset[Failure] = frozenset({Failure.SERVER, Failure.PROTOCOL})
+# Kiro refusing the model (INVALID_MODEL_ID) on two accounts in a row ends it too.
+_SUSPECT_REQUEST: frozenset[Failure] = frozenset(
+    {Failure.SERVER, Failure.PROTOCOL, Failure.INVALID_MODEL}
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -136,6 +142,8 @@ class Dispatcher:
     async def open(self, request: CanonicalRequest, *, tenant: str) -> AsyncIterator[Dispatch]:
         """Open an upstream exchange for `request` on behalf of API key `tenant`."""
         operation = Operation(request, tenant)
+        if logger.isEnabledFor(logging.DEBUG):  # counts and flags only: never the content
+            log.event(logger, "request_shape", level=logging.DEBUG, **request_shape(request))
         failure: BaseException | None = None
         try:
             async with contextlib.AsyncExitStack() as stack:
@@ -193,14 +201,21 @@ class Dispatcher:
         operation: Operation,
         stack: contextlib.AsyncExitStack,
     ) -> _Opened:
-        """Try accounts until one produces a first event; its slot and response join `stack`."""
+        """Try accounts until one produces a first event; its slot and response join `stack`.
+
+        Only accounts whose catalog offers the request's model are leased (`ModelDirectory.route`);
+        a model none offers is its 404 before any lease.
+        """
+        routing = self._models.route(request.model, await self._pool.current())
         tried: list[str] = []
         last: ApiError | None = None
         previous: Failure | None = None
         while len(tried) < self._policy.max_account_attempts:
             try:
                 lease = await self._pool.lease(
-                    prefer=binding.account_id if binding else None, exclude=tried
+                    prefer=binding.account_id if binding else None,
+                    exclude=tried,
+                    eligible=routing.offers,
                 )
             except ApiError as unavailable:
                 if last is None:
@@ -212,7 +227,9 @@ class Dispatcher:
             async with contextlib.AsyncExitStack() as attempt:
                 attempt.callback(lease.release)
                 try:
-                    opened = await self._attempt(lease, request, binding, operation, attempt)
+                    opened = await self._attempt(
+                        lease, request, routing, binding, operation, attempt
+                    )
                 except _Retry as retry:
                     last = retry.error
                     if retry.failure in _SUSPECT_REQUEST and retry.failure is previous:
@@ -232,12 +249,15 @@ class Dispatcher:
         self,
         lease: Lease,
         request: CanonicalRequest,
+        routing: Routing,
         binding: Binding | None,
         operation: Operation,
         stack: contextlib.AsyncExitStack,
     ) -> _Opened:
+        operation.attempting(lease.account_id, lease.account.region)
         account = await self._fresh(lease, operation, to_upstream(lease.account))
-        route = await self._route(lease, request, binding, operation, account)
+        route = await self._route(lease, request, routing, binding, operation, account)
+        operation.attempting(lease.account_id, account.region, route.model.kiro_id)
         for forced in (False, True):
             try:
                 exchange = await stack.enter_async_context(
@@ -251,6 +271,12 @@ class Dispatcher:
                     account = await self._fresh(lease, operation, route.account, rejected=rejected)
                     route = dataclasses.replace(route, account=account)
                     continue
+                if exc.failure is Failure.INVALID_MODEL:
+                    # Not in this account's plan after all: its catalog forgets the model (and is
+                    # read again), and another account may serve it.
+                    self._models.refused(lease.account_id, route.model.kiro_id)
+                    operation.tried(lease.account_id, exc.failure.value)
+                    raise _Retry(exc.to_api_error(), exc.failure) from None
                 token = account.credentials.access_token if exc.failure is Failure.BEARER else None
                 raise await self._failed(lease, operation, exc, rejected_token=token) from None
         operation.dropped = exchange.dropped
@@ -267,20 +293,25 @@ class Dispatcher:
         self,
         lease: Lease,
         request: CanonicalRequest,
+        routing: Routing,
         binding: Binding | None,
         operation: Operation,
         account: UpstreamAccount,
     ) -> Route:
-        """Which model serves `request` on this account, under which names."""
-        try:
-            resolution = self._models.resolve(
-                request.model, await self._models.catalog_for(account)
-            )
-        except ApiError as unknown:
-            # Not in this account's catalog (its plan lacks it?): another account may list it.
-            operation.tried(lease.account_id, "model_not_listed")
-            raise _Retry(unknown) from None
-        model = resolution.info
+        """The routed model on this account (its own catalog entry), under which names."""
+        catalog = await self._models.catalog_for(account)
+        model = catalog.get(routing.kiro_id) if routing.kiro_id else None
+        resolution = routing.resolution
+        if model is None or resolution is None:
+            # Leased before its catalog was read, and it lacks the routed model: the name on its
+            # own catalog (family fallback), else another account may list it.
+            try:
+                resolution = resolve(request.model, catalog, self._models.policy)
+            except ApiError as unknown:
+                operation.tried(lease.account_id, "model_not_listed")
+                raise _Retry(unknown) from None
+            model = resolution.info
+        self._models.served(request.model, resolution)
         if self._authorize is not None:
             self._authorize(operation.tenant, model)
         asked, limit = request.max_output_tokens, model.max_output_tokens
@@ -322,7 +353,13 @@ class Dispatcher:
     ) -> _Retry | ApiError:
         """Record a failed attempt on the account; return what to raise."""
         failure, detail = error.failure, error.detail
-        operation.tried(lease.account_id, failure.value)
+        http = error if isinstance(error, UpstreamHttpError) else None
+        operation.tried(
+            lease.account_id,
+            failure.value,
+            status=http.status if http else None,
+            reason=http.reason if http else None,
+        )
         log.event(
             logger,
             "upstream_attempt_failed",

@@ -42,6 +42,7 @@ _SEVERITY: dict[Status, int] = {
     "cooling_down": 1,
     "exhausted": 2,
     "needs_login": 3,
+    "needs_profile": 3,
     "suspended": 4,
     "disabled": 5,
 }

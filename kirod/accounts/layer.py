@@ -78,6 +78,8 @@ def build_account_layer(
         strategy=Strategy(settings.account_selection_strategy),
         queue_timeout_s=settings.queue_timeout_s,
         breaker_threshold=settings.breaker_consecutive_failures,
+        rpm=settings.account_rpm,
+        min_interval_s=settings.account_min_interval_s,
     )
     keeper = TokenKeeper(accounts, client, tasks, settings.refresh_window_s)
     models = ModelDirectory(

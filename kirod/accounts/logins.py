@@ -19,7 +19,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kirod import log
-from kirod.errors import ControlUpstreamFailed, StoreError, TooManyLogins
+from kirod.accounts import profiles
+from kirod.errors import ControlUpstreamFailed, InvalidControlRequest, StoreError, TooManyLogins
 from kirod.localapi.schema import Login
 from kirod.storage.accounts import AccountStore
 from kirod.tasks import TaskOwner
@@ -27,11 +28,12 @@ from kirod.upstream import login as device
 from kirod.upstream.client import KiroClient, UpstreamAccount
 from kirod.upstream.credentials import AuthKind, Credentials
 from kirod.upstream.errors import LoginError, UpstreamError
+from kirod.upstream.proxies import ProxyUrlError, check_proxy_url
+from kirod.upstream.regions import RegionError, api_region, mapped_api_region
 from kirod.upstream.usage import UsageSnapshot, parse_usage_limits
 
 logger = logging.getLogger("kirod.localapi")  # the control plane's log, as before the move
 
-API_REGION = "us-east-1"  # where Kiro serves Builder ID and IdC profiles by default
 KEEP_FINISHED_S = 600.0
 MAX_PENDING = 8
 MAX_WAIT_S = 30.0
@@ -96,12 +98,27 @@ class Logins:
         self._on_added = on_added
         self._sessions: dict[str, _Session] = {}
 
-    async def start(self, *, start_url: str | None, region: str | None) -> Login:
+    async def start(
+        self, *, start_url: str | None, region: str | None, proxy_url: str | None = None
+    ) -> Login:
         """Register a client and get a device code.
+
+        `proxy_url`: the new account's own proxy (a URL or `direct`; None: the global one), for
+        the login's calls and the account's afterwards. Raises `InvalidControlRequest` for one
+        kirod cannot use.
 
         Raises `TooManyLogins` when MAX_PENDING logins wait, `ControlUpstreamFailed` when AWS
         refuses or cannot be reached.
         """
+        try:  # an IdC region without a Kiro API host is refused now, not as a DNS error later
+            mapped_api_region(region or device.DEFAULT_REGION)
+        except RegionError as exc:
+            raise InvalidControlRequest(str(exc), "invalid_region") from None
+        if proxy_url is not None:
+            try:
+                proxy_url = check_proxy_url(proxy_url)
+            except ProxyUrlError as exc:
+                raise InvalidControlRequest(str(exc), "invalid_proxy") from None
         self._forget_old()
         if sum(not s.done.is_set() for s in self._sessions.values()) >= MAX_PENDING:
             raise TooManyLogins
@@ -110,6 +127,7 @@ class Logins:
                 self._client,
                 start_url=start_url or device.BUILDER_ID_START_URL,
                 region=region or device.DEFAULT_REGION,
+                proxy_url=proxy_url,
             )
         except LoginError as exc:
             raise ControlUpstreamFailed("login_failed", str(exc)) from None
@@ -187,20 +205,42 @@ class Logins:
     async def _store_account(
         self, login: device.DeviceLogin, credentials: Credentials
     ) -> dict[str, Any]:
+        # No profile ARN comes back from an OIDC login: ask Kiro which profiles it has (§5.3).
+        discovery = await self._discover(login, credentials)
         usage = await self._usage(login, credentials)
         kind = _KIND_NAMES[login.auth_kind]
         label = f"{usage.email} ({kind})" if usage and usage.email else f"{kind} (device login)"
         record = await self._store.insert(
             label=label,
             auth_kind=login.auth_kind.value,
-            region=API_REGION,
+            region=api_region(discovery.only, login.region),
             auth_region=login.region,
             credentials=credentials.to_json(),
+            profile_arn=discovery.only,
+            proxy_url=login.proxy_url,
         )
+        if len(discovery.profiles) > 1:
+            reason = profiles.needs_profile_reason(discovery, record.id)
+            decide = profiles.waiting_for_profile(reason)
+            record = await self._store.update_state(record.id, decide) or record
         if usage is not None:
             record = await self._store.set_usage(record.id, usage.to_json()) or record
         self._on_added(record.id)
         return record.redacted()
+
+    async def _discover(
+        self, login: device.DeviceLogin, credentials: Credentials
+    ) -> profiles.Discovery:
+        account = UpstreamAccount(
+            id=_owner(login),
+            region=mapped_api_region(login.region),
+            auth_region=login.region,
+            auth_kind=login.auth_kind,
+            profile_arn=None,
+            credentials=credentials,
+            proxy_url=login.proxy_url,
+        )
+        return await profiles.discover(self._client, account)
 
     async def _usage(
         self, login: device.DeviceLogin, credentials: Credentials
@@ -208,11 +248,12 @@ class Logins:
         """The new account's usage (and e-mail); a failure only costs the label."""
         account = UpstreamAccount(
             id=_owner(login),
-            region=API_REGION,
+            region=mapped_api_region(login.region),
             auth_region=login.region,
             auth_kind=login.auth_kind,
             profile_arn=None,
             credentials=credentials,
+            proxy_url=login.proxy_url,
         )
         try:
             return parse_usage_limits(await self._client.usage_limits(account))

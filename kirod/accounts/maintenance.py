@@ -44,7 +44,7 @@ logger = logging.getLogger("kirod.maintenance")
 
 DEFAULT_CONCURRENCY = 4
 DEFAULT_PASS_DEADLINE_S = 60.0
-IDLE_STATUSES = frozenset({"disabled", "suspended", "needs_login"})
+IDLE_STATUSES = frozenset({"disabled", "suspended", "needs_login", "needs_profile"})
 
 
 @dataclass(frozen=True)

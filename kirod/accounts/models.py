@@ -4,13 +4,22 @@
 as fallback. `ModelDirectory` is what both front ends ask: the public `/v1/models` and the control
 API's `kiroctl models` list the same models from it, and dispatch resolves names through it, so an
 alias or a family fallback means the same thing everywhere and is logged once per distinct name.
+
+Routing by catalog: `ModelDirectory.route` resolves a request's model once, against every
+account's cached catalog (plus the static one while some account has none cached yet, so a cold
+start works), and answers which accounts may serve it: those whose cached catalog lists the
+model, and those not read yet unless their plan cannot have it (no Opus on Free plans, as the
+fake and kiro.rs have it). The pool leases only among those, so no lease and no upstream call is
+spent on an account that lacks the model; a model no account offers is the 404 listing what is
+available. An upstream `INVALID_MODEL_ID` drops the model from that account's cached catalog and
+marks the catalog stale, so the next use reads it again.
 """
 
 from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from kirod import log
@@ -19,15 +28,19 @@ from kirod.accounts.tokens import TokenKeeper
 from kirod.canonical.models import (
     FAMILIES,
     STATIC_CATALOG,
+    STATIC_CATALOG_AS_OF,
     ModelCatalog,
     ModelInfo,
     ModelPolicy,
     Resolution,
+    family_of,
     newest_of_family,
     resolve,
+    unknown_model,
 )
 from kirod.canonical.models import catalog_from_list_available_models as parse_catalog
-from kirod.storage.accounts import AccountStore
+from kirod.errors import ApiError
+from kirod.storage.accounts import AccountRecord, AccountStore
 from kirod.tasks import SingleFlight, TaskOwner
 from kirod.upstream.client import KiroClient, UpstreamAccount
 from kirod.upstream.errors import RefreshError, UpstreamError
@@ -35,6 +48,7 @@ from kirod.upstream.errors import RefreshError, UpstreamError
 logger = logging.getLogger("kirod.models")
 
 CATALOG_TTL_S = 3600.0
+STATIC_CATALOG_MAX_AGE_S = 180 * 86400.0  # after this the static fallback is likely out of date
 MAX_REMEMBERED_SUBSTITUTIONS = 256  # distinct client names logged and shown; bounded by design
 
 
@@ -48,6 +62,7 @@ class CatalogCache:
     def __init__(self, client: KiroClient, tasks: TaskOwner) -> None:
         self._client = client
         self._entries: dict[str, tuple[float, ModelCatalog]] = {}
+        self._unreadable: set[str] = set()  # accounts whose last ListAvailableModels failed
         # One fetch per account however many requests find the catalog stale (a burst at start
         # would otherwise send one ListAvailableModels each).
         self._fetches: SingleFlight[str, ModelCatalog] = SingleFlight(tasks, "catalog")
@@ -55,6 +70,23 @@ class CatalogCache:
     def cached(self, account_id: str) -> ModelCatalog | None:
         entry = self._entries.get(account_id)
         return entry[1] if entry else None
+
+    def refused(self, account_id: str, kiro_id: str) -> None:
+        """Kiro said INVALID_MODEL_ID for `kiro_id` on the account: drop it, re-read on next use."""
+        entry = self._entries.get(account_id)
+        if entry is None:
+            return
+        kept = ModelCatalog(tuple(info for info in entry[1] if info.kiro_id != kiro_id))
+        self._entries[account_id] = (float("-inf"), kept)
+        log.event(logger, "model_catalog_refused", account=account_id, model=kiro_id)
+
+    def forget(self, account_id: str) -> None:
+        self._entries.pop(account_id, None)
+        self._unreadable.discard(account_id)
+
+    def unavailable(self) -> bool:
+        """Some account's catalog was asked for, and none could be read."""
+        return not self._entries and bool(self._unreadable)
 
     async def get(self, account: UpstreamAccount) -> ModelCatalog:
         entry = self._entries.get(account.id)
@@ -75,9 +107,12 @@ class CatalogCache:
                 account=account.id,
                 failure=exc.failure.value,
             )
+            if entry is None:
+                self._unreadable.add(account.id)
             return entry[1] if entry else STATIC_CATALOG
         if len(catalog) == 0:
             catalog = STATIC_CATALOG
+        self._unreadable.discard(account.id)
         self._entries[account.id] = (time.monotonic(), catalog)
         return catalog
 
@@ -111,6 +146,33 @@ class Substitution:
     via: str
 
 
+@dataclass(frozen=True, slots=True)
+class Routing:
+    """A request's model, resolved across the accounts, and which accounts may serve it.
+
+    `resolution` is None when only accounts whose catalog is not read yet may know the name:
+    each of those resolves it on its own catalog once read.
+    """
+
+    resolution: Resolution | None
+    offers: Callable[[AccountRecord], bool]
+
+    @property
+    def kiro_id(self) -> str | None:
+        return self.resolution.info.kiro_id if self.resolution else None
+
+
+def free_plan(record: AccountRecord) -> bool:
+    """The account's last usage probe named a Free plan (`subscription` "KIRO FREE" etc.)."""
+    subscription = (record.usage or {}).get("subscription")
+    return isinstance(subscription, str) and "FREE" in subscription.upper()
+
+
+def premium(kiro_id: str) -> bool:
+    """Models Free plans do not get: Opus (kiro-protocol §2.5; kiro.rs skips it on FREE)."""
+    return family_of(kiro_id) == "opus"
+
+
 class ModelDirectory:
     def __init__(
         self,
@@ -128,12 +190,72 @@ class ModelDirectory:
     async def catalog_for(self, account: UpstreamAccount) -> ModelCatalog:
         return await self._catalogs.get(account)
 
+    def refused(self, account_id: str, kiro_id: str) -> None:
+        """Kiro refused the model on this account (INVALID_MODEL_ID): route elsewhere."""
+        self._catalogs.refused(account_id, kiro_id)
+
+    def offered_by(self, record: AccountRecord, kiro_id: str) -> bool:
+        """May the account serve `kiro_id`: its cached catalog lists it, or (none cached yet)
+        its plan does not rule it out."""
+        catalog = self._catalogs.cached(record.id)
+        if catalog is not None:
+            return catalog.get(kiro_id) is not None
+        return not (premium(kiro_id) and free_plan(record))
+
+    def route(self, name: str, records: Sequence[AccountRecord]) -> Routing:
+        """Resolve `name` across the accounts' catalogs; raise the 404 when none offers it."""
+        seen: dict[str, ModelInfo] = {}
+        cold = not records
+        for record in records:
+            catalog = self._catalogs.cached(record.id)
+            if catalog is None:
+                cold = True
+                continue
+            for info in catalog:
+                seen.setdefault(info.kiro_id, info)
+        union = ModelCatalog(tuple(seen.values()))
+        try:
+            # What the accounts read so far list wins; an account not read yet may have any
+            # model the static list names (dispatch resolves again on its own catalog then).
+            resolution = resolve(name, union if seen else STATIC_CATALOG, self.policy)
+        except ApiError:
+            if not cold:
+                raise
+            for info in STATIC_CATALOG:
+                seen.setdefault(info.kiro_id, info)
+            union = ModelCatalog(tuple(seen.values()))
+            try:
+                resolution = resolve(name, union, self.policy)
+            except ApiError:
+                # A name nothing read so far knows: only an account not read yet may list it.
+                return Routing(None, lambda record: self._catalogs.cached(record.id) is None)
+        kiro_id = resolution.info.kiro_id
+
+        def offers(record: AccountRecord) -> bool:
+            return self.offered_by(record, kiro_id)
+
+        if records and not any(offers(record) for record in records):
+            # Only accounts not read yet listed it, and their plans cannot have it.
+            available = [i for i in union if any(self.offered_by(r, i.kiro_id) for r in records)]
+            raise unknown_model(name, ModelCatalog(tuple(available)))
+        return Routing(resolution, offers)
+
+    def catalog_unavailable(self, now: float | None = None) -> bool:
+        """No account's catalog could be read, and the static fallback is out of date."""
+        wall = time.time() if now is None else now
+        stale = wall - STATIC_CATALOG_AS_OF > STATIC_CATALOG_MAX_AGE_S
+        return stale and self._catalogs.unavailable()
+
     def resolve(self, name: str, catalog: ModelCatalog) -> Resolution:
         """`name` on one account's catalog; a substitution is logged the first time it is made."""
         resolution = resolve(name, catalog, self.policy)
+        self.served(name, resolution)
+        return resolution
+
+    def served(self, name: str, resolution: Resolution) -> None:
+        """`name` is served by `resolution`: a substitution is logged the first time it is made."""
         if resolution.via != "exact":
             self._remember(name, resolution)
-        return resolution
 
     def _remember(self, name: str, resolution: Resolution) -> None:
         key = (name, resolution.info.kiro_id)

@@ -10,6 +10,7 @@ Kiro cut off: each one that another exchange followed was continued.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import time
 from collections.abc import AsyncIterator
 
@@ -39,9 +40,35 @@ class Operation:
         self.stream_error: str | None = None
         self.finished = False  # the committed event stream ran to its end
         self._exchanges: list[Exchange] = []  # the turn's, in order
+        self._on: tuple[str, str | None, str | None] | None = None  # account, region, model
 
-    def tried(self, account_id: str, outcome: str) -> None:
-        self.attempts.append(Attempt(account_id, outcome))
+    def attempting(self, account_id: str, region: str | None, model: str | None = None) -> None:
+        """The account (its region, the Kiro model routed to) the next `tried` is about."""
+        self._on = (account_id, region, model)
+
+    def tried(
+        self,
+        account_id: str,
+        outcome: str,
+        *,
+        status: int | None = None,
+        reason: str | None = None,
+    ) -> None:
+        """One attempt ended; `status` and `reason` are Kiro's when it answered an error."""
+        region = model = None
+        if self._on is not None and self._on[0] == account_id:
+            _, region, model = self._on
+        self.attempts.append(
+            Attempt(
+                account_id,
+                outcome,
+                region=region,
+                model=model,
+                status=status,
+                reason=reason,
+                ms=self._elapsed_ms(),
+            )
+        )
 
     def exchanged(self, exchange: Exchange) -> None:
         self._exchanges.append(exchange)
@@ -73,6 +100,10 @@ class Operation:
             exc = None  # the client went away after the whole answer was handed to it
         status, error = _outcome(exc)
         cut = [exchange.truncation is not None for exchange in self._exchanges]
+        attempts = self.attempts
+        if attempts and attempts[-1].outcome == "ok" and self._exchanges:
+            frames = sum(exchange.frames for exchange in self._exchanges)
+            attempts = [*attempts[:-1], dataclasses.replace(attempts[-1], frames=frames)]
         return OpEntry(
             at=self.at,
             request_id=self.request.request_id,
@@ -82,7 +113,7 @@ class Operation:
             model=UNKNOWN_MODEL if error == "model_not_found" else self.request.model,
             stream=self.request.stream,
             account_id=self.account_id,
-            attempts=tuple(self.attempts),
+            attempts=tuple(attempts),
             stop_reason=self.stop_reason,
             input_tokens=self.input_tokens,
             output_tokens=self.output_tokens,

@@ -14,6 +14,12 @@ the answer says why, except in panic mode: when every account is out only for tr
 (the breaker's `transient` cool-downs), the one whose cool-down ends first takes one trial request
 at a time instead of the client hearing 429 (Envoy's panic threshold, for a pool of any size).
 
+A request may also name which accounts are eligible for it (`lease(eligible=…)`: dispatch
+passes the accounts whose model catalog lists the request's model), and `pacing.py` may hold an
+account for a moment (`account_rpm`, `account_min_interval_s`, a login's shared back-off after
+Kiro throttled it): a held account counts as busy, so the request queues rather than fails, and a
+timer wakes the queue when the first hold ends.
+
 Every state change goes through `AccountStore.update_state`, deciding on the row as stored.
 """
 
@@ -32,6 +38,7 @@ from typing import Any
 from kirod import log
 from kirod.accounts import health
 from kirod.accounts.health import Eligibility, eligibility, status_eligibility
+from kirod.accounts.pacing import Pacer, login_key
 from kirod.accounts.strategy import Candidate, Selector, Strategy
 from kirod.errors import ApiError, ErrorKind
 from kirod.storage.accounts import AccountRecord, AccountState, AccountStore
@@ -44,6 +51,8 @@ BUSY_RETRY_AFTER_S = 2
 RECHECK_S = 1.0  # how often a queued request looks for cool-downs that ended
 
 Clock = Callable[[], float]
+Eligible = Callable[[AccountRecord], bool]
+"""Which accounts may serve one request (beyond their state): e.g. those listing its model."""
 
 
 @dataclass(eq=False)
@@ -53,6 +62,10 @@ class _Entry:
     in_flight: int = 0
     trial: bool = False
     spent: float = 0.0  # credits metered since the usage snapshot in `record`
+
+    @property
+    def login(self) -> str:
+        return login_key(self.record.id, self.record.profile_arn)
 
     def remaining(self) -> float | None:
         usage = self.record.usage
@@ -86,6 +99,12 @@ class _Waiter:
     prefer: str | None
     exclude: frozenset[str]
     future: asyncio.Future[Lease]
+    eligible: Eligible | None = None
+
+    @property
+    def selective(self) -> bool:
+        """Some accounts are not for it: it may be told "none left" while others are full."""
+        return bool(self.exclude) or self.eligible is not None
 
 
 @dataclass(frozen=True)
@@ -139,6 +158,8 @@ class AccountPool:
         queue_timeout_s: float,
         breaker_threshold: int = health.DEFAULT_THRESHOLD,
         clock: Clock = time.time,
+        rpm: float = 0.0,
+        min_interval_s: float = 0.0,
     ) -> None:
         self._store = store
         self._concurrency = concurrency
@@ -150,6 +171,9 @@ class AccountPool:
         self._waiters: collections.deque[_Waiter] = collections.deque()
         self._excluding = 0  # waiters with accounts to exclude: only they may be told "none left"
         self._recheck: asyncio.TimerHandle | None = None
+        self._pacer = Pacer(rpm=rpm, min_interval_s=min_interval_s, clock=clock)
+        self._pace_wake: asyncio.TimerHandle | None = None
+        self._pace_wake_at = 0.0  # when `_pace_wake` fires, on `clock`'s scale
         self._synced_revision: int | None = None
 
     @property
@@ -160,6 +184,12 @@ class AccountPool:
         """The accounts as last read, oldest first."""
         return [entry.record for entry in self._sorted()]
 
+    async def current(self) -> list[AccountRecord]:
+        """The accounts, re-read first if any was written since the last read."""
+        if self._store.revision != self._synced_revision:
+            await self.sync()
+        return self.records()
+
     async def sync(self) -> None:
         """Re-read the accounts; writes seen meanwhile are not rolled back by the older read."""
         revision = self._store.revision  # taken first: a write during the read re-syncs later
@@ -168,6 +198,7 @@ class AccountPool:
         current = {record.id for record in records}
         for gone in set(self._entries) - current:
             del self._entries[gone]
+            self._pacer.forget(gone)
         for order, record in enumerate(records):
             entry = self._entries.get(record.id)
             if entry is None:
@@ -180,18 +211,25 @@ class AccountPool:
 
     # -- leasing -------------------------------------------------------------------------------
 
-    async def lease(self, *, prefer: str | None = None, exclude: Collection[str] = ()) -> Lease:
+    async def lease(
+        self,
+        *,
+        prefer: str | None = None,
+        exclude: Collection[str] = (),
+        eligible: Eligible | None = None,
+    ) -> Lease:
         """A slot on the best eligible account, waiting up to `queue_timeout_s` for one.
 
         `prefer` is an affinity binding's account, `exclude` the accounts this request already
-        tried. Raises `ApiError` (429 or 503) when no account can serve.
+        tried, `eligible` (if given) says which accounts may serve it at all: the others are
+        never leased for it. Raises `ApiError` (429 or 503) when no account can serve.
         """
         if self._store.revision != self._synced_revision:
             await self.sync()  # every account write goes through the one store: skip if none
         loop = asyncio.get_running_loop()
-        waiter = _Waiter(prefer, frozenset(exclude), loop.create_future())
+        waiter = _Waiter(prefer, frozenset(exclude), loop.create_future(), eligible)
         self._waiters.append(waiter)
-        self._excluding += bool(waiter.exclude)
+        self._excluding += waiter.selective
         self._grant()
         try:
             if not waiter.future.done():
@@ -202,10 +240,11 @@ class AccountPool:
             raise
         if not waiter.future.done():
             self._abandon(waiter)
+            paced = " or paced" if self._pacer.active else ""
             raise ApiError(
                 ErrorKind.RATE_LIMIT,
-                f"every available Kiro account is busy ({self._concurrency} requests each) and "
-                f"none freed up within {self._queue_timeout_s:g} s; retry shortly",
+                f"every available Kiro account is busy{paced} ({self._concurrency} requests "
+                f"each) and none freed up within {self._queue_timeout_s:g} s; retry shortly",
                 code="accounts_busy",
                 headers={"Retry-After": str(BUSY_RETRY_AFTER_S)},
             )
@@ -222,7 +261,7 @@ class AccountPool:
 
     def _remove(self, waiter: _Waiter) -> None:
         self._waiters.remove(waiter)
-        self._excluding -= bool(waiter.exclude)
+        self._excluding -= waiter.selective
 
     def _arm_recheck(self, loop: asyncio.AbstractEventLoop) -> None:
         """One timer for the whole queue: a cool-down that ends frees no slot by itself."""
@@ -235,6 +274,28 @@ class AccountPool:
         if self._waiters:
             self._arm_recheck(loop)
 
+    def _arm_pace_wake(self, now: float) -> None:
+        """Wake the queue when the first pacing hold ends (sooner than the once-a-second look)."""
+        if not self._waiters or not self._pacer.active:
+            return
+        soonest = self._pacer.soonest(now)
+        if soonest is None:
+            return
+        if self._pace_wake is not None:
+            if self._pace_wake_at <= soonest:
+                return
+            self._pace_wake.cancel()  # a hold that ends sooner appeared
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            return
+        self._pace_wake_at = soonest
+        self._pace_wake = loop.call_later(max(0.0, soonest - now), self._pace_woken)
+
+    def _pace_woken(self) -> None:
+        self._pace_wake = None
+        self._grant()
+
     def _grant(self) -> None:
         """Serve queued requests in order with the slots free now.
 
@@ -244,6 +305,12 @@ class AccountPool:
         if not self._waiters:
             return
         now = self._clock()
+        try:
+            self._serve_queue(now)
+        finally:
+            self._arm_pace_wake(now)
+
+    def _serve_queue(self, now: float) -> None:
         # Both stop at the first account that says yes: with many accounts, usually the first.
         any_eligible = any(_verdict(e, now) is not Eligibility.NO for e in self._entries.values())
         free = self._has_free_slot(now)
@@ -256,9 +323,9 @@ class AccountPool:
             if not free and any_eligible:
                 if not self._excluding:
                     return
-                if not waiter.exclude:
+                if not waiter.selective:
                     continue  # everyone is full: only a waiter that excludes may get an error
-            outcome = self._pick(waiter.prefer, waiter.exclude, now)
+            outcome = self._pick(waiter.prefer, waiter.exclude, now, waiter.eligible)
             if outcome is None:
                 continue
             self._remove(waiter)
@@ -270,22 +337,39 @@ class AccountPool:
 
     def _has_free_slot(self, now: float) -> bool:
         return any(
-            entry.in_flight < self._concurrency and _verdict(entry, now) is not Eligibility.NO
+            entry.in_flight < self._concurrency
+            and _verdict(entry, now) is not Eligibility.NO
+            and self._paced_ready(entry, now)
             for entry in self._entries.values()
         )
+
+    def _paced_ready(self, entry: _Entry, now: float) -> bool:
+        return not self._pacer.active or self._pacer.ready(entry.record.id, entry.login, now)
 
     def _pick(
         self,
         prefer: str | None,
         exclude: frozenset[str],
         now: float,
+        allowed: Eligible | None = None,
     ) -> Lease | ApiError | None:
         """A lease, the error to answer when no account is eligible, or None: all are full."""
         # The selector's answer whenever they can serve, found without listing every account.
         for wanted in (prefer, self._selector.keeps()):
             entry = self._entries.get(wanted) if wanted is not None else None
-            if entry is not None and wanted not in exclude and self._can_take(entry, now):
+            if (
+                entry is not None
+                and wanted not in exclude
+                and (allowed is None or allowed(entry.record))
+                and self._can_take(entry, now)
+            ):
                 return self._lease(entry, now)
+        if allowed is not None:
+            exclude = exclude | {
+                account_id
+                for account_id, entry in self._entries.items()
+                if not allowed(entry.record)
+            }
         candidates: list[Candidate] = []
         eligible = False
         by_usage = self._selector.strategy is Strategy.LOWEST_USAGE
@@ -321,6 +405,8 @@ class AccountPool:
         """One trial at a time on it; None (wait for that trial) while one is out."""
         if soonest.trial or soonest.in_flight >= self._concurrency:
             return None
+        if not self._paced_ready(soonest, now):
+            return None
         log.event(
             logger,
             "panic_trial",
@@ -335,6 +421,8 @@ class AccountPool:
         ready = _verdict(entry, now)
         if ready is Eligibility.NO or entry.in_flight >= self._concurrency:
             return False
+        if not self._paced_ready(entry, now):
+            return False
         return not (ready is Eligibility.TRIAL and entry.trial)
 
     def _lease(self, entry: _Entry, now: float, *, trial: bool | None = None) -> Lease:
@@ -342,6 +430,7 @@ class AccountPool:
             trial = _verdict(entry, now) is Eligibility.TRIAL
         entry.in_flight += 1
         entry.trial = entry.trial or trial
+        self._pacer.started(entry.record.id, now)
         return Lease(entry.record, trial, entry, self)
 
     def _release(self, lease: Lease) -> None:
@@ -445,6 +534,30 @@ class AccountPool:
             )
 
         await self._update(account_id, decide)
+        if failure is Failure.THROTTLED:
+            self._share_backoff(account_id, retry_after_s, now)
+
+    def _share_backoff(self, account_id: str, retry_after_s: float | None, now: float) -> None:
+        """Kiro throttled one entry of a login: hold the other entries of that login too."""
+        entry = self._entries.get(account_id)
+        if entry is None:
+            return
+        login = entry.login
+        siblings = [
+            e.record.id for e in self._entries.values() if e is not entry and e.login == login
+        ]
+        if not siblings:
+            return
+        until = self._pacer.back_off(login, retry_after_s, now)
+        log.event(
+            logger,
+            "shared_backoff",
+            level=logging.WARNING,
+            account=account_id,
+            held=",".join(siblings),
+            until=until,
+        )
+        self._grant()
 
     async def usage_probed(self, account_id: str, usage: UsageSnapshot) -> AccountRecord | None:
         """Store a usage snapshot; it decides whether the account is exhausted."""

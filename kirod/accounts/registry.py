@@ -16,16 +16,20 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from kirod import log
+from kirod.accounts import profiles
 from kirod.accounts.health import current_status
 from kirod.accounts.maintenance import Maintenance
 from kirod.accounts.pool import AccountPool
 from kirod.errors import ControlNotFound, ControlUpstreamFailed, InvalidControlRequest
 from kirod.localapi.schema import AccountCounts
 from kirod.storage.accounts import AccountRecord, AccountStore
-from kirod.upstream.client import KiroClient
-from kirod.upstream.credentials import Credentials
+from kirod.upstream.auth import registration_expired
+from kirod.upstream.client import KiroClient, UpstreamAccount
+from kirod.upstream.credentials import AuthKind, Credentials
 from kirod.upstream.errors import CredentialImportError, RefreshError, UpstreamError
 from kirod.upstream.importers import ImportedAccount, ImportLimits, parse_api_key, parse_upload
+from kirod.upstream.proxies import ProxyUrlError, check_proxy_url
+from kirod.upstream.regions import RegionError, api_region
 
 logger = logging.getLogger("kirod.localapi")  # the control plane's log, as before the move
 
@@ -46,6 +50,9 @@ def _same_login(record: AccountRecord, imported: ImportedAccount) -> bool:
 def shown(record: AccountRecord, now: float) -> dict[str, Any]:
     """An account as the control API shows it: no secrets, its status as of now."""
     out = record.redacted()
+    out["registration_expired"] = registration_expired(
+        Credentials.from_json(record.credentials), now
+    )
     status = current_status(record.status, record.status_until, now)
     if status != record.status:
         out.update(
@@ -139,6 +146,7 @@ class AccountRegistry:
                     record.id, imported.credentials.to_json(), expected_generation=record.generation
                 )
                 return updated, False
+        imported, discovery = await self._discover_profile(imported)
         record = await self._store.insert(
             label=imported.label,
             auth_kind=imported.auth_kind.value,
@@ -147,7 +155,59 @@ class AccountRegistry:
             credentials=imported.credentials.to_json(),
             profile_arn=imported.profile_arn,
         )
+        if discovery is not None and len(discovery.profiles) > 1:
+            reason = profiles.needs_profile_reason(discovery, record.id)
+            record = (
+                await self._store.update_state(record.id, profiles.waiting_for_profile(reason))
+                or record
+            )
         return record, True
+
+    async def _discover_profile(
+        self, imported: ImportedAccount
+    ) -> tuple[ImportedAccount, profiles.Discovery | None]:
+        """A login without a profile ARN (IdC, external IdP) asks Kiro for its profiles; with
+        exactly one, the account uses it, in that profile's region."""
+        if imported.profile_arn is not None or imported.auth_kind is AuthKind.API_KEY:
+            return imported, None
+        owner = f"import-{id(imported):x}"
+        account = UpstreamAccount(
+            id=owner,
+            region=imported.region,
+            auth_region=imported.auth_region,
+            auth_kind=imported.auth_kind,
+            profile_arn=None,
+            credentials=imported.credentials,
+        )
+        try:
+            discovery = await profiles.discover(self._client, account)
+        finally:
+            await self._client.forget_account(owner)
+        if (arn := discovery.only) is not None:
+            imported = dataclasses.replace(
+                imported, profile_arn=arn, region=api_region(arn, imported.auth_region)
+            )
+        log.event(
+            logger,
+            "profile_discovered",
+            auth_kind=imported.auth_kind.value,
+            profiles=len(discovery.profiles),
+            answered=discovery.answered,
+        )
+        return imported, discovery
+
+    async def set_profile(self, account_id: str, profile_arn: str) -> dict[str, Any]:
+        """Give the account the Kiro profile to use (and so its API region); ends
+        `needs_profile`. Raises `InvalidControlRequest` for an ARN kirod cannot use."""
+        try:
+            region = api_region(profile_arn.strip(), None)
+        except RegionError as exc:
+            raise InvalidControlRequest(str(exc), "invalid_profile") from None
+        record = await self._store.set_profile(account_id, profile_arn.strip(), region)
+        if record is None:
+            raise ControlNotFound("account")
+        log.event(logger, "account_profile_set", account=account_id, region=region)
+        return shown(record, time.time())
 
     async def remove(self, account_id: str) -> None:
         """Remove the account and close its upstream connections."""
@@ -164,6 +224,24 @@ class AccountRegistry:
     async def disable(self, account_id: str) -> dict[str, Any]:
         """No new requests; those in flight finish."""
         return await self._operate(account_id, "disabled", self._pool.disable)
+
+    async def set_proxy(self, account_id: str, proxy_url: str | None) -> dict[str, Any]:
+        """Route the account's upstream traffic through `proxy_url` (`direct`: no proxy, even
+        when a global one is set; None: the global `proxy_url` setting) from its next call on.
+
+        Raises `InvalidControlRequest` for a URL kirod cannot use.
+        """
+        if proxy_url is not None:
+            try:
+                proxy_url = check_proxy_url(proxy_url)
+            except ProxyUrlError as exc:
+                raise InvalidControlRequest(str(exc), "invalid_proxy") from None
+        record = await self._store.set_proxy(account_id, proxy_url)
+        if record is None:
+            raise ControlNotFound("account")
+        shown_proxy = record.redacted()["proxy_url"]
+        log.event(logger, "account_proxy_set", account=account_id, proxy=shown_proxy or "global")
+        return shown(record, time.time())
 
     async def refresh(self, account_id: str) -> dict[str, Any]:
         """Refresh the access token now."""

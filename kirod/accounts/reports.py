@@ -7,7 +7,7 @@ from typing import Any
 
 from kirod.accounts.maintenance import Maintenance as MaintenanceLoop
 from kirod.accounts.pool import AccountPool
-from kirod.localapi.schema import Maintenance, Stats
+from kirod.localapi.schema import Maintenance, Stats, Trace
 from kirod.storage.oplog import OpLog
 
 
@@ -28,3 +28,9 @@ class LayerReports:
     async def stats(self, since: float | None) -> Stats:
         """Summarize the operation log from `since` (None: everything kept) until now."""
         return await self._oplog.stats(since=since)
+
+    async def trace(
+        self, *, request_id: str | None = None, last: int = 10, after: int | None = None
+    ) -> Trace:
+        """The operation log's rows of one request, the `last` ones, or those after a cursor."""
+        return await self._oplog.trace(request_id=request_id, last=last, after=after)

@@ -180,6 +180,8 @@ STATIC_CATALOG = ModelCatalog(
 )
 """Fallback for accounts whose ListAvailableModels cannot be read (runtime.kiro.dev, §1.2)."""
 
+STATIC_CATALOG_AS_OF = 1_796_169_600.0  # 2026-12-02 UTC: when the list above was last checked
+
 
 _FAMILY = r"(?P<family>sonnet|opus|haiku)"
 _CONTEXT_SUFFIX = re.compile(r"\[\d+[km]\]$")

@@ -107,6 +107,8 @@ def refused(exc: ControlError) -> CliError:
         "upstream_failed": "Kiro did not answer; check your network or proxy_url and retry",
         "login_failed": "check your network (or proxy_url) and the start URL and region",
         "name_taken": "choose another name, or revoke the old key with `kiroctl keys revoke`",
+        "invalid_proxy": "give http://, https://, socks5:// or socks5h://[user:pass@]host:port, "
+        "`direct` or `none`",
     }
     code = NOT_FOUND if exc.status == 404 else FAILED
     return CliError(code, str(exc), hints.get(exc.code))

@@ -29,6 +29,10 @@ COMMANDS = {
     "completion": ("completion", "Print the completion script for SHELL (bash, zsh or fish)."),
     "config": ("daemon", "Show kirod's effective settings (secrets are redacted)."),
     "keys": ("keys", "Manage the API keys of kirod's public API."),
+    "logs": (
+        "trace",
+        "Print kirod's newest log lines (its in-memory tail), and with --follow the new ones.",
+    ),
     "models": ("reports", "List the models your accounts offer, and which accounts offer each."),
     "service": (
         "service",
@@ -41,6 +45,10 @@ COMMANDS = {
     ),
     "status": ("daemon", "Show whether kirod serves, and each account's state and credits."),
     "top": ("top", "Watch kirod live: requests in flight, account slots, the last minute, errors."),
+    "trace": (
+        "trace",
+        "Explain requests: each account tried, how it ended, and why kirod moved on.",
+    ),
     "version": ("daemon", "Show the versions of kiroctl and of the running kirod."),
 }
 

@@ -217,6 +217,7 @@ STATE_STYLES = {
     "exhausted": "red",
     "suspended": "red",
     "needs_login": "red",
+    "needs_profile": "red",
     "disabled": "dim",
 }
 

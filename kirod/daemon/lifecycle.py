@@ -30,9 +30,12 @@ from kirod.accounts.layer import build_account_layer
 from kirod.accounts.logins import Logins
 from kirod.accounts.registry import AccountRegistry
 from kirod.accounts.reports import LayerReports
+from kirod.accounts.spending import Spending
 from kirod.config import ServiceEnv, Settings
 from kirod.daemon.install_key import derive, load_or_create
 from kirod.daemon.lock import Holder, InstanceLock, how_to_stop
+from kirod.daemon.logging import LogTail
+from kirod.daemon.logging import formatter as log_formatter
 from kirod.daemon.notify import Notifier
 from kirod.daemon.sockets import (
     CONTROL_MAX_CONNECTIONS,
@@ -230,6 +233,9 @@ async def run(
     state = "starting"
     try:
         async with AsyncExitStack() as stack:
+            tail = LogTail(log_formatter(settings.log_format))  # `kiroctl logs`
+            logging.getLogger().addHandler(tail)
+            stack.callback(logging.getLogger().removeHandler, tail)
             files_before, open_files = raise_open_files_limit()
             max_connections = connection_cap(settings.max_connections, open_files)
             if max_connections < settings.max_connections:
@@ -322,6 +328,9 @@ async def run(
                         ),
                         reports=LayerReports(layer.maintenance, layer.oplog, layer.pool),
                         shutdown=lambda: stop.request(EXIT_OK, "kiroctl"),
+                        logs=lambda after, lines, max_bytes: tail.read(
+                            after=after, lines=lines, max_bytes=max_bytes
+                        ),
                     )
                 ),
                 handle_signals=False,
@@ -355,6 +364,7 @@ async def run(
                     max_age_s=settings.responses_retention_s,
                     max_bytes=settings.responses_max_bytes,
                 ),
+                spending=Spending(layer.oplog, layer.pool),
             )
             public_runner = web.AppRunner(
                 build_public_app(services, extra_routes),

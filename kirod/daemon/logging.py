@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import collections
 import functools
 import json
 import logging
 import re
 import sys
+import threading
 import time
 from typing import Any
 
+from kirod.localapi.schema import LogLines
 from kirod.log import FIELDS_ATTR, request_id_var
 
 # Quoted: separators, and every control character a client could smuggle into a value (a path
@@ -76,3 +79,70 @@ def configure(level: str, fmt: str) -> None:
     root.addHandler(handler)
     root.setLevel(logging.WARNING)
     logging.getLogger("kirod").setLevel(level.upper())
+
+
+TAIL_MAX_BYTES = 1 << 20  # what the in-memory tail keeps of the newest lines
+MAX_LINE_BYTES = 8192  # a longer line is cut, so that one event cannot fill the tail
+
+
+class LogTail(logging.Handler):
+    """The newest lines of the daemon's log, numbered from 1, for `kiroctl logs` (`GET /logs`).
+
+    kirod logs to stderr (journald, launchd or a terminal keeps it); this handler keeps the same
+    lines, formatted as stderr's are, in memory up to `TAIL_MAX_BYTES`, so that the control API can
+    hand out the lines after a number without knowing where stderr goes.
+    """
+
+    def __init__(self, formatter: logging.Formatter, *, max_bytes: int = TAIL_MAX_BYTES) -> None:
+        super().__init__()
+        self.setFormatter(formatter)
+        self._lines: collections.deque[tuple[int, str]] = collections.deque()
+        self._bytes = 0
+        self._max_bytes = max_bytes
+        self._last = 0  # the number of the newest line
+        self._tail_lock = threading.Lock()
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            line = self.format(record)
+        except Exception:
+            self.handleError(record)
+            return
+        if len(line) > MAX_LINE_BYTES:
+            line = line[:MAX_LINE_BYTES] + "…"
+        with self._tail_lock:
+            self._last += 1
+            self._lines.append((self._last, line))
+            self._bytes += len(line) + 1
+            while self._bytes > self._max_bytes and len(self._lines) > 1:
+                _, dropped = self._lines.popleft()
+                self._bytes -= len(dropped) + 1
+
+    def read(self, *, after: int | None, lines: int, max_bytes: int) -> LogLines:
+        """The lines numbered above `after` (None: the newest `lines`), at most `max_bytes`."""
+        with self._tail_lock:
+            kept = list(self._lines)
+            last = self._last
+        if after is None:
+            chosen = kept[-lines:] if lines > 0 else []
+            missed = 0
+        else:
+            after = min(max(after, 0), last)
+            chosen = [item for item in kept if item[0] > after]
+            first = chosen[0][0] if chosen else last + 1
+            missed = max(0, first - after - 1)
+        out: list[str] = []
+        size = 0
+        number = after if after is not None else (chosen[0][0] - 1 if chosen else last)
+        for line_number, line in chosen:
+            size += len(line.encode("utf-8", "replace")) + 1
+            if out and size > max_bytes:  # always one line, however long (MAX_LINE_BYTES)
+                return LogLines(tuple(out), number, missed, more=True)
+            out.append(line)
+            number = line_number
+        return LogLines(tuple(out), number, missed)
+
+
+def formatter(fmt: str) -> logging.Formatter:
+    """The formatter of `log_format` `fmt`: JSON or text lines."""
+    return JsonFormatter() if fmt == "json" else TextFormatter()

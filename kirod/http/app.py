@@ -10,7 +10,7 @@ from aiohttp.typedefs import Middleware
 
 from kirod.http import websocket
 from kirod.http.ingress import API_KEY_ID, Handler, add_request_id_header, make_ingress
-from kirod.http.routes import chat, compact, health, messages, models, responses
+from kirod.http.routes import chat, compact, health, messages, models, responses, usage
 from kirod.http.services import SERVICES, Services
 from kirod.http.streaming import STREAMS, Streams
 
@@ -42,6 +42,7 @@ ROUTES: tuple[Route, ...] = (
     Route("/v1/chat/completions", {"POST": chat.create_chat_completion}),
     Route("/v1/models", {"GET": models.list_models}),
     Route("/v1/models/{model_id}", {"GET": models.get_model}),
+    Route("/v1/usage", {"GET": usage.get_usage}),
 )
 
 

@@ -8,6 +8,7 @@ from aiohttp import web
 
 from kirod.accounts.dispatch import Dispatcher
 from kirod.accounts.models import ModelDirectory
+from kirod.accounts.spending import Spending
 from kirod.config import Settings
 from kirod.http.auth import KeyGate
 from kirod.protocols.anthropic import ThinkingSigner
@@ -28,6 +29,7 @@ class Services:
     signer: ThinkingSigner
     reasoning_box: ReasoningBox
     responses: ResponseStore
+    spending: Spending  # GET /v1/usage
 
 
 SERVICES = web.AppKey("services", Services)

@@ -1,6 +1,6 @@
-"""Control routes for accounts: list, get, import, remove, enable, disable, refresh, probe, and
-device-code logins. Each parses its request, calls `AccountRegistry` or `Logins` once, and
-answers JSON. Secrets never leave the daemon."""
+"""Control routes for accounts: list, get, import, remove, enable, disable, set the proxy, refresh,
+probe, and device-code logins. Each parses its request, calls `AccountRegistry` or `Logins` once,
+and answers JSON. Secrets never leave the daemon."""
 
 from __future__ import annotations
 
@@ -91,6 +91,34 @@ async def disable_account(request: web.Request) -> web.Response:
     )
 
 
+async def set_account_proxy(request: web.Request) -> web.Response:
+    """Body: {"proxy_url": URL | "direct" | null}; null goes back to the global proxy_url."""
+    body = await json_body(request)
+    if "proxy_url" not in body:
+        raise InvalidControlRequest('give proxy_url: a proxy URL, "direct", or null')
+    proxy_url = body["proxy_url"]
+    if proxy_url is not None and not isinstance(proxy_url, str):
+        raise InvalidControlRequest("proxy_url must be a string or null")
+    return web.json_response(
+        await request.app[CONTROL].accounts.set_proxy(request.match_info["account_id"], proxy_url)
+    )
+
+
+async def set_account_profile(request: web.Request) -> web.Response:
+    """Body: {"profile_arn": ARN}: the Kiro profile the account uses (ends `needs_profile`)."""
+    body = await json_body(request)
+    profile_arn = body.get("profile_arn")
+    if not isinstance(profile_arn, str) or not profile_arn.strip():
+        raise InvalidControlRequest(
+            "give profile_arn: arn:aws:codewhisperer:<region>:<account>:profile/<id>"
+        )
+    return web.json_response(
+        await request.app[CONTROL].accounts.set_profile(
+            request.match_info["account_id"], profile_arn
+        )
+    )
+
+
 async def refresh_account(request: web.Request) -> web.Response:
     return web.json_response(
         await request.app[CONTROL].accounts.refresh(request.match_info["account_id"])
@@ -119,9 +147,18 @@ def _login_target(body: dict[str, Any]) -> tuple[str | None, str | None]:
 
 
 async def start_login(request: web.Request) -> web.Response:
-    """Body: {"start_url"?, "region"?}; Builder ID in us-east-1 by default."""
-    start_url, region = _login_target(await json_body(request))
-    login = await request.app[CONTROL].logins.start(start_url=start_url, region=region)
+    """Body: {"start_url"?, "region"?, "proxy_url"?}; Builder ID in us-east-1 by default.
+
+    `proxy_url` (a URL or "direct") is the new account's own proxy, used by the login too.
+    """
+    body = await json_body(request)
+    start_url, region = _login_target(body)
+    proxy_url = body.get("proxy_url")
+    if proxy_url is not None and not isinstance(proxy_url, str):
+        raise InvalidControlRequest("proxy_url must be a string")
+    login = await request.app[CONTROL].logins.start(
+        start_url=start_url, region=region, proxy_url=proxy_url
+    )
     return web.json_response(login.to_json(), status=201)
 
 

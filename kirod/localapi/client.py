@@ -22,10 +22,12 @@ from kirod.localapi.schema import (
     CreatedKey,
     Imported,
     Login,
+    LogLines,
     Models,
     Pool,
     Stats,
     Status,
+    Trace,
 )
 
 __all__ = ["ControlError", "DaemonUnreachable", "LocalClient"]  # the errors live in kirod.errors
@@ -99,6 +101,24 @@ def _exchange(socket_path: Path, timeout: float, message: bytes) -> tuple[int, b
             return _read_answer(answer)
 
 
+def trace_path(
+    request_id: str | None = None, *, last: int | None = None, after: int | None = None
+) -> str:
+    """The route of the operation log's rows of `request_id`, the `last` N, or after a cursor."""
+    from urllib.parse import urlencode
+
+    query = {"request_id": request_id, "last": last, "after": after}
+    given = {key: value for key, value in query.items() if value is not None}
+    return "/trace" + (f"?{urlencode(given)}" if given else "")
+
+
+def logs_path(after: int | None = None, *, lines: int | None = None) -> str:
+    """The route of the daemon log's lines after line `after`, or of its newest `lines`."""
+    if after is not None:
+        return f"/logs?after={after}"
+    return "/logs" if lines is None else f"/logs?lines={lines}"
+
+
 def stats_path(since: float | None) -> str:
     """The route of the operation log's summary from `since` (None: all it keeps)."""
     return "/stats" if since is None else f"/stats?since={since:.3f}"
@@ -155,6 +175,16 @@ class LocalClient:
     def pool(self) -> Pool:
         return Pool.from_json(self.request("GET", "/pool"))
 
+    def trace(
+        self, request_id: str | None = None, *, last: int | None = None, after: int | None = None
+    ) -> Trace:
+        """The rows of `request_id`; else those after cursor `after`; else the `last` ones."""
+        return Trace.from_json(self.request("GET", trace_path(request_id, last=last, after=after)))
+
+    def logs(self, after: int | None = None, *, lines: int | None = None) -> LogLines:
+        """The daemon log's lines after line `after`; else its newest `lines` (default 100)."""
+        return LogLines.from_json(self.request("GET", logs_path(after, lines=lines)))
+
     def models(self) -> Models:
         return Models.from_json(self.request("GET", "/models", timeout=MODELS_TIMEOUT_S))
 
@@ -195,6 +225,19 @@ class LocalClient:
     def disable_account(self, account_id: str) -> Account:
         return self._act(account_id, "disable")
 
+    def set_account_proxy(self, account_id: str, proxy_url: str | None) -> Account:
+        """Route the account through `proxy_url`: a proxy URL, `direct` (no proxy even when a
+        global one is set), or None (the global `proxy_url` setting)."""
+        answer = self.request("POST", f"/accounts/{account_id}/proxy", {"proxy_url": proxy_url})
+        return Account.from_json(answer)
+
+    def set_account_profile(self, account_id: str, profile_arn: str) -> Account:
+        """Make the account use the Kiro profile `profile_arn` (and that profile's region)."""
+        answer = self.request(
+            "POST", f"/accounts/{account_id}/profile", {"profile_arn": profile_arn}
+        )
+        return Account.from_json(answer)
+
     def refresh_account(self, account_id: str) -> Account:
         return self._act(account_id, "refresh", UPSTREAM_TIMEOUT_S)
 
@@ -205,9 +248,16 @@ class LocalClient:
         answer = self.request("POST", f"/accounts/{account_id}/{action}", timeout=timeout)
         return Account.from_json(answer)
 
-    def start_login(self, *, start_url: str | None = None, region: str | None = None) -> Login:
-        """A device-code login with IAM Identity Center at `start_url`, else AWS Builder ID."""
-        target = (("start_url", start_url), ("region", region))
+    def start_login(
+        self,
+        *,
+        start_url: str | None = None,
+        region: str | None = None,
+        proxy_url: str | None = None,
+    ) -> Login:
+        """A device-code login with IAM Identity Center at `start_url`, else AWS Builder ID;
+        `proxy_url` (a URL or `direct`) is the new account's own proxy, the login's too."""
+        target = (("start_url", start_url), ("region", region), ("proxy_url", proxy_url))
         body = {key: value for key, value in target if value}
         return Login.from_json(self.request("POST", "/logins", body))
 

@@ -16,7 +16,7 @@ from kirod.accounts.registry import AccountRegistry
 from kirod.accounts.reports import LayerReports
 from kirod.config import Settings
 from kirod.errors import InvalidControlRequest
-from kirod.localapi.schema import DaemonInfo
+from kirod.localapi.schema import DaemonInfo, LogLines
 
 
 @dataclass(frozen=True)
@@ -31,6 +31,9 @@ class Control:
     logins: Logins
     reports: LayerReports
     shutdown: Callable[[], None]
+    # (after, lines, max_bytes) → the daemon log's lines after number `after` (None: the newest
+    # `lines`); None where nothing keeps them (an embedding without the daemon's tail).
+    logs: Callable[[int | None, int, int], LogLines] | None = None
 
 
 CONTROL = web.AppKey("control", Control)

@@ -19,7 +19,7 @@ DEGRADED = "degraded"  # serving, but something needs attention (see `Status.pro
 DOWN = "down"  # not serving (kiroctl's verdict when nothing answers)
 
 # Account states that need the user (or time) before the account serves again.
-ATTENTION_STATES = frozenset({"needs_login", "suspended", "exhausted"})
+ATTENTION_STATES = frozenset({"needs_login", "needs_profile", "suspended", "exhausted"})
 
 
 @dataclass(frozen=True)
@@ -380,6 +380,12 @@ class Account:
     last_error: str | None
     expires_at: float | None  # the access token's
     document: dict[str, Any] = field(repr=False, compare=False)
+    registration_expires_at: float | None = None  # the OIDC client registration's (IdC)
+    registration_expired: bool = False  # past it, the account needs a new login
+    region: str | None = None  # the Kiro API region that serves it
+    profile_arn: str | None = None
+    # None: the global proxy_url; "direct": none; else a proxy URL, its password masked
+    proxy_url: str | None = None
 
     def to_json(self) -> dict[str, Any]:
         return self.document
@@ -398,6 +404,11 @@ class Account:
             last_error=_text(data.get("last_error")),
             expires_at=_number(data.get("expires_at")),
             document=data,
+            registration_expires_at=_number(data.get("registration_expires_at")),
+            registration_expired=data.get("registration_expired") is True,
+            region=_text(data.get("region")),
+            profile_arn=_text(data.get("profile_arn")),
+            proxy_url=_text(data.get("proxy_url")),
         )
 
 
@@ -544,6 +555,117 @@ class Config:
             config_path=_text(data.get("config_path")),
             settings=dict(data["settings"]),
             document=data,
+        )
+
+
+@dataclass(frozen=True)
+class TraceAttempt:
+    """One account a request tried, as `kiroctl trace` shows it; None: not known or not apt.
+
+    `failover_reason` is why the request left the attempt before (its outcome), or
+    `retried after bearer` for the same account after a refreshed token.
+    """
+
+    account_id: str
+    outcome: str  # ok, or the failure class
+    region: str | None = None
+    model: str | None = None  # the Kiro model id routed to
+    upstream_status: int | None = None  # Kiro's HTTP status, when it answered an error
+    upstream_reason: str | None = None  # Kiro's reason code, when it gave one
+    ended_ms: float | None = None  # since the request began
+    frames: int | None = None  # upstream frames read (the attempt that answered)
+    failover_reason: str | None = None
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> TraceAttempt:
+        names = {item.name for item in fields(cls)}
+        return cls(**{key: value for key, value in data.items() if key in names})
+
+
+@dataclass(frozen=True)
+class TraceRequest:
+    """One operation-log row: a request's attempts and how it went. Never prompt or tool content."""
+
+    id: int  # the row's id, the cursor of `GET /trace?after=`
+    at: float
+    request_id: str
+    key_id: str
+    protocol: str
+    model: str  # as the client named it
+    stream: bool
+    account_id: str | None
+    status: int
+    error: str | None
+    stop_reason: str | None
+    ttfb_ms: float | None  # time to the first event sent on
+    total_ms: float
+    input_tokens: int | None
+    output_tokens: int | None
+    credits: float | None
+    truncations: int  # tool calls Kiro cut off
+    continuations: int  # of those, the ones kirod continued the turn after
+    dropped: tuple[str, ...]
+    attempts: tuple[TraceAttempt, ...]
+
+    @property
+    def recovered(self) -> bool:
+        return self.continuations > 0 and self.status < 400 and self.error is None
+
+    def to_json(self) -> dict[str, Any]:
+        return {**asdict(self), "recovered": self.recovered}
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> TraceRequest:
+        names = {item.name for item in fields(cls)} - {"attempts", "dropped"}
+        return cls(
+            **{key: value for key, value in data.items() if key in names},
+            dropped=tuple(data.get("dropped", ())),
+            attempts=tuple(TraceAttempt.from_json(item) for item in data["attempts"]),
+        )
+
+
+@dataclass(frozen=True)
+class Trace:
+    """Operation-log rows, oldest first, and the cursor to ask for the rows after them."""
+
+    requests: tuple[TraceRequest, ...]
+    cursor: int
+
+    def to_json(self) -> dict[str, Any]:
+        return {"requests": [row.to_json() for row in self.requests], "cursor": self.cursor}
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Trace:
+        return cls(
+            requests=tuple(TraceRequest.from_json(item) for item in data["requests"]),
+            cursor=int(data["cursor"]),
+        )
+
+
+@dataclass(frozen=True)
+class LogLines:
+    """Lines of the daemon's log after a cursor (`GET /logs`).
+
+    `next` is the number of the last line answered, to pass as `after`; `missed` counts lines
+    that left the daemon's in-memory tail before they could be read; `more` is true when the
+    byte bound stopped the answer before the newest line.
+    """
+
+    lines: tuple[str, ...]
+    next: int
+    missed: int = 0
+    more: bool = False
+
+    def to_json(self) -> dict[str, Any]:
+        return {**asdict(self), "lines": list(self.lines)}
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> LogLines:
+        return cls(
+            lines=tuple(str(line) for line in data["lines"]),
+            next=int(data["next"]),
+            missed=int(data.get("missed", 0)),
+            more=bool(data.get("more", False)),
         )
 
 

@@ -82,6 +82,44 @@ async def stats(request: web.Request) -> web.Response:
     return web.json_response((await request.app[CONTROL].reports.stats(since)).to_json())
 
 
+MAX_TRACE_LAST = 200  # rows `GET /trace?last=` answers at most
+MAX_LOG_BYTES = 65536  # bytes of log lines one `GET /logs` answers at most (one line always)
+MAX_LOG_LINES = 1000
+
+
+def _count(request: web.Request, name: str, default: int, top: int) -> int:
+    raw = request.query.get(name)
+    if raw is None:
+        return default
+    if not raw.isdigit() or not 0 <= int(raw) <= top:
+        raise InvalidControlRequest(f"{name} must be a whole number from 0 to {top}")
+    return int(raw)
+
+
+async def trace(request: web.Request) -> web.Response:
+    """`?request_id=ID`, `?after=CURSOR` or `?last=N`: operation-log rows with their attempts."""
+    query = request.query
+    request_id = query.get("request_id")
+    if request_id is not None and not 0 < len(request_id) <= 200:
+        raise InvalidControlRequest("request_id must be 1 to 200 characters")
+    after = _count(request, "after", 0, 2**62) if "after" in query else None
+    last = _count(request, "last", 10, MAX_TRACE_LAST)
+    reports = request.app[CONTROL].reports
+    answer = await reports.trace(request_id=request_id, last=last, after=after)
+    return web.json_response(answer.to_json())
+
+
+async def logs(request: web.Request) -> web.Response:
+    """`?after=N`: the daemon log's lines after line N; else `?lines=N` of the newest (100)."""
+    source = request.app[CONTROL].logs
+    if source is None:
+        raise ControlError(404, "not_found", "this kirod keeps no log tail")
+    after = _count(request, "after", 0, 2**62) if "after" in request.query else None
+    lines = _count(request, "lines", 100, MAX_LOG_LINES)
+    max_bytes = _count(request, "max_bytes", MAX_LOG_BYTES, MAX_LOG_BYTES)
+    return web.json_response(source(after, lines, max_bytes).to_json())
+
+
 async def pool(request: web.Request) -> web.Response:
     """The account pool as the dispatcher sees it: requests in flight per account, the queue."""
     return web.json_response(await request.app[CONTROL].reports.pool())
@@ -99,6 +137,8 @@ ROUTES: tuple[tuple[str, str, Handler], ...] = (
     ("GET", "/config", config),
     ("GET", "/stats", stats),
     ("GET", "/pool", pool),
+    ("GET", "/trace", trace),
+    ("GET", "/logs", logs),
     ("GET", "/models", models.list_models),
     ("POST", "/shutdown", shutdown),
     ("GET", "/accounts", accounts.list_accounts),
@@ -107,6 +147,8 @@ ROUTES: tuple[tuple[str, str, Handler], ...] = (
     ("DELETE", "/accounts/{account_id}", accounts.remove_account),
     ("POST", "/accounts/{account_id}/enable", accounts.enable_account),
     ("POST", "/accounts/{account_id}/disable", accounts.disable_account),
+    ("POST", "/accounts/{account_id}/proxy", accounts.set_account_proxy),
+    ("POST", "/accounts/{account_id}/profile", accounts.set_account_profile),
     ("POST", "/accounts/{account_id}/refresh", accounts.refresh_account),
     ("POST", "/accounts/{account_id}/probe", accounts.probe_account),
     ("POST", "/logins", accounts.start_login),

@@ -22,10 +22,13 @@ from typing import Any, Literal, cast, get_args
 import aiosqlite
 
 from kirod.errors import GenerationConflict
+from kirod.log import redact_url
 from kirod.storage.db import Database
 
 AuthKind = Literal["social", "idc", "builder_id", "api_key", "external_idp"]
-Status = Literal["active", "cooling_down", "exhausted", "suspended", "needs_login", "disabled"]
+Status = Literal[
+    "active", "cooling_down", "exhausted", "suspended", "needs_login", "needs_profile", "disabled"
+]
 
 AUTH_KINDS: frozenset[str] = frozenset(get_args(AuthKind))
 STATUSES: frozenset[str] = frozenset(get_args(Status))
@@ -75,6 +78,9 @@ class AccountRecord:
     last_error: str | None = None
     last_error_at: float | None = None
     status_transient: bool = False
+    # None: the global proxy setting; "direct": none; else the account's proxy URL (which may
+    # hold a password: shown only through `redact_url`, and left out of repr).
+    proxy_url: str | None = field(default=None, repr=False)
 
     @property
     def state(self) -> AccountState:
@@ -112,6 +118,9 @@ class AccountRecord:
             "created_at": self.created_at,
             "updated_at": self.updated_at,
             "expires_at": self.credentials.get("expires_at"),
+            # The OIDC client registration's (IdC, Builder ID): past it, only a new login helps.
+            "registration_expires_at": self.credentials.get("client_secret_expires_at"),
+            "proxy_url": redact_url(self.proxy_url),
         }
 
 
@@ -149,6 +158,7 @@ def _record(row: sqlite3.Row) -> AccountRecord:
         last_error=row["last_error"],
         last_error_at=row["last_error_at"],
         status_transient=bool(row["status_transient"]),
+        proxy_url=row["proxy_url"],
     )
 
 
@@ -173,6 +183,7 @@ class AccountStore:
         auth_region: str,
         credentials: Mapping[str, Any],
         profile_arn: str | None = None,
+        proxy_url: str | None = None,
     ) -> AccountRecord:
         if auth_kind not in AUTH_KINDS:
             raise ValueError(f"unknown auth kind {auth_kind!r}")
@@ -187,11 +198,12 @@ class AccountStore:
             _dump(credentials),
             now,
             now,
+            proxy_url,
         )
         rows = await self._db.execute(
             "INSERT INTO accounts (id, label, auth_kind, region, auth_region, profile_arn,"
-            " credentials, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
-            " RETURNING *",
+            " credentials, created_at, updated_at, proxy_url)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING *",
             params,
         )
         self.revision += 1
@@ -291,12 +303,42 @@ class AccountStore:
             if not unchanged:  # a decision that wrote nothing leaves the pool's view current
                 self.revision += 1
 
+    async def set_profile(
+        self, account_id: str, profile_arn: str, region: str
+    ) -> AccountRecord | None:
+        """Give the account its profile and that profile's API region; ends `needs_profile`."""
+        now = time.time()
+        rows = await self._db.execute(
+            "UPDATE accounts SET profile_arn = ?, region = ?, updated_at = ?,"
+            " status_since = CASE WHEN status = 'needs_profile' THEN ? ELSE status_since END,"
+            " status_reason = CASE WHEN status = 'needs_profile' THEN NULL ELSE status_reason END,"
+            " status = CASE WHEN status = 'needs_profile' THEN 'active' ELSE status END"
+            " WHERE id = ? AND removed_at IS NULL RETURNING *",
+            (profile_arn, region, now, now, account_id),
+        )
+        self.revision += 1
+        return _record(rows[0]) if rows else None
+
     async def set_usage(self, account_id: str, usage: Mapping[str, Any]) -> AccountRecord | None:
         now = time.time()
         rows = await self._db.execute(
             "UPDATE accounts SET usage = ?, usage_at = ?, updated_at = ?"
             " WHERE id = ? AND removed_at IS NULL RETURNING *",
             (_dump(usage), now, now, account_id),
+        )
+        self.revision += 1
+        return _record(rows[0]) if rows else None
+
+    async def set_proxy(self, account_id: str, proxy_url: str | None) -> AccountRecord | None:
+        """Set the account's proxy (None: the global one; `direct`: none); None if not found.
+
+        `proxy_url` is checked by the caller (`kirod.upstream.proxies.check_proxy_url`).
+        """
+        now = time.time()
+        rows = await self._db.execute(
+            "UPDATE accounts SET proxy_url = ?, updated_at = ?"
+            " WHERE id = ? AND removed_at IS NULL RETURNING *",
+            (proxy_url, now, account_id),
         )
         self.revision += 1
         return _record(rows[0]) if rows else None
@@ -310,6 +352,7 @@ class AccountStore:
         now = time.time()
         rows = await self._db.execute(
             "UPDATE accounts SET removed_at = ?, updated_at = ?, credentials = '{}',"
+            " proxy_url = NULL,"  # it may hold the proxy's password
             " generation = generation + 1 WHERE id = ? AND removed_at IS NULL RETURNING id",
             (now, now, account_id),
         )

@@ -126,6 +126,10 @@ MIGRATIONS: tuple[str, ...] = (
     ALTER TABLE oplog ADD COLUMN truncations INTEGER NOT NULL DEFAULT 0;
     ALTER TABLE oplog ADD COLUMN continuations INTEGER NOT NULL DEFAULT 0;
     """,
+    # 7: an account's own proxy: NULL takes the global proxy_url, 'direct' none, else a URL.
+    """
+    ALTER TABLE accounts ADD COLUMN proxy_url TEXT;
+    """,
 )
 
 _SIBLINGS = ("", "-wal", "-shm", "-journal")

@@ -22,13 +22,14 @@ from typing import Any
 
 import aiosqlite
 
-from kirod.localapi.schema import Percentiles, Stats, StatsGroup
+from kirod.localapi.schema import Percentiles, Stats, StatsGroup, Trace, TraceAttempt, TraceRequest
 from kirod.storage.behind import WriteBehind
 from kirod.storage.db import Database
 
 FLUSH_DELAY_S = 0.5
 FLUSH_ROWS = 256
 MAX_MODEL_CHARS = 128
+MAX_TRACE_ROWS = 200  # rows one trace answer holds
 UNKNOWN_MODEL = "(unknown)"
 """The model of a request refused because no account serves the name it gave."""
 
@@ -42,10 +43,47 @@ _INSERT = (
 
 @dataclass(frozen=True, slots=True)
 class Attempt:
-    """One account tried: `outcome` is `ok` or the failure class (`throttled`, `quota`, …)."""
+    """One account tried: `outcome` is `ok` or the failure class (`throttled`, `quota`, …).
+
+    The rest is for `kiroctl trace`, None when not known (rows written before it was recorded):
+    the account's region and the Kiro model id routed to, Kiro's HTTP status and reason code
+    when it answered an error, the milliseconds since the request began when the attempt ended,
+    and for the attempt that answered, the upstream frames it read.
+    """
 
     account_id: str
     outcome: str
+    region: str | None = None
+    model: str | None = None
+    status: int | None = None
+    reason: str | None = None
+    ms: float | None = None
+    frames: int | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        """As the row's `attempts` JSON keeps it: the optional fields only when known."""
+        doc: dict[str, Any] = {"account": self.account_id, "outcome": self.outcome}
+        for name in _ATTEMPT_EXTRAS:
+            value = getattr(self, name)
+            if value is not None:
+                doc[name] = value
+        return doc
+
+    @classmethod
+    def from_json(cls, doc: dict[str, Any]) -> Attempt:
+        return cls(
+            str(doc["account"]),
+            str(doc["outcome"]),
+            region=doc.get("region"),
+            model=doc.get("model"),
+            status=doc.get("status"),
+            reason=doc.get("reason"),
+            ms=doc.get("ms"),
+            frames=doc.get("frames"),
+        )
+
+
+_ATTEMPT_EXTRAS = ("region", "model", "status", "reason", "ms", "frames")
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,33 +143,50 @@ class OpLog:
             "SELECT * FROM oplog WHERE at >= ? ORDER BY at DESC, id DESC LIMIT ?",
             (since or 0.0, limit),
         )
-        return [
-            OpEntry(
-                at=row["at"],
-                request_id=row["request_id"],
-                key_id=row["key_id"],
-                protocol=row["protocol"],
-                model=row["model"],
-                stream=bool(row["stream"]),
-                account_id=row["account_id"],
-                attempts=tuple(
-                    Attempt(item["account"], item["outcome"])
-                    for item in json.loads(row["attempts"])
-                ),
-                stop_reason=row["stop_reason"],
-                input_tokens=row["input_tokens"],
-                output_tokens=row["output_tokens"],
-                credits=row["credits"],
-                ttfb_ms=row["ttfb_ms"],
-                total_ms=row["total_ms"],
-                status=row["status"],
-                error=row["error"],
-                dropped=tuple(part for part in row["dropped"].split(",") if part),
-                truncations=row["truncations"],
-                continuations=row["continuations"],
+        return [_entry(row) for row in rows]
+
+    async def trace(
+        self, *, request_id: str | None = None, last: int = 10, after: int | None = None
+    ) -> Trace:
+        """The rows of `request_id`; else those written after row `after`; else the `last` ones.
+
+        Oldest first, at most `MAX_TRACE_ROWS`. The cursor is the newest row id answered (or, with
+        none, the newest in the log), to pass as `after` to follow the log from there.
+        """
+        await self.flush()
+        limit = max(1, min(last, MAX_TRACE_ROWS))
+        if request_id is not None:
+            rows = await self._db.read(
+                "SELECT * FROM oplog WHERE request_id = ? ORDER BY id LIMIT ?",
+                (request_id, MAX_TRACE_ROWS),
             )
-            for row in rows
-        ]
+        elif after is not None:
+            rows = await self._db.read(
+                "SELECT * FROM oplog WHERE id > ? ORDER BY id LIMIT ?", (after, MAX_TRACE_ROWS)
+            )
+        else:
+            rows = list(
+                reversed(
+                    await self._db.read("SELECT * FROM oplog ORDER BY id DESC LIMIT ?", (limit,))
+                )
+            )
+        if rows:
+            cursor = int(rows[-1]["id"])
+        else:
+            newest = await self._db.read_one("SELECT COALESCE(MAX(id), 0) FROM oplog")
+            cursor = max(after or 0, int(newest[0]) if newest is not None else 0)
+        return Trace(
+            requests=tuple(_traced(int(row["id"]), _entry(row)) for row in rows), cursor=cursor
+        )
+
+    async def key_credits(self, key_id: str, *, since: float) -> tuple[int, float]:
+        """Requests made with API key `key_id` from `since` on, and the Kiro credits they used."""
+        await self.flush()
+        row = await self._db.read_one(
+            "SELECT count(*), COALESCE(SUM(credits), 0) FROM oplog WHERE key_id = ? AND at >= ?",
+            (key_id, since),
+        )
+        return (int(row[0]), round(float(row[1]), 6)) if row is not None else (0, 0.0)
 
     async def prune(self, *, before: float, max_rows: int) -> None:
         """Drop rows older than `before`, then the oldest beyond `max_rows`."""
@@ -221,10 +276,7 @@ async def _insert(conn: aiosqlite.Connection, entries: Sequence[OpEntry]) -> Non
 
 
 def _row(entry: OpEntry) -> tuple[Any, ...]:
-    attempts = json.dumps(
-        [{"account": a.account_id, "outcome": a.outcome} for a in entry.attempts],
-        separators=(",", ":"),
-    )
+    attempts = json.dumps([a.to_json() for a in entry.attempts], separators=(",", ":"))
     return (
         entry.at,
         entry.request_id,
@@ -246,3 +298,80 @@ def _row(entry: OpEntry) -> tuple[Any, ...]:
         entry.truncations,
         entry.continuations,
     )
+
+
+def _entry(row: Any) -> OpEntry:
+    return OpEntry(
+        at=row["at"],
+        request_id=row["request_id"],
+        key_id=row["key_id"],
+        protocol=row["protocol"],
+        model=row["model"],
+        stream=bool(row["stream"]),
+        account_id=row["account_id"],
+        attempts=_attempts(row["attempts"]),
+        stop_reason=row["stop_reason"],
+        input_tokens=row["input_tokens"],
+        output_tokens=row["output_tokens"],
+        credits=row["credits"],
+        ttfb_ms=row["ttfb_ms"],
+        total_ms=row["total_ms"],
+        status=row["status"],
+        error=row["error"],
+        dropped=tuple(part for part in row["dropped"].split(",") if part),
+        truncations=row["truncations"],
+        continuations=row["continuations"],
+    )
+
+
+def _traced(row_id: int, entry: OpEntry) -> TraceRequest:
+    """A row as `kiroctl trace` shows it: each attempt with why the request left the one before."""
+    attempts: list[TraceAttempt] = []
+    previous: Attempt | None = None
+    for attempt in entry.attempts:
+        if previous is None or previous.outcome == "ok":
+            why = None
+        elif previous.account_id == attempt.account_id:
+            why = f"retried after {previous.outcome}"  # a rejected bearer, after a refresh
+        else:
+            why = previous.outcome
+        attempts.append(
+            TraceAttempt(
+                account_id=attempt.account_id,
+                outcome=attempt.outcome,
+                region=attempt.region,
+                model=attempt.model,
+                upstream_status=attempt.status,
+                upstream_reason=attempt.reason,
+                ended_ms=attempt.ms,
+                frames=attempt.frames,
+                failover_reason=why,
+            )
+        )
+        previous = attempt
+    return TraceRequest(
+        id=row_id,
+        at=entry.at,
+        request_id=entry.request_id,
+        key_id=entry.key_id,
+        protocol=entry.protocol,
+        model=entry.model,
+        stream=entry.stream,
+        account_id=entry.account_id,
+        status=entry.status,
+        error=entry.error,
+        stop_reason=entry.stop_reason,
+        ttfb_ms=entry.ttfb_ms,
+        total_ms=entry.total_ms,
+        input_tokens=entry.input_tokens,
+        output_tokens=entry.output_tokens,
+        credits=entry.credits,
+        truncations=entry.truncations,
+        continuations=entry.continuations,
+        dropped=entry.dropped,
+        attempts=tuple(attempts),
+    )
+
+
+def _attempts(raw: str) -> tuple[Attempt, ...]:
+    return tuple(Attempt.from_json(item) for item in json.loads(raw))

@@ -1,4 +1,5 @@
-"""Token refresh for each kind of account (kiro-protocol §5.2, §5.3).
+"""Token refresh for each kind of account (kiro-protocol §5.2, §5.3; external IdP: capabilities
+§5.5).
 
 These functions only talk HTTP; single-flight and persistence (compare-and-swap on the account's
 generation) belong to the account layer, which calls `refresh` when a token nears expiry.
@@ -46,8 +47,38 @@ def _string(doc: dict[str, Any], key: str) -> str | None:
     return value if isinstance(value, str) and value else None
 
 
+def registration_expired(credentials: Credentials, now: float | None = None) -> bool:
+    """Whether the OIDC client registration (IdC, Builder ID) is past `clientSecretExpiresAt`:
+    then no refresh can succeed and the account needs a new login (which registers anew)."""
+    expiry = credentials.client_secret_expires_at
+    return expiry is not None and expiry <= (time.time() if now is None else now)
+
+
+async def _external_idp_refresh(client: KiroClient, account: UpstreamAccount) -> dict[str, Any]:
+    """The tenant's own OAuth token endpoint (Entra ID, Okta; capabilities §5.5): a form post
+    as a public client (no secret), answered in snake_case."""
+    credentials = account.credentials
+    if not credentials.token_endpoint or not credentials.client_id:
+        raise RefreshError(
+            "the account has no token endpoint or client id for its identity provider; "
+            "import it again from Kiro IDE or kiro-cli",
+            permanent=True,
+        )
+    assert credentials.refresh_token is not None
+    fields = {
+        "grant_type": "refresh_token",
+        "client_id": credentials.client_id,
+        "refresh_token": credentials.refresh_token,
+    }
+    if credentials.scopes:
+        fields["scope"] = " ".join(credentials.scopes)
+    return await client.post_form(
+        account.id, credentials.token_endpoint, fields, proxy_url=account.proxy_url
+    )
+
+
 def _expires_at(doc: dict[str, Any]) -> float:
-    expires_in = doc.get("expiresIn")
+    expires_in = doc.get("expiresIn", doc.get("expires_in"))
     seconds = expires_in if isinstance(expires_in, int | float) and expires_in > 0 else None
     return time.time() + float(seconds or DEFAULT_EXPIRES_IN_S)
 
@@ -61,11 +92,20 @@ async def refresh(client: KiroClient, account: UpstreamAccount) -> Refreshed:
         if account.auth_kind is AuthKind.SOCIAL:
             url = f"{client.endpoints.auth_url(account.auth_region)}/refreshToken"
             doc = await client.post_json(
-                account.id, url, {"refreshToken": credentials.refresh_token}
+                account.id,
+                url,
+                {"refreshToken": credentials.refresh_token},
+                proxy_url=account.proxy_url,
             )
         elif account.auth_kind in (AuthKind.BUILDER_ID, AuthKind.IDC):
             if not credentials.client_id or not credentials.client_secret:
                 raise RefreshError("the account's client registration is missing", permanent=True)
+            if registration_expired(credentials):
+                raise RefreshError(
+                    "the account's OIDC client registration has expired "
+                    "(clientSecretExpiresAt passed); log in again",
+                    permanent=True,
+                )
             url = f"{client.endpoints.oidc_url(account.auth_region)}/token"
             doc = await client.post_json(
                 account.id,
@@ -76,13 +116,10 @@ async def refresh(client: KiroClient, account: UpstreamAccount) -> Refreshed:
                     "grantType": "refresh_token",
                     "refreshToken": credentials.refresh_token,
                 },
+                proxy_url=account.proxy_url,
             )
         else:
-            raise RefreshError(
-                "refreshing external identity-provider accounts is not supported; "
-                "import a fresh token from Kiro IDE",
-                permanent=True,
-            )
+            doc = await _external_idp_refresh(client, account)
     except UpstreamHttpError as exc:
         if _permanent(exc):
             raise RefreshError(
@@ -95,13 +132,17 @@ async def refresh(client: KiroClient, account: UpstreamAccount) -> Refreshed:
     except UpstreamError as exc:
         raise RefreshError(f"token refresh failed: {exc}", permanent=False) from None
 
-    access_token = _string(doc, "accessToken")
+    access_token = _string(doc, "accessToken") or _string(doc, "access_token")
     if access_token is None:
         raise RefreshError("the refresh answer carried no access token", permanent=False)
     renewed = dataclasses.replace(
         credentials,
         access_token=access_token,
-        refresh_token=_string(doc, "refreshToken") or credentials.refresh_token,
+        refresh_token=(
+            _string(doc, "refreshToken")
+            or _string(doc, "refresh_token")
+            or credentials.refresh_token
+        ),
         expires_at=_expires_at(doc),
     )
     return Refreshed(credentials=renewed, profile_arn=_string(doc, "profileArn"))

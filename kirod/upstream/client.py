@@ -1,7 +1,8 @@
 """KiroClient: every HTTP exchange with Kiro (chat, usage, models, token refresh, device login).
 
-One aiohttp `ClientSession` per account transport (account, base URL), cached; credentials travel
-per call, so a token rotation never rebuilds a transport. The client makes no hidden retries: the
+One aiohttp `ClientSession` per account transport (account, base URL, effective proxy), cached;
+credentials travel per call, so a token rotation never rebuilds a transport, and two accounts
+never share a session (nor, so, a connection or a proxy). The client makes no hidden retries: the
 dispatch pipeline owns them. aiohttp, JSON and decoding errors are mapped into
 `kirod.upstream.errors` here and nowhere else.
 """
@@ -19,9 +20,10 @@ import uuid
 from collections.abc import AsyncIterator, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import quote
+from urllib.parse import quote, urlencode
 
 import aiohttp
+import aiohttp_socks
 
 from kirod.canonical import wirejson
 from kirod.upstream.credentials import AuthKind, Credentials
@@ -33,6 +35,7 @@ from kirod.upstream.errors import (
     UpstreamTimeout,
 )
 from kirod.upstream.frames import Frame, FrameDecoder
+from kirod.upstream.proxies import Route, effective_proxy, route
 
 KIRO_IDE_VERSION = "0.9.2"
 SDK_VERSION = "1.0.34"
@@ -71,6 +74,8 @@ class UpstreamAccount:
     auth_kind: AuthKind
     profile_arn: str | None
     credentials: Credentials
+    # None: the global proxy setting; "direct": no proxy at all; else this account's proxy URL.
+    proxy_url: str | None = None
 
 
 @dataclass(frozen=True)
@@ -181,8 +186,12 @@ def _mapped(timeout: str, broken: str, *, truncated: str | None = None) -> Itera
     """
     try:
         yield
-    except (TimeoutError, aiohttp.ServerTimeoutError):
+    except (TimeoutError, aiohttp.ServerTimeoutError, aiohttp_socks.ProxyTimeoutError):
         raise UpstreamTimeout(timeout) from None
+    except (aiohttp_socks.ProxyConnectionError, aiohttp_socks.ProxyError) as exc:
+        # A SOCKS proxy that cannot be reached or refused the tunnel (aiohttp_socks' errors are
+        # not aiohttp's). Its message names no credentials, but the type is enough.
+        raise UpstreamConnectionError(f"{broken}: proxy {type(exc).__name__}") from None
     except aiohttp.ClientError as exc:
         if truncated is not None and isinstance(exc, aiohttp.ClientPayloadError):
             raise UpstreamProtocolError(truncated) from None
@@ -212,11 +221,19 @@ async def _read_bounded(
     return b"".join(chunks)[:limit] if truncate else None
 
 
+@dataclass(frozen=True)
+class _Transport:
+    """One cached session and the route it was built for."""
+
+    session: aiohttp.ClientSession
+    route: Route
+
+
 class KiroClient:
     def __init__(self, endpoints: Endpoints, options: ClientOptions) -> None:
         self.endpoints = endpoints
         self.options = options
-        self._sessions: dict[tuple[str, str], aiohttp.ClientSession] = {}
+        self._sessions: dict[tuple[str, str, str | None], _Transport] = {}
 
     async def __aenter__(self) -> KiroClient:
         return self
@@ -225,22 +242,25 @@ class KiroClient:
         await self.close()
 
     async def close(self) -> None:
-        sessions, self._sessions = list(self._sessions.values()), {}
-        for session in sessions:
-            await session.close()
+        transports, self._sessions = list(self._sessions.values()), {}
+        for transport in transports:
+            await transport.session.close()
 
     async def forget_account(self, account_id: str) -> None:
-        """Close the transports of a removed account."""
+        """Close the transports of a removed account (through every proxy it used)."""
         for key in [key for key in self._sessions if key[0] == account_id]:
-            await self._sessions.pop(key).close()
+            await self._sessions.pop(key).session.close()
 
-    def _session(self, owner: str, base_url: str) -> aiohttp.ClientSession:
-        key = (owner, base_url)
-        session = self._sessions.get(key)
-        if session is None or session.closed:
+    def _session(self, owner: str, base_url: str, proxy_url: str | None = None) -> _Transport:
+        """The transport of `owner` to `base_url` through its proxy (`UpstreamAccount.proxy_url`:
+        None for the global one, `direct` for none)."""
+        path = route(effective_proxy(proxy_url, self.options.proxy_url))
+        key = (owner, base_url, path.proxy)
+        transport = self._sessions.get(key)
+        if transport is None or transport.session.closed:
             # No connection cap (aiohttp's default is 100): the account pool bounds how many
             # requests an account has in flight, and a second, hidden bound would queue them.
-            connector = aiohttp.TCPConnector(force_close=not self.options.keep_alive, limit=0)
+            connector = path.connector(force_close=not self.options.keep_alive, limit=0)
             timeout = aiohttp.ClientTimeout(
                 total=self.options.request_timeout_s,
                 sock_connect=self.options.connect_timeout_s,
@@ -249,8 +269,9 @@ class KiroClient:
             session = aiohttp.ClientSession(
                 base_url=None, connector=connector, timeout=timeout, trust_env=False
             )
-            self._sessions[key] = session
-        return session
+            transport = _Transport(session, path)
+            self._sessions[key] = transport
+        return transport
 
     # -- the Kiro API -------------------------------------------------------------------------
 
@@ -289,7 +310,7 @@ class KiroClient:
         gone) aborts the upstream response instead of draining it.
         """
         base = self.endpoints.kiro_url(account.region)
-        session = self._session(account.id, base)
+        session = self._session(account.id, base, account.proxy_url)
         data = body if isinstance(body, bytes) else wirejson.dumps(body)
         headers = self._api_headers(account, "codewhispererstreaming")
         response = await self._send(
@@ -319,7 +340,7 @@ class KiroClient:
 
     async def _send(
         self,
-        session: aiohttp.ClientSession,
+        transport: _Transport,
         method: str,
         url: str,
         *,
@@ -328,13 +349,17 @@ class KiroClient:
     ) -> aiohttp.ClientResponse:
         """Send one request; an error status is read (bounded) and raised as classified."""
         with _mapped("Kiro did not answer in time", "cannot reach Kiro"):
-            response = await session.request(
+            response = await transport.session.request(
                 method,
                 url,
                 headers=headers,
                 data=_payload(data),
-                proxy=self.options.proxy_url,
+                proxy=transport.route.request_proxy,
             )
+        if response.status == 407 and transport.route.request_proxy is not None:
+            # The proxy's answer, not Kiro's (a plain-forwarded http target): a network failure.
+            response.close()
+            raise UpstreamConnectionError("the proxy refused kirod's credentials (407)")
         if response.status >= 400:
             try:
                 body = await _read_bounded(response, MAX_ERROR_BODY, truncate=True) or b""
@@ -347,15 +372,17 @@ class KiroClient:
 
     async def _json(
         self,
-        session: aiohttp.ClientSession,
+        transport: _Transport,
         method: str,
         url: str,
         *,
         headers: Mapping[str, str],
         body: Mapping[str, Any] | None = None,
+        data: bytes | None = None,
     ) -> dict[str, Any]:
-        data = None if body is None else json.dumps(body).encode()
-        response = await self._send(session, method, url, headers=headers, data=data)
+        if body is not None:
+            data = json.dumps(body).encode()
+        response = await self._send(transport, method, url, headers=headers, data=data)
         complete = False
         try:
             with _mapped("Kiro did not finish its answer in time", "connection to Kiro broke"):
@@ -390,7 +417,8 @@ class KiroClient:
             f"&isEmailRequired=true{self._profile_query(account)}"
         )
         headers = self._api_headers(account, "codewhispererruntime")
-        return await self._json(self._session(account.id, base), "GET", url, headers=headers)
+        session = self._session(account.id, base, account.proxy_url)
+        return await self._json(session, "GET", url, headers=headers)
 
     async def list_models(
         self, account: UpstreamAccount, max_pages: int = 20
@@ -404,13 +432,38 @@ class KiroClient:
             url = f"{base}/ListAvailableModels?origin=AI_EDITOR{self._profile_query(account)}"
             if token:
                 url += f"&nextToken={quote(token, safe='')}"
-            page = await self._json(self._session(account.id, base), "GET", url, headers=headers)
+            session = self._session(account.id, base, account.proxy_url)
+            page = await self._json(session, "GET", url, headers=headers)
             pages.append(page)
             next_token = page.get("nextToken")
             token = next_token if isinstance(next_token, str) and next_token else None
             if token is None:
                 break
         return pages
+
+    async def list_profiles(
+        self, account: UpstreamAccount, region: str, max_pages: int = 20
+    ) -> list[dict[str, Any]]:
+        """ListAvailableProfiles in `region`, every page (awsJson1.0 on `POST /`, following
+        `nextToken`; capabilities §5.3): the profile objects, `{arn, profileName, …}`."""
+        base = self.endpoints.kiro_url(region)
+        headers = self._api_headers(account, "codewhispererruntime")
+        headers["Content-Type"] = "application/x-amz-json-1.0"
+        headers["x-amz-target"] = "AmazonCodeWhispererService.ListAvailableProfiles"
+        profiles: list[dict[str, Any]] = []
+        token: str | None = None
+        for _ in range(max_pages):
+            body = {"nextToken": token} if token else {}
+            session = self._session(account.id, base, account.proxy_url)
+            page = await self._json(session, "POST", f"{base}/", headers=headers, body=body)
+            found = page.get("profiles")
+            if isinstance(found, list):
+                profiles.extend(item for item in found if isinstance(item, dict))
+            next_token = page.get("nextToken")
+            token = next_token if isinstance(next_token, str) and next_token else None
+            if token is None:
+                break
+        return profiles
 
     async def mcp(self, account: UpstreamAccount, call: Mapping[str, Any]) -> dict[str, Any]:
         """One JSON-RPC call to Kiro's MCP endpoint (web search; capabilities §2.1).
@@ -424,7 +477,7 @@ class KiroClient:
         if account.profile_arn:
             headers["x-amzn-kiro-profile-arn"] = account.profile_arn
             body["profileArn"] = account.profile_arn
-        session = self._session(account.id, base)
+        session = self._session(account.id, base, account.proxy_url)
         return await self._json(session, "POST", f"{base}/mcp", headers=headers, body=body)
 
     # -- auth hosts ---------------------------------------------------------------------------
@@ -436,8 +489,11 @@ class KiroClient:
         body: Mapping[str, Any],
         *,
         headers: Mapping[str, str] | None = None,
+        proxy_url: str | None = None,
     ) -> dict[str, Any]:
         """POST JSON to an auth host (refresh, OIDC) through the same proxy and timeouts.
+
+        `proxy_url`: the account's (`UpstreamAccount.proxy_url`); None takes the global one.
 
         Error statuses surface as `UpstreamHttpError` whose `.reason` is the OAuth `error` code
         when the body carries one (`invalid_grant`, `authorization_pending`, …).
@@ -445,4 +501,15 @@ class KiroClient:
         origin = "/".join(url.split("/", 3)[:3])
         sent = {"Content-Type": "application/json", "Accept": "application/json"}
         sent.update(headers or {})
-        return await self._json(self._session(owner, origin), "POST", url, headers=sent, body=body)
+        session = self._session(owner, origin, proxy_url)
+        return await self._json(session, "POST", url, headers=sent, body=body)
+
+    async def post_form(
+        self, owner: str, url: str, fields: Mapping[str, str], *, proxy_url: str | None = None
+    ) -> dict[str, Any]:
+        """POST an `application/x-www-form-urlencoded` body (an OAuth token endpoint) and read
+        its JSON answer; errors and `proxy_url` as `post_json`'s."""
+        origin = "/".join(url.split("/", 3)[:3])
+        sent = {"Content-Type": "application/x-www-form-urlencoded", "Accept": "application/json"}
+        session = self._session(owner, origin, proxy_url)
+        return await self._json(session, "POST", url, headers=sent, data=urlencode(fields).encode())

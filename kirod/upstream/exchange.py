@@ -82,6 +82,7 @@ class Exchange:
         first: list[CanonicalEvent],
         chunks: AsyncIterator[list[Frame]] | None = None,
         translator: Translator | None = None,
+        frames: int = 0,
     ) -> None:
         """Without `chunks` (an answer kirod makes itself), `first` is the whole message."""
         self.message_id = message_id
@@ -90,6 +91,7 @@ class Exchange:
         self.first = first
         self._chunks = chunks
         self._translator = translator
+        self.frames = frames  # upstream event-stream frames read so far, for the trace
 
     @property
     def truncation(self) -> Truncation | None:
@@ -104,6 +106,7 @@ class Exchange:
             return
         try:
             async for frames in self._chunks:
+                self.frames += len(frames)
                 if len(frames) == 1:
                     events = translator.feed(frames[0])
                 else:
@@ -164,7 +167,7 @@ async def open_exchange(
             thinking_mode=payload.thinking_mode,
             tool_delivery=route.tool_delivery,
         )
-        first = await _first_events(chunks, translator)
+        first, frames = await _first_events(chunks, translator)
         # Only an error before any output may go elsewhere: one after it is the stream's end.
         early = next((e for e in first if not isinstance(e, MessageStart)), None)
         if isinstance(early, ErrorEvent) and early.code in _EARLY_FAILURES:
@@ -176,6 +179,7 @@ async def open_exchange(
             first=first,
             chunks=chunks,
             translator=translator,
+            frames=frames,
         )
 
 
@@ -198,18 +202,21 @@ async def _search_answer(
 
 async def _first_events(
     chunks: AsyncIterator[list[Frame]], translator: Translator
-) -> list[CanonicalEvent]:
+) -> tuple[list[CanonicalEvent], int]:
     """Read until the translator produces more than `MessageStart`, or a tool call begins (or
     the stream ends).
 
     A call held until it is complete still commits when it begins: its input may take a minute,
     the client's stream is kept alive meanwhile, and a break inside it is its truncation, not a
-    failure to try elsewhere (the same request would most likely be cut the same way).
+    failure to try elsewhere (the same request would most likely be cut the same way). Also
+    returns how many frames were read.
     """
     events: list[CanonicalEvent] = []
+    count = 0
     async for frames in chunks:
+        count += len(frames)
         for frame in frames:
             events += translator.feed(frame)
         if translator.tool_open or any(not isinstance(event, MessageStart) for event in events):
-            return events
-    return events + translator.finish()
+            return events, count
+    return events + translator.finish(), count

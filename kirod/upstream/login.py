@@ -43,6 +43,8 @@ class DeviceLogin:
     client_secret: str = dataclasses.field(repr=False)
     client_secret_expires_at: float | None = None
     device_code: str = dataclasses.field(default="", repr=False)
+    # The new account's own proxy (`UpstreamAccount.proxy_url`), used for the login's calls too.
+    proxy_url: str | None = dataclasses.field(default=None, repr=False)
 
     @property
     def auth_kind(self) -> AuthKind:
@@ -66,9 +68,14 @@ def _number(doc: dict[str, object], key: str, default: float) -> float:
 
 
 async def start(
-    client: KiroClient, *, start_url: str = BUILDER_ID_START_URL, region: str = DEFAULT_REGION
+    client: KiroClient,
+    *,
+    start_url: str = BUILDER_ID_START_URL,
+    region: str = DEFAULT_REGION,
+    proxy_url: str | None = None,
 ) -> DeviceLogin:
-    """Register a public client and request a device code."""
+    """Register a public client and request a device code (through `proxy_url`, the new
+    account's proxy: None for the global one, `direct` for none)."""
     base = client.endpoints.oidc_url(region)
     try:
         registration = await client.post_json(
@@ -80,6 +87,7 @@ async def start(
                 "scopes": list(SCOPES),
                 "grantTypes": [DEVICE_GRANT, "refresh_token"],
             },
+            proxy_url=proxy_url,
         )
         client_id = _text(registration, "clientId")
         client_secret = _text(registration, "clientSecret")
@@ -87,6 +95,7 @@ async def start(
             LOGIN_TRANSPORT,
             f"{base}/device_authorization",
             {"clientId": client_id, "clientSecret": client_secret, "startUrl": start_url},
+            proxy_url=proxy_url,
         )
     except UpstreamHttpError as exc:
         raise LoginError(
@@ -111,6 +120,7 @@ async def start(
         if isinstance(secret_expiry, int | float)
         else None,
         device_code=_text(device, "deviceCode"),
+        proxy_url=proxy_url,
     )
 
 
@@ -131,6 +141,7 @@ async def poll(client: KiroClient, login: DeviceLogin) -> Credentials | None:
                 "deviceCode": login.device_code,
                 "grantType": DEVICE_GRANT,
             },
+            proxy_url=login.proxy_url,
         )
     except UpstreamHttpError as exc:
         code = exc.reason or ""

@@ -171,7 +171,8 @@ def build_payload(
     _fill_empty(turns)
     system = "\n\n".join(text for text in request.system if text)
     if mode == "tags" and request.reasoning is not None:
-        system = _inject_thinking_tags(_thinking_tags(request.reasoning), system, turns[0])
+        tags = _thinking_tags(request.reasoning, model)
+        system = _inject_thinking_tags(tags, system, turns[0])
     history, current = _split_current(turns)
     history = _system_pair(system) + history
 
@@ -599,14 +600,16 @@ def _effort(reasoning: Reasoning) -> Effort:
     return "max"
 
 
-def _thinking_tags(reasoning: Reasoning) -> str:
-    """§2.4a: a budget asks for budgeted thinking (clamped), an effort for adaptive thinking.
+def _thinking_tags(reasoning: Reasoning, model: ModelInfo) -> str:
+    """§2.4a: a budget asks for budgeted thinking (clamped, never above what the model's catalog
+    entry lets it write), an effort for adaptive thinking.
 
     The tags know no `xhigh`; it becomes `max`, which is also the level that reliably triggers
     thinking (kiro.rs issue #86).
     """
     if reasoning.budget_tokens is not None:
-        budget = min(max(reasoning.budget_tokens, TAG_BUDGET_MIN), TAG_BUDGET_MAX)
+        ceiling = min(TAG_BUDGET_MAX, model.max_output_tokens)
+        budget = min(max(reasoning.budget_tokens, TAG_BUDGET_MIN), ceiling)
         return (
             "<thinking_mode>enabled</thinking_mode>"
             f"<max_thinking_length>{budget}</max_thinking_length>"

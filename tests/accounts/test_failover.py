@@ -81,7 +81,7 @@ async def test_quota_confirmed_by_the_probe_exhausts_until_the_reset(tmp_path: P
         assert env.chats() == [second.id]
 
 
-@pytest.mark.parametrize("fatal", ["context_too_long", "model_not_in_plan", "unknown_model"])
+@pytest.mark.parametrize("fatal", ["context_too_long", "unknown_model"])
 async def test_a_failure_of_the_request_itself_returns_at_once(tmp_path: Path, fatal: str) -> None:
     async with pool_env(tmp_path) as env:
         first, _ = await env.add_accounts(2)
@@ -89,11 +89,6 @@ async def test_a_failure_of_the_request_itself_returns_at_once(tmp_path: Path, f
         if fatal == "context_too_long":
             model = next(m for m in env.fake.models() if m.model_id == "claude-sonnet-4.6")
             env.fake.set_model(dataclasses.replace(model, max_input_tokens=100))
-        elif fatal == "model_not_in_plan":
-            req = request(model="claude-opus-4-6")
-            await env.complete(req)  # listed for the account, so kirod will send it...
-            env.fake.set_usage(env.fake_ids[first.id], subscription="KIRO FREE")  # ...refused
-            env.fake.clear_requests()
         else:
             req = request(model="gpt-nonexistent")
         with pytest.raises(ApiError) as error:
@@ -104,10 +99,33 @@ async def test_a_failure_of_the_request_itself_returns_at_once(tmp_path: Path, f
         assert (await env.state(first.id)).status == "active"
         row = (await env.oplog.entries())[0]
         assert row.status == (404 if unknown else 400)
-        if fatal == "unknown_model":  # looked up in each account's catalog, never sent
+        if fatal == "unknown_model":  # no catalog read yet: looked up in each, never sent
             assert [a.outcome for a in row.attempts] == ["model_not_listed"] * 2
+            assert error.value.code == "model_not_found"
         else:
             assert len(row.attempts) == 1
+
+
+async def test_a_model_refused_by_kiro_is_dropped_from_that_accounts_catalog(
+    tmp_path: Path,
+) -> None:
+    async with pool_env(tmp_path) as env:
+        first, second = await env.add_accounts(2)
+        req = request(model="claude-opus-4-6")
+        await env.complete(req)  # listed for the account, so kirod will send it...
+        env.fake.set_usage(env.fake_ids[first.id], subscription="KIRO FREE")  # ...refused
+        env.fake.clear_requests()
+        await env.complete(req)  # INVALID_MODEL_ID on the first: the second serves it
+        assert env.chats() == [first.id, second.id]
+        assert (await env.state(first.id)).status == "active"  # not the account's fault
+        row = (await env.oplog.entries())[0]  # newest first
+        assert [(a.account_id, a.outcome) for a in row.attempts] == [
+            (first.id, "invalid_model"),
+            (second.id, "ok"),
+        ]
+        env.fake.clear_requests()
+        await env.complete(req)  # routed past the first: its catalog lacks the model now
+        assert env.chats() == [second.id]
 
 
 async def test_a_model_missing_from_one_accounts_plan_is_served_by_another(

@@ -808,6 +808,34 @@ def test_native_reasoning_effort(reasoning: Reasoning, effort: str) -> None:
     assert "thinking_mode" not in json.dumps(payload.body)
 
 
+@pytest.mark.parametrize(
+    ("asked", "sent"), [("max", "high"), ("xhigh", "high"), ("medium", "medium"), ("low", "medium")]
+)
+def test_native_effort_is_clamped_to_what_the_catalog_entry_lists(asked: Effort, sent: str) -> None:
+    schema = {
+        "type": "object",
+        "properties": {
+            "output_config": {
+                "type": "object",
+                "properties": {"effort": {"type": "string", "enum": ["medium", "high"]}},
+            }
+        },
+    }
+    [listed] = catalog_from_list_available_models(
+        [{"models": [{"modelId": "claude-opus-4.7", "additionalModelRequestFieldsSchema": schema}]}]
+    )
+    assert listed.efforts == ("medium", "high")
+    payload = build(req(user("hi"), reasoning=Reasoning(effort=asked)), listed)
+    assert payload.thinking_mode == "native"
+    assert current(payload)["reasoning"] == {"effort": sent}
+
+
+def test_tag_thinking_budget_never_exceeds_the_models_output_limit() -> None:
+    small = dataclasses.replace(SONNET, max_output_tokens=8_000)
+    payload = build(req(user("hi"), reasoning=Reasoning(budget_tokens=20_000)), small)
+    assert "<max_thinking_length>8000</max_thinking_length>" in current(payload)["content"]
+
+
 def test_native_reasoning_replays_signed_thinking_and_drops_unsigned() -> None:
     signature = reasoning_signature("let me see")
     payload = build(

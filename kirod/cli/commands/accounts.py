@@ -1,4 +1,4 @@
-"""`kiroctl accounts …`: list, login, import, remove, enable, disable, refresh, probe.
+"""`kiroctl accounts …`: list, login, import, remove, enable, disable, set-proxy, refresh, probe.
 
 An ACCOUNT argument is an account's id or label, or at least 4 leading characters of just one
 account's id (as `accounts list` shows it) or label, in any case.
@@ -53,8 +53,17 @@ def list_(app: App, as_json: bool) -> None:
             "No accounts yet: add one with `kiroctl accounts login` or `accounts import`."
         )
         return
+    proxies = any(account.proxy_url for account in listed)  # the column only when one is set
     grid = render.Grid(
-        "ID", "LABEL", "KIND", "STATE", "WHY", "UNTIL", "CREDITS LEFT", "TOKEN EXPIRES"
+        "ID",
+        "LABEL",
+        "KIND",
+        "STATE",
+        "WHY",
+        "UNTIL",
+        "CREDITS LEFT",
+        "TOKEN EXPIRES",
+        *(("PROXY",) if proxies else ()),
     )
     for account in listed:
         grid.add_row(
@@ -65,6 +74,8 @@ def list_(app: App, as_json: bool) -> None:
             *render.why_and_until(account),
             render.credits_bar(account.usage),
             render.ago(account.expires_at),
+            # The daemon masks a proxy's password before the URL leaves it.
+            *((render.printable(account.proxy_url or "global"),) if proxies else ()),
         )
     app.out.print(grid)
 
@@ -91,6 +102,48 @@ def enable(app: App, account: str) -> None:
 def disable(app: App, account: str) -> None:
     """Stop using ACCOUNT for new requests (in-flight ones finish)."""
     _act(app, account, LocalClient.disable_account, "Disabled")
+
+
+@accounts.command("set-proxy")
+@click.argument("account")
+@click.argument("proxy", metavar="URL|direct|none")
+@pass_app
+def set_proxy(app: App, account: str, proxy: str) -> None:
+    """Send ACCOUNT's traffic to Kiro through its own proxy.
+
+    URL is http://, https://, socks5:// or socks5h:// (the proxy resolves names) with a host
+    and a port, e.g. socks5h://user:pass@127.0.0.1:1080. `direct` bypasses the global
+    proxy_url setting; `none` goes back to it. Chat, token refresh, usage, models and web
+    search of ACCOUNT all take it from their next call on.
+    """
+    account_id = resolve(app, account).id
+    wanted = None if proxy.strip().lower() == "none" else proxy
+    updated = app.call(lambda kirod: kirod.set_account_proxy(account_id, wanted))
+    name = f"{render.shown(updated.label)} ({render.short_id(updated.id)})"
+    shown_proxy = updated.proxy_url
+    if shown_proxy is None:
+        app.out.print(f"{name} now uses the global proxy_url setting, if any.")
+    elif shown_proxy == "direct":
+        app.out.print(f"{name} now connects directly, bypassing any global proxy_url.")
+    else:
+        app.out.print(f"{name} now connects through {render.shown(shown_proxy)}.")
+
+
+@accounts.command("set-profile")
+@click.argument("account")
+@click.argument("profile_arn", metavar="ARN")
+@pass_app
+def set_profile(app: App, account: str, profile_arn: str) -> None:
+    """Make ACCOUNT use the Kiro profile ARN (arn:aws:codewhisperer:REGION:…:profile/…).
+
+    Needed when Kiro offers an account several profiles (state `needs_profile`); the account
+    then calls Kiro in the profile's region (us-east-1 or eu-central-1).
+    """
+    account_id = resolve(app, account).id
+    updated = app.call(lambda kirod: kirod.set_account_profile(account_id, profile_arn))
+    name = f"{render.shown(updated.label)} ({render.short_id(updated.id)})"
+    app.out.print(f"{name} now uses {render.shown(updated.profile_arn or profile_arn)} ", end="")
+    app.out.print(f"in {render.shown(updated.region or '?')}: ", render.state(updated.status))
 
 
 @accounts.command()

@@ -40,11 +40,22 @@ def _desktop() -> bool:
     help="IAM Identity Center start URL (https://d-…awsapps.com/start); default: AWS Builder ID.",
 )
 @click.option("--region", metavar="REGION", help="The Identity Center region [default: us-east-1].")
+@click.option(
+    "--proxy",
+    "proxy_url",
+    metavar="URL|direct",
+    help="The new account's own proxy, the login's too (see `accounts set-proxy`).",
+)
 @click.option("--no-browser", is_flag=True, help="Only print the URL; do not open a browser.")
 @json_option
 @pass_app
 def login(
-    app: App, start_url: str | None, region: str | None, no_browser: bool, as_json: bool
+    app: App,
+    start_url: str | None,
+    region: str | None,
+    proxy_url: str | None,
+    no_browser: bool,
+    as_json: bool,
 ) -> None:
     """Sign in with AWS Builder ID or IAM Identity Center and add the account.
 
@@ -52,7 +63,9 @@ def login(
     (state approved, denied, expired, failed or cancelled). Ctrl-C, SIGTERM and SIGHUP cancel
     the login in kirod too.
     """
-    pending = app.call(lambda kirod: kirod.start_login(start_url=start_url, region=region))
+    pending = app.call(
+        lambda kirod: kirod.start_login(start_url=start_url, region=region, proxy_url=proxy_url)
+    )
     if as_json:
         render.print_json_line(pending.to_json())
     else:

@@ -22,6 +22,8 @@ async def ready(request: web.Request) -> web.Response:
             reasons.append("no_active_accounts")
         if not await services.responses.available():
             reasons.append("reasoning_replay_store_unavailable")
+    if services.models.catalog_unavailable():
+        reasons.append("model_catalog_unavailable")
     if not reasons:
         return web.json_response({"status": "ready"})
     return web.json_response(

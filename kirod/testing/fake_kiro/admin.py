@@ -136,6 +136,7 @@ async def _issue_account(fake: FakeKiro, request: web.Request, data: Any) -> Any
         AuthKind.SOCIAL: fake.issue_social_account,
         AuthKind.IDC: fake.issue_idc_account,
         AuthKind.API_KEY: fake.issue_api_key_account,
+        AuthKind.EXTERNAL_IDP: fake.issue_external_idp_account,
     }[kind]
     return issue(**options).to_json()
 

@@ -127,6 +127,38 @@ async def oidc_token(
     return _oidc_error("unsupported_grant_type")
 
 
+async def external_idp_token(
+    tokens: TokenRegistry, request: web.Request, data: dict[str, Any]
+) -> web.Response:
+    """A tenant's OAuth token endpoint (Entra ID / Okta, capabilities §5.5): a form post
+    `grant_type=refresh_token&client_id=…&refresh_token=…[&scope=…]` from a public client,
+    answered in snake_case; `data` is the parsed form. JSON bodies are refused, as a real
+    OAuth endpoint does."""
+    if not request.content_type.startswith("application/x-www-form-urlencoded"):
+        return _oauth_error(400, "invalid_request", "The request body must be form-encoded.")
+    if data.get("grant_type") != "refresh_token":
+        return _oauth_error(400, "unsupported_grant_type", "Unsupported grant type.")
+    client_id = data.get("client_id")
+    if not isinstance(client_id, str) or not client_id:
+        return _oauth_error(400, "invalid_request", "client_id is required.")
+    token_set = tokens.refresh(data.get("refresh_token"), AuthKind.EXTERNAL_IDP, client_id)
+    if token_set is None:
+        return _oauth_error(400, "invalid_grant", "AADSTS70000: The refresh token is invalid.")
+    return web.json_response(
+        {
+            "token_type": "Bearer",
+            "scope": data.get("scope", ""),
+            "expires_in": token_set.expires_in,
+            "access_token": token_set.access_token,
+            "refresh_token": token_set.refresh_token,
+        }
+    )
+
+
+def _oauth_error(status: int, code: str, description: str) -> web.Response:
+    return web.json_response({"error": code, "error_description": description}, status=status)
+
+
 def _social_tokens(token_set: TokenSet) -> dict[str, Any]:
     return {
         "accessToken": token_set.access_token,

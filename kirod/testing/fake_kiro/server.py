@@ -16,6 +16,7 @@ import dataclasses
 import json
 import threading
 import time
+import urllib.parse
 import uuid
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass
@@ -40,7 +41,14 @@ from kirod.testing.fake_kiro.script import (
     suspended_body,
 )
 from kirod.testing.fake_kiro.search import WEB_SEARCH_TOOL, Search, SearchFault, search_text
-from kirod.testing.fake_kiro.tokens import Account, AuthKind, DeviceFlow, TokenRegistry, TokenSet
+from kirod.testing.fake_kiro.tokens import (
+    EXTERNAL_IDP_TOKEN_PATH,
+    Account,
+    AuthKind,
+    DeviceFlow,
+    TokenRegistry,
+    TokenSet,
+)
 from kirod.testing.fake_kiro.usage import Usage
 from kirod.testing.fake_kiro.validate import RULES, validate_chat
 
@@ -60,6 +68,9 @@ class RecordedRequest:
     account_id: str | None = None
     status: int | None = None
     rejected_by: str | None = None  # the validation rule, for rejected chats
+    # The API host's region, from a leading `/<region>/` path segment; None: no segment, a
+    # host that plays every region (what tests that ignore regions use).
+    region: str | None = None
 
     @property
     def json(self) -> Any:
@@ -186,10 +197,29 @@ class FakeKiro:
         subscription: str = "KIRO PRO",
         provider: str = "BuilderId",
         region: str = "us-east-1",
+        profile_region: str | None = None,
+        extra_profiles: int = 0,
     ) -> TokenSet:
-        """A Builder ID / Identity Center account with its OIDC client (clientId/secret)."""
+        """A Builder ID / Identity Center account with its OIDC client (clientId/secret).
+
+        `region` is the IdC (OIDC) region; `profile_region` that of its Q profile (default the
+        same); `extra_profiles` more profiles for ListAvailableProfiles to report."""
         return self.tokens.create_account(
-            AuthKind.IDC, provider=provider, subscription=subscription, region=region
+            AuthKind.IDC,
+            provider=provider,
+            subscription=subscription,
+            region=region,
+            profile_region=profile_region,
+            extra_profiles=extra_profiles,
+        )
+
+    def issue_external_idp_account(
+        self, *, subscription: str = "KIRO PRO", region: str = "us-east-1"
+    ) -> TokenSet:
+        """An Entra ID / Okta account: refresh is a form post to `EXTERNAL_IDP_TOKEN_PATH`
+        (here, on this server) and every Kiro call needs `TokenType: EXTERNAL_IDP`."""
+        return self.tokens.create_account(
+            AuthKind.EXTERNAL_IDP, subscription=subscription, region=region
         )
 
     def issue_api_key_account(self, *, subscription: str = "KIRO PRO") -> TokenSet:
@@ -305,8 +335,22 @@ def build_app(fake: FakeKiro) -> web.Application:
     return app
 
 
+API_REGIONS = ("us-east-1", "eu-central-1")
+"""Regions the fake serves; tests tell them apart with `Endpoints(kiro=base + "/{region}")`."""
+
+
+def _host_region(path: str) -> tuple[str | None, str]:
+    """(region, rest of the path): a leading `/us-east-1` or `/eu-central-1` segment names the
+    host's region; a path without one is answered as by a host of every region."""
+    first, _, rest = path.lstrip("/").partition("/")
+    if first in API_REGIONS:
+        return first, "/" + rest
+    return None, path
+
+
 async def _dispatch(fake: FakeKiro, request: web.Request) -> web.StreamResponse:
-    operation = _operation(request)
+    region, path = _host_region(request.path)
+    operation = _operation(request, path)
     if operation is None:
         return _error(404, {"message": "Unknown operation."}, "UnknownOperationException")
     handler, methods = _HANDLERS[operation]
@@ -319,6 +363,7 @@ async def _dispatch(fake: FakeKiro, request: web.Request) -> web.StreamResponse:
         query=dict(request.query),
         headers={name.lower(): value for name, value in request.headers.items()},
         body=await request.read(),
+        region=region,
     )
     fake._record(record)
     status = 499  # the client went away before the answer was complete
@@ -355,9 +400,9 @@ async def _padded(request: web.Request, answer: web.Response, nbytes: int) -> we
     return response
 
 
-def _operation(request: web.Request) -> str | None:
+def _operation(request: web.Request, path: str) -> str | None:
     """§1.3: the operation a request names, by `x-amz-target` on `/` or by path suffix."""
-    path = request.path.rstrip("/")
+    path = path.rstrip("/")
     if not path:
         target = request.headers.get("x-amz-target", "")
         return _TARGET_OPERATIONS.get(target.rpartition(".")[2])
@@ -396,7 +441,7 @@ async def _chat(
         return _error(rejection.status, rejection.body, rejection.error_type)
     root = json.loads(record.body)
     model = models[root["conversationState"]["currentMessage"]["userInputMessage"]["modelId"]]
-    refusal = _account_refusal(account, root, model)
+    refusal = _account_refusal(account, root, model, record.region)
     if refusal is not None:
         return refusal
     script = fake.next_script(account.account_id)
@@ -417,12 +462,16 @@ async def _chat(
 
 
 def _account_refusal(
-    account: Account, root: Mapping[str, Any], model: Model
+    account: Account, root: Mapping[str, Any], model: Model, host_region: str | None
 ) -> web.Response | None:
-    """What the account itself forbids: suspension, wrong profile, plan, exhausted quota."""
+    """What the account itself forbids: suspension, wrong region or profile, plan, quota."""
     if account.suspended:
         return _error(403, suspended_body(account.user_id), "AccessDeniedException")
     profile_arn = root.get("profileArn")
+    arn_region = profile_arn.split(":")[3:4] if isinstance(profile_arn, str) else None
+    if host_region is not None and arn_region is not None and arn_region != [host_region]:
+        # A profile of another region sent to this region's host (capabilities §5.2).
+        return _error(400, {"message": "Improperly formed request."}, "ValidationException")
     if profile_arn is None and account.kind is AuthKind.SOCIAL:
         body = {"message": "profileArn is required for this request."}
         return _error(400, body, "ValidationException")
@@ -502,8 +551,22 @@ async def _profiles(fake: FakeKiro, request: web.Request, record: RecordedReques
         return _bearer_invalid()
     record.account_id = account.account_id
     name = "Social_Default_Profile" if account.kind is AuthKind.SOCIAL else "QDefaultProfile"
-    profile = {"arn": account.profile_arn, "profileName": name, "status": "ACTIVE"}
-    return web.json_response({"profiles": [profile]})
+    # Regional: a host lists only its own region's profiles, one per page.
+    arns = [
+        arn
+        for arn in account.profiles()
+        if record.region is None or arn.split(":")[3] == record.region
+    ]
+    start = int(token) if (token := _json_object(record.body).get("nextToken")) else 0
+    page = [
+        {"arn": arn, "profileName": name if arn == account.profile_arn else f"Profile{i}"}
+        | {"status": "ACTIVE"}
+        for i, arn in enumerate(arns[start : start + 1], start)
+    ]
+    answer: dict[str, Any] = {"profiles": page}
+    if start + 1 < len(arns):
+        answer["nextToken"] = str(start + 1)
+    return web.json_response(answer)
 
 
 async def _mcp(fake: FakeKiro, request: web.Request, record: RecordedRequest) -> web.Response:
@@ -591,6 +654,20 @@ def _auth_handler(
     return bound
 
 
+def _form_handler(
+    handler: Callable[[TokenRegistry, web.Request, dict[str, Any]], Awaitable[web.Response]],
+) -> Handler:
+    """`_auth_handler` for a form-encoded body (an OAuth token endpoint)."""
+
+    async def bound(
+        fake: FakeKiro, request: web.Request, record: RecordedRequest
+    ) -> web.StreamResponse:
+        fields = urllib.parse.parse_qs(record.body.decode("utf-8", "replace"))
+        return await handler(fake.tokens, request, {k: v[0] for k, v in fields.items()})
+
+    return bound
+
+
 _HANDLERS: dict[str, tuple[Handler, frozenset[str]]] = {
     "chat": (_chat, _POST),
     "usage": (_usage, _GET_POST),
@@ -603,6 +680,7 @@ _HANDLERS: dict[str, tuple[Handler, frozenset[str]]] = {
     "oidc_register": (_auth_handler(auth.oidc_register), _POST),
     "oidc_device": (_auth_handler(auth.oidc_device_authorization), _POST),
     "oidc_token": (_auth_handler(auth.oidc_token), _POST),
+    "external_idp_token": (_form_handler(auth.external_idp_token), _POST),
 }
 
 _TARGET_OPERATIONS = {
@@ -623,6 +701,7 @@ _PATH_OPERATIONS = (
     ("/mcp", "mcp"),
     ("/refreshToken", "social_refresh"),
     ("/login", "social_login"),
+    (EXTERNAL_IDP_TOKEN_PATH, "external_idp_token"),
     ("/oauth/token", "social_token"),
     ("/client/register", "oidc_register"),
     ("/device_authorization", "oidc_device"),

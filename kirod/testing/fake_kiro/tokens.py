@@ -26,6 +26,8 @@ BUILDER_ID_PROFILE_ARN = "arn:aws:codewhisperer:us-east-1:638616132270:profile/A
 """The default profile kiro-cli uses for Builder ID logins (capture doc, §5.4)."""
 
 API_KEY_TOKEN_TYPE = "API_KEY"  # noqa: S105 - the `tokentype` header value for `ksk_` keys
+EXTERNAL_IDP_TOKEN_TYPE = "EXTERNAL_IDP"  # noqa: S105 - the header every external-IdP call needs
+EXTERNAL_IDP_TOKEN_PATH = "/extidp/oauth2/token"  # noqa: S105 - the fake tenant's token endpoint
 OIDC_SCOPES = ("codewhisperer:completions", "codewhisperer:analysis", "codewhisperer:conversations")
 
 
@@ -33,6 +35,7 @@ class AuthKind(enum.StrEnum):
     SOCIAL = "social"  # Google / GitHub via Kiro's auth service; refresh at /refreshToken
     IDC = "idc"  # Builder ID or IAM Identity Center via SSO OIDC; refresh at /token
     API_KEY = "api_key"  # headless `ksk_` key, sent with `tokentype: API_KEY`; no refresh
+    EXTERNAL_IDP = "external_idp"  # Entra/Okta token, `TokenType: EXTERNAL_IDP`; form refresh
 
 
 class DeviceOutcome(enum.StrEnum):
@@ -66,6 +69,10 @@ class Account:
     usage: Usage
     client_id: str | None = None
     suspended: bool = False
+    extra_profiles: tuple[str, ...] = ()  # more profile ARNs ListAvailableProfiles reports
+
+    def profiles(self) -> tuple[str, ...]:
+        return (self.profile_arn, *self.extra_profiles)
 
 
 @dataclass(frozen=True)
@@ -172,29 +179,41 @@ class TokenRegistry:
         subscription: str = "KIRO PRO",
         region: str = "us-east-1",
         client_id: str | None = None,
+        profile_region: str | None = None,
+        extra_profiles: int = 0,
     ) -> TokenSet:
-        """A new account with fresh credentials; IdC accounts get an OIDC client if none."""
+        """A new account with fresh credentials; IdC accounts get an OIDC client if none.
+
+        `profile_region`: where its profile lives (default `region`, the login's); with
+        `extra_profiles`, ListAvailableProfiles reports that many more, alternately in
+        eu-central-1 and us-east-1."""
         with self._lock:
             number = next(self._ids)
             if kind is AuthKind.IDC and client_id is None:
                 client_id = self._register_client_locked().client_id
+            elif kind is AuthKind.EXTERNAL_IDP and client_id is None:
+                client_id = f"{secrets.token_hex(4)}-public-client"  # a public client, no secret
             account = Account(
                 account_id=f"acct-{number}",
                 kind=kind,
                 provider=provider or _DEFAULT_PROVIDER[kind],
-                profile_arn=_profile_arn(kind, provider, region, number),
+                profile_arn=_profile_arn(kind, provider, profile_region or region, number),
                 user_id=f"d-{secrets.token_hex(5)}.{secrets.token_hex(8)}",
                 email=f"user{number}@example.com",
                 region=region,
                 usage=Usage.for_plan(subscription, self.now()),
                 client_id=client_id,
+                extra_profiles=tuple(
+                    _profile_arn(kind, "extra", ("eu-central-1", "us-east-1")[i % 2], number, i + 1)
+                    for i in range(extra_profiles)
+                ),
             )
             self._accounts[account.account_id] = account
             if kind is AuthKind.API_KEY:
                 key = self._mint("ksk_", 40)
                 self._api_keys[key] = account.account_id
                 return self._token_set_locked(account, key, None, expires_in=0)
-            refresh = self._mint("aor", 172)
+            refresh = self._mint_refresh_locked(kind)
             self._refresh[refresh] = account.account_id
             self._refresh_issued[account.account_id] = [refresh]
             return self._issue_access_locked(account, refresh)
@@ -216,7 +235,12 @@ class TokenRegistry:
                 access = self._access.get(bearer)
                 live = access is not None and self.now() < access.expires_at
                 account_id = access.account_id if live and access is not None else None
-            return self._accounts.get(account_id) if account_id else None
+            account = self._accounts.get(account_id) if account_id else None
+            if account is not None and account.kind is AuthKind.EXTERNAL_IDP:
+                # Without the header, both Kiro planes answer 403 (capabilities §5.5).
+                external = (token_type or "").upper() == EXTERNAL_IDP_TOKEN_TYPE
+                return account if external else None
+            return account
 
     def account(self, account_id: str) -> Account:
         with self._lock:
@@ -283,7 +307,7 @@ class TokenRegistry:
                 return None
             if self.rotate_refresh:
                 del self._refresh[refresh_token]
-                refresh_token = self._mint("aor", 172)
+                refresh_token = self._mint_refresh_locked(kind)
                 self._refresh[refresh_token] = account.account_id
                 self._refresh_issued[account.account_id].append(refresh_token)
             return self._issue_access_locked(account, refresh_token)
@@ -343,6 +367,10 @@ class TokenRegistry:
         self._issued.append(token)
         return token
 
+    def _mint_refresh_locked(self, kind: AuthKind) -> str:
+        """Kiro's `aor…`; an Entra-style `1.AXoA…` (shorter, another shape) for external IdPs."""
+        return self._mint("1.AXoA", 60) if kind is AuthKind.EXTERNAL_IDP else self._mint("aor", 172)
+
     def _register_client_locked(self) -> OidcClient:
         client = OidcClient(self._mint("", 16), self._mint("", 96), self.now() + 90 * 86400)
         self._clients[client.client_id] = client
@@ -378,10 +406,16 @@ _DEFAULT_PROVIDER = {
     AuthKind.SOCIAL: "Google",
     AuthKind.IDC: "BuilderId",
     AuthKind.API_KEY: "ApiKey",
+    AuthKind.EXTERNAL_IDP: "ExternalIdp",
 }
 
 
-def _profile_arn(kind: AuthKind, provider: str | None, region: str, number: int) -> str:
+def _profile_arn(
+    kind: AuthKind, provider: str | None, region: str, number: int, extra: int = 0
+) -> str:
     if kind is AuthKind.IDC and provider in (None, "BuilderId"):
         return BUILDER_ID_PROFILE_ARN
-    return f"arn:aws:codewhisperer:{region}:{100000000000 + number}:profile/FAKE{number:08d}"
+    suffix = f"X{extra}" if extra else ""
+    return (
+        f"arn:aws:codewhisperer:{region}:{100000000000 + number}:profile/FAKE{number:08d}{suffix}"
+    )

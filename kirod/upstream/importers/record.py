@@ -16,6 +16,7 @@ from urllib.parse import urlsplit
 
 from kirod.upstream.credentials import AuthKind, Credentials
 from kirod.upstream.errors import CredentialImportError
+from kirod.upstream.regions import PROFILE_ARN, RegionError, api_region
 
 ImportSource = Literal["kiro-ide", "kiro-cli", "opencode-kiro-auth", "api-key"]
 
@@ -26,10 +27,8 @@ BUILDER_ID_START_URL = "https://view.awsapps.com/start"
 MIN_REFRESH_TOKEN_LENGTH = 100
 
 _REGION = re.compile(r"[a-z]{2}(?:-[a-z]+)+-\d{1,2}")
-_PROFILE_ARN = re.compile(
-    r"arn:aws[a-z-]*:codewhisperer:(?P<region>[a-z]{2}(?:-[a-z]+)+-\d{1,2})"
-    r":\d{12}:profile/[A-Za-z0-9_-]+"
-)
+_PROFILE_ARN = PROFILE_ARN
+_LOOPBACK_HOSTS = frozenset({"127.0.0.1", "::1", "localhost"})  # a local IdP (tests, dev)
 _EXTRA_FRACTION = re.compile(r"(\.\d{6})\d+")  # kiro-cli writes nanoseconds
 
 _KIND_NAMES = {
@@ -155,7 +154,8 @@ class Record:
     def https_url(self, name: str) -> str:
         value = self.require(name)
         parts = urlsplit(value)
-        if parts.scheme != "https" or not parts.hostname:
+        loopback = parts.scheme == "http" and parts.hostname in _LOOPBACK_HOSTS
+        if (parts.scheme != "https" and not loopback) or not parts.hostname:
             raise self.fail(f"{name} must be an https URL")
         return value
 
@@ -168,12 +168,16 @@ def imported_account(
     auth_region: str,
     name: str | None = None,
 ) -> ImportedAccount:
-    """Assemble the account; the API region is the profile's, which is where Kiro serves it."""
-    match = _PROFILE_ARN.fullmatch(profile_arn) if profile_arn else None
+    """Assemble the account; the API region is the profile's, which is where Kiro serves it, else
+    the one serving `auth_region` (`kirod.upstream.regions`)."""
+    try:
+        region = api_region(profile_arn, auth_region)
+    except RegionError as exc:
+        raise CredentialImportError(f"{_KIND_NAMES[kind]} login ({source}): {exc}") from None
     return ImportedAccount(
         label=f"{name or _KIND_NAMES[kind]} ({source})",
         auth_kind=kind,
-        region=match["region"] if match else DEFAULT_REGION,
+        region=region,
         auth_region=auth_region,
         profile_arn=profile_arn,
         credentials=credentials,

@@ -1,0 +1,148 @@
+"""Routing by catalog through the dispatcher: a request is leased only on accounts whose model
+catalog lists its model (accounts not read yet stay eligible unless their plan rules it out), a
+model no account offers is the 404 before any lease, and `/ready`'s catalog verdict."""
+
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+from typing import Any, cast
+
+import pytest
+
+from kirod.accounts.models import STATIC_CATALOG_MAX_AGE_S, CatalogCache, ModelDirectory
+from kirod.accounts.tokens import TokenKeeper
+from kirod.canonical.models import STATIC_CATALOG, STATIC_CATALOG_AS_OF, STRICT
+from kirod.errors import ApiError, ErrorKind
+from kirod.storage.accounts import AccountStore
+from kirod.tasks import TaskOwner
+from kirod.testing.fake_kiro.catalog import Model
+from kirod.upstream.client import KiroClient, UpstreamAccount
+from kirod.upstream.credentials import Credentials
+from kirod.upstream.errors import UpstreamError
+
+sys.path.insert(0, str(Path(__file__).parent))
+from pool_env import pool_env, request
+
+OPUS = "claude-opus-4-6"
+
+
+async def test_a_model_goes_only_to_accounts_whose_catalog_lists_it(tmp_path: Path) -> None:
+    async with pool_env(tmp_path) as env:
+        free = await env.add_account(subscription="KIRO FREE")  # its catalog lists no Opus
+        pro = await env.add_account()
+        await env.maintenance.run_pass()  # reads each account's catalog and usage
+        env.fake.clear_requests()
+        await env.complete(request(model=OPUS))
+        assert env.chats() == [pro.id]  # no lease, no upstream call on the free account
+        [row] = await env.oplog.entries()
+        assert [(a.account_id, a.outcome) for a in row.attempts] == [(pro.id, "ok")]
+        env.fake.clear_requests()
+        await env.complete()  # sonnet: both list it, sticky keeps the first chosen
+        assert env.chats() == [pro.id]  # sticky keeps the account chosen last
+        assert free.id != pro.id
+
+
+async def test_a_free_plan_account_not_read_yet_is_skipped_for_opus(tmp_path: Path) -> None:
+    async with pool_env(tmp_path) as env:
+        free = await env.add_account(subscription="KIRO FREE")
+        pro = await env.add_account()
+        await env.probes.probe(free.id)  # its usage (the plan) is known, its catalog is not
+        env.fake.clear_requests()
+        await env.complete(request(model=OPUS))
+        assert env.chats() == [pro.id]
+        [row] = await env.oplog.entries()
+        assert [a.account_id for a in row.attempts] == [pro.id]
+        assert env.fake.requests("models")  # only the serving account's catalog was read
+        assert {env.kirod_id(r.account_id) for r in env.fake.requests("models")} == {pro.id}
+
+
+async def test_a_cold_start_still_finds_the_account_that_has_the_model(tmp_path: Path) -> None:
+    async with pool_env(tmp_path) as env:
+        free = await env.add_account(subscription="KIRO FREE")  # nothing known about it yet
+        pro = await env.add_account()
+        await env.complete(request(model=OPUS))
+        assert env.chats() == [pro.id]
+        [row] = await env.oplog.entries()
+        assert [(a.account_id, a.outcome) for a in row.attempts] == [
+            (free.id, "model_not_listed"),  # its catalog, read on first use, lacks Opus
+            (pro.id, "ok"),
+        ]
+        env.fake.clear_requests()
+        await env.complete(request(model=OPUS))  # from now on routed past it
+        assert env.chats() == [pro.id]
+        assert [a.account_id for a in (await env.oplog.entries())[0].attempts] == [pro.id]
+
+
+async def test_a_model_no_account_offers_is_a_404_listing_what_is_available(
+    tmp_path: Path,
+) -> None:
+    async with pool_env(tmp_path) as env:
+        await env.add_accounts(2, subscription="KIRO FREE")
+        await env.maintenance.run_pass()
+        env.fake.clear_requests()
+        with pytest.raises(ApiError) as error:
+            await env.complete(request(model=OPUS))
+        assert (error.value.kind, error.value.code) == (ErrorKind.NOT_FOUND, "model_not_found")
+        assert "claude-sonnet-4-6" in error.value.message
+        assert "opus" not in error.value.message.split("include", 1)[1]
+        assert env.chats() == []
+        [row] = await env.oplog.entries()
+        assert row.attempts == ()
+
+
+class FlakyModels:
+    """A `KiroClient` stand-in whose ListAvailableModels fails while `failing` is set."""
+
+    def __init__(self) -> None:
+        self.failing = True
+
+    async def list_models(self, account: UpstreamAccount) -> list[dict[str, Any]]:
+        if self.failing:
+            raise UpstreamError("ListAvailableModels answered 500")
+        return [{"models": [{"modelId": "claude-sonnet-4.6"}]}]
+
+
+async def test_the_catalog_is_unavailable_only_when_none_was_read_and_static_is_stale() -> None:
+    client = FlakyModels()
+    account = UpstreamAccount(
+        "acct", "us-east-1", "us-east-1", "social", None, Credentials("a", "r", time.time() + 600)
+    )
+    async with TaskOwner("test") as tasks:
+        catalogs = CatalogCache(cast(KiroClient, client), tasks)
+        stale = STATIC_CATALOG_AS_OF + STATIC_CATALOG_MAX_AGE_S + 1
+        assert not catalogs.unavailable()  # nothing asked yet
+        assert await catalogs.get(account) is STATIC_CATALOG  # the fallback stands in
+        assert catalogs.unavailable()
+        models = ModelDirectory(cast(AccountStore, None), catalogs, cast(TokenKeeper, None), STRICT)
+        assert models.catalog_unavailable(now=stale)
+        assert not models.catalog_unavailable(now=STATIC_CATALOG_AS_OF + 86400)
+        assert not models.catalog_unavailable()  # the static list is recent enough today
+        client.failing = False
+        catalog = await catalogs.get(account)
+        assert [info.kiro_id for info in catalog] == ["claude-sonnet-4.6"]
+        assert not models.catalog_unavailable(now=stale)
+        # An INVALID_MODEL_ID drops the model and marks the catalog for a re-read.
+        catalogs.refused("acct", "claude-sonnet-4.6")
+        cached = catalogs.cached("acct")
+        assert cached is not None
+        assert cached.get("claude-sonnet-4.6") is None
+        assert (await catalogs.get(account)).get("claude-sonnet-4.6") is not None
+
+
+async def test_a_model_only_kiro_knows_is_found_on_a_cold_start(tmp_path: Path) -> None:
+    async with pool_env(tmp_path) as env:
+        env.fake.set_model(Model("claude-opus-9", "Claude Opus 9", 1_000_000, 64_000, 2.2))
+        [account] = await env.add_accounts(1)  # not read yet; the static list lacks the model
+        await env.complete(request(model="claude-opus-9"))
+        assert env.chats() == [account.id]
+        sent = env.fake.requests("chat")[-1].json["conversationState"]["currentMessage"]
+        assert sent["userInputMessage"]["modelId"] == "claude-opus-9"
+        env.fake.clear_requests()
+        await env.complete(request(model="claude-opus-9"))  # now from the cached catalog
+        assert env.chats() == [account.id]
+        with pytest.raises(ApiError) as error:  # every catalog read: unknown is a 404 at once
+            await env.complete(request(model="claude-opus-10"))
+        assert error.value.code == "model_not_found"
+        assert (await env.oplog.entries())[0].attempts == ()
