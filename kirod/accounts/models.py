@@ -155,7 +155,7 @@ class Routing:
     """
 
     resolution: Resolution | None
-    offers: Callable[[AccountRecord], bool]
+    offers: Callable[[AccountRecord], bool] | None  # None: every account may serve it
 
     @property
     def kiro_id(self) -> str | None:
@@ -234,11 +234,14 @@ class ModelDirectory:
         def offers(record: AccountRecord) -> bool:
             return self.offered_by(record, kiro_id)
 
-        if records and not any(offers(record) for record in records):
+        offering = [offers(record) for record in records]
+        if records and not any(offering):
             # Only accounts not read yet listed it, and their plans cannot have it.
             available = [i for i in union if any(self.offered_by(r, i.kiro_id) for r in records)]
             raise unknown_model(name, ModelCatalog(tuple(available)))
-        return Routing(resolution, offers)
+        # The usual case, every account offering it, leaves the pool's queue unfiltered: a
+        # filter makes each waiter a selective one, checked against every account per release.
+        return Routing(resolution, None if all(offering) else offers)
 
     def catalog_unavailable(self, now: float | None = None) -> bool:
         """No account's catalog could be read, and the static fallback is out of date."""
