@@ -32,12 +32,6 @@ PASSWORD = "hunter2-very-secret"
 
 
 @pytest.fixture(scope="module")
-def fake() -> Iterator[ThreadedFake]:
-    with ThreadedFake() as server:
-        yield server
-
-
-@pytest.fixture(scope="module")
 def proxies() -> Iterator[dict[str, Any]]:
     with (
         ThreadedProxy(HttpProxy()) as global_proxy,

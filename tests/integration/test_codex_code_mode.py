@@ -11,18 +11,15 @@ from __future__ import annotations
 import copy
 import json
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import openai
 import pytest
 
-from kirod.testing.daemon import DaemonProcess
-from kirod.testing.fake_kiro import FakeKiro, Reply, ThreadedFake, ToolCall
+from kirod.testing.fake_kiro import FakeKiro, Reply, ToolCall
 
 sys.path.insert(0, str(Path(__file__).parent))
-from kiro_env import import_account, start_daemon
 
 CAPTURE = Path(__file__).resolve().parents[1] / "clients" / "captures"
 CODE_MODE = CAPTURE / "codex-0.171.0-gpt-5.6-sol.json"
@@ -35,37 +32,6 @@ def captured_body() -> dict[str, Any]:
     first = next(r for r in capture["requests"] if r["path"].startswith("/v1/responses"))
     body: dict[str, Any] = copy.deepcopy(first["body"])
     return body
-
-
-@pytest.fixture(scope="module")
-def fake() -> Iterator[ThreadedFake]:
-    with ThreadedFake() as server:
-        yield server
-
-
-@pytest.fixture(scope="module")
-def daemon(fake: ThreadedFake, module_tmp: Path) -> Iterator[DaemonProcess]:
-    proc = start_daemon(module_tmp, fake)
-    import_account(proc, fake.fake.issue_social_account())
-    try:
-        yield proc
-    finally:
-        proc.kill()
-
-
-@pytest.fixture
-def service(fake: ThreadedFake) -> FakeKiro:
-    fake.fake.clear_scripts()
-    fake.fake.clear_requests()
-    return fake.fake
-
-
-@pytest.fixture
-def gpt(daemon: DaemonProcess) -> Iterator[openai.OpenAI]:
-    with openai.OpenAI(
-        base_url=f"{daemon.base_url}/v1", api_key=daemon.api_key, max_retries=0
-    ) as client:
-        yield client
 
 
 def last_state(service: FakeKiro) -> dict[str, Any]:

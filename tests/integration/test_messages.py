@@ -31,12 +31,6 @@ PNG_1X1 = base64.b64encode(
 
 
 @pytest.fixture(scope="module")
-def fake() -> Iterator[ThreadedFake]:
-    with ThreadedFake() as server:
-        yield server
-
-
-@pytest.fixture(scope="module")
 def daemon(fake: ThreadedFake, module_tmp: Path) -> Iterator[DaemonProcess]:
     root = module_tmp
     proc = start_daemon(root, fake)
@@ -50,21 +44,6 @@ def daemon(fake: ThreadedFake, module_tmp: Path) -> Iterator[DaemonProcess]:
         for secret in fake.fake.issued_secrets():
             assert secret not in log
         assert proc.api_key not in log
-
-
-@pytest.fixture
-def service(fake: ThreadedFake) -> FakeKiro:
-    fake.fake.clear_scripts()
-    fake.fake.clear_requests()
-    return fake.fake
-
-
-@pytest.fixture
-def claude(daemon: DaemonProcess) -> Iterator[anthropic.Anthropic]:
-    with anthropic.Anthropic(
-        base_url=daemon.base_url, api_key=daemon.api_key, max_retries=0
-    ) as client:
-        yield client
 
 
 def wait_for_line(daemon: DaemonProcess, *needles: str) -> str:

@@ -53,12 +53,6 @@ _KEPT_HEADERS = {
 
 
 @pytest.fixture(scope="module")
-def fake() -> Iterator[ThreadedFake]:
-    with ThreadedFake() as server:
-        yield server
-
-
-@pytest.fixture(scope="module")
 def daemon(fake: ThreadedFake, module_tmp: Path) -> Iterator[DaemonProcess]:
     proc = start_daemon(
         module_tmp, fake, {"KIROD_MODEL_ALIASES": "my-fast=claude-haiku-4.5,opus-pinned=opus"}
@@ -68,13 +62,6 @@ def daemon(fake: ThreadedFake, module_tmp: Path) -> Iterator[DaemonProcess]:
         yield proc
     finally:
         proc.kill()
-
-
-@pytest.fixture
-def service(fake: ThreadedFake) -> FakeKiro:
-    fake.fake.clear_scripts()
-    fake.fake.clear_requests()
-    return fake.fake
 
 
 @dataclass

@@ -32,12 +32,6 @@ SHELL_TOOL: dict[str, Any] = {
 
 
 @pytest.fixture(scope="module")
-def fake() -> Iterator[ThreadedFake]:
-    with ThreadedFake() as server:
-        yield server
-
-
-@pytest.fixture(scope="module")
 def daemon(fake: ThreadedFake, module_tmp: Path) -> Iterator[DaemonProcess]:
     root = module_tmp
     proc = start_daemon(root, fake, {"KIROD_ENABLE_CHAT_COMPLETIONS": "true"})
@@ -49,13 +43,6 @@ def daemon(fake: ThreadedFake, module_tmp: Path) -> Iterator[DaemonProcess]:
         log = proc.log()
         for secret in (*fake.fake.issued_secrets(), proc.api_key):
             assert secret not in log
-
-
-@pytest.fixture
-def service(fake: ThreadedFake) -> FakeKiro:
-    fake.fake.clear_scripts()
-    fake.fake.clear_requests()
-    return fake.fake
 
 
 @pytest.fixture

@@ -25,12 +25,6 @@ SESSION_HEADER = "x-claude-code-session-id"
 
 
 @pytest.fixture(scope="module")
-def fake() -> Iterator[ThreadedFake]:
-    with ThreadedFake() as server:
-        yield server
-
-
-@pytest.fixture(scope="module")
 def daemon(fake: ThreadedFake) -> Iterator[DaemonProcess]:
     root = Path(tempfile.mkdtemp(prefix="kd-"))
     proc = start_daemon(
@@ -45,21 +39,6 @@ def daemon(fake: ThreadedFake) -> Iterator[DaemonProcess]:
     finally:
         assert proc.stop() == 0
         shutil.rmtree(root, ignore_errors=True)
-
-
-@pytest.fixture
-def service(fake: ThreadedFake) -> FakeKiro:
-    fake.fake.clear_scripts()
-    fake.fake.clear_requests()
-    return fake.fake
-
-
-@pytest.fixture
-def claude(daemon: DaemonProcess) -> Iterator[anthropic.Anthropic]:
-    with anthropic.Anthropic(
-        base_url=daemon.base_url, api_key=daemon.api_key, max_retries=0
-    ) as client:
-        yield client
 
 
 def ask(claude: anthropic.Anthropic, session: str | None = None) -> str:

@@ -27,12 +27,6 @@ SLOTS = 10
 
 
 @pytest.fixture(scope="module")
-def fake() -> Iterator[ThreadedFake]:
-    with ThreadedFake() as server:
-        yield server
-
-
-@pytest.fixture(scope="module")
 def daemon(fake: ThreadedFake) -> Iterator[DaemonProcess]:
     root = Path(tempfile.mkdtemp(prefix="kd-"))
     proc = start_daemon(root, fake, {"KIROD_QUEUE_TIMEOUT_S": "10"})

@@ -6,7 +6,6 @@ from __future__ import annotations
 import concurrent.futures
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -21,12 +20,6 @@ from kiro_env import import_account, start_daemon
 
 OPUS = "claude-opus-4-6"
 SONNET = "claude-sonnet-4-6"
-
-
-@pytest.fixture(scope="module")
-def fake() -> Iterator[ThreadedFake]:
-    with ThreadedFake() as server:
-        yield server
 
 
 def wait_for(condition: Any, what: str, timeout_s: float = 10.0) -> None:

@@ -6,7 +6,6 @@ from __future__ import annotations
 import collections
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import anthropic
@@ -19,12 +18,6 @@ sys.path.insert(0, str(Path(__file__).parent))
 from kiro_env import import_account, start_daemon
 
 MODEL = "claude-sonnet-4-6"
-
-
-@pytest.fixture(scope="module")
-def fake() -> Iterator[ThreadedFake]:
-    with ThreadedFake() as server:
-        yield server
 
 
 def wait_for_usage(proc: DaemonProcess, count: int, timeout_s: float = 10.0) -> None:

@@ -33,12 +33,6 @@ CACHED = TokenUsage(uncached=120, output=9, cache_read=8000, cache_write=880)
 SESSION = "00000000-0000-4000-8000-0000000000aa"
 
 
-@pytest.fixture(scope="module")
-def fake() -> Iterator[ThreadedFake]:
-    with ThreadedFake() as server:
-        yield server
-
-
 def _daemon(fake: ThreadedFake, root: Path, env: dict[str, str]) -> Iterator[DaemonProcess]:
     proc = start_daemon(root, fake, {"KIROD_ENABLE_CHAT_COMPLETIONS": "true", **env})
     import_account(proc, fake.fake.issue_social_account(subscription="KIRO POWER"))
@@ -58,29 +52,6 @@ def daemon(fake: ThreadedFake, module_tmp: Path) -> Iterator[DaemonProcess]:
 def pointed(fake: ThreadedFake, module_tmp: Path) -> Iterator[DaemonProcess]:
     """A daemon with the `prompt_cache_points` experiment on."""
     yield from _daemon(fake, module_tmp / "points", {"KIROD_PROMPT_CACHE_POINTS": "true"})
-
-
-@pytest.fixture
-def service(fake: ThreadedFake) -> FakeKiro:
-    fake.fake.clear_scripts()
-    fake.fake.clear_requests()
-    return fake.fake
-
-
-@pytest.fixture
-def claude(daemon: DaemonProcess) -> Iterator[anthropic.Anthropic]:
-    with anthropic.Anthropic(
-        base_url=daemon.base_url, api_key=daemon.api_key, max_retries=0
-    ) as client:
-        yield client
-
-
-@pytest.fixture
-def gpt(daemon: DaemonProcess) -> Iterator[openai.OpenAI]:
-    with openai.OpenAI(
-        base_url=f"{daemon.base_url}/v1", api_key=daemon.api_key, max_retries=0
-    ) as client:
-        yield client
 
 
 def conversation_ids(service: FakeKiro) -> list[str]:

@@ -30,12 +30,6 @@ MODEL = "claude-sonnet-4-6"
 
 
 @pytest.fixture(scope="module")
-def fake() -> Iterator[ThreadedFake]:
-    with ThreadedFake() as server:
-        yield server
-
-
-@pytest.fixture(scope="module")
 def daemon(fake: ThreadedFake, module_tmp: Path) -> Iterator[DaemonProcess]:
     proc = start_daemon(module_tmp, fake, {"KIROD_KIRO_ENDPOINT": fake.base_url + "/{region}"})
     try:
@@ -45,13 +39,6 @@ def daemon(fake: ThreadedFake, module_tmp: Path) -> Iterator[DaemonProcess]:
         log = proc.log()
         for secret in fake.fake.issued_secrets():
             assert secret not in log
-
-
-@pytest.fixture
-def service(fake: ThreadedFake) -> FakeKiro:
-    fake.fake.clear_scripts()
-    fake.fake.clear_requests()
-    return fake.fake
 
 
 def iso(epoch: float) -> str:

@@ -51,12 +51,6 @@ SHELL_TOOL: dict[str, Any] = {
 
 
 @pytest.fixture(scope="module")
-def fake() -> Iterator[ThreadedFake]:
-    with ThreadedFake() as server:
-        yield server
-
-
-@pytest.fixture(scope="module")
 def daemon(fake: ThreadedFake, module_tmp: Path) -> Iterator[DaemonProcess]:
     env = {"KIROD_MAX_REQUEST_BODY_BYTES": str(MAX_BODY), "KIROD_WEBSOCKET_COMPRESSION": "true"}
     proc = start_daemon(module_tmp, fake, env)
@@ -68,13 +62,6 @@ def daemon(fake: ThreadedFake, module_tmp: Path) -> Iterator[DaemonProcess]:
         assert "Traceback" not in log
     finally:
         proc.kill()
-
-
-@pytest.fixture
-def service(fake: ThreadedFake) -> FakeKiro:
-    fake.fake.clear_scripts()
-    fake.fake.clear_requests()
-    return fake.fake
 
 
 @contextlib.asynccontextmanager

@@ -46,12 +46,6 @@ WRITE_FUNCTION: dict[str, Any] = {
 PROMPT = [{"role": "user", "content": "Write my notes."}]
 
 
-@pytest.fixture(scope="module")
-def fake() -> Iterator[ThreadedFake]:
-    with ThreadedFake() as server:
-        yield server
-
-
 def _daemon(fake: ThreadedFake, root: Path, env: dict[str, str]) -> DaemonProcess:
     proc = start_daemon(root, fake, env)
     import_account(proc, fake.fake.issue_social_account())
@@ -70,13 +64,6 @@ def daemons(fake: ThreadedFake, module_tmp: Path) -> Iterator[dict[str, DaemonPr
     finally:
         for proc in procs.values():
             proc.kill()
-
-
-@pytest.fixture
-def service(fake: ThreadedFake) -> FakeKiro:
-    fake.fake.clear_scripts()
-    fake.fake.clear_requests()
-    return fake.fake
 
 
 def claude(proc: DaemonProcess) -> anthropic.Anthropic:

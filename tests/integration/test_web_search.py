@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -18,11 +17,9 @@ import anthropic
 import openai
 import pytest
 
-from kirod.testing.daemon import DaemonProcess
-from kirod.testing.fake_kiro import FakeKiro, Reply, Search, SearchFault, ThreadedFake, ToolCall
+from kirod.testing.fake_kiro import FakeKiro, Reply, Search, SearchFault, ToolCall
 
 sys.path.insert(0, str(Path(__file__).parent))
-from kiro_env import import_account, start_daemon
 
 MODEL = "claude-sonnet-4-6"
 SIDE_CALL_SYSTEM = "You are an assistant for performing a web search tool use"
@@ -32,45 +29,6 @@ READ_TOOL = {
     "description": "Reads a file.",
     "input_schema": {"type": "object", "properties": {"path": {"type": "string"}}},
 }
-
-
-@pytest.fixture(scope="module")
-def fake() -> Iterator[ThreadedFake]:
-    with ThreadedFake() as server:
-        yield server
-
-
-@pytest.fixture(scope="module")
-def daemon(fake: ThreadedFake, module_tmp: Path) -> Iterator[DaemonProcess]:
-    proc = start_daemon(module_tmp, fake)
-    import_account(proc, fake.fake.issue_social_account())
-    try:
-        yield proc
-    finally:
-        proc.kill()
-
-
-@pytest.fixture
-def service(fake: ThreadedFake) -> FakeKiro:
-    fake.fake.clear_scripts()
-    fake.fake.clear_requests()
-    return fake.fake
-
-
-@pytest.fixture
-def claude(daemon: DaemonProcess) -> Iterator[anthropic.Anthropic]:
-    with anthropic.Anthropic(
-        base_url=daemon.base_url, api_key=daemon.api_key, max_retries=0
-    ) as client:
-        yield client
-
-
-@pytest.fixture
-def gpt(daemon: DaemonProcess) -> Iterator[openai.OpenAI]:
-    with openai.OpenAI(
-        base_url=f"{daemon.base_url}/v1", api_key=daemon.api_key, max_retries=0
-    ) as client:
-        yield client
 
 
 def side_call(claude: anthropic.Anthropic, query: str, **tool: Any) -> Any:
