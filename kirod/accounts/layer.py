@@ -51,9 +51,7 @@ def turn_steps(settings: Settings, client: KiroClient) -> StepsFor:
         steps: list[Step] = []
         if request.web_search is not None and request.server_tools:
             steps.append(WebSearchStep(client, route.account, request.web_search))
-        recovers = settings.truncation_recovery and settings.tool_input_delivery == "complete"
-        if recovers and (request.tools or request.server_tools):
-            # Only a tool call can be cut; a request without tools needs no turn driver.
+        if settings.truncation_recovery and settings.tool_input_delivery == "complete":
             steps.append(TruncationRecovery())  # one continuation per request: a new step each
         return steps
 
