@@ -11,6 +11,7 @@ and fit in `MAX_HEAD_BYTES`; at most `MAX_CONNECTIONS` relays at once.
 
 from __future__ import annotations
 
+import abc
 import asyncio
 import base64
 import contextlib
@@ -39,7 +40,7 @@ def _loopback(host: str) -> bool:
 
 
 @dataclass
-class _Base:
+class _Base(abc.ABC):
     """What both proxies share: the listener, the relay, the records."""
 
     username: str | None = None
@@ -107,8 +108,9 @@ class _Base:
             with contextlib.suppress(OSError):
                 await writer.wait_closed()
 
+    @abc.abstractmethod
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        raise NotImplementedError
+        """Speak the proxy's protocol with one client."""
 
     async def _open(self, host: str, port: int) -> _Streams:
         """Connect to a loopback target (and record it); refuse any other."""
