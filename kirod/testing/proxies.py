@@ -95,13 +95,13 @@ class _Base(abc.ABC):
         task = asyncio.current_task()
         assert task is not None
         self._tasks.add(task)
+        # A client that breaks off or speaks garbage ends only its own connection; `close`
+        # cancels the relays, and a handler ending cancelled would be logged by asyncio.
+        ended = (OSError, asyncio.IncompleteReadError, TimeoutError, ValueError)
         try:
-            async with self._slots:
-                await self._serve(reader, writer)
-        except (OSError, asyncio.IncompleteReadError, TimeoutError, ValueError):
-            pass
-        except asyncio.CancelledError:
-            pass  # `close` ends the relays; a handler ending cancelled would be logged by asyncio
+            with contextlib.suppress(*ended, asyncio.CancelledError):
+                async with self._slots:
+                    await self._serve(reader, writer)
         finally:
             self._tasks.discard(task)
             writer.close()

@@ -265,6 +265,7 @@ class Translator:
     def _on_event(
         self, event_type: str | None, payload: dict[str, Any], previous: str | None
     ) -> None:
+        # Other events (follow-up prompts, references, links, future ones) carry nothing used.
         match event_type:
             case "assistantResponseEvent":
                 content = _string(payload, "content")
@@ -296,8 +297,6 @@ class Translator:
                 self._reported = _token_usage(payload.get("tokenUsage")) or self._reported
                 if payload.get("stopReason") == _MAX_TOKENS:
                     self._on_output_limit()
-            case _:
-                pass  # follow-up prompts, references, links, and future events
 
     def _on_fault(self, name: str | None, reason: object) -> None:
         if self._halted:

@@ -36,10 +36,8 @@ from kirod.testing.fake_kiro import (
     Reply,
     Script,
     ToolCall,
-    running_fake,
 )
-from kirod.upstream.client import ClientOptions, Endpoints, KiroClient, UpstreamAccount
-from kirod.upstream.credentials import AuthKind, Credentials
+from kirod.upstream.client import KiroClient, UpstreamAccount
 from kirod.upstream.errors import Failure, UpstreamStreamError
 from kirod.upstream.exchange import Route, open_exchange
 from kirod.upstream.turn import Next, OpenPart, Part, run_turn
@@ -51,25 +49,11 @@ LOOKUP = ToolSpec("lookup", "Looks a word up.", {"type": "object", "properties":
 
 
 @pytest.fixture
-async def kiro() -> AsyncIterator[tuple[FakeKiro, KiroClient, Route]]:
-    async with running_fake() as (service, base):
-        tokens = service.issue_social_account()
-        account = UpstreamAccount(
-            id=tokens.account_id,
-            region=tokens.region,
-            auth_region=tokens.region,
-            auth_kind=AuthKind.SOCIAL,
-            profile_arn=tokens.profile_arn,
-            credentials=Credentials(
-                access_token=tokens.access_token,
-                refresh_token=tokens.refresh_token,
-                expires_at=tokens.expires_at,
-            ),
-        )
-        endpoints = Endpoints(kiro=base, auth=base, oidc=base)
-        async with KiroClient(endpoints, ClientOptions(idle_timeout_s=2.0)) as client:
-            route = Route(account, SONNET, "claude-sonnet-4-5", CONVERSATION)
-            yield service, client, route
+def kiro(
+    loopback: tuple[FakeKiro, KiroClient, UpstreamAccount],
+) -> tuple[FakeKiro, KiroClient, Route]:
+    service, client, account = loopback
+    return service, client, Route(account, SONNET, "claude-sonnet-4-5", CONVERSATION)
 
 
 def request(*messages: Message, tools: tuple[ToolSpec, ...] = ()) -> CanonicalRequest:

@@ -5,45 +5,22 @@ an exception (a failed search is an `unavailable` result, never a failed turn)."
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import AsyncIterator
 
 import pytest
 
 from kirod.canonical.events import SearchResults, ServerToolUse, Usage
 from kirod.canonical.request import WebSearch
-from kirod.testing.fake_kiro import FakeKiro, Search, SearchFault, running_fake
-from kirod.upstream.client import ClientOptions, Endpoints, KiroClient, UpstreamAccount
-from kirod.upstream.credentials import AuthKind, Credentials
+from kirod.testing.fake_kiro import FakeKiro, Search, SearchFault
+from kirod.upstream.client import KiroClient, UpstreamAccount
 from kirod.upstream.websearch import MAX_HITS, MAX_QUERY_CHARS, answer_search, search
 
 TOOL = WebSearch()
 
 
-@pytest.fixture
-async def mcp() -> AsyncIterator[tuple[FakeKiro, KiroClient, UpstreamAccount]]:
-    async with running_fake() as (service, base):
-        tokens = service.issue_social_account()
-        account = UpstreamAccount(
-            id=tokens.account_id,
-            region=tokens.region,
-            auth_region=tokens.region,
-            auth_kind=AuthKind.SOCIAL,
-            profile_arn=tokens.profile_arn,
-            credentials=Credentials(
-                access_token=tokens.access_token,
-                refresh_token=tokens.refresh_token,
-                expires_at=tokens.expires_at,
-            ),
-        )
-        endpoints = Endpoints(kiro=base, auth=base, oidc=base)
-        async with KiroClient(endpoints, ClientOptions(idle_timeout_s=2.0)) as client:
-            yield service, client, account
-
-
 async def test_a_search_sends_json_rpc_with_the_profile_in_header_and_body(
-    mcp: tuple[FakeKiro, KiroClient, UpstreamAccount],
+    loopback: tuple[FakeKiro, KiroClient, UpstreamAccount],
 ) -> None:
-    service, client, account = mcp
+    service, client, account = loopback
     found = await search(client, account, "  event loops  ", TOOL)
     assert found.error_code is None
     assert [hit.url for hit in found.hits] == [
@@ -62,9 +39,9 @@ async def test_a_search_sends_json_rpc_with_the_profile_in_header_and_body(
 
 
 async def test_without_a_profile_the_endpoints_400_is_an_unavailable_result(
-    mcp: tuple[FakeKiro, KiroClient, UpstreamAccount],
+    loopback: tuple[FakeKiro, KiroClient, UpstreamAccount],
 ) -> None:
-    service, client, account = mcp
+    service, client, account = loopback
     found = await search(client, dataclasses.replace(account, profile_arn=None), "q", TOOL)
     assert found.error_code == "unavailable"
     assert service.requests("mcp")[0].status == 400
@@ -81,17 +58,17 @@ async def test_without_a_profile_the_endpoints_400_is_an_unavailable_result(
     ],
 )
 async def test_each_failure_is_unavailable(
-    mcp: tuple[FakeKiro, KiroClient, UpstreamAccount], fault: SearchFault
+    loopback: tuple[FakeKiro, KiroClient, UpstreamAccount], fault: SearchFault
 ) -> None:
-    service, client, account = mcp
+    service, client, account = loopback
     service.enqueue_search(Search(fault=fault))
     assert (await search(client, account, "q", TOOL)).error_code == "unavailable"
 
 
 async def test_a_search_that_does_not_answer_in_time_is_unavailable(
-    mcp: tuple[FakeKiro, KiroClient, UpstreamAccount],
+    loopback: tuple[FakeKiro, KiroClient, UpstreamAccount],
 ) -> None:
-    service, client, account = mcp
+    service, client, account = loopback
     service.enqueue_search(Search(fault=SearchFault.SLOW, delay_s=2.0))
     found = await search(client, account, "q", TOOL, timeout_s=0.2)
     assert found.error_code == "unavailable"
@@ -99,18 +76,18 @@ async def test_a_search_that_does_not_answer_in_time_is_unavailable(
 
 @pytest.mark.parametrize("fault", [SearchFault.NO_RESULTS, SearchFault.TEXT_ERROR])
 async def test_an_answer_without_results_is_empty_not_failed(
-    mcp: tuple[FakeKiro, KiroClient, UpstreamAccount], fault: SearchFault
+    loopback: tuple[FakeKiro, KiroClient, UpstreamAccount], fault: SearchFault
 ) -> None:
-    service, client, account = mcp
+    service, client, account = loopback
     service.enqueue_search(Search(fault=fault))
     found = await search(client, account, "q", TOOL)
     assert (found.hits, found.error_code) == ((), None)
 
 
 async def test_results_are_filtered_bounded_and_cleaned(
-    mcp: tuple[FakeKiro, KiroClient, UpstreamAccount],
+    loopback: tuple[FakeKiro, KiroClient, UpstreamAccount],
 ) -> None:
-    service, client, account = mcp
+    service, client, account = loopback
     many = tuple(
         {"title": f"t{n}", "url": f"https://a{n % 2}.example.com/{n}", "snippet": "s" * 5000}
         for n in range(200)
@@ -138,17 +115,17 @@ async def test_results_are_filtered_bounded_and_cleaned(
     [("   ", "invalid_tool_input"), ("x" * (MAX_QUERY_CHARS + 1), "query_too_long")],
 )
 async def test_a_query_kirod_cannot_send_is_refused_without_a_call(
-    mcp: tuple[FakeKiro, KiroClient, UpstreamAccount], query: str, code: str
+    loopback: tuple[FakeKiro, KiroClient, UpstreamAccount], query: str, code: str
 ) -> None:
-    service, client, account = mcp
+    service, client, account = loopback
     assert (await search(client, account, query, TOOL)).error_code == code
     assert not service.requests("mcp")
 
 
 async def test_a_search_only_answer_is_one_whole_message(
-    mcp: tuple[FakeKiro, KiroClient, UpstreamAccount],
+    loopback: tuple[FakeKiro, KiroClient, UpstreamAccount],
 ) -> None:
-    _, client, account = mcp
+    _, client, account = loopback
     events = await answer_search(
         client,
         account,
