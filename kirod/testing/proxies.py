@@ -20,8 +20,9 @@ import socket
 import struct
 import threading
 from dataclasses import dataclass, field
-from typing import Any
 from urllib.parse import urlsplit
+
+from kirod.tasks import TaskOwner
 
 _Streams = tuple[asyncio.StreamReader, asyncio.StreamWriter]
 HANDSHAKE_TIMEOUT_S = 10.0
@@ -53,7 +54,10 @@ class _Base(abc.ABC):
     refused: int = 0
     _server: asyncio.Server | None = None
     _slots: asyncio.Semaphore = field(default_factory=lambda: asyncio.Semaphore(MAX_CONNECTIONS))
-    _tasks: set[asyncio.Task[Any]] = field(default_factory=set)
+    _relays: TaskOwner = field(default_factory=lambda: TaskOwner("test-proxy"))
+    # Every stream the proxy accepted or opened and has not closed yet: `close` closes what a
+    # handler cut short (or one that never got to run) left open.
+    _open_writers: set[asyncio.StreamWriter] = field(default_factory=set)
 
     scheme = "http"
 
@@ -69,14 +73,20 @@ class _Base(abc.ABC):
         return f"{self.scheme}://{auth}127.0.0.1:{self.port}"
 
     async def start(self) -> None:
+        self._relays = TaskOwner("test-proxy")
         self._server = await asyncio.start_server(self._accept, "127.0.0.1", 0)
 
     async def close(self) -> None:
         if self._server is not None:
             self._server.close()
-            for task in list(self._tasks):
-                task.cancel()
-            await asyncio.gather(*self._tasks, return_exceptions=True)
+            # One pass of the loop, so a connection accepted just before gets its handler.
+            await asyncio.sleep(0)
+            await self._relays.close()
+            for writer in list(self._open_writers):
+                writer.transport.abort()
+                with contextlib.suppress(OSError):
+                    await writer.wait_closed()
+            self._open_writers.clear()
             await self._server.wait_closed()
             self._server = None
 
@@ -91,10 +101,13 @@ class _Base(abc.ABC):
         self.offered.append(offered)
         return self.username is None or offered == (self.username, self.password or "")
 
-    async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        task = asyncio.current_task()
-        assert task is not None
-        self._tasks.add(task)
+    def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        # Called as the connection is made (a plain function, not a coroutine), so the stream is
+        # on record before its handler runs, and `close` shuts it even if the handler never ran.
+        self._open_writers.add(writer)
+        self._relays.spawn(self._handle(reader, writer), name="relay", awaited=True)
+
+    async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         # A client that breaks off or speaks garbage ends only its own connection; `close`
         # cancels the relays, and a handler ending cancelled would be logged by asyncio.
         ended = (OSError, asyncio.IncompleteReadError, TimeoutError, ValueError)
@@ -103,10 +116,15 @@ class _Base(abc.ABC):
                 async with self._slots:
                     await self._serve(reader, writer)
         finally:
-            self._tasks.discard(task)
-            writer.close()
-            with contextlib.suppress(OSError):
-                await writer.wait_closed()
+            await self._shut(writer)
+
+    async def _shut(self, writer: asyncio.StreamWriter) -> None:
+        # Off the record only once closed: a close cut short (or waiting on a peer that reads
+        # nothing) is aborted by `close`.
+        writer.close()
+        with contextlib.suppress(OSError):
+            await writer.wait_closed()
+        self._open_writers.discard(writer)
 
     @abc.abstractmethod
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
@@ -118,7 +136,9 @@ class _Base(abc.ABC):
             self.refused += 1
             raise ValueError(f"{host} is not a loopback host")
         self.targets.append((host, port))
-        return await asyncio.open_connection(host, port)
+        streams = await asyncio.open_connection(host, port)
+        self._open_writers.add(streams[1])
+        return streams
 
     async def _pipe(
         self,
@@ -148,7 +168,7 @@ class _Base(abc.ABC):
                 copy(target[0], client[1], None),
             )
         finally:
-            target[1].close()
+            await self._shut(target[1])
 
 
 class HttpProxy(_Base):

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import gc
+import warnings
 from collections.abc import AsyncIterator
 
 import pytest
@@ -214,6 +216,37 @@ async def test_the_http_proxy_tunnels_connect(fake: tuple[FakeKiro, str]) -> Non
         writer.close()
         assert answer.startswith(b"HTTP/1.1 ")
         assert proxy.targets == [("127.0.0.1", port)]
+
+
+async def test_closing_the_proxy_shuts_every_connection_it_held(
+    fake: tuple[FakeKiro, str],
+) -> None:
+    """Relays in every state at close (tunnelling, mid-handshake, just accepted) leave no socket
+    behind: a leaked one is a ResourceWarning at some later garbage collection, in another test."""
+    _, base = fake
+    port = int(base.rsplit(":", 1)[1])
+    clients = []
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", ResourceWarning)
+        proxy = HttpProxy()
+        await proxy.start()
+        tunnel = await asyncio.open_connection("127.0.0.1", proxy.port)
+        tunnel[1].write(f"CONNECT 127.0.0.1:{port} HTTP/1.1\r\n\r\n".encode())
+        assert (await tunnel[0].readuntil(b"\r\n\r\n")).startswith(b"HTTP/1.1 200")
+        half = await asyncio.open_connection("127.0.0.1", proxy.port)
+        half[1].write(b"CONNECT 127.0.0.1")
+        await half[1].drain()
+        fresh = await asyncio.open_connection("127.0.0.1", proxy.port)
+        clients = [tunnel, half, fresh]
+        await proxy.close()
+        assert not proxy._open_writers
+        for reader, writer in clients:
+            assert await asyncio.wait_for(reader.read(), 5) == b""
+            writer.close()
+            await writer.wait_closed()
+        del clients, tunnel, half, fresh
+        gc.collect()
+    assert [str(w.message) for w in caught if issubclass(w.category, ResourceWarning)] == []
 
 
 async def test_a_refusing_or_absent_proxy_is_a_connection_error(
