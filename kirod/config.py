@@ -13,6 +13,7 @@ import ipaddress
 import json
 import math
 import os
+import ssl
 import sys
 import tomllib
 from collections.abc import Callable, Mapping, Sequence
@@ -403,6 +404,14 @@ OPTIONS: tuple[Option, ...] = (
         secret=True,
     ),
     Option(
+        "ca_file",
+        Kind.PATH,
+        "PEM file of extra CA certificates to trust for Kiro and HTTPS proxies (a company CA, "
+        "a TLS-inspecting proxy), besides the system's.",
+        None,
+        optional=True,
+    ),
+    Option(
         "allow_remote",
         Kind.BOOL,
         "Allow a non-loopback host (exposes your accounts to the network).",
@@ -483,6 +492,7 @@ class Settings:
     responses_max_bytes: int
     enable_chat_completions: bool
     proxy_url: str | None = dataclasses.field(repr=False)
+    ca_file: Path | None
     allow_remote: bool
     kiro_endpoint: str
     kiro_auth_endpoint: str
@@ -727,7 +737,24 @@ def load_settings(
         template = getattr(settings, name)
         if not urlsplit(template.replace("{region}", "r")).scheme.startswith("http"):
             raise ConfigError(f"invalid value for {name!r}: {template!r} (expected an http(s) URL)")
+    if settings.ca_file is not None:
+        check_ca_file(settings.ca_file)
     return settings
+
+
+def check_ca_file(path: Path) -> None:
+    """Refuse a `ca_file` that TLS could not load: checked at start, not at the first request."""
+    try:
+        ssl.create_default_context().load_verify_locations(cafile=path)
+    except ssl.SSLError:
+        # before OSError: SSLError is one (ssl.SSLError's text is OpenSSL's, not useful here)
+        raise ConfigError(
+            f"invalid value for 'ca_file': {str(path)!r} holds no PEM certificate"
+        ) from None
+    except OSError as exc:
+        raise ConfigError(
+            f"invalid value for 'ca_file': cannot read {str(path)!r} ({exc.strerror})"
+        ) from None
 
 
 @dataclass(frozen=True)

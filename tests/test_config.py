@@ -18,6 +18,7 @@ from kirod.config import (
 )
 from kirod.daemon.main import build_parser
 from kirod.errors import ConfigError
+from kirod.testing.tls import make_certificates
 
 
 def env_for(tmp_path: Path, **extra: str) -> dict[str, str]:
@@ -233,3 +234,22 @@ def test_bad_model_aliases_name_the_option(tmp_path: Path, text: str, source: st
         config, env = None, env_for(tmp_path, KIROD_MODEL_ALIASES=text)
     with pytest.raises(ConfigError, match="model_aliases"):
         load_settings(env=env, config_path=config)
+
+
+def test_ca_file_takes_a_pem_bundle_and_refuses_anything_else(tmp_path: Path) -> None:
+    ca_file = make_certificates(tmp_path / "tls").ca_file
+    assert load_settings(env=env_for(tmp_path)).ca_file is None
+    assert load_settings(env=env_for(tmp_path, KIROD_CA_FILE=str(ca_file))).ca_file == ca_file
+    config = write_config(tmp_path, f"ca_file = {str(ca_file)!r}\n")
+    assert load_settings(env=env_for(tmp_path), config_path=config).ca_file == ca_file
+    garbage = tmp_path / "garbage.pem"
+    garbage.write_text("not a certificate\n")
+    for bad, says in [
+        (tmp_path / "missing.pem", "cannot read"),
+        (tmp_path, "cannot read"),
+        (garbage, "holds no PEM certificate"),
+    ]:
+        with pytest.raises(ConfigError, match=says) as error:
+            load_settings(env=env_for(tmp_path, KIROD_CA_FILE=str(bad)))
+        assert "'ca_file'" in str(error.value)
+        assert str(bad) in str(error.value)

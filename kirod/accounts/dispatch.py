@@ -40,6 +40,7 @@ from kirod.accounts.models import ModelDirectory, Routing
 from kirod.accounts.operation import Operation
 from kirod.accounts.pool import AccountPool, Lease
 from kirod.accounts.probes import UsageProbes
+from kirod.accounts.profiles import ProfileFinder
 from kirod.accounts.tokens import TokenKeeper
 from kirod.canonical.events import CanonicalEvent
 from kirod.canonical.models import ModelInfo, resolve
@@ -119,6 +120,7 @@ class Dispatcher:
         models: ModelDirectory,
         affinity: AffinityMap,
         probes: UsageProbes,
+        finder: ProfileFinder,
         oplog: OpLog,
         *,
         policy: DispatchPolicy = DispatchPolicy(),
@@ -130,6 +132,7 @@ class Dispatcher:
         self._client = client
         self._keeper = keeper
         self._models = models
+        self._finder = finder
         self._affinity = affinity
         self._probes = probes
         self._oplog = oplog
@@ -258,19 +261,28 @@ class Dispatcher:
         account = await self._fresh(lease, operation, to_upstream(lease.account))
         route = await self._route(lease, request, routing, binding, operation, account)
         operation.attempting(lease.account_id, account.region, route.model.kiro_id)
-        for forced in (False, True):
+        # Each second chance at most once: a refreshed token, a rediscovered profile.
+        refreshed = profiled = False
+        while True:
             try:
                 exchange = await stack.enter_async_context(
                     open_exchange(self._client, request, route)
                 )
                 break
             except UpstreamError as exc:
-                if exc.failure is Failure.BEARER and not forced:
+                if exc.failure is Failure.BEARER and not refreshed:
+                    refreshed = True
                     operation.tried(lease.account_id, exc.failure.value)
                     rejected = route.account.credentials.access_token
                     account = await self._fresh(lease, operation, route.account, rejected=rejected)
                     route = dataclasses.replace(route, account=account)
                     continue
+                if exc.failure is Failure.PROFILE_REQUIRED and not profiled:
+                    profiled = True
+                    found = await self._profile(lease, operation, route.account)
+                    if found is not None:
+                        route = dataclasses.replace(route, account=found)
+                        continue
                 if exc.failure is Failure.INVALID_MODEL:
                     # Not in this account's plan after all: its catalog forgets the model (and is
                     # read again), and another account may serve it.
@@ -342,6 +354,20 @@ class Dispatcher:
             # The keeper recorded it (a dead refresh token: needs_login); another account may do.
             operation.tried(lease.account_id, "needs_login" if exc.permanent else "refresh_failed")
             raise _Retry(exc.to_api_error()) from None
+
+    async def _profile(
+        self, lease: Lease, operation: Operation, account: UpstreamAccount
+    ) -> UpstreamAccount | None:
+        """Kiro asked for a profile: the account with the one discovery finds now, or None."""
+        try:
+            record = await self._finder.find(lease.account)
+        except RefreshError as exc:
+            operation.tried(lease.account_id, "needs_login" if exc.permanent else "refresh_failed")
+            raise _Retry(exc.to_api_error()) from None
+        if record.profile_arn is None or record.profile_arn == account.profile_arn:
+            return None
+        operation.tried(lease.account_id, Failure.PROFILE_REQUIRED.value)
+        return dataclasses.replace(account, profile_arn=record.profile_arn, region=record.region)
 
     async def _failed(
         self,

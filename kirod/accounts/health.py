@@ -117,6 +117,15 @@ def after_failure(
         return _escalate(noted, "suspended", f"suspended by Kiro: {detail or 'no reason given'}")
     if failure is Failure.QUOTA:
         return _escalate(noted, "exhausted", f"usage limit reached ({detail or 'quota'})")
+    if failure is Failure.PROFILE_REQUIRED:
+        if state.status == "needs_profile":
+            return noted  # discovery just named the profiles to choose from: keep its reason
+        return _escalate(
+            noted,
+            "needs_profile",
+            "Kiro wants a profile this account lacks; kirod looks for it at the next maintenance "
+            "pass, or choose one with 'kiroctl accounts set-profile'",
+        )
     if _SEVERITY[state.status] > _SEVERITY["cooling_down"]:
         return noted
     failures = state.failures + 1

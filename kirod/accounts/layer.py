@@ -11,6 +11,7 @@ from kirod.accounts.maintenance import Maintenance, RetentionPolicy
 from kirod.accounts.models import CatalogCache, ModelDirectory
 from kirod.accounts.pool import AccountPool
 from kirod.accounts.probes import UsageProbes
+from kirod.accounts.profiles import ProfileFinder
 from kirod.accounts.strategy import Strategy
 from kirod.accounts.tokens import TokenKeeper
 from kirod.canonical.models import ModelInfo, ModelPolicy
@@ -90,6 +91,7 @@ def build_account_layer(
     )
     affinity = AffinityMap(AffinityStore(db), affinity_secret, ttl_s=settings.affinity_ttl_s)
     probes = UsageProbes(pool, client, keeper, tasks)
+    finder = ProfileFinder(accounts, client, keeper)
     oplog = OpLog(db)
     dispatcher = Dispatcher(
         pool,
@@ -98,6 +100,7 @@ def build_account_layer(
         models,
         affinity,
         probes,
+        finder,
         oplog,
         policy=DispatchPolicy(
             max_account_attempts=settings.max_account_attempts,
@@ -116,6 +119,7 @@ def build_account_layer(
         affinity,
         oplog,
         models,
+        finder,
         tasks,
         interval_s=settings.maintenance_interval_s,
         usage_refresh_interval_s=settings.usage_refresh_interval_s,

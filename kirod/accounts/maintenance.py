@@ -6,6 +6,7 @@ Each pass (at start, then every `interval_s`):
 - probes usage when the last snapshot is older than `usage_refresh_interval_s`;
 - reads each account's model catalog once (at start; later it is refreshed on use);
 - probes exhausted accounts once their window is due (reset time passed, or unknown);
+- looks for the profile of an account that has none, or that Kiro said needs one (`profiles`);
 - prunes lapsed affinity bindings and old operation-log rows.
 
 Accounts are served concurrently, at most `concurrency` at a time, and the whole pass has a
@@ -30,6 +31,7 @@ from kirod.accounts.affinity import AffinityMap
 from kirod.accounts.models import ModelDirectory
 from kirod.accounts.pool import AccountPool
 from kirod.accounts.probes import UsageProbes
+from kirod.accounts.profiles import ProfileFinder
 from kirod.accounts.tokens import TokenKeeper
 from kirod.errors import KirodError
 from kirod.localapi.schema import Maintenance as MaintenanceReport
@@ -62,6 +64,7 @@ class Maintenance:
         affinity: AffinityMap,
         oplog: OpLog,
         models: ModelDirectory,
+        finder: ProfileFinder,
         tasks: TaskOwner,
         *,
         interval_s: float,
@@ -78,6 +81,7 @@ class Maintenance:
         self._affinity = affinity
         self._oplog = oplog
         self._models = models
+        self._finder = finder
         self._tasks = tasks
         self._catalog_read: set[str] = set()
         self._interval_s = interval_s
@@ -126,14 +130,17 @@ class Maintenance:
             self._running, self._finished = False, self._clock()
             known = {record.id for record in self._pool.records()}
             self._results = {k: v for k, v in self._results.items() if k in known}
+            self._finder.forget_others(known)
 
     def _due(self, record: AccountRecord) -> tuple[str, ...]:
+        profile = ("profile",) if self._finder.due(record) else ()
         if record.status in IDLE_STATUSES:
-            return ()
+            return profile if record.status == "needs_profile" else ()
         now = self._clock()
         actions: list[str] = []
         if auth.needs_refresh(to_upstream(record).credentials, self._refresh_window_s, now):
             actions.append("refresh")
+        actions.extend(profile)
         if record.status == "exhausted":
             if record.status_until is None or record.status_until <= now:
                 actions.append("usage")
@@ -153,7 +160,8 @@ class Maintenance:
                 await self._pool.sync()
                 record = await self._pool.store.get(account_id)
                 if record is not None and record.status not in IDLE_STATUSES:
-                    await self._service(record, ("usage", "catalog"))
+                    profile = ("profile",) if self._finder.due(record) else ()
+                    await self._service(record, (*profile, "usage", "catalog"))
         except (TimeoutError, KirodError) as exc:
             log.event(
                 logger,
@@ -169,6 +177,8 @@ class Maintenance:
             try:
                 if "refresh" in actions:
                     await self._keeper.fresh(to_upstream(record))
+                if "profile" in actions:
+                    record = await self._finder.find(record)
                 if "usage" in actions:
                     await self._probes.probe(record.id)
                 if "catalog" in actions:

@@ -23,9 +23,10 @@ from kirod.accounts.pool import AccountPool
 from kirod.errors import ControlNotFound, ControlUpstreamFailed, InvalidControlRequest
 from kirod.localapi.schema import AccountCounts
 from kirod.storage.accounts import AccountRecord, AccountStore
+from kirod.upstream import auth
 from kirod.upstream.auth import registration_expired
 from kirod.upstream.client import KiroClient, UpstreamAccount
-from kirod.upstream.credentials import AuthKind, Credentials
+from kirod.upstream.credentials import Credentials
 from kirod.upstream.errors import CredentialImportError, RefreshError, UpstreamError
 from kirod.upstream.importers import ImportedAccount, ImportLimits, parse_api_key, parse_upload
 from kirod.upstream.proxies import ProxyUrlError, check_proxy_url
@@ -168,7 +169,10 @@ class AccountRegistry:
     ) -> tuple[ImportedAccount, profiles.Discovery | None]:
         """A login without a profile ARN (IdC, external IdP) asks Kiro for its profiles; with
         exactly one, the account uses it, in that profile's region."""
-        if imported.profile_arn is not None or imported.auth_kind is AuthKind.API_KEY:
+        if imported.profile_arn is not None:
+            return imported, None
+        if auth.needs_refresh(imported.credentials, 0.0, time.time()):
+            # An expired token would only be refused: maintenance refreshes it and then asks.
             return imported, None
         owner = f"import-{id(imported):x}"
         account = UpstreamAccount(
@@ -218,7 +222,15 @@ class AccountRegistry:
         log.event(logger, "account_removed", account=account_id)
 
     async def enable(self, account_id: str) -> dict[str, Any]:
-        """Back in service with a clean slate, whatever its state."""
+        """Back in service with a clean slate, whatever its state but `needs_profile`: without
+        a profile Kiro accepts, the account would only fail again."""
+        record = await self._store.get(account_id)
+        if record is not None and record.status == "needs_profile":
+            raise InvalidControlRequest(
+                "the account needs a profile first: choose one with "
+                f"'kiroctl accounts set-profile {account_id} ARN'",
+                "needs_profile",
+            )
         return await self._operate(account_id, "enabled", self._pool.enable)
 
     async def disable(self, account_id: str) -> dict[str, Any]:

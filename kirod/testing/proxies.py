@@ -6,6 +6,7 @@ assert whose traffic went where. Bounded: a handshake must arrive within `HANDSH
 and fit in `MAX_HEAD_BYTES`; at most `MAX_CONNECTIONS` relays at once.
 
     async with HttpProxy() as proxy: ...      # proxy.url == "http://127.0.0.1:PORT"
+    async with HttpProxy(tls=context) as proxy: ...  # "https://…": TLS to the proxy itself
     with ThreadedProxy(Socks5Proxy(username="u", password="p")) as proxy: ...  # for a subprocess
 """
 
@@ -20,6 +21,7 @@ import socket
 import struct
 import threading
 from dataclasses import dataclass, field
+from ssl import SSLContext
 from urllib.parse import urlsplit
 
 from kirod.tasks import TaskOwner
@@ -52,6 +54,9 @@ class _Base(abc.ABC):
     # test to tell whose request it was (the fake Kiro is plain HTTP).
     seen: list[bytes] = field(default_factory=list)
     refused: int = 0
+    # A server context (kirod.testing.tls): clients speak TLS to the proxy, which relays what is
+    # inside it as it would in the clear (an https:// proxy). HttpProxy only.
+    tls: SSLContext | None = field(default=None, repr=False)
     _server: asyncio.Server | None = None
     _slots: asyncio.Semaphore = field(default_factory=lambda: asyncio.Semaphore(MAX_CONNECTIONS))
     _relays: TaskOwner = field(default_factory=lambda: TaskOwner("test-proxy"))
@@ -60,6 +65,10 @@ class _Base(abc.ABC):
     _open_writers: set[asyncio.StreamWriter] = field(default_factory=set)
 
     scheme = "http"
+
+    def __post_init__(self) -> None:
+        if self.tls is not None:
+            self.scheme = "https"
 
     @property
     def port(self) -> int:
@@ -74,7 +83,7 @@ class _Base(abc.ABC):
 
     async def start(self) -> None:
         self._relays = TaskOwner("test-proxy")
-        self._server = await asyncio.start_server(self._accept, "127.0.0.1", 0)
+        self._server = await asyncio.start_server(self._accept, "127.0.0.1", 0, ssl=self.tls)
 
     async def close(self) -> None:
         if self._server is not None:

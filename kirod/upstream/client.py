@@ -15,10 +15,12 @@ import functools
 import hashlib
 import io
 import json
+import ssl
 import time
 import uuid
 from collections.abc import AsyncIterator, Iterator, Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 from urllib.parse import quote, urlencode
 
@@ -82,6 +84,8 @@ class UpstreamAccount:
 class ClientOptions:
     proxy_url: str | None = None
     keep_alive: bool = False
+    # extra CA certificates (PEM), trusted besides the system's for Kiro and HTTPS proxies alike
+    ca_file: Path | None = None
     connect_timeout_s: float = 10.0
     idle_timeout_s: float = 120.0
     request_timeout_s: float = 600.0
@@ -157,6 +161,8 @@ def classify(status: int, headers: Mapping[str, str], body: bytes) -> UpstreamHt
             failure = Failure.CONTEXT_TOO_LONG
         elif reason == "INVALID_MODEL_ID" or "invalid model" in lowered:
             failure = Failure.INVALID_MODEL
+        elif "profilearn is required" in lowered or "invalid profilearn" in lowered:
+            failure = Failure.PROFILE_REQUIRED
         else:
             failure = Failure.BAD_REQUEST
     elif status == 401 or (status == 403 and "bearer token" in lowered):
@@ -192,6 +198,11 @@ def _mapped(timeout: str, broken: str, *, truncated: str | None = None) -> Itera
         # A SOCKS proxy that cannot be reached or refused the tunnel (aiohttp_socks' errors are
         # not aiohttp's). Its message names no credentials, but the type is enough.
         raise UpstreamConnectionError(f"{broken}: proxy {type(exc).__name__}") from None
+    except aiohttp.ClientConnectorCertificateError:
+        # Kiro's or an https proxy's certificate failed verification: say what fixes it.
+        raise UpstreamConnectionError(
+            f"{broken}: TLS certificate not trusted (a company CA goes in ca_file)"
+        ) from None
     except aiohttp.ClientError as exc:
         if truncated is not None and isinstance(exc, aiohttp.ClientPayloadError):
             raise UpstreamProtocolError(truncated) from None
@@ -234,6 +245,7 @@ class KiroClient:
         self.endpoints = endpoints
         self.options = options
         self._sessions: dict[tuple[str, str, str | None], _Transport] = {}
+        self._tls: ssl.SSLContext | None = None
 
     async def __aenter__(self) -> KiroClient:
         return self
@@ -260,7 +272,9 @@ class KiroClient:
         if transport is None or transport.session.closed:
             # No connection cap (aiohttp's default is 100): the account pool bounds how many
             # requests an account has in flight, and a second, hidden bound would queue them.
-            connector = path.connector(force_close=not self.options.keep_alive, limit=0)
+            connector = path.connector(
+                force_close=not self.options.keep_alive, limit=0, ssl=self._tls_context()
+            )
             timeout = aiohttp.ClientTimeout(
                 total=self.options.request_timeout_s,
                 sock_connect=self.options.connect_timeout_s,
@@ -272,6 +286,24 @@ class KiroClient:
             transport = _Transport(session, path)
             self._sessions[key] = transport
         return transport
+
+    def _tls_context(self) -> ssl.SSLContext | bool:
+        """The connector's `ssl`: True (aiohttp's default, the system's roots) or, with a
+        `ca_file`, one context for every session. aiohttp verifies an https proxy's certificate
+        with the connector's context too, and aiohttp_socks the target's behind a SOCKS proxy."""
+        if self.options.ca_file is None:
+            return True
+        if self._tls is None:
+            context = ssl.create_default_context()  # the system's roots still apply
+            try:
+                context.load_verify_locations(cafile=self.options.ca_file)
+            except OSError as exc:  # ssl.SSLError too; the settings checked it at start
+                raise UpstreamConnectionError(
+                    f"cannot load ca_file {str(self.options.ca_file)!r}: {type(exc).__name__}"
+                ) from None
+            context.set_alpn_protocols(["http/1.1"])  # as aiohttp's own contexts
+            self._tls = context
+        return self._tls
 
     # -- the Kiro API -------------------------------------------------------------------------
 
@@ -464,6 +496,18 @@ class KiroClient:
             if token is None:
                 break
         return profiles
+
+    async def get_profile(self, account: UpstreamAccount, region: str) -> dict[str, Any] | None:
+        """GetProfile in `region` (awsJson1.0, body `{}`): the caller's own profile object, the
+        one way a `ksk_` API key learns its profile (capabilities §5.3)."""
+        base = self.endpoints.kiro_url(region)
+        headers = self._api_headers(account, "codewhispererruntime")
+        headers["Content-Type"] = "application/x-amz-json-1.0"
+        headers["x-amz-target"] = "AmazonCodeWhispererService.GetProfile"
+        session = self._session(account.id, base, account.proxy_url)
+        answer = await self._json(session, "POST", f"{base}/", headers=headers, body={})
+        profile = answer.get("profile")
+        return profile if isinstance(profile, dict) else None
 
     async def mcp(self, account: UpstreamAccount, call: Mapping[str, Any]) -> dict[str, Any]:
         """One JSON-RPC call to Kiro's MCP endpoint (web search; capabilities §2.1).

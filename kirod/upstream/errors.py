@@ -40,6 +40,7 @@ class Failure(enum.Enum):
     BEARER = "bearer"  # access token rejected: refresh once, then retry
     SUSPENDED = "suspended"  # the account is locked; do not retry on it
     FORBIDDEN = "forbidden"  # not authorized (profile/region mismatch, feature)
+    PROFILE_REQUIRED = "profile_required"  # the call needs a (valid) profile ARN this one lacks
     QUOTA = "quota"  # monthly credits exhausted
     THROTTLED = "throttled"  # rate limited; honour Retry-After
     CAPACITY = "capacity"  # the model is overloaded
@@ -233,6 +234,11 @@ _RENDERINGS: dict[Failure, _Rendering] = {
         ErrorKind.UPSTREAM,
         "Kiro refused the call for this account (profile or region mismatch?)",
         "upstream_forbidden",
+    ),
+    Failure.PROFILE_REQUIRED: _Rendering(
+        ErrorKind.UPSTREAM,
+        "Kiro wants a profile the account lacks; see 'kiroctl accounts list'",
+        "account_needs_profile",
     ),
     Failure.TIMEOUT: _Rendering(
         ErrorKind.UPSTREAM, "Kiro did not answer in time", "upstream_timeout"

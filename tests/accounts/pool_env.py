@@ -24,6 +24,7 @@ from kirod.accounts.maintenance import Maintenance, RetentionPolicy
 from kirod.accounts.models import CatalogCache, ModelDirectory
 from kirod.accounts.pool import AccountPool
 from kirod.accounts.probes import UsageProbes
+from kirod.accounts.profiles import ProfileFinder
 from kirod.accounts.strategy import Strategy
 from kirod.accounts.tokens import TokenKeeper
 from kirod.canonical.events import CanonicalEvent
@@ -247,6 +248,7 @@ async def pool_env(
         oplog = OpLog(db)
         stack.push_async_callback(oplog.close)
         models = ModelDirectory(store, CatalogCache(client, tasks), keeper, STRICT)
+        finder = ProfileFinder(store, client, keeper, clock=clock)
         dispatcher = Dispatcher(
             pool,
             client,
@@ -254,6 +256,7 @@ async def pool_env(
             models,
             affinity,
             probes,
+            finder,
             oplog,
             policy=DispatchPolicy(max_account_attempts=max_attempts, branch_timeout_s=10.0),
         )
@@ -264,6 +267,7 @@ async def pool_env(
             affinity,
             oplog,
             models,
+            finder,
             tasks,
             interval_s=extra.get("interval_s", 60.0),
             usage_refresh_interval_s=extra.get("usage_refresh_interval_s", 600.0),

@@ -183,7 +183,7 @@ async def test_oidc_refresh(served: Served, session: aiohttp.ClientSession) -> N
     assert tokens["expiresIn"] == 3600
     assert tokens["refreshToken"] == account.refresh_token
     assert "profileArn" not in tokens
-    assert await chat_status(session, url, tokens["accessToken"]) == 200
+    assert await chat_status(session, url, tokens["accessToken"]) == 400  # authorized: no ARN
 
     status, error, headers = await post(
         session, url + "/token", {**request, "refreshToken": "aorNope"}
@@ -303,7 +303,7 @@ async def test_device_flow_success(served: Served, session: aiohttp.ClientSessio
     status, tokens = answers[3]
     assert status == 200
     assert tokens["tokenType"] == "Bearer"
-    assert await chat_status(session, url, tokens["accessToken"]) == 200
+    assert await chat_status(session, url, tokens["accessToken"]) == 400  # authorized: no ARN
     [account] = [a for a in fake.tokens.accounts() if a.client_id == client["clientId"]]
     assert account.usage.subscription == "KIRO PRO+"
     # The grant is spent; the new refresh token works with the registered client.

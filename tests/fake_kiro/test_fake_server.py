@@ -202,7 +202,10 @@ async def test_profile_arn(served: Served, session: aiohttp.ClientSession) -> No
         403,
         {"message": "User is not authorized to make this call."},
     )
-    assert (await post_chat(session, url, idc, body(user())))[0] == 200
+    # Every login kind needs it, IdC too; with its own ARN the chat is served.
+    assert (await post_chat(session, url, idc, body(user())))[0] == 400
+    own = body(user(), profile_arn=idc.profile_arn)
+    assert (await post_chat(session, url, idc, own))[0] == 200
 
 
 async def test_free_plan_has_no_opus(served: Served, session: aiohttp.ClientSession) -> None:

@@ -140,6 +140,10 @@ def test_several_profiles_wait_for_set_profile(daemon: DaemonProcess, service: F
     assert tokens.profile_arn in shown.status_reason
 
     with pytest.raises(ControlError) as error:
+        daemon.client.enable_account(account["id"])  # it would only be refused again
+    assert error.value.status == 400
+    assert f"kiroctl accounts set-profile {account['id']} ARN" in error.value.message
+    with pytest.raises(ControlError) as error:
         daemon.client.set_account_profile(account["id"], "arn:aws:codewhisperer:xx")
     assert error.value.status == 400
     assert "arn:aws:codewhisperer:<region>" in error.value.message
@@ -249,3 +253,26 @@ def test_a_device_login_finds_its_profile(daemon: DaemonProcess, service: FakeKi
     assert (account["profile_arn"], account["region"]) == (BUILDER_ID_PROFILE_ARN, "us-east-1")
     assert [r.region for r in service.requests("profiles")] == ["us-east-1", "eu-central-1"]
     daemon.client.disable_account(account["id"])
+
+
+def test_an_api_key_asks_for_its_own_profile(daemon: DaemonProcess, service: FakeKiro) -> None:
+    """A `ksk_` key may not list profiles: GetProfile names its one (capabilities §5.3)."""
+    tokens = service.issue_api_key_account()
+    [imported] = daemon.client.import_accounts(api_key=tokens.access_token)
+    account = daemon.client.account(imported.account.id)
+    assert (account.auth_kind, account.profile_arn, account.region) == (
+        "api_key",
+        tokens.profile_arn,
+        "us-east-1",
+    )
+    assert service.requests("profiles") == []
+    [asked] = service.requests("profile")
+    assert asked.headers["x-amz-target"] == "AmazonCodeWhispererService.GetProfile"
+    assert asked.headers["tokentype"] == "API_KEY"
+
+    only_this(daemon, account.id)
+    service.clear_requests()
+    assert ask(daemon, service, tokens.account_id) == f"answer from {tokens.account_id}"
+    [chat] = service.requests("chat")
+    assert chat.json["profileArn"] == tokens.profile_arn
+    daemon.client.disable_account(account.id)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import socket
 from collections.abc import AsyncIterator
@@ -170,6 +171,11 @@ async def test_rejections_are_classified(fake: tuple[FakeKiro, str], client: Kir
     with pytest.raises(UpstreamHttpError) as error:
         await collect(client, account, body)
     assert error.value.failure is Failure.BAD_REQUEST
+    no_profile = chat_body("hi", tokens)
+    del no_profile["profileArn"]
+    with pytest.raises(UpstreamHttpError) as error:
+        await collect(client, dataclasses.replace(account, profile_arn=None), no_profile)
+    assert error.value.failure is Failure.PROFILE_REQUIRED
     expired = service.issue_social_account()
     service.expire_access_token(expired.access_token)
     with pytest.raises(UpstreamHttpError) as error:

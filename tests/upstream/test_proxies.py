@@ -8,12 +8,16 @@ import dataclasses
 import gc
 import warnings
 from collections.abc import AsyncIterator
+from pathlib import Path
 
 import pytest
+from aiohttp import web
 
 from kirod.log import redact_url
 from kirod.testing.fake_kiro import DeviceFlow, FakeKiro, Reply, TokenSet, running_fake
+from kirod.testing.fake_kiro.server import build_app
 from kirod.testing.proxies import HttpProxy, Socks5Proxy
+from kirod.testing.tls import Certificates, make_certificates
 from kirod.upstream import auth, login
 from kirod.upstream.client import ClientOptions, Endpoints, KiroClient, UpstreamAccount
 from kirod.upstream.credentials import AuthKind, Credentials
@@ -293,3 +297,88 @@ async def test_a_device_login_goes_through_the_new_accounts_proxy(
         assert credentials is not None
         assert len(own.targets) == 3  # register, device authorization, token
         assert global_proxy.targets == []
+
+
+# -- https:// proxies and ca_file -----------------------------------------------------------
+
+
+@pytest.fixture
+def certs(tmp_path: Path) -> Certificates:
+    return make_certificates(tmp_path / "tls")
+
+
+@pytest.fixture
+async def https_fake(certs: Certificates) -> AsyncIterator[tuple[FakeKiro, str]]:
+    """The fake Kiro behind TLS with the test CA's certificate (as Kiro behind a company CA)."""
+    service = FakeKiro()
+    runner = web.AppRunner(build_app(service), access_log=None, shutdown_timeout=1.0)
+    await runner.setup()
+    try:
+        await web.TCPSite(runner, "127.0.0.1", 0, ssl_context=certs.server_context()).start()
+        yield service, f"https://127.0.0.1:{runner.addresses[0][1]}"
+    finally:
+        await runner.cleanup()
+
+
+async def test_an_https_proxy_with_a_company_ca_relays_every_call(
+    fake: tuple[FakeKiro, str], certs: Certificates
+) -> None:
+    """TLS to the proxy itself, verified against `ca_file`; the http target is forwarded inside."""
+    service, base = fake
+    port = int(base.rsplit(":", 1)[1])
+    tokens = service.issue_social_account()
+    options = ClientOptions(ca_file=certs.ca_file, idle_timeout_s=2.0)
+    async with (
+        HttpProxy(username="carol", password="s3cret", tls=certs.server_context()) as proxy,
+        KiroClient(endpoints(base), options) as client,
+    ):
+        assert proxy.url.startswith("https://carol:")
+        await everything(client, account_from(tokens, proxy.url), tokens, service)
+        assert len(proxy.targets) >= 4
+        assert set(proxy.targets) == {("127.0.0.1", port)}
+        assert set(proxy.offered) == {("carol", "s3cret")}
+        assert all(head.startswith((b"GET /", b"POST /")) for head in proxy.seen)
+        assert redact_url(proxy.url) == f"https://carol:***@127.0.0.1:{proxy.port}"
+        assert "s3cret" not in repr(next(iter(client._sessions.values())).route)
+
+
+@pytest.mark.parametrize("trusted", ["system roots only", "another CA"])
+async def test_an_https_proxy_with_an_untrusted_certificate_is_a_connection_error(
+    fake: tuple[FakeKiro, str], certs: Certificates, tmp_path: Path, trusted: str
+) -> None:
+    service, base = fake
+    tokens = service.issue_social_account()
+    other = make_certificates(tmp_path / "other").ca_file if trusted == "another CA" else None
+    async with (
+        HttpProxy(username="carol", password="s3cret", tls=certs.server_context()) as proxy,
+        KiroClient(endpoints(base), ClientOptions(ca_file=other, connect_timeout_s=2.0)) as client,
+    ):
+        with pytest.raises(UpstreamConnectionError, match="certificate not trusted") as caught:
+            await client.usage_limits(account_from(tokens, proxy.url))
+        message = str(caught.value)
+        assert "s3cret" not in message
+        assert tokens.access_token not in message
+        assert proxy.targets == []
+        assert proxy.offered == []  # refused before any credential went out
+
+
+async def test_ca_file_covers_an_https_kiro_direct_and_through_each_proxy_kind(
+    https_fake: tuple[FakeKiro, str], certs: Certificates
+) -> None:
+    """One context for the connector: the target's TLS directly, inside an https proxy's CONNECT
+    tunnel (TLS in TLS), and behind a SOCKS5 proxy (aiohttp_socks takes the connector's)."""
+    service, base = https_fake
+    tokens = service.issue_social_account()
+    options = ClientOptions(ca_file=certs.ca_file, idle_timeout_s=2.0)
+    async with (
+        HttpProxy(tls=certs.server_context()) as https_proxy,
+        Socks5Proxy() as socks,
+        KiroClient(endpoints(base), options) as client,
+    ):
+        for proxy_url in (DIRECT, https_proxy.url, socks.url):
+            await client.usage_limits(account_from(tokens, proxy_url))
+        assert len(https_proxy.targets) == len(socks.targets) == 1
+        assert https_proxy.seen[0].startswith(b"\x16\x03")  # a TLS handshake inside the tunnel
+    async with KiroClient(endpoints(base), ClientOptions()) as untrusting:
+        with pytest.raises(UpstreamConnectionError, match="certificate not trusted"):
+            await untrusting.usage_limits(account_from(tokens, DIRECT))

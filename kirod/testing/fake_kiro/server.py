@@ -472,10 +472,11 @@ def _account_refusal(
     if host_region is not None and arn_region is not None and arn_region != [host_region]:
         # A profile of another region sent to this region's host (capabilities §5.2).
         return _error(400, {"message": "Improperly formed request."}, "ValidationException")
-    if profile_arn is None and account.kind is AuthKind.SOCIAL:
+    if profile_arn is None:
+        # Every login kind: the q.{region} hosts want the ARN on each chat (capabilities §5.2).
         body = {"message": "profileArn is required for this request."}
         return _error(400, body, "ValidationException")
-    if profile_arn is not None and profile_arn != account.profile_arn:
+    if profile_arn != account.profile_arn:
         body = {"message": "User is not authorized to make this call."}
         return _error(403, body, "AccessDeniedException")
     if model.premium and "FREE" in account.usage.subscription:
@@ -545,12 +546,19 @@ async def _models(fake: FakeKiro, request: web.Request, record: RecordedRequest)
     return web.json_response(page)
 
 
+def _profile_name(account: Account) -> str:
+    return "Social_Default_Profile" if account.kind is AuthKind.SOCIAL else "QDefaultProfile"
+
+
 async def _profiles(fake: FakeKiro, request: web.Request, record: RecordedRequest) -> web.Response:
     account = _authenticate(fake, request)
     if account is None:
         return _bearer_invalid()
     record.account_id = account.account_id
-    name = "Social_Default_Profile" if account.kind is AuthKind.SOCIAL else "QDefaultProfile"
+    if account.kind is AuthKind.API_KEY:
+        # A `ksk_` key cannot list profiles in any region; GetProfile names its one (§5.3).
+        return _error(403, {"message": "Unsupported token type"}, "AccessDeniedException")
+    name = _profile_name(account)
     # Regional: a host lists only its own region's profiles, one per page.
     arns = [
         arn
@@ -567,6 +575,22 @@ async def _profiles(fake: FakeKiro, request: web.Request, record: RecordedReques
     if start + 1 < len(arns):
         answer["nextToken"] = str(start + 1)
     return web.json_response(answer)
+
+
+async def _profile(fake: FakeKiro, request: web.Request, record: RecordedRequest) -> web.Response:
+    """GetProfile: the caller's own profile, from the host of its region (a 403 elsewhere)."""
+    account = _authenticate(fake, request)
+    if account is None:
+        return _bearer_invalid()
+    record.account_id = account.account_id
+    if record.region is not None and account.profile_arn.split(":")[3] != record.region:
+        return _error(403, {"message": "User is not authorized."}, "AccessDeniedException")
+    profile = {
+        "arn": account.profile_arn,
+        "profileName": _profile_name(account),
+        "status": "ACTIVE",
+    }
+    return web.json_response({"profile": profile})
 
 
 async def _mcp(fake: FakeKiro, request: web.Request, record: RecordedRequest) -> web.Response:
@@ -673,6 +697,7 @@ _HANDLERS: dict[str, tuple[Handler, frozenset[str]]] = {
     "usage": (_usage, _GET_POST),
     "models": (_models, _GET_POST),
     "profiles": (_profiles, _GET_POST),
+    "profile": (_profile, _POST),
     "mcp": (_mcp, _POST),
     "social_refresh": (_auth_handler(auth.social_refresh), _POST),
     "social_login": (_auth_handler(auth.social_login), _GET),
@@ -689,6 +714,7 @@ _TARGET_OPERATIONS = {
     "GetUsageLimits": "usage",
     "ListAvailableModels": "models",
     "ListAvailableProfiles": "profiles",
+    "GetProfile": "profile",
     "InvokeMCP": "mcp",
 }
 
