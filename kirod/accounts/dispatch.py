@@ -9,8 +9,9 @@ frames is one `kirod.upstream.exchange` exchange, or the turn of several (`kirod
 that the request's steps make of it. The model is routed before any lease: only accounts whose
 catalog offers it are leased (`ModelDirectory.route`), and pacing waits happen in the pool.
 `Dispatcher.open` is an async context manager
-with two phases. Before it yields, nothing has reached the client. A bearer rejection is retried
-once on the same account after a forced refresh; any other recoverable failure (throttling,
+with two phases. Before it yields, nothing has reached the client. One account's try is
+`kirod.accounts.attempt`: a bearer rejection is retried once on the same account after a forced
+refresh, "profileArn is required" once after discovery; any other recoverable failure (throttling,
 quota, suspension, server error, network, a stream that fails before its first event, a model
 missing from this account's catalog) moves the request to another eligible account, at most
 `max_account_attempts` accounts in all; failures of the request itself (validation, context too
@@ -27,30 +28,29 @@ store's writer.
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import logging
 from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass
 
 from kirod import log
-from kirod.accounts.account import to_upstream
 from kirod.accounts.affinity import AffinityMap
+from kirod.accounts.attempt import Attempts, Opened, Retry, RouteSettings
 from kirod.accounts.branches import BranchQueue
-from kirod.accounts.models import ModelDirectory, Routing
+from kirod.accounts.models import ModelDirectory
 from kirod.accounts.operation import Operation
-from kirod.accounts.pool import AccountPool, Lease
+from kirod.accounts.pool import AccountPool
 from kirod.accounts.probes import UsageProbes
 from kirod.accounts.profiles import ProfileFinder
 from kirod.accounts.tokens import TokenKeeper
 from kirod.canonical.events import CanonicalEvent
-from kirod.canonical.models import ModelInfo, resolve
+from kirod.canonical.models import ModelInfo
 from kirod.canonical.request import CanonicalRequest
 from kirod.canonical.shape import request_shape
 from kirod.errors import ApiError
 from kirod.storage.affinity import Binding
 from kirod.storage.oplog import OpLog
-from kirod.upstream.client import KiroClient, UpstreamAccount
-from kirod.upstream.errors import Failure, RefreshError, UpstreamError, UpstreamHttpError
+from kirod.upstream.client import KiroClient
+from kirod.upstream.errors import Failure
 from kirod.upstream.exchange import (
     Exchange,
     ParameterPolicy,
@@ -88,27 +88,12 @@ class DispatchPolicy:
     max_turn_parts: int = 10  # upstream exchanges in one turn, whatever its steps ask
 
 
-class _Retry(Exception):
-    """An attempt failed recoverably; `error` is what the client sees if no account succeeds."""
-
-    def __init__(self, error: ApiError, failure: Failure | None = None) -> None:
-        self.error = error
-        self.failure = failure
-
-
 # Failures a request can cause itself (a body Kiro chokes on): the same one on two accounts in a
 # row ends the failover, so one bad payload does not count against every account it visits.
 # Kiro refusing the model (INVALID_MODEL_ID) on two accounts in a row ends it too.
 _SUSPECT_REQUEST: frozenset[Failure] = frozenset(
     {Failure.SERVER, Failure.PROTOCOL, Failure.INVALID_MODEL}
 )
-
-
-@dataclass(frozen=True, slots=True)
-class _Opened:
-    lease: Lease
-    route: Route
-    exchange: Exchange
 
 
 class Dispatcher:
@@ -130,14 +115,16 @@ class Dispatcher:
         """`authorize(tenant, model)` raises an `ApiError` when the API key may not use it."""
         self._pool = pool
         self._client = client
-        self._keeper = keeper
         self._models = models
-        self._finder = finder
         self._affinity = affinity
-        self._probes = probes
         self._oplog = oplog
+        settings = RouteSettings(
+            policy.parameter_policy, policy.prompt_cache_points, policy.tool_delivery
+        )
+        self._attempts = Attempts(
+            pool, client, keeper, models, probes, finder, settings, authorize=authorize
+        )
         self._policy = policy
-        self._authorize = authorize
         self._steps = steps
         self._branches = BranchQueue()
 
@@ -203,7 +190,7 @@ class Dispatcher:
         binding: Binding | None,
         operation: Operation,
         stack: contextlib.AsyncExitStack,
-    ) -> _Opened:
+    ) -> Opened:
         """Try accounts until one produces a first event; its slot and response join `stack`.
 
         Only accounts whose catalog offers the request's model are leased (`ModelDirectory.route`);
@@ -230,10 +217,10 @@ class Dispatcher:
             async with contextlib.AsyncExitStack() as attempt:
                 attempt.callback(lease.release)
                 try:
-                    opened = await self._attempt(
+                    opened = await self._attempts.attempt(
                         lease, request, routing, binding, operation, attempt
                     )
-                except _Retry as retry:
+                except Retry as retry:
                     last = retry.error
                     if retry.failure in _SUSPECT_REQUEST and retry.failure is previous:
                         log.event(logger, "failover_stopped", failure=retry.failure.value)
@@ -247,163 +234,3 @@ class Dispatcher:
                 return opened
         assert last is not None
         raise last
-
-    async def _attempt(
-        self,
-        lease: Lease,
-        request: CanonicalRequest,
-        routing: Routing,
-        binding: Binding | None,
-        operation: Operation,
-        stack: contextlib.AsyncExitStack,
-    ) -> _Opened:
-        operation.attempting(lease.account_id, lease.account.region)
-        account = await self._fresh(lease, operation, to_upstream(lease.account))
-        route = await self._route(lease, request, routing, binding, operation, account)
-        operation.attempting(lease.account_id, account.region, route.model.kiro_id)
-        # Each second chance at most once: a refreshed token, a rediscovered profile.
-        refreshed = profiled = False
-        while True:
-            try:
-                exchange = await stack.enter_async_context(
-                    open_exchange(self._client, request, route)
-                )
-                break
-            except UpstreamError as exc:
-                if exc.failure is Failure.BEARER and not refreshed:
-                    refreshed = True
-                    operation.tried(lease.account_id, exc.failure.value)
-                    rejected = route.account.credentials.access_token
-                    account = await self._fresh(lease, operation, route.account, rejected=rejected)
-                    route = dataclasses.replace(route, account=account)
-                    continue
-                if exc.failure is Failure.PROFILE_REQUIRED and not profiled:
-                    profiled = True
-                    found = await self._profile(lease, operation, route.account)
-                    if found is not None:
-                        route = dataclasses.replace(route, account=found)
-                        continue
-                if exc.failure is Failure.INVALID_MODEL:
-                    # Not in this account's plan after all: its catalog forgets the model (and is
-                    # read again), and another account may serve it.
-                    self._models.refused(lease.account_id, route.model.kiro_id)
-                    operation.tried(lease.account_id, exc.failure.value)
-                    raise _Retry(exc.to_api_error(), exc.failure) from None
-                token = account.credentials.access_token if exc.failure is Failure.BEARER else None
-                raise await self._failed(lease, operation, exc, rejected_token=token) from None
-        operation.dropped = exchange.dropped
-        operation.exchanged(exchange)
-        log.annotate(
-            account=lease.account_id,
-            upstream_model=route.model.kiro_id,
-            attempt=len(operation.attempts) + 1,
-            dropped=",".join(exchange.dropped) or None,
-        )
-        return _Opened(lease, route, exchange)
-
-    async def _route(
-        self,
-        lease: Lease,
-        request: CanonicalRequest,
-        routing: Routing,
-        binding: Binding | None,
-        operation: Operation,
-        account: UpstreamAccount,
-    ) -> Route:
-        """The routed model on this account (its own catalog entry), under which names."""
-        catalog = await self._models.catalog_for(account)
-        model = catalog.get(routing.kiro_id) if routing.kiro_id else None
-        resolution = routing.resolution
-        if model is None or resolution is None:
-            # Leased before its catalog was read, and it lacks the routed model: the name on its
-            # own catalog (family fallback), else another account may list it.
-            try:
-                resolution = resolve(request.model, catalog, self._models.policy)
-            except ApiError as unknown:
-                operation.tried(lease.account_id, "model_not_listed")
-                raise _Retry(unknown) from None
-            model = resolution.info
-        self._models.served(request.model, resolution)
-        if self._authorize is not None:
-            self._authorize(operation.tenant, model)
-        asked, limit = request.max_output_tokens, model.max_output_tokens
-        if asked is not None and asked > limit:
-            # Kiro takes no output limit: the model's own applies, whatever the client asked.
-            log.annotate(max_tokens_clamped=f"{asked}>{limit}")
-        return Route(
-            account=account,
-            model=model,
-            model_name=request.model if resolution.via == "exact" else model.public_id,
-            conversation_id=AffinityMap.conversation_id(binding, lease.account_id),
-            parameter_policy=self._policy.parameter_policy,
-            cache_points=self._policy.prompt_cache_points,
-            tool_delivery=self._policy.tool_delivery,
-        )
-
-    async def _fresh(
-        self,
-        lease: Lease,
-        operation: Operation,
-        account: UpstreamAccount,
-        *,
-        rejected: str | None = None,
-    ) -> UpstreamAccount:
-        try:
-            return await self._keeper.fresh(account, rejected_token=rejected)
-        except RefreshError as exc:
-            # The keeper recorded it (a dead refresh token: needs_login); another account may do.
-            operation.tried(lease.account_id, "needs_login" if exc.permanent else "refresh_failed")
-            raise _Retry(exc.to_api_error()) from None
-
-    async def _profile(
-        self, lease: Lease, operation: Operation, account: UpstreamAccount
-    ) -> UpstreamAccount | None:
-        """Kiro asked for a profile: the account with the one discovery finds now, or None."""
-        try:
-            record = await self._finder.find(lease.account)
-        except RefreshError as exc:
-            operation.tried(lease.account_id, "needs_login" if exc.permanent else "refresh_failed")
-            raise _Retry(exc.to_api_error()) from None
-        if record.profile_arn is None or record.profile_arn == account.profile_arn:
-            return None
-        operation.tried(lease.account_id, Failure.PROFILE_REQUIRED.value)
-        return dataclasses.replace(account, profile_arn=record.profile_arn, region=record.region)
-
-    async def _failed(
-        self,
-        lease: Lease,
-        operation: Operation,
-        error: UpstreamError,
-        *,
-        rejected_token: str | None = None,
-    ) -> _Retry | ApiError:
-        """Record a failed attempt on the account; return what to raise."""
-        failure, detail = error.failure, error.detail
-        http = error if isinstance(error, UpstreamHttpError) else None
-        operation.tried(
-            lease.account_id,
-            failure.value,
-            status=http.status if http else None,
-            reason=http.reason if http else None,
-        )
-        log.event(
-            logger,
-            "upstream_attempt_failed",
-            level=logging.WARNING,
-            account=lease.account_id,
-            failure=failure.value,
-            detail=detail,
-        )
-        api_error = error.to_api_error()
-        if not failure.retryable:
-            return api_error
-        await self._pool.failed(
-            lease.account_id,
-            failure,
-            detail=detail,
-            retry_after_s=error.retry_after_s,
-            rejected_token=rejected_token,
-        )
-        if failure is Failure.QUOTA:
-            await self._probes.confirm_quota(lease.account_id)
-        return _Retry(api_error, failure)

@@ -1,0 +1,260 @@
+"""One account's try at a request, for the failover loop in `kirod.accounts.dispatch`.
+
+    fresh token → the model routed on this account's own catalog → the upstream exchange opened
+
+with the second chances that stay on this account, each at most once: a bearer rejection retries
+after a forced refresh, "profileArn is required" after discovery found the profile. Kiro refusing
+the model makes the account's catalog forget it. Any other failure is recorded on the account
+(the breaker, quota, suspension) and, when another account may do better, raised as `Retry`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from kirod import log
+from kirod.accounts.account import to_upstream
+from kirod.accounts.affinity import AffinityMap
+from kirod.accounts.models import ModelDirectory, Routing
+from kirod.accounts.operation import Operation
+from kirod.accounts.pool import AccountPool, Lease
+from kirod.accounts.probes import UsageProbes
+from kirod.accounts.profiles import ProfileFinder
+from kirod.accounts.tokens import TokenKeeper
+from kirod.canonical.models import ModelInfo, resolve
+from kirod.canonical.request import CanonicalRequest
+from kirod.errors import ApiError
+from kirod.storage.affinity import Binding
+from kirod.upstream.client import KiroClient, UpstreamAccount
+from kirod.upstream.errors import Failure, RefreshError, UpstreamError, UpstreamHttpError
+from kirod.upstream.exchange import (
+    Exchange,
+    ParameterPolicy,
+    Route,
+    ToolDelivery,
+    open_exchange,
+)
+
+logger = logging.getLogger("kirod.dispatch")
+
+
+class Retry(Exception):
+    """An attempt failed recoverably; `error` is what the client sees if no account succeeds."""
+
+    def __init__(self, error: ApiError, failure: Failure | None = None) -> None:
+        self.error = error
+        self.failure = failure
+
+
+@dataclass(frozen=True, slots=True)
+class Opened:
+    lease: Lease
+    route: Route
+    exchange: Exchange
+
+
+@dataclass(frozen=True)
+class RouteSettings:
+    """What every route carries from the settings."""
+
+    parameter_policy: ParameterPolicy = "drop"
+    cache_points: bool = False
+    tool_delivery: ToolDelivery = "complete"
+
+
+@dataclass(frozen=True)
+class Attempts:
+    """The services an attempt uses; `authorize(tenant, model)` raises when the key may not."""
+
+    pool: AccountPool
+    client: KiroClient
+    keeper: TokenKeeper
+    models: ModelDirectory
+    probes: UsageProbes
+    finder: ProfileFinder
+    settings: RouteSettings
+    authorize: Callable[[str, ModelInfo], None] | None = None
+
+    async def attempt(
+        self,
+        lease: Lease,
+        request: CanonicalRequest,
+        routing: Routing,
+        binding: Binding | None,
+        operation: Operation,
+        stack: contextlib.AsyncExitStack,
+    ) -> Opened:
+        """Open the exchange on `lease`'s account; its response joins `stack`. Raises `Retry`
+        (another account may serve) or the `ApiError` that ends the request."""
+        operation.attempting(lease.account_id, lease.account.region)
+        account = await self._fresh(lease, operation, to_upstream(lease.account))
+        route = await self._route(lease, request, routing, binding, operation, account)
+        operation.attempting(lease.account_id, account.region, route.model.kiro_id)
+        chances = {Failure.BEARER, Failure.PROFILE_REQUIRED}
+        while True:
+            try:
+                exchange = await stack.enter_async_context(
+                    open_exchange(self.client, request, route)
+                )
+                break
+            except UpstreamError as exc:
+                again = await self._second_chance(lease, operation, route, exc, chances)
+                if again is None:
+                    raise await self._refused(lease, operation, route, exc) from None
+                route = again
+        operation.dropped = exchange.dropped
+        operation.exchanged(exchange)
+        log.annotate(
+            account=lease.account_id,
+            upstream_model=route.model.kiro_id,
+            attempt=len(operation.attempts) + 1,
+            dropped=",".join(exchange.dropped) or None,
+        )
+        return Opened(lease, route, exchange)
+
+    async def _second_chance(
+        self,
+        lease: Lease,
+        operation: Operation,
+        route: Route,
+        error: UpstreamError,
+        chances: set[Failure],
+    ) -> Route | None:
+        """The route to try again on this account after `error`, or None; uses up the chance."""
+        if error.failure not in chances:
+            return None
+        chances.discard(error.failure)
+        if error.failure is Failure.BEARER:
+            operation.tried(lease.account_id, error.failure.value)
+            rejected = route.account.credentials.access_token
+            account = await self._fresh(lease, operation, route.account, rejected=rejected)
+            return dataclasses.replace(route, account=account)
+        found = await self._profile(lease, operation, route.account)
+        return dataclasses.replace(route, account=found) if found is not None else None
+
+    async def _refused(
+        self, lease: Lease, operation: Operation, route: Route, error: UpstreamError
+    ) -> Retry | ApiError:
+        if error.failure is Failure.INVALID_MODEL:
+            # Not in this account's plan after all: its catalog forgets the model (and is read
+            # again), and another account may serve it.
+            self.models.refused(lease.account_id, route.model.kiro_id)
+            operation.tried(lease.account_id, error.failure.value)
+            return Retry(error.to_api_error(), error.failure)
+        bearer = error.failure is Failure.BEARER
+        token = route.account.credentials.access_token if bearer else None
+        return await self._failed(lease, operation, error, rejected_token=token)
+
+    async def _route(
+        self,
+        lease: Lease,
+        request: CanonicalRequest,
+        routing: Routing,
+        binding: Binding | None,
+        operation: Operation,
+        account: UpstreamAccount,
+    ) -> Route:
+        """The routed model on this account (its own catalog entry), under which names."""
+        catalog = await self.models.catalog_for(account)
+        model = catalog.get(routing.kiro_id) if routing.kiro_id else None
+        resolution = routing.resolution
+        if model is None or resolution is None:
+            # Leased before its catalog was read, and it lacks the routed model: the name on its
+            # own catalog (family fallback), else another account may list it.
+            try:
+                resolution = resolve(request.model, catalog, self.models.policy)
+            except ApiError as unknown:
+                operation.tried(lease.account_id, "model_not_listed")
+                raise Retry(unknown) from None
+            model = resolution.info
+        self.models.served(request.model, resolution)
+        if self.authorize is not None:
+            self.authorize(operation.tenant, model)
+        asked, limit = request.max_output_tokens, model.max_output_tokens
+        if asked is not None and asked > limit:
+            # Kiro takes no output limit: the model's own applies, whatever the client asked.
+            log.annotate(max_tokens_clamped=f"{asked}>{limit}")
+        return Route(
+            account=account,
+            model=model,
+            model_name=request.model if resolution.via == "exact" else model.public_id,
+            conversation_id=AffinityMap.conversation_id(binding, lease.account_id),
+            parameter_policy=self.settings.parameter_policy,
+            cache_points=self.settings.cache_points,
+            tool_delivery=self.settings.tool_delivery,
+        )
+
+    async def _fresh(
+        self,
+        lease: Lease,
+        operation: Operation,
+        account: UpstreamAccount,
+        *,
+        rejected: str | None = None,
+    ) -> UpstreamAccount:
+        try:
+            return await self.keeper.fresh(account, rejected_token=rejected)
+        except RefreshError as exc:
+            raise self._refresh_failed(lease, operation, exc) from None
+
+    async def _profile(
+        self, lease: Lease, operation: Operation, account: UpstreamAccount
+    ) -> UpstreamAccount | None:
+        """Kiro asked for a profile: the account with the one discovery finds now, or None."""
+        try:
+            record = await self.finder.find(lease.account)
+        except RefreshError as exc:
+            raise self._refresh_failed(lease, operation, exc) from None
+        if record.profile_arn is None or record.profile_arn == account.profile_arn:
+            return None
+        operation.tried(lease.account_id, Failure.PROFILE_REQUIRED.value)
+        return dataclasses.replace(account, profile_arn=record.profile_arn, region=record.region)
+
+    @staticmethod
+    def _refresh_failed(lease: Lease, operation: Operation, error: RefreshError) -> Retry:
+        # The keeper recorded it (a dead refresh token: needs_login); another account may do.
+        operation.tried(lease.account_id, "needs_login" if error.permanent else "refresh_failed")
+        return Retry(error.to_api_error())
+
+    async def _failed(
+        self,
+        lease: Lease,
+        operation: Operation,
+        error: UpstreamError,
+        *,
+        rejected_token: str | None = None,
+    ) -> Retry | ApiError:
+        """Record a failed attempt on the account; return what to raise."""
+        failure, detail = error.failure, error.detail
+        http = error if isinstance(error, UpstreamHttpError) else None
+        operation.tried(
+            lease.account_id,
+            failure.value,
+            status=http.status if http else None,
+            reason=http.reason if http else None,
+        )
+        log.event(
+            logger,
+            "upstream_attempt_failed",
+            level=logging.WARNING,
+            account=lease.account_id,
+            failure=failure.value,
+            detail=detail,
+        )
+        api_error = error.to_api_error()
+        if not failure.retryable:
+            return api_error
+        await self.pool.failed(
+            lease.account_id,
+            failure,
+            detail=detail,
+            retry_after_s=error.retry_after_s,
+            rejected_token=rejected_token,
+        )
+        if failure is Failure.QUOTA:
+            await self.probes.confirm_quota(lease.account_id)
+        return Retry(api_error, failure)
