@@ -103,7 +103,9 @@ class Operation:
         attempts = self.attempts
         if attempts and attempts[-1].outcome == "ok" and self._exchanges:
             frames = sum(exchange.frames for exchange in self._exchanges)
-            attempts = [*attempts[:-1], dataclasses.replace(attempts[-1], frames=frames)]
+            bytes_read = sum(exchange.bytes_read for exchange in self._exchanges)
+            answered = dataclasses.replace(attempts[-1], frames=frames, bytes_read=bytes_read)
+            attempts = [*attempts[:-1], answered]
         return OpEntry(
             at=self.at,
             request_id=self.request.request_id,

@@ -33,6 +33,8 @@ class Pacer:
     def __init__(self, *, rpm: float = 0.0, min_interval_s: float = 0.0, clock: Clock) -> None:
         if rpm < 0 or min_interval_s < 0:
             raise ValueError("pacing limits must be >= 0")
+        self.rpm = rpm
+        self.min_interval_s = min_interval_s
         self.spacing_s = max(60.0 / rpm if rpm > 0 else 0.0, min_interval_s)
         self._clock = clock
         self._next: dict[str, float] = {}  # account id → earliest next start
@@ -46,6 +48,15 @@ class Pacer:
     def ready_at(self, account_id: str, login: str) -> float:
         """When the account may start a request (now or earlier: it may now)."""
         return max(self._next.get(account_id, 0.0), self._held.get(login, 0.0))
+
+    def hold(self, account_id: str, login: str, now: float) -> tuple[float, float | None] | None:
+        """For an account that may not start a request now: when it may, and the end of its
+        login's shared back-off when one holds it; None when it may start now."""
+        held = self._held.get(login, 0.0)
+        ready = max(self._next.get(account_id, 0.0), held)
+        if ready <= now:
+            return None
+        return ready, held if held > now else None
 
     def ready(self, account_id: str, login: str, now: float) -> bool:
         return self.ready_at(account_id, login) <= now

@@ -41,6 +41,7 @@ from kirod.accounts.health import Eligibility, eligibility, status_eligibility
 from kirod.accounts.pacing import Pacer, login_key
 from kirod.accounts.strategy import Candidate, Selector, Strategy
 from kirod.errors import ApiError, ErrorKind
+from kirod.localapi.schema import PacedAccount, Pacing
 from kirod.storage.accounts import AccountRecord, AccountState, AccountStore
 from kirod.upstream.errors import Failure
 from kirod.upstream.usage import UsageSnapshot
@@ -625,6 +626,21 @@ class AccountPool:
             capacity_per_account=self._concurrency,
             queued=len(self._waiters),
             accounts=tuple(self._account_status(entry, now) for entry in self._sorted()),
+        )
+
+    def pacing(self) -> Pacing:
+        """The pacing limits, and the accounts held or paced now, in the dispatcher's order."""
+        now = self._clock()
+        paced = []
+        for entry in self._sorted():
+            hold = self._pacer.hold(entry.record.id, entry.login, now)
+            if hold is not None:
+                paced.append(PacedAccount(entry.record.id, *hold))
+        return Pacing(
+            spacing_s=self._pacer.spacing_s,
+            account_rpm=self._pacer.rpm,
+            account_min_interval_s=self._pacer.min_interval_s,
+            accounts=tuple(paced),
         )
 
     def _sorted(self) -> list[_Entry]:

@@ -1,5 +1,5 @@
 """What the control plane reports about the account layer: the maintenance loop, the pool's
-in-memory capacity and queue, and the operation log's summary."""
+in-memory capacity, queue and pacing, and the operation log's summary."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from typing import Any
 
 from kirod.accounts.maintenance import Maintenance as MaintenanceLoop
 from kirod.accounts.pool import AccountPool
-from kirod.localapi.schema import Maintenance, Stats, Trace
+from kirod.localapi.schema import Maintenance, Pacing, Stats, Trace
 from kirod.storage.oplog import OpLog
 
 
@@ -20,6 +20,10 @@ class LayerReports:
     def maintenance(self) -> Maintenance:
         """The state of the background loop that refreshes tokens and probes usage."""
         return self._loop.status()
+
+    def pacing(self) -> Pacing:
+        """The pacing limits, and which accounts a shared back-off or their spacing holds now."""
+        return self._pool.pacing()
 
     async def pool(self) -> dict[str, Any]:
         """Each account's state with its requests in flight and capacity, and the queue."""

@@ -19,7 +19,7 @@ if TYPE_CHECKING:
     from rich.console import Console, ConsoleOptions, RenderResult
     from rich.text import Text
 
-    from kirod.localapi.schema import Account, Usage
+    from kirod.localapi.schema import Account, PacedAccount, Usage
 
 BAR_WIDTH = 12
 DASH = "—"
@@ -187,11 +187,15 @@ def until(epoch: float | None, now: float | None = None) -> str:
     return f"{ago(epoch, current)} ({datetime.fromtimestamp(epoch).strftime(shape)})"
 
 
-def why_and_until(account: Account) -> tuple[str, str]:
-    """A non-active account's reason and until-time; dashes for an active one (a reason left
-    from a cool-down whose time is up says nothing)."""
+def why_and_until(account: Account, paced: PacedAccount | None) -> tuple[str, str]:
+    """A non-active account's reason and until-time; for an active one, what holds it from
+    starting a request now (`paced`) or dashes (a reason left from a cool-down whose time is up
+    says nothing)."""
     if account.status == "active":
-        return DASH, DASH
+        if paced is None:
+            return DASH, DASH
+        why = "held: shared back-off" if paced.held_until is not None else "paced"
+        return why, until(paced.next_start_at)
     return account.status_reason or DASH, until(account.status_until)
 
 

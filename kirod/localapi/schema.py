@@ -90,6 +90,52 @@ class Maintenance:
 
 
 @dataclass(frozen=True)
+class PacedAccount:
+    """An account pacing keeps from starting a request now."""
+
+    account_id: str
+    next_start_at: float  # the earliest its next request may start
+    # The end of its login's shared back-off (Kiro throttled an entry of the same login);
+    # None: only its own spacing holds it.
+    held_until: float | None = None
+
+
+@dataclass(frozen=True)
+class Pacing:
+    """The pool's pacing: the spacing of request starts on one account (0: off), the limits it
+    comes from, and the accounts held or paced now. A shared back-off holds accounts even with
+    the spacing off."""
+
+    spacing_s: float = 0.0
+    account_rpm: float = 0.0
+    account_min_interval_s: float = 0.0
+    accounts: tuple[PacedAccount, ...] = ()
+
+    @property
+    def on(self) -> bool:
+        return self.spacing_s > 0
+
+    def of(self, account_id: str) -> PacedAccount | None:
+        return next((item for item in self.accounts if item.account_id == account_id), None)
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Pacing:
+        return cls(
+            spacing_s=float(data["spacing_s"]),
+            account_rpm=float(data["account_rpm"]),
+            account_min_interval_s=float(data["account_min_interval_s"]),
+            accounts=tuple(
+                PacedAccount(
+                    account_id=str(item["account_id"]),
+                    next_start_at=float(item["next_start_at"]),
+                    held_until=_number(item.get("held_until")),
+                )
+                for item in data["accounts"]
+            ),
+        )
+
+
+@dataclass(frozen=True)
 class DaemonInfo:
     """What the daemon itself reports; the control API adds accounts and health to it."""
 
@@ -113,9 +159,12 @@ class Status:
     problems: tuple[str, ...]  # why the health is degraded, one sentence each
     accounts: AccountCounts
     maintenance: Maintenance
+    pacing: Pacing = Pacing()  # an older daemon's document has none: off
 
     @classmethod
-    def of(cls, info: DaemonInfo, accounts: AccountCounts, maintenance: Maintenance) -> Status:
+    def of(
+        cls, info: DaemonInfo, accounts: AccountCounts, maintenance: Maintenance, pacing: Pacing
+    ) -> Status:
         problems = _problems(info.state, accounts, maintenance)
         return cls(
             **{item.name: getattr(info, item.name) for item in fields(DaemonInfo)},
@@ -123,6 +172,7 @@ class Status:
             problems=problems,
             accounts=accounts,
             maintenance=maintenance,
+            pacing=pacing,
         )
 
     def to_json(self) -> dict[str, Any]:
@@ -141,6 +191,7 @@ class Status:
             problems=tuple(str(p) for p in data["problems"]),
             accounts=AccountCounts.from_json(data["accounts"]),
             maintenance=Maintenance.from_json(data["maintenance"]),
+            pacing=Pacing.from_json(data["pacing"]) if "pacing" in data else Pacing(),
         )
 
 
@@ -574,6 +625,7 @@ class TraceAttempt:
     upstream_reason: str | None = None  # Kiro's reason code, when it gave one
     ended_ms: float | None = None  # since the request began
     frames: int | None = None  # upstream frames read (the attempt that answered)
+    bytes_read: int | None = None  # their event-stream bytes
     failover_reason: str | None = None
 
     @classmethod

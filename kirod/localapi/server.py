@@ -59,7 +59,8 @@ async def status(request: web.Request) -> web.Response:
     control = request.app[CONTROL]
     counts = await control.accounts.counts()
     maintenance = control.reports.maintenance()
-    return web.json_response(Status.of(control.info(), counts, maintenance).to_json())
+    pacing = control.reports.pacing()
+    return web.json_response(Status.of(control.info(), counts, maintenance, pacing).to_json())
 
 
 async def config(request: web.Request) -> web.Response:

@@ -48,7 +48,7 @@ class Attempt:
     The rest is for `kiroctl trace`, None when not known (rows written before it was recorded):
     the account's region and the Kiro model id routed to, Kiro's HTTP status and reason code
     when it answered an error, the milliseconds since the request began when the attempt ended,
-    and for the attempt that answered, the upstream frames it read.
+    and for the attempt that answered, the upstream frames it read and their bytes.
     """
 
     account_id: str
@@ -59,6 +59,7 @@ class Attempt:
     reason: str | None = None
     ms: float | None = None
     frames: int | None = None
+    bytes_read: int | None = None
 
     def to_json(self) -> dict[str, Any]:
         """As the row's `attempts` JSON keeps it: the optional fields only when known."""
@@ -80,10 +81,11 @@ class Attempt:
             reason=doc.get("reason"),
             ms=doc.get("ms"),
             frames=doc.get("frames"),
+            bytes_read=doc.get("bytes_read"),
         )
 
 
-_ATTEMPT_EXTRAS = ("region", "model", "status", "reason", "ms", "frames")
+_ATTEMPT_EXTRAS = ("region", "model", "status", "reason", "ms", "frames", "bytes_read")
 
 
 @dataclass(frozen=True, slots=True)
@@ -345,6 +347,7 @@ def _traced(row_id: int, entry: OpEntry) -> TraceRequest:
                 upstream_reason=attempt.reason,
                 ended_ms=attempt.ms,
                 frames=attempt.frames,
+                bytes_read=attempt.bytes_read,
                 failover_reason=why,
             )
         )

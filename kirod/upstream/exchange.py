@@ -83,6 +83,7 @@ class Exchange:
         chunks: AsyncIterator[list[Frame]] | None = None,
         translator: Translator | None = None,
         frames: int = 0,
+        bytes_read: int = 0,
     ) -> None:
         """Without `chunks` (an answer kirod makes itself), `first` is the whole message."""
         self.message_id = message_id
@@ -92,6 +93,7 @@ class Exchange:
         self._chunks = chunks
         self._translator = translator
         self.frames = frames  # upstream event-stream frames read so far, for the trace
+        self.bytes_read = bytes_read  # and their bytes
 
     @property
     def truncation(self) -> Truncation | None:
@@ -107,9 +109,11 @@ class Exchange:
         try:
             async for frames in self._chunks:
                 self.frames += len(frames)
-                if len(frames) == 1:
+                if len(frames) == 1:  # the usual chunk: one frame, one add
+                    self.bytes_read += frames[0].size
                     events = translator.feed(frames[0])
                 else:
+                    self.bytes_read += sum(frame.size for frame in frames)
                     events = [event for frame in frames for event in translator.feed(frame)]
                 if events:
                     yield events
@@ -167,7 +171,7 @@ async def open_exchange(
             thinking_mode=payload.thinking_mode,
             tool_delivery=route.tool_delivery,
         )
-        first, frames = await _first_events(chunks, translator)
+        first, frames, bytes_read = await _first_events(chunks, translator)
         # Only an error before any output may go elsewhere: one after it is the stream's end.
         early = next((e for e in first if not isinstance(e, MessageStart)), None)
         if isinstance(early, ErrorEvent) and early.code in _EARLY_FAILURES:
@@ -180,6 +184,7 @@ async def open_exchange(
             chunks=chunks,
             translator=translator,
             frames=frames,
+            bytes_read=bytes_read,
         )
 
 
@@ -202,21 +207,22 @@ async def _search_answer(
 
 async def _first_events(
     chunks: AsyncIterator[list[Frame]], translator: Translator
-) -> tuple[list[CanonicalEvent], int]:
+) -> tuple[list[CanonicalEvent], int, int]:
     """Read until the translator produces more than `MessageStart`, or a tool call begins (or
     the stream ends).
 
     A call held until it is complete still commits when it begins: its input may take a minute,
     the client's stream is kept alive meanwhile, and a break inside it is its truncation, not a
     failure to try elsewhere (the same request would most likely be cut the same way). Also
-    returns how many frames were read.
+    returns how many frames were read, and their bytes.
     """
     events: list[CanonicalEvent] = []
-    count = 0
+    count = size = 0
     async for frames in chunks:
         count += len(frames)
         for frame in frames:
+            size += frame.size
             events += translator.feed(frame)
         if translator.tool_open or any(not isinstance(event, MessageStart) for event in events):
-            return events, count
-    return events + translator.finish(), count
+            return events, count, size
+    return events + translator.finish(), count, size

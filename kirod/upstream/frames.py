@@ -51,6 +51,9 @@ class Frame:
     error_code: str | None = None
     error_message: str | None = None
     payload: dict[str, Any] = field(default_factory=dict)
+    # Its length on the wire, for the trace's bytes read: known at decode time, so no one counts
+    # chunks. Not part of what the frame says, so not compared.
+    size: int = field(default=0, compare=False)
 
 
 class FrameDecoder:
@@ -144,12 +147,14 @@ def _decode_frame(data: bytes) -> Frame:
             "event",
             event_type=_required_header(headers, ":event-type"),
             payload=_json_object(payload),
+            size=len(data),
         )
     if message_type == "exception":
         return Frame(
             "exception",
             exception_type=_required_header(headers, ":exception-type"),
             payload=_json_object(payload),
+            size=len(data),
         )
     if message_type == "error":
         return Frame(
@@ -157,6 +162,7 @@ def _decode_frame(data: bytes) -> Frame:
             error_code=_required_header(headers, ":error-code"),
             error_message=_string_header(headers, ":error-message"),
             payload=_json_object(payload),
+            size=len(data),
         )
     raise UpstreamProtocolError(f"unknown event stream message type {message_type!r}")
 

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import base64
 import contextlib
+import dataclasses
 import json
 import os
 import pty
@@ -18,13 +20,21 @@ from contextlib import closing
 from pathlib import Path
 from typing import Any
 
+import anthropic
 import pytest
 from click.testing import CliRunner, Result
 
 from kirod import __version__
 from kirod.cli.main import cli
 from kirod.testing.daemon import DaemonProcess
-from kirod.testing.fake_kiro import DeviceFlow, DeviceOutcome, ThreadedFake, TokenSet
+from kirod.testing.fake_kiro import (
+    DeviceFlow,
+    DeviceOutcome,
+    Fault,
+    Script,
+    ThreadedFake,
+    TokenSet,
+)
 
 sys.path.insert(0, str(Path(__file__).parents[1] / "integration"))
 from kiro_env import kiro_ide_token_file, start_daemon
@@ -83,6 +93,8 @@ def test_import_a_kiro_ide_file_then_status_is_healthy(
     assert status.exit_code == 0, status.output
     assert "healthy" in status.stdout
     assert "ide" in status.stdout
+    assert "pacing" not in status.stdout  # off by default
+    assert "paced" not in status.stdout
     doc = json.loads(kiroctl(daemon, "status", "--json").stdout)
     assert set(doc) == {"health", "status", "accounts"}
     assert doc["health"] == doc["status"]["health"] == "healthy"
@@ -90,6 +102,8 @@ def test_import_a_kiro_ide_file_then_status_is_healthy(
         doc["status"]
     )
     assert doc["accounts"][0]["label"] == "ide"
+    assert doc["status"]["pacing"]["spacing_s"] == 0
+    assert doc["status"]["pacing"]["accounts"] == []
 
 
 def live_kiro_cli_store(path: Path, tokens: TokenSet) -> sqlite3.Connection:
@@ -386,6 +400,52 @@ def test_completion_scripts(daemon: DaemonProcess, shell: str) -> None:
     result = kiroctl(daemon, "completion", shell)
     assert result.exit_code == 0
     assert "_KIROCTL_COMPLETE" in result.stdout
+
+
+def test_status_and_list_show_paced_and_held_accounts(fake: ThreadedFake, short_tmp: Path) -> None:
+    """Pacing on (account_rpm 1); a second entry of the same login, throttled by Kiro, holds the
+    first one with a shared back-off."""
+    env = {"KIROD_ACCOUNT_RPM": "1", "KIROD_QUEUE_TIMEOUT_S": "0.5"}
+    proc = start_daemon(short_tmp, fake, env)
+    try:
+        tokens = fake.fake.issue_social_account()
+        import_account(proc, tokens, "first")
+        ask = {
+            "model": "claude-sonnet-4-6",
+            "max_tokens": 50,
+            "messages": [{"role": "user", "content": "hi"}],
+        }
+        with anthropic.Anthropic(
+            base_url=proc.base_url, api_key=proc.api_key, max_retries=0
+        ) as client:
+            client.messages.create(**ask)
+            status = kiroctl(proc, "status")
+            assert status.exit_code == 0, status.output
+            assert "one start per account every 1m (account_rpm 1," in status.stdout
+            [row] = [line for line in status.stdout.splitlines() if "first" in line]
+            assert "paced" in row
+            assert "in 5" in row  # its next start, a minute after the first
+
+            copy = dataclasses.replace(tokens, refresh_token=f"{tokens.refresh_token}-copy")
+            import_account(proc, copy, "second")
+            fake.fake.enqueue(Script(fault=Fault.THROTTLE_429, retry_after_s=30))
+            with pytest.raises(anthropic.RateLimitError):
+                client.messages.create(**ask)
+        listed = kiroctl(proc, "accounts", "list")
+        assert listed.exit_code == 0, listed.output
+        [row] = [line for line in listed.stdout.splitlines() if "first" in line]
+        assert "held: shared back-off" in row
+        doc = as_json(kiroctl(proc, "status", "--json"))
+        held = [item for item in doc["status"]["pacing"]["accounts"] if item["held_until"]]
+        assert len(held) == 2  # the login's both entries
+    finally:
+        proc.kill()
+        fake.fake.clear_scripts()
+
+
+def import_account(proc: DaemonProcess, tokens: TokenSet, label: str) -> None:
+    content = base64.b64encode(kiro_ide_token_file(tokens)).decode()
+    proc.client.request("POST", "/accounts/import", {"content_b64": content, "label": label})
 
 
 def test_shutdown(fake: ThreadedFake, short_tmp: Path) -> None:

@@ -128,18 +128,24 @@ def test_a_full_disk_is_one_error_line(daemon: DaemonProcess) -> None:
 
 def test_only_a_non_active_account_shows_its_reason_and_until() -> None:
     from kirod.cli import render
-    from kirod.localapi.schema import Account
+    from kirod.localapi.schema import Account, PacedAccount
 
     now = time.time()
     named = {"id": "a1", "label": "x", "auth_kind": "social"}
     cooling = Account.from_json(
         {**named, "status": "cooling_down", "status_reason": "throttled", "status_until": now + 90}
     )
-    why, until = render.why_and_until(cooling)
+    # A cooling account's own reason comes first, whatever pacing says of it.
+    why, until = render.why_and_until(cooling, PacedAccount("a1", now + 30))
     assert why == "throttled"
     assert until.startswith("in 1m (")  # relative, then the clock time
     assert until.endswith(")")
     over = Account.from_json(
         {**named, "status": "active", "status_reason": "cool-down over", "status_until": None}
     )
-    assert render.why_and_until(over) == (render.DASH, render.DASH)
+    assert render.why_and_until(over, None) == (render.DASH, render.DASH)
+    why, until = render.why_and_until(over, PacedAccount("a1", now + 30))
+    assert why == "paced"
+    assert until.startswith("in 2")  # its next start, 30 s away
+    held = PacedAccount("a1", now + 90, held_until=now + 90)
+    assert render.why_and_until(over, held)[0] == "held: shared back-off"

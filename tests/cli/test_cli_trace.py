@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import re
 import select
 import signal
 import subprocess
@@ -125,6 +126,8 @@ def test_a_failover_is_explained_by_the_trace(daemon: DaemonProcess, failed_over
         assert attempt["model"]  # the Kiro model id routed to
         assert attempt["ended_ms"] is not None
     assert answered["frames"] > 0
+    assert answered["bytes_read"] >= 16 * answered["frames"]  # a frame is at least 16 bytes
+    assert throttled["bytes_read"] is None
     assert throttled["ended_ms"] <= answered["ended_ms"] <= row["total_ms"]
     assert row["ttfb_ms"] is not None
     assert row["stop_reason"] == "end_turn"
@@ -140,6 +143,7 @@ def test_a_failover_is_explained_by_the_trace(daemon: DaemonProcess, failed_over
     assert "ok" in lines[2]
     assert "after throttled" in lines[2]
     assert "frames" in lines[2]
+    assert re.search(r"\d+ frames . [\d.]+ (B|KiB) ", lines[2])
     assert "first event" in lines[3]
     assert "stop end_turn" in lines[3]
 

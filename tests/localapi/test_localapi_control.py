@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import socket
 import sqlite3
@@ -15,9 +16,9 @@ import anthropic
 import pytest
 
 from kirod.localapi.client import ControlError
-from kirod.localapi.schema import Stats, Status
+from kirod.localapi.schema import Pacing, Stats, Status
 from kirod.testing.daemon import DaemonProcess
-from kirod.testing.fake_kiro import ThreadedFake
+from kirod.testing.fake_kiro import Fault, Script, ThreadedFake
 
 sys.path.insert(0, str(Path(__file__).parents[1] / "integration"))
 from kiro_env import import_account, start_daemon
@@ -67,11 +68,14 @@ def test_status_is_degraded_without_an_account_and_healthy_with_one(
     assert (empty.accounts.total, empty.accounts.usable) == (0, 0)
     assert {listener.kind for listener in empty.listeners} == {"tcp", "unix"}
     assert empty.maintenance.interval_s > 0
+    assert empty.pacing == Pacing()  # off: no spacing, nothing held
 
     import_account(daemon, fake.fake.issue_social_account())
     ready = Status.from_json(call("GET", "/status"))
     assert (ready.health, ready.problems) == ("healthy", ())
     assert ready.accounts.by_status == {"active": 1}
+    assert not ready.pacing.on
+    assert ready.pacing.accounts == ()
 
 
 def test_account_operations(call: Any, fake: ThreadedFake) -> None:
@@ -171,6 +175,52 @@ def test_no_answer_carried_a_secret(answers: list[Any], fake: ThreadedFake) -> N
     shown = json.dumps(answers)
     for secret in (*fake.fake.issued_secrets(), CONFIG_KEY):
         assert secret not in shown
+
+
+def test_status_shows_pacing_and_a_shared_back_off(fake: ThreadedFake, short_tmp: Path) -> None:
+    """One start per account every 120 s; a second entry of the same login (another refresh
+    token, the same profile ARN) is throttled by Kiro, which holds the first one too."""
+    env = {
+        "KIROD_API_KEYS": CONFIG_KEY,
+        "KIROD_ACCOUNT_MIN_INTERVAL_S": "120",
+        "KIROD_QUEUE_TIMEOUT_S": "0.5",
+    }
+    proc = start_daemon(short_tmp, fake, env)
+    try:
+        tokens = fake.fake.issue_social_account()
+        first = import_account(proc, tokens)["id"]
+        with anthropic.Anthropic(base_url=proc.base_url, api_key=CONFIG_KEY, max_retries=0) as c:
+            ask = {
+                "model": "claude-sonnet-4-6",
+                "max_tokens": 50,
+                "messages": [{"role": "user", "content": "hi"}],
+            }
+            started = time.time()
+            c.messages.create(**ask)
+            paced = Status.from_json(proc.client.request("GET", "/status")).pacing
+            assert (paced.on, paced.spacing_s, paced.account_min_interval_s) == (True, 120.0, 120.0)
+            [only] = paced.accounts
+            assert only.account_id == first
+            assert started + 119 < only.next_start_at < time.time() + 120
+            assert only.held_until is None  # its own spacing, no back-off
+
+            copy = dataclasses.replace(tokens, refresh_token=f"{tokens.refresh_token}-copy")
+            second = import_account(proc, copy)["id"]
+            assert second != first
+            fake.fake.enqueue(Script(fault=Fault.THROTTLE_429, retry_after_s=30))
+            throttled = time.time()
+            with pytest.raises(anthropic.RateLimitError):
+                c.messages.create(**ask)  # the second entry, then nothing free in time
+        status = Status.from_json(proc.client.request("GET", "/status"))
+        held = status.pacing.of(first)
+        assert held is not None
+        assert held.held_until is not None
+        assert throttled + 29 < held.held_until < time.time() + 30
+        assert held.next_start_at == pytest.approx(only.next_start_at)  # the later of the two
+        assert status.health == "healthy"  # a held account is not a problem
+    finally:
+        proc.kill()
+        fake.fake.clear_scripts()
 
 
 def test_shutdown_drains_and_exits_zero(fake: ThreadedFake, short_tmp: Path) -> None:

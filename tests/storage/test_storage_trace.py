@@ -32,7 +32,13 @@ ROW = OpEntry(
         ),
         Attempt("acc-b", "bearer", region="eu-central-1", model="claude-sonnet-4.6", ms=20.0),
         Attempt(
-            "acc-b", "ok", region="eu-central-1", model="claude-sonnet-4.6", ms=40.0, frames=17
+            "acc-b",
+            "ok",
+            region="eu-central-1",
+            model="claude-sonnet-4.6",
+            ms=40.0,
+            frames=17,
+            bytes_read=5321,
         ),
     ),
     stop_reason="tool_use",
@@ -71,9 +77,11 @@ async def test_rows_written_before_the_trace_fields_still_read(db: Database) -> 
     )
     await db.execute("UPDATE oplog SET attempts = ?", (legacy,))
     [traced] = (await log.trace(request_id="req_1")).requests
-    assert [(a.account_id, a.outcome, a.region, a.frames) for a in traced.attempts] == [
-        ("acc-a", "quota", None, None),
-        ("acc-b", "ok", None, None),
+    assert [
+        (a.account_id, a.outcome, a.region, a.frames, a.bytes_read) for a in traced.attempts
+    ] == [
+        ("acc-a", "quota", None, None, None),
+        ("acc-b", "ok", None, None, None),
     ]
     assert traced.attempts[1].failover_reason == "quota"
 
@@ -92,7 +100,8 @@ async def test_a_trace_explains_each_attempt(db: Database) -> None:
     )
     assert bearer.failover_reason == "throttled"  # moved from acc-a to acc-b
     assert ok.failover_reason == "retried after bearer"  # same account, a refreshed token
-    assert (ok.frames, ok.region, ok.ended_ms) == (17, "eu-central-1", 40.0)
+    assert (ok.frames, ok.bytes_read, ok.region, ok.ended_ms) == (17, 5321, "eu-central-1", 40.0)
+    assert first.bytes_read is None  # only the attempt that answered read an answer
     assert row.recovered
     assert row.truncations == 1
     doc = row.to_json()

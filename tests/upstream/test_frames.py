@@ -226,6 +226,13 @@ def test_one_byte_at_a_time() -> None:
     assert decode(chunks) == STREAM_FRAMES
 
 
+def test_each_frame_knows_its_wire_length_however_chunked() -> None:
+    sizes = [len(wire) for wire, _ in STREAM]
+    assert [frame.size for frame in decode([STREAM_BYTES])] == sizes
+    halves = [STREAM_BYTES[:50], STREAM_BYTES[50:]]  # the first frame split across chunks
+    assert [frame.size for frame in decode(halves)] == sizes
+
+
 def test_frame_is_returned_by_the_feed_that_completes_it() -> None:
     wire = encode_event("assistantResponseEvent", {"content": "hi"})
     decoder = FrameDecoder()

@@ -54,6 +54,7 @@ def list_(app: App, as_json: bool) -> None:
         )
         return
     proxies = any(account.proxy_url for account in listed)  # the column only when one is set
+    pacing = app.call(lambda kirod: kirod.status()).pacing  # held or paced accounts: in WHY
     grid = render.Grid(
         "ID",
         "LABEL",
@@ -71,7 +72,7 @@ def list_(app: App, as_json: bool) -> None:
             account.label,
             account.auth_kind.replace("_", " "),
             render.state(account.status),
-            *render.why_and_until(account),
+            *render.why_and_until(account, pacing.of(account.id)),
             render.credits_bar(account.usage),
             render.ago(account.expires_at),
             # The daemon masks a proxy's password before the URL leaves it.

@@ -57,6 +57,13 @@ def _print_status(app: App, current: Status, accounts: list[Account]) -> None:
         "a pass is running" if loop.running else f"last pass {render.ago(loop.last_pass_finished)}"
     )
     out.print(f"  {'maintenance':<12} {passes}, next {render.ago(loop.next_pass_at)}")
+    pacing = current.pacing
+    if pacing.on:
+        spacing = pacing.spacing_s
+        every = render.duration(spacing) if spacing >= 60 else f"{spacing:.3g}s"
+        limits = f"account_rpm {pacing.account_rpm:g}, "
+        limits += f"account_min_interval_s {pacing.account_min_interval_s:g}"
+        out.print(f"  {'pacing':<12} one start per account every {every} ({limits})")
     for problem in current.problems:
         out.print(Text(f"  ! {render.printable(problem)}", style="yellow"))
     if not accounts:
@@ -70,7 +77,7 @@ def _print_status(app: App, current: Status, accounts: list[Account]) -> None:
         grid.add_row(
             account.label,
             render.state(account.status),
-            *render.why_and_until(account),
+            *render.why_and_until(account, pacing.of(account.id)),
             render.credits_bar(usage),
             render.date(usage.resets_at if usage else None),
             account.last_error or render.DASH,

@@ -2,10 +2,11 @@
 
 `trace` reads the operation log through GET /trace: per request, each account tried with its
 region, the Kiro model, how the attempt ended (Kiro's status and reason code when it answered an
-error) and why the request moved on, then the answer's time to first event, frames, credits, stop
-reason and cut-off tool calls. The operation log holds no prompt, output or tool content, so
-neither does a trace. `logs` reads the daemon's in-memory log tail through GET /logs. With
-`--follow`, both poll the control API every `--interval` seconds until Ctrl-C.
+error) and why the request moved on, the frames and bytes Kiro's answer took, then the answer's
+time to first event, credits, stop reason and cut-off tool calls. The operation log holds no
+prompt, output or tool content, so neither does a trace. `logs` reads the daemon's in-memory
+log tail through GET /logs. With `--follow`, both poll the control API every `--interval`
+seconds until Ctrl-C.
 """
 
 from __future__ import annotations
@@ -45,6 +46,12 @@ def _ms(value: float | None) -> str:
     return f"{value:.0f} ms" if value < 1000 else f"{value / 1000:.2f} s"
 
 
+def _size(count: int) -> str:
+    if count < 1024:
+        return f"{count} B"
+    return f"{count / 1024:.1f} KiB" if count < 1024 * 1024 else f"{count / 1024**2:.1f} MiB"
+
+
 def _attempt_line(number: int, attempt: TraceAttempt, labels: dict[str, str]) -> str:
     account = labels.get(attempt.account_id, attempt.account_id)
     parts = [f"  {number}. {account}", attempt.region or render.DASH, attempt.model or render.DASH]
@@ -55,6 +62,8 @@ def _attempt_line(number: int, attempt: TraceAttempt, labels: dict[str, str]) ->
     parts.append(outcome)
     if attempt.frames is not None:
         parts.append(f"{attempt.frames} frames")
+    if attempt.bytes_read is not None:
+        parts.append(_size(attempt.bytes_read))
     if attempt.ended_ms is not None:
         parts.append(f"at {_ms(attempt.ended_ms)}")
     if attempt.failover_reason:
