@@ -27,13 +27,11 @@ from __future__ import annotations
 
 import asyncio
 import collections
-import dataclasses
 import logging
 import math
 import time
 from collections.abc import Callable, Collection
 from dataclasses import dataclass
-from typing import Any
 
 from kirod import log
 from kirod.accounts import health
@@ -41,7 +39,7 @@ from kirod.accounts.health import Eligibility, eligibility, status_eligibility
 from kirod.accounts.pacing import Pacer, login_key
 from kirod.accounts.strategy import Candidate, Selector, Strategy
 from kirod.errors import ApiError, ErrorKind
-from kirod.localapi.schema import PacedAccount, Pacing
+from kirod.localapi.schema import PacedAccount, Pacing, Pool, PoolAccount
 from kirod.storage.accounts import AccountRecord, AccountState, AccountStore
 from kirod.upstream.errors import Failure
 from kirod.upstream.usage import UsageSnapshot
@@ -106,43 +104,6 @@ class _Waiter:
     def selective(self) -> bool:
         """Some accounts are not for it: it may be told "none left" while others are full."""
         return bool(self.exclude) or self.eligible is not None
-
-
-@dataclass(frozen=True)
-class AccountStatus:
-    """One account as `kiroctl accounts list` and the status page show it."""
-
-    id: str
-    label: str
-    auth_kind: str
-    status: str
-    reason: str | None
-    since: float | None
-    until: float | None
-    half_open: bool  # cooling down, but its cool-down has passed: the next request is a trial
-    in_flight: int
-    capacity: int
-    failures: int
-    auth_failures: int
-    last_error: str | None
-    last_error_at: float | None
-    remaining_credits: float | None
-    usage_limit: float | None
-    resets_at: float | None
-    usage_at: float | None
-    subscription: str | None
-    expires_at: float | None
-
-
-@dataclass(frozen=True)
-class PoolStatus:
-    strategy: str
-    capacity_per_account: int
-    queued: int  # requests waiting for a slot
-    accounts: tuple[AccountStatus, ...]
-
-    def to_json(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
 
 
 def _verdict(entry: _Entry, now: float) -> Eligibility:
@@ -618,10 +579,10 @@ class AccountPool:
 
     # -- status --------------------------------------------------------------------------------
 
-    async def status(self) -> PoolStatus:
+    async def status(self) -> Pool:
         await self.sync()
         now = self._clock()
-        return PoolStatus(
+        return Pool(
             strategy=self._selector.strategy.value,
             capacity_per_account=self._concurrency,
             queued=len(self._waiters),
@@ -646,11 +607,11 @@ class AccountPool:
     def _sorted(self) -> list[_Entry]:
         return sorted(self._entries.values(), key=lambda entry: entry.order)
 
-    def _account_status(self, entry: _Entry, now: float) -> AccountStatus:
+    def _account_status(self, entry: _Entry, now: float) -> PoolAccount:
         record = entry.record
         usage = record.usage or {}
         remaining = entry.remaining()
-        return AccountStatus(
+        return PoolAccount(
             id=record.id,
             label=record.label,
             auth_kind=record.auth_kind,

@@ -480,7 +480,8 @@ class Imported:
 
 @dataclass(frozen=True)
 class PoolAccount:
-    """One account as the dispatcher sees it: its state and its slots in use."""
+    """One account as the dispatcher sees it: its state, its slots in use, its usage. The
+    account layer builds it (`AccountPool.status`); `kiroctl top` and `accounts list` read it."""
 
     id: str
     label: str
@@ -491,6 +492,20 @@ class PoolAccount:
     capacity: int
     last_error: str | None
     last_error_at: float | None
+    auth_kind: str | None = None
+    since: float | None = None
+    half_open: bool = False  # cooling down, but its cool-down has passed: the next is a trial
+    failures: int = 0
+    auth_failures: int = 0
+    remaining_credits: float | None = None
+    usage_limit: float | None = None
+    resets_at: float | None = None
+    usage_at: float | None = None
+    subscription: str | None = None
+    expires_at: float | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> PoolAccount:
@@ -504,27 +519,49 @@ class PoolAccount:
             capacity=int(data["capacity"]),
             last_error=_text(data.get("last_error")),
             last_error_at=_number(data.get("last_error_at")),
+            auth_kind=_text(data.get("auth_kind")),
+            since=_number(data.get("since")),
+            half_open=bool(data.get("half_open", False)),
+            failures=int(data.get("failures") or 0),
+            auth_failures=int(data.get("auth_failures") or 0),
+            remaining_credits=_number(data.get("remaining_credits")),
+            usage_limit=_number(data.get("usage_limit")),
+            resets_at=_number(data.get("resets_at")),
+            usage_at=_number(data.get("usage_at")),
+            subscription=_text(data.get("subscription")),
+            expires_at=_number(data.get("expires_at")),
         )
 
 
 @dataclass(frozen=True)
 class Pool:
-    """GET /pool: the accounts in the dispatcher's order and the requests waiting for a slot."""
+    """GET /pool: the accounts in the dispatcher's order and the requests waiting for a slot.
+    `document` is the JSON it was read from (what `--json` prints), None when built here."""
 
     strategy: str
     queued: int
     accounts: tuple[PoolAccount, ...]
-    document: dict[str, Any] = field(repr=False, compare=False)
+    capacity_per_account: int | None = None
+    document: dict[str, Any] | None = field(default=None, repr=False, compare=False)
 
     def to_json(self) -> dict[str, Any]:
-        return self.document
+        if self.document is not None:
+            return self.document
+        return {
+            "strategy": self.strategy,
+            "capacity_per_account": self.capacity_per_account,
+            "queued": self.queued,
+            "accounts": [account.to_json() for account in self.accounts],
+        }
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> Pool:
+        capacity = data.get("capacity_per_account")
         return cls(
             strategy=str(data["strategy"]),
             queued=int(data["queued"]),
             accounts=tuple(PoolAccount.from_json(item) for item in data["accounts"]),
+            capacity_per_account=int(capacity) if isinstance(capacity, int) else None,
             document=data,
         )
 
