@@ -14,11 +14,21 @@ import dataclasses
 import time
 from collections.abc import AsyncIterator
 
-from kirod.canonical.events import CanonicalEvent, ErrorEvent, MessageStop, Usage
+from kirod.canonical.events import (
+    CanonicalEvent,
+    ErrorEvent,
+    MessageStop,
+    TextDelta,
+    ThinkingDelta,
+    ToolInputDelta,
+    Usage,
+)
 from kirod.canonical.request import CanonicalRequest
 from kirod.errors import ApiError
 from kirod.storage.oplog import UNKNOWN_MODEL, Attempt, OpEntry
 from kirod.upstream.exchange import Exchange
+
+_UNNOTED = (TextDelta, ThinkingDelta, ToolInputDelta)
 
 
 class Operation:
@@ -87,6 +97,8 @@ class Operation:
 
     def observe(self, batch: list[CanonicalEvent]) -> None:
         for event in batch:
+            if isinstance(event, _UNNOTED):
+                continue  # the deltas, most of every stream
             if isinstance(event, Usage):
                 self.input_tokens, self.output_tokens = event.input_tokens, event.output_tokens
                 self.credits = event.credits

@@ -45,6 +45,8 @@ _Indexed = (
     | BlockStop
 )
 
+_DELTAS = (TextDelta, ThinkingDelta, ToolInputDelta)
+
 
 class Splice:
     """`hidden_tools`: calls of these tools (the ones kirod runs itself) are left out, and the
@@ -67,7 +69,12 @@ class Splice:
         """This part's events as the joined message carries them."""
         joined: list[CanonicalEvent] = []
         for event in events:
-            if isinstance(event, MessageStart):
+            if isinstance(event, _DELTAS) and self._hiding is None:
+                # Most events: a delta of a shown block, which needs renumbering only after a
+                # part or a hidden block came before it.
+                shift = self._offset - self._hidden
+                joined.append(self._renumbered(event) if shift else event)
+            elif isinstance(event, MessageStart):
                 if not self._started:
                     self._started = True
                     joined.append(event)
