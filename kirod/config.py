@@ -418,6 +418,27 @@ OPTIONS: tuple[Option, ...] = (
         False,
     ),
     Option(
+        "console",
+        Kind.BOOL,
+        "Serve the web console under /console/ (entered with `kiroctl console`).",
+        True,
+    ),
+    Option(
+        "console_remote",
+        Kind.BOOL,
+        "Also serve the console when allow_remote binds a non-loopback host (it then answers "
+        "on that host's address too).",
+        False,
+    ),
+    Option(
+        "console_idle_s",
+        Kind.FLOAT,
+        "A console session ends after this long without a request (or a live page).",
+        1800.0,
+        minimum=60,
+        maximum=86400,
+    ),
+    Option(
         "kiro_endpoint",
         Kind.STR,
         "Kiro API endpoint template.",
@@ -494,6 +515,9 @@ class Settings:
     proxy_url: str | None = dataclasses.field(repr=False)
     ca_file: Path | None
     allow_remote: bool
+    console: bool
+    console_remote: bool
+    console_idle_s: float
     kiro_endpoint: str
     kiro_auth_endpoint: str
     oidc_endpoint: str

@@ -25,6 +25,8 @@ ALLOWED: dict[str, set[str]] = {
     "kirod.http": BASE
     | {"kirod.canonical", "kirod.protocols", "kirod.upstream", "kirod.storage", "kirod.accounts"},
     "kirod.localapi": BASE | {"kirod.accounts", "kirod.localapi"},
+    # The console is a second front end of the control API: its handlers, its vocabulary.
+    "kirod.http.console": BASE | {"kirod.accounts", "kirod.localapi", "kirod.http.console"},
     "kirod.daemon": BASE
     | {
         "kirod.canonical",

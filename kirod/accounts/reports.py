@@ -7,7 +7,8 @@ from typing import Any
 
 from kirod.accounts.maintenance import Maintenance as MaintenanceLoop
 from kirod.accounts.pool import AccountPool
-from kirod.localapi.schema import Maintenance, Pacing, Stats, Trace
+from kirod.errors import InvalidControlRequest
+from kirod.localapi.schema import TRAFFIC_WINDOWS, Maintenance, Pacing, Stats, Trace, Traffic
 from kirod.storage.oplog import OpLog
 
 
@@ -32,6 +33,16 @@ class LayerReports:
     async def stats(self, since: float | None) -> Stats:
         """Summarize the operation log from `since` (None: everything kept) until now."""
         return await self._oplog.stats(since=since)
+
+    async def traffic(self, window: str) -> Traffic:
+        """The operation log over the last hour, day or month in buckets, ending now.
+
+        Raises `InvalidControlRequest` for another window, for both front ends (the control API
+        and the console) to answer 400.
+        """
+        if window not in TRAFFIC_WINDOWS:
+            raise InvalidControlRequest(f"window must be one of: {', '.join(TRAFFIC_WINDOWS)}")
+        return await self._oplog.traffic(window)
 
     async def trace(
         self, *, request_id: str | None = None, last: int = 10, after: int | None = None

@@ -51,6 +51,8 @@ from kirod.daemon.sockets import (
 from kirod.errors import StartupError
 from kirod.http.app import Route, build_public_app
 from kirod.http.auth import KeyGate
+from kirod.http.console.app import build_console_app, link, mount, served_hosts
+from kirod.http.console.sessions import ConsoleSessions
 from kirod.http.ingress import new_request_id
 from kirod.http.services import Services
 from kirod.localapi.control import Control
@@ -311,29 +313,30 @@ async def run(
                     lock_path=str(lock.path),
                 )
 
-            control_runner = web.AppRunner(
-                build_control_app(
-                    Control(
-                        info=info,
-                        settings=settings,
-                        accounts=AccountRegistry(
-                            layer.pool,
-                            layer.maintenance,
-                            client,
-                            ImportLimits(settings.import_max_bytes, settings.import_timeout_s),
-                        ),
-                        keys=ApiKeys(keys, gate.reload),
-                        models=models,
-                        logins=Logins(
-                            client, accounts, background, on_added=layer.maintenance.welcome
-                        ),
-                        reports=LayerReports(layer.maintenance, layer.oplog, layer.pool),
-                        shutdown=lambda: stop.request(EXIT_OK, "kiroctl"),
-                        logs=lambda after, lines, max_bytes: tail.read(
-                            after=after, lines=lines, max_bytes=max_bytes
-                        ),
-                    )
+            port = tcp.getsockname()[1]
+            console_hosts = served_hosts(settings, port)
+            sessions = ConsoleSessions(settings.console_idle_s) if console_hosts else None
+            control = Control(
+                info=info,
+                settings=settings,
+                accounts=AccountRegistry(
+                    layer.pool,
+                    layer.maintenance,
+                    client,
+                    ImportLimits(settings.import_max_bytes, settings.import_timeout_s),
                 ),
+                keys=ApiKeys(keys, gate.reload),
+                models=models,
+                logins=Logins(client, accounts, background, on_added=layer.maintenance.welcome),
+                reports=LayerReports(layer.maintenance, layer.oplog, layer.pool),
+                shutdown=lambda: stop.request(EXIT_OK, "kiroctl"),
+                logs=lambda after, lines, max_bytes: tail.read(
+                    after=after, lines=lines, max_bytes=max_bytes
+                ),
+                console_link=link(sessions, settings, port) if sessions else None,
+            )
+            control_runner = web.AppRunner(
+                build_control_app(control),
                 handle_signals=False,
                 access_log=None,
                 shutdown_timeout=settings.shutdown_drain_s,
@@ -367,8 +370,14 @@ async def run(
                 ),
                 spending=Spending(layer.oplog, layer.pool),
             )
+            public_app = build_public_app(services, extra_routes)
+            if sessions is not None and console_hosts is not None:
+                mount(
+                    public_app,
+                    build_console_app(control, sessions, hosts=console_hosts, port=port),
+                )
             public_runner = web.AppRunner(
-                build_public_app(services, extra_routes),
+                public_app,
                 handle_signals=False,
                 access_log=None,
                 shutdown_timeout=settings.shutdown_drain_s,

@@ -14,8 +14,10 @@ from kirod.http.routes import chat, compact, health, messages, models, responses
 from kirod.http.services import SERVICES, Services
 from kirod.http.streaming import STREAMS, Streams
 
-# Paths served without an API key.
+# Paths served without an API key; the console (under CONSOLE_PREFIX) has its own sessions,
+# and API keys do not open it.
 OPEN_PATHS = frozenset({"/health"})
+CONSOLE_PREFIX = "/console"
 
 
 @dataclass(frozen=True)
@@ -49,7 +51,10 @@ ROUTES: tuple[Route, ...] = (
 def _gate() -> Middleware:
     @web.middleware
     async def gate(request: web.Request, handler: Handler) -> web.StreamResponse:
-        if request.path.rstrip("/") not in OPEN_PATHS:
+        path = request.path.rstrip("/")
+        if path not in OPEN_PATHS and not (
+            path == CONSOLE_PREFIX or path.startswith(CONSOLE_PREFIX + "/")
+        ):
             request[API_KEY_ID] = await request.app[SERVICES].gate.admit(request)
         return await handler(request)
 

@@ -19,6 +19,7 @@ from kirod.localapi.schema import (
     Account,
     ApiKey,
     Config,
+    ConsoleLink,
     CreatedKey,
     Imported,
     Login,
@@ -28,6 +29,7 @@ from kirod.localapi.schema import (
     Stats,
     Status,
     Trace,
+    Traffic,
 )
 
 __all__ = ["ControlError", "DaemonUnreachable", "LocalClient"]  # the errors live in kirod.errors
@@ -124,6 +126,13 @@ def stats_path(since: float | None) -> str:
     return "/stats" if since is None else f"/stats?since={since:.3f}"
 
 
+def traffic_path(window: str) -> str:
+    """The route of the operation log in buckets over `window` (hour, day or month)."""
+    from urllib.parse import quote  # lazily, as in trace_path: kiroctl's start-up
+
+    return f"/traffic?window={quote(window, safe='')}"
+
+
 class LocalClient:
     def __init__(self, socket_path: Path, timeout: float = DEFAULT_TIMEOUT_S) -> None:
         self.socket_path = socket_path
@@ -172,6 +181,10 @@ class LocalClient:
     def stats(self, since: float | None = None) -> Stats:
         return Stats.from_json(self.request("GET", stats_path(since)))
 
+    def traffic(self, window: str = "hour") -> Traffic:
+        """The operation log over the last `hour`, `day` or `month`, in buckets."""
+        return Traffic.from_json(self.request("GET", traffic_path(window)))
+
     def pool(self) -> Pool:
         return Pool.from_json(self.request("GET", "/pool"))
 
@@ -190,6 +203,9 @@ class LocalClient:
 
     def shutdown(self) -> None:
         self.request("POST", "/shutdown")
+
+    def console_link(self) -> ConsoleLink:
+        return ConsoleLink.from_json(self.request("POST", "/console"))
 
     def accounts(self) -> list[Account]:
         return [Account.from_json(item) for item in self.request("GET", "/accounts")["accounts"]]

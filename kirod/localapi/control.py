@@ -16,7 +16,7 @@ from kirod.accounts.registry import AccountRegistry
 from kirod.accounts.reports import LayerReports
 from kirod.config import Settings
 from kirod.errors import InvalidControlRequest
-from kirod.localapi.schema import DaemonInfo, LogLines
+from kirod.localapi.schema import ConsoleLink, DaemonInfo, LogLines, Status
 
 
 @dataclass(frozen=True)
@@ -34,6 +34,13 @@ class Control:
     # (after, lines, max_bytes) → the daemon log's lines after number `after` (None: the newest
     # `lines`); None where nothing keeps them (an embedding without the daemon's tail).
     logs: Callable[[int | None, int, int], LogLines] | None = None
+    # A new one-time console link; None where no console is served.
+    console_link: Callable[[], ConsoleLink] | None = None
+
+    async def status(self) -> Status:
+        """The daemon, its accounts' health, the maintenance loop and pacing."""
+        counts = await self.accounts.counts()
+        return Status.of(self.info(), counts, self.reports.maintenance(), self.reports.pacing())
 
 
 CONTROL = web.AppKey("control", Control)

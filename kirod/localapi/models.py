@@ -11,7 +11,7 @@ from typing import Any
 
 from aiohttp import web
 
-from kirod.accounts.models import Offer
+from kirod.accounts.models import ModelDirectory, Offer
 from kirod.localapi.control import CONTROL
 
 
@@ -29,21 +29,22 @@ def _row(offer: Offer) -> dict[str, Any]:
     }
 
 
-async def list_models(request: web.Request) -> web.Response:
+async def document(directory: ModelDirectory) -> dict[str, Any]:
     """{"source": "accounts" | "static", "models": [...], "aliases", "fallback", ...}."""
-    directory = request.app[CONTROL].models
     offers = await directory.offers()
     policy = directory.policy
-    return web.json_response(
-        {
-            "source": offers.source,
-            "models": [_row(offer) for offer in offers.models],
-            "fallback": policy.fallback,
-            "aliases": dict(policy.aliases),
-            "families": directory.family_defaults(offers.catalog),
-            "substitutions": [
-                {"requested": s.requested, "served": s.served, "via": s.via}
-                for s in directory.substitutions()
-            ],
-        }
-    )
+    return {
+        "source": offers.source,
+        "models": [_row(offer) for offer in offers.models],
+        "fallback": policy.fallback,
+        "aliases": dict(policy.aliases),
+        "families": directory.family_defaults(offers.catalog),
+        "substitutions": [
+            {"requested": s.requested, "served": s.served, "via": s.via}
+            for s in directory.substitutions()
+        ],
+    }
+
+
+async def list_models(request: web.Request) -> web.Response:
+    return web.json_response(await document(request.app[CONTROL].models))

@@ -29,6 +29,21 @@ class Listener:
 
 
 @dataclass(frozen=True)
+class ConsoleLink:
+    """POST /console: a one-time link that signs a browser in to the web console."""
+
+    url: str  # the token rides in the fragment, which browsers never send to a server
+    expires_in_s: float
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> ConsoleLink:
+        return cls(url=str(data["url"]), expires_in_s=float(data["expires_in_s"]))
+
+
+@dataclass(frozen=True)
 class AccountCounts:
     total: int
     usable: int  # active
@@ -760,3 +775,99 @@ class LogLines:
 
 def error_body(code: str, message: str) -> dict[str, Any]:
     return {"error": {"code": code, "message": message}}
+
+
+# Traffic windows: name → (buckets, seconds per bucket). Buckets align to multiples of their
+# length in UTC (a minute, an hour, a day), the last one holding now.
+TRAFFIC_WINDOWS: dict[str, tuple[int, int]] = {
+    "hour": (60, 60),
+    "day": (24, 3600),
+    "month": (30, 86400),
+}
+
+
+@dataclass(frozen=True)
+class TrafficBucket:
+    """The requests that reached the account layer in `[start, start + bucket_s)`."""
+
+    start: float
+    requests: int
+    errors: int  # not succeeded: a status of 400 or more, or a stream that ended in an error
+    ttfb_p50_ms: float | None  # nearest-rank; None without a timed request
+    ttfb_p95_ms: float | None
+    credits: float
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> TrafficBucket:
+        p50, p95 = data.get("ttfb_p50_ms"), data.get("ttfb_p95_ms")
+        return cls(
+            start=float(data["start"]),
+            requests=int(data["requests"]),
+            errors=int(data["errors"]),
+            ttfb_p50_ms=None if p50 is None else float(p50),
+            ttfb_p95_ms=None if p95 is None else float(p95),
+            credits=float(data["credits"]),
+        )
+
+
+@dataclass(frozen=True)
+class CreditsDay:
+    """The Kiro credits one account used on one UTC day, and the requests it answered."""
+
+    day: str  # YYYY-MM-DD
+    account_id: str
+    credits: float
+    requests: int
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> CreditsDay:
+        return cls(
+            day=str(data["day"]),
+            account_id=str(data["account_id"]),
+            credits=float(data["credits"]),
+            requests=int(data["requests"]),
+        )
+
+
+@dataclass(frozen=True)
+class Traffic:
+    """The operation log over one window (`GET /traffic`), in buckets of `bucket_s` seconds.
+
+    Every bucket is present, oldest first, the first starting at `since`; `errors` counts the
+    window's failed requests by error code (`http_<status>` without one), most first;
+    `credits_by_day` is by UTC day, then account.
+    """
+
+    window: str  # a key of TRAFFIC_WINDOWS
+    since: float
+    bucket_s: int
+    buckets: tuple[TrafficBucket, ...]
+    errors: dict[str, int]
+    credits_by_day: tuple[CreditsDay, ...]
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "window": self.window,
+            "since": self.since,
+            "bucket_s": self.bucket_s,
+            "buckets": [bucket.to_json() for bucket in self.buckets],
+            "errors": dict(self.errors),
+            "credits_by_day": [row.to_json() for row in self.credits_by_day],
+        }
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Traffic:
+        return cls(
+            window=str(data["window"]),
+            since=float(data["since"]),
+            bucket_s=int(data["bucket_s"]),
+            buckets=tuple(TrafficBucket.from_json(item) for item in data["buckets"]),
+            errors={str(k): int(v) for k, v in data["errors"].items()},
+            credits_by_day=tuple(CreditsDay.from_json(item) for item in data["credits_by_day"]),
+        )

@@ -18,7 +18,7 @@ from kirod import log
 from kirod.errors import ControlError, InvalidControlRequest
 from kirod.localapi import accounts, keys, models
 from kirod.localapi.control import CONTROL, Control
-from kirod.localapi.schema import PREFIX, Status, error_body
+from kirod.localapi.schema import PREFIX, error_body
 
 logger = logging.getLogger("kirod.localapi")
 
@@ -56,11 +56,7 @@ async def guard(request: web.Request, handler: Handler) -> web.StreamResponse:
 
 
 async def status(request: web.Request) -> web.Response:
-    control = request.app[CONTROL]
-    counts = await control.accounts.counts()
-    maintenance = control.reports.maintenance()
-    pacing = control.reports.pacing()
-    return web.json_response(Status.of(control.info(), counts, maintenance, pacing).to_json())
+    return web.json_response((await request.app[CONTROL].status()).to_json())
 
 
 async def config(request: web.Request) -> web.Response:
@@ -81,6 +77,12 @@ async def stats(request: web.Request) -> web.Response:
         if not 0 <= since <= time.time():
             raise InvalidControlRequest("since must be a past epoch time")
     return web.json_response((await request.app[CONTROL].reports.stats(since)).to_json())
+
+
+async def traffic(request: web.Request) -> web.Response:
+    """`?window=hour|day|month` (default hour): the operation log in buckets over that window."""
+    window = request.query.get("window", "hour")
+    return web.json_response((await request.app[CONTROL].reports.traffic(window)).to_json())
 
 
 MAX_TRACE_LAST = 200  # rows `GET /trace?last=` answers at most
@@ -126,6 +128,19 @@ async def pool(request: web.Request) -> web.Response:
     return web.json_response(await request.app[CONTROL].reports.pool())
 
 
+async def console(request: web.Request) -> web.Response:
+    """A one-time link into the web console (`kiroctl console`)."""
+    mint = request.app[CONTROL].console_link
+    if mint is None:
+        raise ControlError(
+            404,
+            "console_off",
+            "this kirod serves no console: console = false, or a remote host without "
+            "console_remote = true",
+        )
+    return web.json_response(mint().to_json(), status=201)
+
+
 async def shutdown(request: web.Request) -> web.Response:
     """Stop the daemon as SIGTERM would: drain, then exit 0."""
     log.event(logger, "shutdown_requested", source="localapi")
@@ -137,11 +152,13 @@ ROUTES: tuple[tuple[str, str, Handler], ...] = (
     ("GET", "/status", status),
     ("GET", "/config", config),
     ("GET", "/stats", stats),
+    ("GET", "/traffic", traffic),
     ("GET", "/pool", pool),
     ("GET", "/trace", trace),
     ("GET", "/logs", logs),
     ("GET", "/models", models.list_models),
     ("POST", "/shutdown", shutdown),
+    ("POST", "/console", console),
     ("GET", "/accounts", accounts.list_accounts),
     ("POST", "/accounts/import", accounts.import_accounts),
     ("GET", "/accounts/{account_id}", accounts.get_account),

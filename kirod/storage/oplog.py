@@ -16,13 +16,25 @@ from __future__ import annotations
 
 import json
 import math
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import aiosqlite
 
-from kirod.localapi.schema import Percentiles, Stats, StatsGroup, Trace, TraceAttempt, TraceRequest
+from kirod.localapi.schema import (
+    TRAFFIC_WINDOWS,
+    CreditsDay,
+    Percentiles,
+    Stats,
+    StatsGroup,
+    Trace,
+    TraceAttempt,
+    TraceRequest,
+    Traffic,
+    TrafficBucket,
+)
 from kirod.storage.behind import WriteBehind
 from kirod.storage.db import Database
 
@@ -239,6 +251,73 @@ class OpLog:
             days=await self._groups(_DAY, start, order=_DAY),
         )
 
+    async def traffic(self, window: str, *, now: float | None = None) -> Traffic:
+        """The rows of one window of `TRAFFIC_WINDOWS` ending now, in buckets, oldest first.
+
+        Buckets align to whole minutes, hours or UTC days, the last holding `now`; every one is
+        present (zeros without rows). TTFB percentiles are computed here from the window's timed
+        rows, which retention bounds (`oplog_max_rows`, 200,000 by default, pruned by the
+        maintenance loop): a month at that bound reads in about a second. Failures without
+        an error code count as `http_<status>`; credits by day leave out rows no account
+        answered. Raises ValueError for an unknown window.
+        """
+        if window not in TRAFFIC_WINDOWS:
+            raise ValueError(f"window must be one of: {', '.join(TRAFFIC_WINDOWS)}")
+        count, bucket_s = TRAFFIC_WINDOWS[window]
+        await self.flush()
+        until = float((math.floor((time.time() if now is None else now) / bucket_s) + 1) * bucket_s)
+        since = until - count * bucket_s
+        slot = "CAST((at - ?) / ? AS INTEGER)"  # a row's bucket: since <= at < until
+        span = "FROM oplog WHERE at >= ? AND at < ?"
+        slotted = (since, bucket_s, since, until)
+        groups = await self._db.read(
+            f"SELECT {slot}, count(*), count(*) - SUM({_SUCCESS}), COALESCE(SUM(credits), 0)"
+            f" {span} GROUP BY 1",
+            slotted,
+        )
+        timed = await self._db.read(
+            f"SELECT {slot}, ttfb_ms {span} AND ttfb_ms IS NOT NULL",
+            slotted,
+        )
+        errors = await self._db.read(
+            f"SELECT COALESCE(error, 'http_' || status), count(*) {span} AND NOT {_SUCCESS}"
+            " GROUP BY 1 ORDER BY count(*) DESC, 1",
+            (since, until),
+        )
+        days = await self._db.read(
+            f"SELECT {_DAY}, account_id, COALESCE(SUM(credits), 0), count(*) {span}"
+            " AND account_id IS NOT NULL GROUP BY 1, 2 ORDER BY 1, 2",
+            (since, until),
+        )
+        ttfb: list[list[float]] = [[] for _ in range(count)]
+        for row in timed:
+            ttfb[row[0]].append(row[1])
+        totals = {row[0]: (row[1], row[2], row[3]) for row in groups}
+        buckets = []
+        for index, values in enumerate(ttfb):
+            requests, failed, credits = totals.get(index, (0, 0, 0.0))
+            values.sort()
+            buckets.append(
+                TrafficBucket(
+                    start=since + index * bucket_s,
+                    requests=requests,
+                    errors=failed,
+                    ttfb_p50_ms=_nearest_rank(values, 0.50),
+                    ttfb_p95_ms=_nearest_rank(values, 0.95),
+                    credits=round(credits, 6),
+                )
+            )
+        return Traffic(
+            window=window,
+            since=since,
+            bucket_s=bucket_s,
+            buckets=tuple(buckets),
+            errors={row[0]: row[1] for row in errors},
+            credits_by_day=tuple(
+                CreditsDay(row[0], row[1], round(row[2], 6), row[3]) for row in days
+            ),
+        )
+
     async def _groups(
         self, column: str, start: float, *, order: str | None = None
     ) -> tuple[StatsGroup, ...]:
@@ -271,6 +350,11 @@ class OpLog:
             assert found is not None
             values.append(found[0])
         return Percentiles(*values)
+
+
+def _nearest_rank(ordered: Sequence[float], fraction: float) -> float | None:
+    """The nearest-rank percentile of ascending values, as `_ttfb` reads it in SQL."""
+    return ordered[max(0, math.ceil(fraction * len(ordered)) - 1)] if ordered else None
 
 
 async def _insert(conn: aiosqlite.Connection, entries: Sequence[OpEntry]) -> None:

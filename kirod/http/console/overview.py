@@ -1,0 +1,143 @@
+"""The overview's facts, read through the same service calls as the control API, and the flat
+`key → text` view of them that both the page and its live updates are rendered from."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from dataclasses import dataclass
+
+from kirod.localapi.control import Control
+from kirod.localapi.schema import Account, Pool, PoolAccount, Stats, Status
+
+SNAPSHOT_TTL_S = 1.0  # however many pages are open, the services are asked at most this often
+
+
+@dataclass(frozen=True)
+class Card:
+    account: Account
+    pool: PoolAccount | None  # None: an account the dispatcher has not loaded yet
+    credits_today: float
+    requests_today: int
+
+
+@dataclass(frozen=True)
+class Overview:
+    status: Status
+    ready: bool
+    cards: tuple[Card, ...]
+    queued: int
+    strategy: str
+    today: Stats
+
+    def fields(self) -> dict[str, str]:
+        """Every value the page shows that can change without an account coming or going."""
+        status = self.status
+        values = {
+            "health": status.health,
+            "problems": "; ".join(status.problems) or "none",
+            "ready": "ready" if self.ready else "not ready",
+            "t.accounts": str(status.accounts.total),
+            "t.usable": str(status.accounts.usable),
+            "t.in_flight": str(sum(card.pool.in_flight for card in self.cards if card.pool)),
+            "t.queued": str(self.queued),
+            "t.requests": str(self.today.requests),
+            "t.credits": credits_text(self.today.credits),
+        }
+        for card in self.cards:
+            values.update(card_fields(card))
+        return values
+
+    @property
+    def account_ids(self) -> tuple[str, ...]:
+        return tuple(card.account.id for card in self.cards)
+
+
+def credits_text(value: float | None) -> str:
+    return "—" if value is None else f"{value:.2f}".rstrip("0").rstrip(".")
+
+
+def card_fields(card: Card) -> dict[str, str]:
+    account, pool = card.account, card.pool
+    key = f"a.{account.id}."
+    status = pool.status if pool else account.status
+    reason = (pool.reason if pool else account.status_reason) or ""
+    until = pool.until if pool else account.status_until
+    usage = account.usage
+    used, limit = _usage(pool, account)
+    return {
+        key + "status": status.replace("_", " "),
+        key + "reason": reason or "—",
+        key + "until": "" if until is None else f"{until:.0f}",
+        key + "slots": f"{pool.in_flight} / {pool.capacity}" if pool else "—",
+        key + "usage": (
+            f"{credits_text(used)} / {credits_text(limit)} credits" if limit else "not probed yet"
+        ),
+        key + "usage_pct": f"{min(100.0, 100 * used / limit):.0f}"
+        if limit and used is not None
+        else "0",
+        key + "resets": ""
+        if usage is None or usage.resets_at is None
+        else f"{usage.resets_at:.0f}",
+        key
+        + "today": f"{credits_text(card.credits_today)} credits, {card.requests_today} requests",
+        key + "error": (pool.last_error if pool else account.last_error) or "none",
+    }
+
+
+def _usage(pool: PoolAccount | None, account: Account) -> tuple[float | None, float | None]:
+    """Credits used and the limit, from the freshest probe either view has."""
+    remaining = pool.remaining_credits if pool else None
+    limit = pool.usage_limit if pool else None
+    if limit is None and account.usage is not None:
+        remaining, limit = account.usage.remaining, account.usage.limit
+    if limit is None or remaining is None:
+        return None, limit
+    return max(0.0, limit - remaining), limit
+
+
+def start_of_day(now: float) -> float:
+    return now - now % 86400
+
+
+async def read_overview(control: Control) -> Overview:
+    now = time.time()
+    status = await control.status()
+    accounts = [Account.from_json(doc) for doc in await control.accounts.all()]
+    pool = Pool.from_json(await control.reports.pool())
+    today = await control.reports.stats(start_of_day(now))
+    by_id = {item.id: item for item in pool.accounts}
+    spent = {group.key: group for group in today.accounts}
+    cards = tuple(
+        Card(
+            account,
+            by_id.get(account.id),
+            spent[account.id].credits if account.id in spent else 0.0,
+            spent[account.id].requests if account.id in spent else 0,
+        )
+        for account in accounts
+    )
+    ready = (
+        status.state == "serving"
+        and status.accounts.usable > 0
+        and not control.models.catalog_unavailable()
+    )
+    return Overview(status, ready, cards, pool.queued, pool.strategy, today)
+
+
+class Snapshots:
+    """One overview shared by every open page for `SNAPSHOT_TTL_S`; one read at a time."""
+
+    def __init__(self, control: Control) -> None:
+        self._control = control
+        self._lock = asyncio.Lock()
+        self._taken_at = -SNAPSHOT_TTL_S
+        self._last: Overview | None = None
+
+    async def get(self) -> Overview:
+        async with self._lock:
+            now = time.monotonic()
+            if self._last is None or now - self._taken_at >= SNAPSHOT_TTL_S:
+                self._last = await read_overview(self._control)
+                self._taken_at = now
+            return self._last
