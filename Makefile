@@ -6,7 +6,7 @@ STAMP_TEST := $(VENV)/.installed-test
 STAMP_BENCH := $(VENV)/.installed-bench
 
 .PHONY: run demo install-service uninstall-service test check lint types pytest bench soak clean \
-	clients clients-best-effort clients-latest reliability-report
+	clients clients-best-effort clients-latest reliability-report browser
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -65,7 +65,13 @@ clients-best-effort: $(STAMP_TEST)
 clients-latest: $(STAMP_TEST)
 	$(BIN)/python tests/clients/latest.py
 
-pytest: $(STAMP_TEST) clients-best-effort
+# Debian's Chromium for tests/console (Playwright drives it; never `playwright install`, whose CDN
+# CI cannot reach). Best effort: without apt or root it says why and goes on; the console tests
+# then skip with that reason (.cache/browser/why).
+browser:
+	-@sh tests/console/install_browser.sh
+
+pytest: $(STAMP_TEST) clients-best-effort browser
 	$(BIN)/pytest
 
 test: check pytest

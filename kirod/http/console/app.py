@@ -15,7 +15,7 @@ from kirod.config import Settings, is_loopback
 from kirod.errors import InvalidControlRequest
 from kirod.http.console import events, pages
 from kirod.http.console.guard import SESSION, Guard, add_security_headers, error
-from kirod.http.console.overview import Snapshots
+from kirod.http.console.overview import Snapshots, read_overview
 from kirod.http.console.sessions import LINK_TTL_S, ConsoleSessions, Session
 from kirod.localapi import accounts, keys, models
 from kirod.localapi.control import CONTROL, Control
@@ -82,7 +82,8 @@ def _page(render: Page) -> Callable[[web.Request], Awaitable[web.StreamResponse]
 
 
 async def _overview(request: web.Request, session: Session) -> str:
-    return pages.overview_page(await request.app[events.SNAPSHOTS].get(), session.csrf)
+    # Read afresh: a page loaded just after an action must show its effect.
+    return pages.overview_page(await read_overview(request.app[CONTROL]), session.csrf)
 
 
 async def _models(request: web.Request, session: Session) -> str:
@@ -112,7 +113,7 @@ async def _traffic(request: web.Request, session: Session) -> str:
     reports = request.app[CONTROL].reports
     traffic = await reports.traffic(window)
     recent = await reports.trace(last=RECENT_ROWS)
-    labels = {doc["id"]: doc["label"] for doc in await request.app[CONTROL].accounts.all()}
+    labels = pages.account_names(await request.app[CONTROL].accounts.all())
     return pages.traffic_page(traffic, recent, labels, session.csrf)
 
 

@@ -4,6 +4,7 @@ page script only adds actions, countdowns and live updates. Every value is escap
 from __future__ import annotations
 
 import time
+from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from html import escape
 
@@ -122,6 +123,7 @@ def account_card(card: Card) -> str:
     status_value = card.pool.status if card.pool else account.status
     rows = _rows(
         [
+            ("Id", f"<code>{escape(account.id[:8])}</code>"),
             ("Login", escape(account.auth_kind.replace("_", " "))),
             ("Region", escape(account.region or "—")),
             ("Why", _field(key + "reason", values[key + "reason"])),
@@ -198,13 +200,23 @@ def _ms(value: float | None) -> str:
     return "—" if value is None else f"{value:.0f} ms"
 
 
-def recent_table(trace: Trace) -> str:
+def account_names(accounts: Iterable[Mapping[str, object]]) -> dict[str, str]:
+    """Account id → its label, with the start of its id where two accounts share a label."""
+    listed = [(str(doc["id"]), str(doc["label"])) for doc in accounts]
+    taken = Counter(label for _, label in listed)
+    return {
+        account_id: label if taken[label] == 1 else f"{label} {account_id[:4]}"
+        for account_id, label in listed
+    }
+
+
+def recent_table(trace: Trace, names: Mapping[str, str]) -> str:
     rows = [
         (
             f'<a href="/console/requests/{escape(row.request_id)}">{escape(utc(row.at))}</a>',
             escape(row.model),
             escape(row.protocol),
-            escape(row.account_id or "—"),
+            escape(names.get(row.account_id, row.account_id) if row.account_id else "—"),
             escape(str(row.status) + (f" {row.error}" if row.error else "")),
             escape(_ms(row.ttfb_ms)),
             escape(credits_text(row.credits)),
@@ -412,6 +424,6 @@ def traffic_page(traffic: Traffic, recent: Trace, labels: Mapping[str, str], csr
         '<div class="charts">'
         + "".join(f"<figure>{svg}</figure>" for svg in figures)
         + "</div><h2>Recent requests</h2>"
-        + recent_table(recent)
+        + recent_table(recent, labels)
     )
     return layout("Traffic", "traffic", body, csrf=csrf)
