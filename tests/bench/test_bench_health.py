@@ -2,31 +2,17 @@
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
-
-ROOT = Path(__file__).resolve().parents[2]
+from bench_run import run_bench
 
 
 @pytest.mark.timeout(90)
 def test_health_benchmark_runs_every_shape(short_tmp: Path) -> None:
-    out = short_tmp / "results.json"
-    done = subprocess.run(
-        [sys.executable, "-m", "bench.health", "--seconds", "0.5", "--concurrency", "1",
-         "--mb", "0.4", "--json", str(out)],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=80,
-        stdin=subprocess.DEVNULL,
-        check=False,
+    stdout, results = run_bench(
+        "bench.health", short_tmp, "--seconds", "0.5", "--concurrency", "1", "--mb", "0.4",
     )  # fmt: skip
-    assert done.returncode == 0, done.stdout + done.stderr
-    results = json.loads(out.read_text())
     shapes = [row["shape"] for row in results["phases"]]
     assert shapes == ["idle", "text", "history", "images", "schema", "messages"]
     for row in results["phases"]:
@@ -34,4 +20,4 @@ def test_health_benchmark_runs_every_shape(short_tmp: Path) -> None:
         assert row["health_failures"] == 0
         assert all(int(status) < 500 for status in row["statuses"]), row
         assert row["shape"] == "idle" or row["large_requests"] > 0
-    assert "| messages |" in done.stdout
+    assert "| messages |" in stdout

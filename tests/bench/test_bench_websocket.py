@@ -2,31 +2,18 @@
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
-
-ROOT = Path(__file__).resolve().parents[2]
+from bench_run import run_bench
 
 
 @pytest.mark.timeout(90)
 def test_websocket_comparison_runs_every_variant(short_tmp: Path) -> None:
-    out = short_tmp / "results.json"
-    done = subprocess.run(
-        [sys.executable, "-m", "bench.websocket", "--rounds", "1", "--count", "6",
-         "--concurrency", "2", "--accounts", "1", "--json", str(out)],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=80,
-        stdin=subprocess.DEVNULL,
-        check=False,
+    stdout, results = run_bench(
+        "bench.websocket", short_tmp, "--rounds", "1", "--count", "6",
+        "--concurrency", "2", "--accounts", "1",
     )  # fmt: skip
-    assert done.returncode == 0, done.stdout + done.stderr
-    results = json.loads(out.read_text())
     (row,) = results["rounds"]
     for variant in ("http", "ws", "ws-plain"):
         phase = row[variant]
@@ -35,4 +22,4 @@ def test_websocket_comparison_runs_every_variant(short_tmp: Path) -> None:
         assert phase["events"] > phase["completed"]  # one frame per event
         assert 0 < phase["first_content_s"]["p50"] <= phase["total_s"]["p50"]
     assert set(results["median_cpu_ms_per_turn"]) == {"http", "ws", "ws-plain"}
-    assert "| ws-plain |" in done.stdout
+    assert "| ws-plain |" in stdout

@@ -16,13 +16,13 @@ import pytest
 from aiohttp import web
 from aiohttp.test_utils import TestServer
 from console_harness import SeenBodies, known_secrets, screenshot
-from playwright.async_api import Page, expect
+from playwright.async_api import Browser, Page, expect
 
 from kirod.testing.daemon import DaemonProcess
 from kirod.testing.fake_kiro import DeviceFlow, Fault, Script, ThreadedFake
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "integration"))
-from kiro_env import import_account, start_daemon
+from kiro_env import import_account, kiro_ide_token_file, start_daemon
 
 PageFactory = Callable[..., Awaitable[Page]]
 PAGES = {
@@ -378,3 +378,44 @@ async def test_pages_hold_no_inline_script_and_the_policy_blocks_one(
     )
     assert await opened.evaluate("() => window.injected === undefined")
     assert any("Content Security Policy" in text for text in violations), violations
+
+
+async def test_a_token_file_uploaded_in_the_page_adds_an_account(
+    page: PageFactory, daemon: DaemonProcess, fake: ThreadedFake, tmp_path: Path
+) -> None:
+    token_file = tmp_path / "kiro-auth-token.json"
+    token_file.write_bytes(kiro_ide_token_file(fake.fake.issue_social_account()))
+    before = {a.id for a in daemon.client.accounts()}
+    opened = await signed_in(page, daemon)
+    await opened.get_by_role("link", name="Add account").click()
+    await opened.get_by_label("File").set_input_files(str(token_file))
+    await opened.get_by_label("Label (optional)").fill("uploaded in the console")
+    await opened.get_by_role("button", name="Import").click()
+    await expect(opened.locator("#notice")).to_have_text("Imported: uploaded in the console.")
+    added = [a for a in daemon.client.accounts() if a.id not in before]
+    assert [a.label for a in added] == ["uploaded in the console"]
+    daemon.client.remove_account(added[0].id)
+
+
+async def test_the_pages_read_without_javascript(browser: Browser, daemon: DaemonProcess) -> None:
+    signing = await browser.new_context()
+    try:
+        tab = await signing.new_page()
+        await tab.goto(link(daemon))
+        await expect(tab.get_by_role("heading", name="Overview")).to_be_visible()
+        cookies = await signing.cookies()
+    finally:
+        await signing.close()
+    static = await browser.new_context(java_script_enabled=False)
+    try:
+        await static.add_cookies(cookies)  # type: ignore[arg-type]
+        tab = await static.new_page()
+        await tab.goto(daemon.base_url + "/console/")
+        first = daemon.client.accounts()[0]
+        card = tab.locator(f"#account-{first.id}")
+        await expect(card.locator(".badge")).to_have_text(first.status.replace("_", " "))
+        await expect(card).to_contain_text("Slots in use")
+        await tab.goto(daemon.base_url + "/console/traffic")
+        await expect(tab.locator("figure svg")).to_have_count(4)
+    finally:
+        await static.close()

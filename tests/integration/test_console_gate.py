@@ -243,17 +243,19 @@ def test_kiroctl_console_prints_a_link_that_works_once(daemon: DaemonProcess) ->
     assert json.loads(as_json.output)["url"].startswith(f"{base}/console/#t=")
 
 
-async def _event(lines: aiohttp.StreamReader, name: str, deadline_s: float) -> dict[str, str]:
-    """The data of the next `name` event on a server-sent-event stream."""
+async def _fields_with(lines: aiohttp.StreamReader, key: str, deadline_s: float) -> dict[str, str]:
+    """The first `fields` event on a server-sent-event stream that carries `key` (an earlier
+    one may carry other changes, such as a request's credits arriving)."""
     async with asyncio.timeout(deadline_s):
         event = ""
         while line := (await lines.readline()).decode():
             if line.startswith("event: "):
                 event = line[7:].strip()
-            elif line.startswith("data: ") and event == name:
+            elif line.startswith("data: ") and event == "fields":
                 data: dict[str, str] = json.loads(line[6:])
-                return data
-    raise AssertionError(f"the stream ended before a {name} event")
+                if key in data:
+                    return data
+    raise AssertionError(f"the stream ended before an update of {key}")
 
 
 async def test_live_updates_carry_what_changed(
@@ -265,7 +267,7 @@ async def test_live_updates_carry_what_changed(
         assert stream.headers["Content-Type"].startswith("text/event-stream")
         daemon.client.disable_account(account.id)
         try:
-            fields = await _event(stream.content, "fields", 10)
+            fields = await _fields_with(stream.content, f"a.{account.id}.status", 10)
         finally:
             daemon.client.enable_account(account.id)
     assert fields[f"a.{account.id}.status"] == "disabled"

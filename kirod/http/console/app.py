@@ -87,8 +87,10 @@ async def _overview(request: web.Request, session: Session) -> str:
 
 
 async def _models(request: web.Request, session: Session) -> str:
-    document = await models.document(request.app[CONTROL].models)
-    return pages.models_page(Models.from_json(document), session.csrf)
+    control = request.app[CONTROL]
+    document = await models.document(control.models)
+    names = pages.account_names(await control.accounts.all())
+    return pages.models_page(Models.from_json(document), names, session.csrf)
 
 
 async def _keys(request: web.Request, session: Session) -> str:

@@ -190,6 +190,8 @@ def _table(head: Sequence[str], rows: Iterable[Sequence[str]], *, caption: str) 
     """`rows` hold HTML already escaped."""
     header = "".join(f'<th scope="col">{escape(name)}</th>' for name in head)
     body = "".join("<tr>" + "".join(f"<td>{cell}</td>" for cell in row) + "</tr>" for row in rows)
+    body = body or f'<tr><td colspan="{len(head)}" class="none">none</td></tr>'
+
     return (
         f'<div class="scroll"><table><caption>{escape(caption)}</caption>'
         f"<thead><tr>{header}</tr></thead><tbody>{body}</tbody></table></div>"
@@ -281,21 +283,24 @@ def request_page(request_id: str, trace: Trace, csrf: str) -> str:
     return layout(f"Request {request_id}", "traffic", body, csrf=csrf)
 
 
-def models_page(models: Models, csrf: str) -> str:
+def models_page(models: Models, names: Mapping[str, str], csrf: str) -> str:
+    """`names`: account id → the name to show."""
     rows = (
         (
             escape(row.id),
             escape(row.kiro_id),
             escape(f"{row.context_window:,}"),
             escape(f"{row.max_output_tokens:,}"),
-            escape(", ".join(row.accounts) or "—"),
+            escape(", ".join(names.get(account, account) for account in row.accounts) or "—"),
         )
         for row in models.models
     )
     table = _table(
         ("Model", "Kiro id", "Context", "Max output", "Accounts"),
         rows,
-        caption=f"Models served (from {models.source} catalogs)",
+        caption="Models served, from the accounts' catalogs"
+        if models.source == "accounts"
+        else "Models served (built-in list: no account catalog is known yet)",
     )
     aliases = _table(
         ("Name", "Served as"),
