@@ -255,9 +255,10 @@ class OpLog:
         """The rows of one window of `TRAFFIC_WINDOWS` ending now, in buckets, oldest first.
 
         Buckets align to whole minutes, hours or UTC days, the last holding `now`; every one is
-        present (zeros without rows). TTFB percentiles are computed here from the window's timed
-        rows, which retention bounds (`oplog_max_rows`, 200,000 by default, pruned by the
-        maintenance loop): a month at that bound reads in about a second. Failures without
+        present (zeros without rows). TTFB percentiles are two ordered offset queries per bucket
+        with timed rows, so the store's one connection is never held for a whole window (at
+        the 200,000 rows `oplog_max_rows` keeps, a month is 60 queries over ~7,000 rows each,
+        not one of 200,000 read into Python). Failures without
         an error code count as `http_<status>`; credits by day leave out rows no account
         answered. Raises ValueError for an unknown window.
         """
@@ -271,12 +272,8 @@ class OpLog:
         span = "FROM oplog WHERE at >= ? AND at < ?"
         slotted = (since, bucket_s, since, until)
         groups = await self._db.read(
-            f"SELECT {slot}, count(*), count(*) - SUM({_SUCCESS}), COALESCE(SUM(credits), 0)"
-            f" {span} GROUP BY 1",
-            slotted,
-        )
-        timed = await self._db.read(
-            f"SELECT {slot}, ttfb_ms {span} AND ttfb_ms IS NOT NULL",
+            f"SELECT {slot}, count(*), count(*) - SUM({_SUCCESS}), COALESCE(SUM(credits), 0),"
+            f" count(ttfb_ms) {span} GROUP BY 1",
             slotted,
         )
         errors = await self._db.read(
@@ -289,21 +286,23 @@ class OpLog:
             " AND account_id IS NOT NULL GROUP BY 1, 2 ORDER BY 1, 2",
             (since, until),
         )
-        ttfb: list[list[float]] = [[] for _ in range(count)]
-        for row in timed:
-            ttfb[row[0]].append(row[1])
-        totals = {row[0]: (row[1], row[2], row[3]) for row in groups}
+        totals = {row[0]: (row[1], row[2], row[3], row[4]) for row in groups}
         buckets = []
-        for index, values in enumerate(ttfb):
-            requests, failed, credits = totals.get(index, (0, 0, 0.0))
-            values.sort()
+        for index in range(count):
+            requests, failed, credits, timed = totals.get(index, (0, 0, 0.0, 0))
+            start = since + index * bucket_s
+            p50, p95 = (
+                [await self._ttfb_rank(start, start + bucket_s, timed, f) for f in (0.50, 0.95)]
+                if timed
+                else (None, None)
+            )
             buckets.append(
                 TrafficBucket(
-                    start=since + index * bucket_s,
+                    start=start,
                     requests=requests,
                     errors=failed,
-                    ttfb_p50_ms=_nearest_rank(values, 0.50),
-                    ttfb_p95_ms=_nearest_rank(values, 0.95),
+                    ttfb_p50_ms=p50,
+                    ttfb_p95_ms=p95,
                     credits=round(credits, 6),
                 )
             )
@@ -332,29 +331,28 @@ class OpLog:
         return tuple(StatsGroup(row[0], row[1], row[2], round(row[3], 6)) for row in rows)
 
     async def _ttfb(self, start: float) -> Percentiles | None:
-        """Nearest-rank percentiles, each read with one ordered offset query."""
+        """Nearest-rank percentiles from `start` on."""
         row = await self._db.read_one(
             "SELECT count(*) FROM oplog WHERE at >= ? AND ttfb_ms IS NOT NULL", (start,)
         )
         count = row[0] if row is not None else 0
         if not count:
             return None
-        values: list[float] = []
-        for fraction in (0.50, 0.95, 0.99):
-            offset = max(0, math.ceil(fraction * count) - 1)
-            found = await self._db.read_one(
-                "SELECT ttfb_ms FROM oplog WHERE at >= ? AND ttfb_ms IS NOT NULL"
-                " ORDER BY ttfb_ms LIMIT 1 OFFSET ?",
-                (start, offset),
-            )
-            assert found is not None
-            values.append(found[0])
-        return Percentiles(*values)
+        return Percentiles(
+            *[await self._ttfb_rank(start, math.inf, count, f) for f in (0.50, 0.95, 0.99)]
+        )
 
-
-def _nearest_rank(ordered: Sequence[float], fraction: float) -> float | None:
-    """The nearest-rank percentile of ascending values, as `_ttfb` reads it in SQL."""
-    return ordered[max(0, math.ceil(fraction * len(ordered)) - 1)] if ordered else None
+    async def _ttfb_rank(self, start: float, until: float, count: int, fraction: float) -> float:
+        """The nearest-rank percentile of the `count` timed rows in `[start, until)`, read with
+        one ordered offset query: SQLite sorts, so no row list crosses into Python and each
+        query holds the store's one connection only briefly."""
+        found = await self._db.read_one(
+            "SELECT ttfb_ms FROM oplog WHERE at >= ? AND at < ? AND ttfb_ms IS NOT NULL"
+            " ORDER BY ttfb_ms LIMIT 1 OFFSET ?",
+            (start, until, max(0, math.ceil(fraction * count) - 1)),
+        )
+        assert found is not None
+        return float(found[0])
 
 
 async def _insert(conn: aiosqlite.Connection, entries: Sequence[OpEntry]) -> None:

@@ -15,7 +15,7 @@ from kirod.config import Settings, is_loopback
 from kirod.errors import InvalidControlRequest
 from kirod.http.console import events, pages
 from kirod.http.console.guard import SESSION, Guard, add_security_headers, error
-from kirod.http.console.overview import Snapshots, read_overview
+from kirod.http.console.overview import Snapshots, TrafficCache, read_overview
 from kirod.http.console.sessions import LINK_TTL_S, ConsoleSessions, Session
 from kirod.localapi import accounts, keys, models
 from kirod.localapi.control import CONTROL, Control
@@ -23,6 +23,7 @@ from kirod.localapi.schema import ApiKey, ConsoleLink, Models
 
 PREFIX = "/console"
 GUARD = web.AppKey("console_guard", Guard)
+TRAFFIC = web.AppKey("console_traffic", TrafficCache)
 STATIC = {"console.js": "text/javascript", "console.css": "text/css"}
 MAX_TOKEN_BODY = 1024
 RECENT_ROWS = 50
@@ -113,7 +114,7 @@ async def _request(request: web.Request, session: Session) -> str:
 async def _traffic(request: web.Request, session: Session) -> str:
     window = request.query.get("window", "hour")
     reports = request.app[CONTROL].reports
-    traffic = await reports.traffic(window)
+    traffic = await request.app[TRAFFIC].get(window)
     recent = await reports.trace(last=RECENT_ROWS)
     labels = pages.account_names(await request.app[CONTROL].accounts.all())
     return pages.traffic_page(traffic, recent, labels, session.csrf)
@@ -177,6 +178,7 @@ def build_console_app(
     app[GUARD] = guard
     app[events.STOPPING] = asyncio.Event()
     app[events.SNAPSHOTS] = Snapshots(control)
+    app[TRAFFIC] = TrafficCache(control)
     app.on_response_prepare.append(add_security_headers)
     app.on_shutdown.append(_stop_streams)
     signed = guard.signed_in

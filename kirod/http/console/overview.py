@@ -8,7 +8,7 @@ import time
 from dataclasses import dataclass
 
 from kirod.localapi.control import Control
-from kirod.localapi.schema import Account, Pool, PoolAccount, Stats, Status
+from kirod.localapi.schema import Account, Pool, PoolAccount, Stats, Status, Traffic
 
 SNAPSHOT_TTL_S = 1.0  # however many pages are open, the services are asked at most this often
 
@@ -141,3 +141,27 @@ class Snapshots:
                 self._last = await read_overview(self._control)
                 self._taken_at = now
             return self._last
+
+
+# How long one window's figures are reused: a month's read costs up to a second of the store's
+# connection at the operation log's row bound, and its buckets are days.
+TRAFFIC_TTL_S = {"hour": 5.0, "day": 30.0, "month": 120.0}
+
+
+class TrafficCache:
+    """The traffic of each window, read at most once per `TRAFFIC_TTL_S` for every page."""
+
+    def __init__(self, control: Control) -> None:
+        self._control = control
+        self._lock = asyncio.Lock()
+        self._kept: dict[str, tuple[float, Traffic]] = {}
+
+    async def get(self, window: str) -> Traffic:
+        async with self._lock:
+            now = time.monotonic()
+            kept = self._kept.get(window)
+            if kept is None or now - kept[0] >= TRAFFIC_TTL_S.get(window, 0.0):
+                # An unknown window raises here, for the page to answer 400.
+                kept = (now, await self._control.reports.traffic(window))
+                self._kept[window] = kept
+            return kept[1]
