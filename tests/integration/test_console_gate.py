@@ -5,6 +5,7 @@ cookie, Host / Origin / CSRF checks, the security headers, and what the pages ne
 from __future__ import annotations
 
 import asyncio
+import base64
 import contextlib
 import json
 import urllib.error
@@ -16,7 +17,7 @@ from typing import Any
 import aiohttp
 import pytest
 from click.testing import CliRunner
-from kiro_env import start_daemon
+from kiro_env import kiro_ide_token_file, start_daemon
 
 from kirod.cli.main import cli
 from kirod.errors import ControlError
@@ -305,3 +306,25 @@ async def test_an_open_console_does_not_hold_the_drain(
             assert await stream.content.read() is not None
     finally:
         proc.kill()
+
+
+async def test_labels_are_shown_as_text_never_as_markup(
+    http: aiohttp.ClientSession, daemon: DaemonProcess, fake: ThreadedFake
+) -> None:
+    label = '<img src=x onerror="alert(1)"><script>alert(2)</script>'
+    content = base64.b64encode(kiro_ide_token_file(fake.fake.issue_social_account())).decode()
+    answer = daemon.client.request(
+        "POST", "/accounts/import", {"content_b64": content, "label": label}
+    )
+    assert isinstance(answer, dict)
+    account_id = answer["accounts"][0]["id"]
+    try:
+        base, cookie, _ = await _sign_in(http, daemon)
+        for path in ("/console/", "/console/models"):
+            async with http.get(base + path, headers={"Cookie": cookie}) as page:
+                html = await page.text()
+            assert "<img src=x" not in html, path
+            assert "<script>alert" not in html
+            assert "&lt;img src=x onerror=&quot;alert(1)&quot;&gt;" in html
+    finally:
+        daemon.client.remove_account(account_id)
