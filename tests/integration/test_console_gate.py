@@ -328,3 +328,24 @@ async def test_labels_are_shown_as_text_never_as_markup(
             assert "&lt;img src=x onerror=&quot;alert(1)&quot;&gt;" in html
     finally:
         daemon.client.remove_account(account_id)
+
+
+async def test_a_restart_ends_every_session(
+    http: aiohttp.ClientSession, fake: ThreadedFake, short_tmp: Path
+) -> None:
+    first = start_daemon(short_tmp, fake)
+    try:
+        base, cookie, _ = await _sign_in(http, first)
+        async with http.get(f"{base}/console/", headers={"Cookie": cookie}) as page:
+            assert page.status == 200
+        assert first.stop() == 0
+    finally:
+        first.kill()
+    port = base.rsplit(":", 1)[1]
+    second = start_daemon(short_tmp, fake, {"KIROD_PORT": port})  # the same state, same address
+    try:
+        assert second.base_url == base
+        async with http.get(f"{base}/console/", headers={"Cookie": cookie}) as page:
+            assert page.status == 401
+    finally:
+        second.kill()
