@@ -15,18 +15,23 @@ ROOT = Path(__file__).resolve().parents[2]
 TIMEOUT_S = 80
 
 
-def run_bench(module: str, tmp: Path, *args: str) -> tuple[str, dict[str, Any]]:
-    """The benchmark's printed table and its JSON results; it must exit 0."""
-    out = tmp / "results.json"
-    done = subprocess.run(
-        [sys.executable, "-m", module, *args, "--json", str(out)],
+def run_module(*args: str, timeout_s: float = TIMEOUT_S) -> subprocess.CompletedProcess[str]:
+    """`python -m ARGS` in its own interpreter, from the repository's root."""
+    return subprocess.run(
+        [sys.executable, "-m", *args],
         cwd=ROOT,
         capture_output=True,
         text=True,
-        timeout=TIMEOUT_S,
+        timeout=timeout_s,
         stdin=subprocess.DEVNULL,
         check=False,
     )
+
+
+def run_bench(module: str, tmp: Path, *args: str) -> tuple[str, dict[str, Any]]:
+    """The benchmark's printed table and its JSON results; it must exit 0."""
+    out = tmp / "results.json"
+    done = run_module(module, *args, "--json", str(out))
     assert done.returncode == 0, done.stdout + done.stderr
     results: dict[str, Any] = json.loads(out.read_text())
     return done.stdout, results

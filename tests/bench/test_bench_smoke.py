@@ -13,20 +13,7 @@ import sys
 from pathlib import Path
 
 import pytest
-
-ROOT = Path(__file__).resolve().parents[2]
-
-
-def run_module(*args: str, timeout_s: float) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", *args],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=timeout_s,
-        stdin=subprocess.DEVNULL,
-        check=False,
-    )
+from bench_run import ROOT, run_module
 
 
 @pytest.mark.timeout(90)
