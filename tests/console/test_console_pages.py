@@ -419,3 +419,17 @@ async def test_the_pages_read_without_javascript(browser: Browser, daemon: Daemo
         await expect(tab.locator("figure svg")).to_have_count(4)
     finally:
         await static.close()
+
+
+@pytest.mark.parametrize(
+    ("button", "said"), [("Refresh token", "token refreshed"), ("Probe usage", "usage probed")]
+)
+async def test_refresh_and_probe_run_from_the_page(
+    page: PageFactory, daemon: DaemonProcess, fake: ThreadedFake, button: str, said: str
+) -> None:
+    target = daemon.client.accounts()[0]
+    asked = len(fake.fake.requests())
+    opened = await signed_in(page, daemon)
+    await opened.locator(f"#account-{target.id}").get_by_role("button", name=button).click()
+    await expect(opened.locator("#notice")).to_have_text(f"Account {said}.")
+    assert len(fake.fake.requests()) > asked  # it reached Kiro (the fake), not a cache
