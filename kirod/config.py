@@ -40,6 +40,30 @@ class Kind(enum.Enum):
     CHOICE = "one of"
     URL = "http(s) URL"
     MAP = "table of strings"
+    WEBHOOKS = "list of webhook tables"
+
+
+@dataclass(frozen=True, repr=False)
+class Webhook:
+    """One `[[alerts.webhook]]` table. The secret signs the body (HMAC-SHA256); repr shows
+    neither it nor the URL's user part, path or query."""
+
+    url: str
+    secret: str | None = None
+
+    def __repr__(self) -> str:
+        return f"Webhook({self.shown!r})"
+
+    @property
+    def shown(self) -> str:
+        """The URL without user part, path or query, which may carry a token (chat webhooks do)."""
+        parts = urlsplit(self.url)
+        host = parts.hostname or ""
+        if ":" in host:
+            host = f"[{host}]"
+        port = f":{parts.port}" if parts.port else ""
+        rest = "/…" if parts.path.strip("/") or parts.query else ""
+        return f"{parts.scheme}://{host}{port}{rest}"
 
 
 @dataclass(frozen=True)
@@ -439,6 +463,24 @@ OPTIONS: tuple[Option, ...] = (
         maximum=86400,
     ),
     Option(
+        "alerts_webhooks",
+        Kind.WEBHOOKS,
+        "Webhooks told when an account needs a person (suspended, needs login or a profile, "
+        "disabled, exhausted), when no account is usable, and when that is over: "
+        "[[alerts.webhook]] tables with a url and an optional secret (the body's HMAC-SHA256 "
+        "in X-Kirod-Signature), or a JSON list of such objects in the environment and on the "
+        "command line.",
+        (),
+        secret=True,
+    ),
+    Option(
+        "alerts_desktop",
+        Kind.BOOL,
+        "Also show those alerts as desktop notifications (notify-send on Linux, osascript on "
+        "macOS) when kirod runs in a desktop session.",
+        False,
+    ),
+    Option(
         "kiro_endpoint",
         Kind.STR,
         "Kiro API endpoint template.",
@@ -518,6 +560,8 @@ class Settings:
     console: bool
     console_remote: bool
     console_idle_s: float
+    alerts_webhooks: tuple[Webhook, ...] = dataclasses.field(repr=False)
+    alerts_desktop: bool
     kiro_endpoint: str
     kiro_auth_endpoint: str
     oidc_endpoint: str
@@ -532,7 +576,12 @@ class Settings:
         out: dict[str, Any] = {}
         for option in OPTIONS:
             value = getattr(self, option.name)
-            if option.secret and value:
+            if option.kind is Kind.WEBHOOKS:
+                value = [
+                    {"url": hook.shown, "secret": "<redacted>" if hook.secret else None}
+                    for hook in value
+                ]
+            elif option.secret and value:
                 value = (
                     "<redacted>" if not isinstance(value, tuple) else ["<redacted>"] * len(value)
                 )
@@ -604,6 +653,8 @@ def coerce(option: Option, value: object, source: str) -> Any:
         raise _bad(option, value, source)
     elif kind is Kind.MAP:
         return _table(option, value, source)
+    elif kind is Kind.WEBHOOKS:
+        return _webhooks(option, value, source)
     elif kind is Kind.PATH:
         if not isinstance(value, str | Path) or not str(value):
             raise _bad(option, value, source)
@@ -687,6 +738,66 @@ def _table(option: Option, value: object, source: str) -> Mapping[str, str]:
     raise _bad(option, value, source)
 
 
+def _webhooks(option: Option, value: object, source: str) -> tuple[Webhook, ...]:
+    """`[[alerts.webhook]]` tables, or a JSON list of objects from the environment or a flag.
+
+    Errors name the table and the key, never a value: a URL may carry a token.
+    """
+    if isinstance(value, str):
+        try:
+            value = json.loads(value) if value.strip() else []
+        except ValueError:
+            raise ConfigError(
+                f"invalid value for {option.name!r} from {source}: not JSON (expected a list "
+                'of objects like {"url": "https://…", "secret": "…"})'
+            ) from None
+    if not isinstance(value, list | tuple):
+        raise _bad(option, value, source)
+    hooks: list[Webhook] = []
+    for number, table in enumerate(value, 1):
+        where = f"invalid value for {option.name!r} from {source}: webhook {number}"
+        if not isinstance(table, Mapping):
+            raise ConfigError(f"{where} is not a table")
+        unknown = sorted(set(table) - {"url", "secret"})
+        if unknown:
+            raise ConfigError(f"{where} has an unknown key {unknown[0]!r} (expected url, secret)")
+        url, secret = table.get("url"), table.get("secret")
+        if not isinstance(url, str) or not _is_http_url(url):
+            raise ConfigError(f"{where}: 'url' must be an http(s) URL")
+        if secret is not None and (not isinstance(secret, str) or not secret):
+            raise ConfigError(f"{where}: 'secret' must be a non-empty string")
+        hooks.append(Webhook(url=url, secret=secret))
+    return tuple(hooks)
+
+
+def _is_http_url(url: str) -> bool:
+    try:
+        parts = urlsplit(url)
+        return parts.scheme in ("http", "https") and bool(parts.hostname) and parts.port != 0
+    except ValueError:  # a port that is no number, a bracketed host that is no address
+        return False
+
+
+# The file's `[alerts]` table holds options by their short names.
+_ALERTS_TABLE = {"webhook": "alerts_webhooks", "desktop": "alerts_desktop"}
+
+
+def _flatten_alerts(data: dict[str, Any], source: str) -> None:
+    """`[[alerts.webhook]]` and `[alerts] desktop` as the `alerts_*` options they set."""
+    table = data.pop("alerts", None)
+    if table is None:
+        return
+    if not isinstance(table, dict):
+        raise ConfigError(f"'alerts' in {source} must be a table ([alerts] or [[alerts.webhook]])")
+    for key, item in table.items():
+        name = _ALERTS_TABLE.get(key)
+        if name is None:
+            raise ConfigError(f"unknown option 'alerts.{key}' in {source}")
+        if name in data:
+            raise ConfigError(f"{source} sets both 'alerts.{key}' and {name!r}")
+        data[name] = item
+
+
 def _check_known(keys: Sequence[str], source: str) -> None:
     for key in keys:
         if key in OPTIONS_BY_NAME:
@@ -706,6 +817,7 @@ def read_config_file(path: Path) -> dict[str, Any]:
         raise ConfigError(f"cannot read config file {path}: {exc.strerror}") from None
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"config file {path} is not valid TOML: {exc}") from None
+    _flatten_alerts(data, str(path))
     _check_known(list(data), str(path))
     return data
 
@@ -788,9 +900,23 @@ class ServiceEnv:
     watchdog_interval_s: float | None
     systemd: bool = False  # started by systemd (INVOCATION_ID is set for every unit it runs)
     launchd_label: str | None = None  # the launchd job's label (XPC_SERVICE_NAME)
+    desktop: Literal["notify-send", "osascript"] | None = None  # how to notify the session
 
 
-def load_service_env(env: Mapping[str, str] | None = None) -> ServiceEnv:
+def desktop_notifier(
+    env: Mapping[str, str], platform: str
+) -> Literal["notify-send", "osascript"] | None:
+    """The program that shows a desktop notification in this session, if there is a session."""
+    if platform == "darwin":
+        return "osascript"
+    if any(env.get(name) for name in ("DISPLAY", "WAYLAND_DISPLAY", "DBUS_SESSION_BUS_ADDRESS")):
+        return "notify-send"
+    return None
+
+
+def load_service_env(
+    env: Mapping[str, str] | None = None, platform: str = sys.platform
+) -> ServiceEnv:
     """Read systemd's watchdog request (pings go out at half the configured interval) and
     which service manager, if any, started us."""
     env = os.environ if env is None else env
@@ -805,4 +931,5 @@ def load_service_env(env: Mapping[str, str] | None = None) -> ServiceEnv:
         systemd=bool(env.get("INVOCATION_ID")),
         # Apps started from a terminal on macOS carry "0" or "application.…" here.
         launchd_label=label if label and label != "0" and "application." not in label else None,
+        desktop=desktop_notifier(env, platform),
     )

@@ -26,6 +26,7 @@ from kirod.paths import client_socket_path
 # imported only to run or describe its own commands, so that no command pays for the others.
 COMMANDS = {
     "accounts": ("accounts", "Manage the Kiro accounts kirod serves from."),
+    "alerts": ("alerts", "Check the alerts kirod sends when an account needs you."),
     "console": ("console", "Open the web console in a browser with a one-time link."),
     "completion": ("completion", "Print the completion script for SHELL (bash, zsh or fish)."),
     "config": ("daemon", "Show kirod's effective settings (secrets are redacted)."),

@@ -3,9 +3,10 @@
 Start: open-files limit → lock → store → API key → sockets → control and public apps → READY=1.
 Stop (SIGTERM, SIGINT, SIGHUP, `kiroctl shutdown` or a compromised lock): STOPPING=1 → stop
 accepting → drain in-flight requests up to `shutdown_drain_s` → cancel the rest → background
-tasks (the accounts' maintenance loop, token refreshes, usage probes) → upstream client → store →
-lock. SIGHUP reloads nothing: kirod's settings are fixed for its lifetime, and a hang-up (the
-terminal that ran it closed) means stop, so it drains exactly like SIGTERM. Each resource is
+tasks (the accounts' maintenance loop, token refreshes, usage probes) → upstream client →
+alerts (what is queued gets two seconds) → store → lock. SIGHUP reloads nothing: kirod's
+settings are fixed for its lifetime, and a hang-up (the terminal that ran it closed) means stop,
+so it drains exactly like SIGTERM. Each resource is
 entered on one `AsyncExitStack`, so teardown runs in reverse and only for what started.
 """
 
@@ -25,6 +26,7 @@ from pathlib import Path
 from aiohttp import web
 
 from kirod import __version__, log
+from kirod.accounts.alerts import Alerts
 from kirod.accounts.apikeys import ApiKeys
 from kirod.accounts.layer import build_account_layer
 from kirod.accounts.logins import Logins
@@ -206,6 +208,18 @@ def _stop_command(service_env: ServiceEnv) -> str:
     )
 
 
+def _desktop(settings: Settings, service_env: ServiceEnv) -> str | None:
+    """The desktop notifier alerts use, if `alerts_desktop` asks and there is a session."""
+    if settings.alerts_desktop and service_env.desktop is None:
+        log.event(
+            logger,
+            "desktop_alerts_off",
+            level=logging.WARNING,
+            why="no desktop session (DISPLAY, WAYLAND_DISPLAY and DBUS_SESSION_BUS_ADDRESS unset)",
+        )
+    return service_env.desktop if settings.alerts_desktop else None
+
+
 async def _acquire_lock(lock: InstanceLock, timeout_s: float, stop: StopRequest) -> bool:
     """Wait for the lock, unless asked to stop meanwhile. Returns whether we hold it."""
     async with TaskOwner("startup") as tasks:
@@ -259,6 +273,11 @@ async def run(
 
             db = await stack.enter_async_context(Database(settings.state.database))
             accounts = AccountStore(db)
+            alerts = await stack.enter_async_context(
+                Alerts(settings.alerts_webhooks, desktop=_desktop(settings, service_env))
+            )
+            accounts.observe(alerts.changed)
+            alerts.seed(await accounts.list())
             keys = KeyStore(db)
             gate = KeyGate(settings.api_keys, keys)
             await ensure_api_key(settings, keys, gate)
@@ -334,6 +353,7 @@ async def run(
                     after=after, lines=lines, max_bytes=max_bytes
                 ),
                 console_link=link(sessions, settings, port) if sessions else None,
+                alerts=alerts,
             )
             control_runner = web.AppRunner(
                 build_control_app(control),

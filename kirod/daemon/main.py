@@ -40,6 +40,7 @@ _METAVARS = {
     Kind.LIST: "KEY,...",
     Kind.URL: "URL",
     Kind.MAP: "ID=MODEL,...",
+    Kind.WEBHOOKS: "JSON",
 }
 
 

@@ -17,6 +17,7 @@ from kirod.errors import ControlError, DaemonUnreachable
 from kirod.localapi.schema import (
     PREFIX,
     Account,
+    AlertTest,
     ApiKey,
     Config,
     ConsoleLink,
@@ -206,6 +207,10 @@ class LocalClient:
 
     def console_link(self) -> ConsoleLink:
         return ConsoleLink.from_json(self.request("POST", "/console"))
+
+    def alerts_test(self) -> AlertTest:
+        """Send one test alert to every webhook; waits up to their timeout (5 s)."""
+        return AlertTest.from_json(self.request("POST", "/alerts/test"))
 
     def accounts(self) -> list[Account]:
         return [Account.from_json(item) for item in self.request("GET", "/accounts")["accounts"]]

@@ -9,6 +9,7 @@ from typing import Any
 
 from aiohttp import web
 
+from kirod.accounts.alerts import Alerts
 from kirod.accounts.apikeys import ApiKeys
 from kirod.accounts.logins import Logins
 from kirod.accounts.models import ModelDirectory
@@ -36,6 +37,8 @@ class Control:
     logs: Callable[[int | None, int, int], LogLines] | None = None
     # A new one-time console link; None where no console is served.
     console_link: Callable[[], ConsoleLink] | None = None
+    # Webhooks and desktop notifications; None where nothing sends them (an embedding).
+    alerts: Alerts | None = None
 
     async def status(self) -> Status:
         """The daemon, its accounts' health, the maintenance loop and pacing."""

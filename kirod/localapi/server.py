@@ -18,7 +18,7 @@ from kirod import log
 from kirod.errors import ControlError, InvalidControlRequest
 from kirod.localapi import accounts, keys, models
 from kirod.localapi.control import CONTROL, Control
-from kirod.localapi.schema import PREFIX, error_body
+from kirod.localapi.schema import PREFIX, AlertTest, error_body
 
 logger = logging.getLogger("kirod.localapi")
 
@@ -141,6 +141,13 @@ async def console(request: web.Request) -> web.Response:
     return web.json_response(mint().to_json(), status=201)
 
 
+async def alerts_test(request: web.Request) -> web.Response:
+    """Send one `test` alert to every webhook now; how each answered (`kiroctl alerts test`)."""
+    alerts = request.app[CONTROL].alerts
+    answer = AlertTest(webhooks=()) if alerts is None else await alerts.test()
+    return web.json_response(answer.to_json())
+
+
 async def shutdown(request: web.Request) -> web.Response:
     """Stop the daemon as SIGTERM would: drain, then exit 0."""
     log.event(logger, "shutdown_requested", source="localapi")
@@ -159,6 +166,7 @@ ROUTES: tuple[tuple[str, str, Handler], ...] = (
     ("GET", "/models", models.list_models),
     ("POST", "/shutdown", shutdown),
     ("POST", "/console", console),
+    ("POST", "/alerts/test", alerts_test),
     ("GET", "/accounts", accounts.list_accounts),
     ("POST", "/accounts/import", accounts.import_accounts),
     ("GET", "/accounts/{account_id}", accounts.get_account),

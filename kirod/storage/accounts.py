@@ -5,7 +5,9 @@ Credentials are an opaque JSON object to the store. Their updates are compare-an
 overwriting a newer refresh token. State changes (`update_state`) decide on the row as it is inside
 the write transaction and write it back only at that generation, so a decision never applies to
 credentials it did not see and never brings back a removed account. Removed accounts are
-tombstoned: hidden, with credentials wiped.
+tombstoned: hidden, with credentials wiped. After each committed status change (a new account,
+a state decision, a login or profile that ends `needs_login`/`needs_profile`, a removal) the
+store tells its observers (`observe`), which is how alerts learn of them.
 """
 
 from __future__ import annotations
@@ -124,6 +126,21 @@ class AccountRecord:
         }
 
 
+@dataclass(frozen=True, slots=True)
+class StatusChange:
+    """A committed change of an account's status, as observers (alerts) are told it."""
+
+    account_id: str
+    label: str
+    before: Status | None  # None: a new account
+    after: Status | None  # None: removed
+    reason: str | None
+    until: float | None
+
+
+StatusObserver = Callable[[StatusChange], None]
+
+
 MAX_LABEL_CHARS = 128
 _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]+")
 
@@ -173,6 +190,29 @@ class AccountStore:
         self._db = db
         # Bumped by every write, so readers that cache the accounts know when to re-read.
         self.revision = 0
+        self._observers: list[StatusObserver] = []
+
+    def observe(self, observer: StatusObserver) -> None:
+        """Call `observer` after each committed status change (it must not block or raise)."""
+        self._observers.append(observer)
+
+    def _changed(self, record: AccountRecord, before: Status | None) -> None:
+        if before == record.status:
+            return
+        self._tell(
+            StatusChange(
+                record.id,
+                record.label,
+                before,
+                record.status,
+                record.status_reason,
+                record.status_until,
+            )
+        )
+
+    def _tell(self, change: StatusChange) -> None:
+        for observer in self._observers:
+            observer(change)
 
     async def insert(
         self,
@@ -207,7 +247,9 @@ class AccountStore:
             params,
         )
         self.revision += 1
-        return _record(rows[0])
+        record = _record(rows[0])
+        self._changed(record, None)
+        return record
 
     async def get(self, account_id: str) -> AccountRecord | None:
         row = await self._db.read_one(
@@ -240,7 +282,10 @@ class AccountStore:
                 f"account {account_id} changed or was removed since generation "
                 f"{expected_generation}"
             )
-        return _record(rows[0])
+        record = _record(rows[0])
+        if record.status_since == now:  # set only when this login ended `needs_login`
+            self._changed(record, "needs_login")
+        return record
 
     async def update_state(
         self, account_id: str, decide: Callable[[AccountRecord], AccountState | None]
@@ -254,9 +299,10 @@ class AccountStore:
         """
 
         unchanged = False
+        before: Status | None = None
 
         async def transaction(conn: aiosqlite.Connection) -> AccountRecord | None:
-            nonlocal unchanged
+            nonlocal unchanged, before
             cursor = await conn.execute(
                 "SELECT * FROM accounts WHERE id = ? AND removed_at IS NULL", (account_id,)
             )
@@ -264,6 +310,7 @@ class AccountStore:
             if row is None:
                 return None
             record = _record(row)
+            before = record.status
             state = decide(record)
             if state is None or state == record.state:
                 unchanged = True
@@ -298,10 +345,13 @@ class AccountStore:
             return _record(updated)
 
         try:
-            return await self._db.run_write(transaction)
+            updated = await self._db.run_write(transaction)
         finally:
             if not unchanged:  # a decision that wrote nothing leaves the pool's view current
                 self.revision += 1
+        if updated is not None and not unchanged:
+            self._changed(updated, before)
+        return updated
 
     async def set_profile(
         self, account_id: str, profile_arn: str, region: str
@@ -317,7 +367,12 @@ class AccountStore:
             (profile_arn, region, now, now, account_id),
         )
         self.revision += 1
-        return _record(rows[0]) if rows else None
+        if not rows:
+            return None
+        record = _record(rows[0])
+        if record.status_since == now:  # set only when this profile ended `needs_profile`
+            self._changed(record, "needs_profile")
+        return record
 
     async def set_usage(self, account_id: str, usage: Mapping[str, Any]) -> AccountRecord | None:
         now = time.time()
@@ -353,12 +408,16 @@ class AccountStore:
         rows = await self._db.execute(
             "UPDATE accounts SET removed_at = ?, updated_at = ?, credentials = '{}',"
             " proxy_url = NULL,"  # it may hold the proxy's password
-            " generation = generation + 1 WHERE id = ? AND removed_at IS NULL RETURNING id",
+            " generation = generation + 1 WHERE id = ? AND removed_at IS NULL"
+            " RETURNING id, label, status",
             (now, now, account_id),
         )
         self.revision += 1
         if rows:
             await self._db.checkpoint()
+            self._tell(
+                StatusChange(rows[0]["id"], rows[0]["label"], rows[0]["status"], None, None, None)
+            )
         return bool(rows)
 
     async def count_active(self) -> int:

@@ -1,0 +1,183 @@
+"""Alerts through the real daemon: its one account is suspended by the fake Kiro, the webhook (a
+real HTTP server on loopback) hears of it and of all accounts being down, re-enabling the account
+sends the recovery, and `kiroctl alerts test` reports each webhook's answer."""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+import shutil
+import socket
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import anthropic
+import pytest
+from click.testing import CliRunner, Result
+
+from kirod.cli.main import cli
+from kirod.testing.daemon import DaemonProcess
+from kirod.testing.fake_kiro import Fault, Script, ThreadedFake
+
+sys.path.insert(0, str(Path(__file__).parent))
+from kiro_env import import_account, start_daemon
+
+MODEL = "claude-sonnet-4-6"
+SECRET = "whsec-integration-secret"
+
+
+class Webhook:
+    """A webhook receiver on 127.0.0.1 in a thread: records each POST and answers 204."""
+
+    def __init__(self) -> None:
+        self.received: list[tuple[dict[str, str], bytes]] = []
+        lock = threading.Lock()
+        received = self.received
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                body = self.rfile.read(int(self.headers["Content-Length"]))
+                with lock:
+                    received.append((dict(self.headers), body))
+                self.send_response(204)
+                self.end_headers()
+
+            def log_message(self, format: str, *args: Any) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/kirod"
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+
+    def __enter__(self) -> Webhook:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+        self.thread.join(5)
+
+    def events(self) -> list[str]:
+        return [json.loads(body)["event"] for _, body in self.received]
+
+    def wait_for(self, *events: str, limit_s: float = 10.0) -> list[dict[str, Any]]:
+        """Every body received, once each of `events` is among them."""
+        deadline = time.monotonic() + limit_s
+        while time.monotonic() < deadline:
+            if all(event in self.events() for event in events):
+                return [json.loads(body) for _, body in self.received]
+            time.sleep(0.02)
+        raise AssertionError(f"webhook got {self.events()}, not all of {events}")
+
+
+@pytest.fixture(scope="module")
+def webhook() -> Iterator[Webhook]:
+    with Webhook() as hook:
+        yield hook
+
+
+@pytest.fixture(scope="module")
+def daemon(fake: ThreadedFake, webhook: Webhook) -> Iterator[DaemonProcess]:
+    root = Path(tempfile.mkdtemp(prefix="kd-"))
+    hooks = json.dumps([{"url": webhook.url, "secret": SECRET}])
+    proc = start_daemon(root, fake, {"KIROD_ALERTS_WEBHOOKS": hooks})
+    try:
+        yield proc
+    finally:
+        assert proc.stop() == 0
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def kiroctl(daemon: DaemonProcess, *args: str) -> Result:
+    return CliRunner().invoke(cli, ["--socket", str(daemon.socket_path), *args])
+
+
+def test_a_suspension_alerts_and_enabling_the_account_sends_the_recovery(
+    daemon: DaemonProcess, fake: ThreadedFake, webhook: Webhook
+) -> None:
+    account = import_account(daemon, fake.fake.issue_social_account())
+    fake.fake.enqueue(Script(fault=Fault.SUSPENDED_403))
+    with (
+        anthropic.Anthropic(
+            base_url=daemon.base_url, api_key=daemon.api_key, max_retries=0
+        ) as claude,
+        pytest.raises(anthropic.APIStatusError),
+    ):
+        claude.messages.create(
+            model=MODEL, max_tokens=50, messages=[{"role": "user", "content": "hi"}]
+        )
+    bodies = webhook.wait_for("account_suspended", "all_accounts_down")
+    suspended = next(body for body in bodies if body["event"] == "account_suspended")
+    assert suspended["account"]["id"] == account["id"]
+    assert suspended["account"]["status"] == "suspended"
+    assert suspended["account"]["reason"].startswith("suspended by Kiro")
+    headers, raw = next(item for item in webhook.received if b"account_suspended" in item[1])
+    signed = headers["X-Kirod-Timestamp"].encode() + b"." + raw
+    digest = hmac.new(SECRET.encode(), signed, hashlib.sha256).hexdigest()
+    assert headers["X-Kirod-Signature"] == f"sha256={digest}"
+
+    daemon.client.enable_account(account["id"])
+    bodies = webhook.wait_for("account_recovered", "accounts_recovered")
+    assert webhook.events() == [
+        "account_suspended",
+        "all_accounts_down",
+        "account_recovered",
+        "accounts_recovered",
+    ]
+    assert bodies[2]["account"]["status"] == "active"
+    assert SECRET not in daemon.log()
+
+
+def test_kiroctl_alerts_test_sends_one_and_shows_the_answer(
+    daemon: DaemonProcess, webhook: Webhook
+) -> None:
+    before = len(webhook.received)
+    shown = kiroctl(daemon, "alerts", "test")
+    assert shown.exit_code == 0, shown.output
+    assert "http://127.0.0.1" in shown.output
+    assert "204" in shown.output
+    assert webhook.events()[before:] == ["test"]
+    as_json = kiroctl(daemon, "alerts", "test", "--json")
+    assert as_json.exit_code == 0, as_json.output
+    [answer] = json.loads(as_json.output)["webhooks"]
+    assert answer == {
+        "webhook": webhook.url.removesuffix("/kirod") + "/…",
+        "delivered": True,
+        "status": 204,
+        "error": None,
+    }
+
+
+def test_kiroctl_alerts_test_without_webhooks_says_so(fake: ThreadedFake, module_tmp: Path) -> None:
+    proc = start_daemon(module_tmp / "bare", fake)
+    try:
+        shown = kiroctl(proc, "alerts", "test")
+        assert shown.exit_code == 0, shown.output
+        assert "No webhook is configured" in shown.output
+    finally:
+        assert proc.stop() == 0
+
+
+def test_kiroctl_alerts_test_fails_when_a_webhook_is_down(
+    fake: ThreadedFake, module_tmp: Path
+) -> None:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    hooks = json.dumps([{"url": f"http://127.0.0.1:{port}/gone"}])
+    proc = start_daemon(module_tmp / "down", fake, {"KIROD_ALERTS_WEBHOOKS": hooks})
+    try:
+        shown = kiroctl(proc, "alerts", "test")
+        assert shown.exit_code == 1, shown.output
+        assert "ClientConnectorError" in shown.output
+        assert "a webhook did not take the test alert" in shown.stderr
+    finally:
+        assert proc.stop() == 0
