@@ -1,9 +1,10 @@
-"""Live updates: one server-sent-event stream per open overview, carrying only what changed.
+"""Live updates: one server-sent-event stream per open overview, carrying what changed.
 
 Every stream reads the shared snapshot (`Snapshots`), so ten open tabs cost the services what
-one does. A stream sends the fields that changed since its last message, `reload` when accounts
-came or went, and a comment as a heartbeat; it ends after `MAX_STREAM_S` (the browser's
-EventSource reconnects on its own) or when the daemon stops.
+one does. A stream's first message carries every field (something may have changed between the
+page's rendering and the stream's start); after that it sends the fields that changed since its
+last message, `reload` when accounts came or went, and a comment as a heartbeat. It ends after
+`MAX_STREAM_S` (the browser's EventSource reconnects on its own) or when the daemon stops.
 """
 
 from __future__ import annotations
@@ -48,8 +49,11 @@ async def stream(request: web.Request) -> web.StreamResponse:
     session.streams += 1
     try:
         await response.prepare(request)
+        # First everything: the page was rendered a moment before this stream began, and a
+        # change in between would otherwise never reach it.
         first = await snapshots.get()
         sent, accounts = first.fields(), first.account_ids
+        await response.write(_message("fields", sent))
         ends = time.monotonic() + MAX_STREAM_S
         quiet_since = time.monotonic()
         while time.monotonic() < ends and not await _wait(stopping, UPDATE_EVERY_S):
