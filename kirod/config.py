@@ -41,6 +41,7 @@ class Kind(enum.Enum):
     URL = "http(s) URL"
     MAP = "table of strings"
     WEBHOOKS = "list of webhook tables"
+    EXTENSIONS = "extension tables"
 
 
 @dataclass(frozen=True, repr=False)
@@ -481,6 +482,16 @@ OPTIONS: tuple[Option, ...] = (
         False,
     ),
     Option(
+        "extensions",
+        Kind.EXTENSIONS,
+        "Extensions to enable, by their entry-point name (group kirod.extensions): one "
+        "[extensions.NAME] table each, holding that extension's own options and an optional "
+        "timeout_s for each hook call; a JSON object of such tables in the environment and on "
+        "the command line.",
+        {},
+        secret=True,
+    ),
+    Option(
         "kiro_endpoint",
         Kind.STR,
         "Kiro API endpoint template.",
@@ -562,6 +573,7 @@ class Settings:
     console_idle_s: float
     alerts_webhooks: tuple[Webhook, ...] = dataclasses.field(repr=False)
     alerts_desktop: bool
+    extensions: Mapping[str, Mapping[str, Any]] = dataclasses.field(repr=False)
     kiro_endpoint: str
     kiro_auth_endpoint: str
     oidc_endpoint: str
@@ -581,6 +593,10 @@ class Settings:
                     {"url": hook.shown, "secret": "<redacted>" if hook.secret else None}
                     for hook in value
                 ]
+            elif option.kind is Kind.EXTENSIONS:
+                # Which extensions and which of their options: values may be secrets, and only
+                # an extension's own schema says which (`kiroctl extensions` shows the others).
+                value = {name: dict.fromkeys(table, "<redacted>") for name, table in value.items()}
             elif option.secret and value:
                 value = (
                     "<redacted>" if not isinstance(value, tuple) else ["<redacted>"] * len(value)
@@ -655,6 +671,8 @@ def coerce(option: Option, value: object, source: str) -> Any:
         return _table(option, value, source)
     elif kind is Kind.WEBHOOKS:
         return _webhooks(option, value, source)
+    elif kind is Kind.EXTENSIONS:
+        return _extension_tables(option, value, source)
     elif kind is Kind.PATH:
         if not isinstance(value, str | Path) or not str(value):
             raise _bad(option, value, source)
@@ -768,6 +786,32 @@ def _webhooks(option: Option, value: object, source: str) -> tuple[Webhook, ...]
             raise ConfigError(f"{where}: 'secret' must be a non-empty string")
         hooks.append(Webhook(url=url, secret=secret))
     return tuple(hooks)
+
+
+def _extension_tables(
+    option: Option, value: object, source: str
+) -> Mapping[str, Mapping[str, Any]]:
+    """`[extensions.NAME]` tables, or a JSON object of them from the environment or a flag.
+
+    Only the shape is checked here: each extension's schema judges its options when it loads
+    (`kirod.accounts.extensions`). Errors name the table and key, never a value.
+    """
+    if isinstance(value, str):
+        try:
+            value = json.loads(value) if value.strip() else {}
+        except ValueError:
+            raise ConfigError(
+                f"invalid value for {option.name!r} from {source}: not JSON (expected an object "
+                'like {"redactor": {}})'
+            ) from None
+    if not isinstance(value, Mapping):
+        raise ConfigError(f"invalid value for {option.name!r} from {source}: not a table")
+    tables: dict[str, Mapping[str, Any]] = {}
+    for name, table in value.items():
+        if not isinstance(table, Mapping):
+            raise ConfigError(f"'extensions.{name}' in {source} must be a table")
+        tables[name] = dict(table)
+    return tables
 
 
 def _is_http_url(url: str) -> bool:

@@ -94,3 +94,14 @@ def test_tasks_start_only_through_kirod_tasks(path: Path) -> None:
 )
 def test_the_rule_sees_every_way_of_starting_a_task(source: str, found: list[str]) -> None:
     assert list(raw_task_starts(source)) == found
+
+
+HAND_STEPPED = ("types.coroutine", ".send(None)", ".throw(")
+
+
+@pytest.mark.parametrize("path", SOURCES, ids=lambda path: str(path.relative_to(PACKAGE)))
+def test_no_coroutine_is_stepped_by_hand(path: Path) -> None:
+    """Coroutines are awaited, never driven with send/throw (issue 16: batches, not a
+    trampoline): a hand-stepped one skips the event loop's own bookkeeping."""
+    text = path.read_text()
+    assert [marker for marker in HAND_STEPPED if marker in text] == []

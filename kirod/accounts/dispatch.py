@@ -19,6 +19,11 @@ long, a model Kiro refuses) raise at once, and the same server or protocol failu
 accounts in a row ends the failover. The exchange commits when the upstream produced its first
 event: from then on failures become the stream's terminal `ErrorEvent` and nothing is replayed.
 
+Extensions (`kirod.accounts.extensions`) run at both ends: `on_request` before the affinity key
+and the routing (the key's model scope is checked again on the model it leaves), the stream
+hooks on the committed events before the operation log notes them, `on_error` on an error that
+ends the request before it commits. With none enabled the request and its stream are untouched.
+
 Leaving the context, however it happens (done, failed, or cancelled because the client went away),
 aborts the upstream response if still open, releases the account's slot and the conversation's
 branch, and writes the request's operation-log row (`kirod.accounts.operation`) through the
@@ -36,6 +41,7 @@ from kirod import log
 from kirod.accounts.affinity import AffinityMap
 from kirod.accounts.attempt import Attempts, Opened, Retry, RouteSettings
 from kirod.accounts.branches import BranchQueue
+from kirod.accounts.extensions import NONE, Extensions
 from kirod.accounts.models import ModelDirectory
 from kirod.accounts.operation import Operation
 from kirod.accounts.pool import AccountPool
@@ -111,8 +117,11 @@ class Dispatcher:
         policy: DispatchPolicy = DispatchPolicy(),
         authorize: Callable[[str, ModelInfo], None] | None = None,
         steps: StepsFor | None = None,
+        extensions: Extensions = NONE,
     ) -> None:
         """`authorize(tenant, model)` raises an `ApiError` when the API key may not use it."""
+        self._authorize = authorize
+        self._extensions = extensions
         self._pool = pool
         self._client = client
         self._models = models
@@ -135,7 +144,10 @@ class Dispatcher:
         if logger.isEnabledFor(logging.DEBUG):  # counts and flags only: never the content
             log.event(logger, "request_shape", level=logging.DEBUG, **request_shape(request))
         failure: BaseException | None = None
+        committed = False
         try:
+            if self._extensions:
+                request = await self._extended(request, operation)
             async with contextlib.AsyncExitStack() as stack:
                 key_hash: str | None = None
                 binding: Binding | None = None
@@ -151,21 +163,41 @@ class Dispatcher:
                         key_hash, opened.lease.account_id, opened.route.conversation_id
                     )
                 route, exchange = opened.route, opened.exchange
+                events = self._events(request, route, exchange, operation)
+                committed = True
                 yield Dispatch(
                     message_id=exchange.message_id,
                     model=route.model,
                     model_name=route.model_name,
                     account_id=opened.lease.account_id,
                     input_tokens=exchange.input_tokens,
-                    events=operation.observed(self._events(request, route, exchange, operation)),
+                    events=operation.observed(self._extensions.events(events)),
                 )
         except BaseException as exc:
             failure = exc
+            if not committed and isinstance(exc, ApiError) and self._extensions:
+                await self._extensions.error(exc)  # after the commit, the stream's hooks saw it
             raise
         finally:
             if operation.credits and operation.account_id:
                 self._pool.spent(operation.account_id, operation.credits)
             self._oplog.append(operation.entry(failure))
+
+    async def _extended(self, request: CanonicalRequest, operation: Operation) -> CanonicalRequest:
+        """`request` as the extensions' `on_request` leave it, noted in the operation log.
+
+        A changed model is judged against the key's scope here, before any lease: an extension
+        cannot route a key to a model it may not use (each attempt checks it again on the
+        account's own catalog)."""
+        changed, by = await self._extensions.request(request)
+        if not by:
+            return request
+        operation.request, operation.extensions = changed, by
+        if changed.model != request.model and self._authorize is not None:
+            routing = self._models.route(changed.model, await self._pool.current())
+            if routing.resolution is not None:
+                self._authorize(operation.tenant, routing.resolution.info)
+        return changed
 
     def _events(
         self, request: CanonicalRequest, route: Route, exchange: Exchange, operation: Operation

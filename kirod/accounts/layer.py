@@ -7,6 +7,7 @@ from dataclasses import dataclass
 
 from kirod.accounts.affinity import AffinityMap
 from kirod.accounts.dispatch import Dispatcher, DispatchPolicy, StepsFor
+from kirod.accounts.extensions import NONE, Extensions
 from kirod.accounts.maintenance import Maintenance, RetentionPolicy
 from kirod.accounts.models import CatalogCache, ModelDirectory
 from kirod.accounts.pool import AccountPool
@@ -68,6 +69,7 @@ def build_account_layer(
     *,
     affinity_secret: bytes,
     authorize: Callable[[str, ModelInfo], None] | None = None,
+    extensions: Extensions = NONE,
 ) -> AccountLayer:
     """Wire pool, token keeper, probes, affinity, dispatcher and maintenance; start nothing.
 
@@ -111,6 +113,7 @@ def build_account_layer(
         ),
         authorize=authorize,
         steps=turn_steps(settings, client),
+        extensions=extensions,
     )
     maintenance = Maintenance(
         pool,

@@ -42,6 +42,7 @@ class Operation:
         self.attempts: list[Attempt] = []
         self.account_id: str | None = None
         self.dropped: tuple[str, ...] = ()
+        self.extensions: tuple[str, ...] = ()  # those whose on_request changed the request
         self.ttfb_ms: float | None = None
         self.stop_reason: str | None = None
         self.input_tokens: int | None = None
@@ -139,6 +140,7 @@ class Operation:
             dropped=self.dropped,
             truncations=sum(cut),
             continuations=sum(cut[:-1]),  # a cut exchange that is not the last was continued
+            extensions=self.extensions,
         )
 
     def _elapsed_ms(self) -> float:

@@ -30,6 +30,10 @@ COMMANDS = {
     "console": ("console", "Open the web console in a browser with a one-time link."),
     "completion": ("completion", "Print the completion script for SHELL (bash, zsh or fish)."),
     "config": ("daemon", "Show kirod's effective settings (secrets are redacted)."),
+    "extensions": (
+        "extensions",
+        "List the loaded extensions: version, priority, failure policy and options.",
+    ),
     "keys": ("keys", "Manage the API keys of kirod's public API."),
     "logs": (
         "trace",

@@ -28,6 +28,7 @@ from aiohttp import web
 from kirod import __version__, log
 from kirod.accounts.alerts import Alerts
 from kirod.accounts.apikeys import ApiKeys
+from kirod.accounts.extensions import load_extensions
 from kirod.accounts.layer import build_account_layer
 from kirod.accounts.logins import Logins
 from kirod.accounts.registry import AccountRegistry
@@ -265,6 +266,10 @@ async def run(
                     hint="raise the hard open-files limit (LimitNOFILE=, ulimit -Hn)",
                 )
             ensure_private_dir(settings.state_dir, fix="set state_dir to another directory")
+            extensions = load_extensions(settings.extensions)  # a bad table stops the start
+            if extensions:
+                names = ",".join(item.name for item in extensions.loaded)
+                log.event(logger, "extensions_loaded", names=names)
             lock = InstanceLock(settings.state.lock, _stop_command(service_env))
             notifier.status("waiting for the instance lock")
             if not await _acquire_lock(lock, settings.lock_timeout_s, stop):
@@ -318,6 +323,7 @@ async def run(
                 background,
                 affinity_secret=derive(install_key, "account-affinity"),
                 authorize=gate.authorize_model,
+                extensions=extensions,
             )
             stack.push_async_callback(layer.close)  # after the drain, before the store
             models, dispatcher = layer.models, layer.dispatcher
@@ -354,6 +360,7 @@ async def run(
                 ),
                 console_link=link(sessions, settings, port) if sessions else None,
                 alerts=alerts,
+                extensions=extensions,
             )
             control_runner = web.AppRunner(
                 build_control_app(control),

@@ -41,6 +41,7 @@ _METAVARS = {
     Kind.URL: "URL",
     Kind.MAP: "ID=MODEL,...",
     Kind.WEBHOOKS: "JSON",
+    Kind.EXTENSIONS: "JSON",
 }
 
 

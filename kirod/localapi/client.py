@@ -22,6 +22,7 @@ from kirod.localapi.schema import (
     Config,
     ConsoleLink,
     CreatedKey,
+    ExtensionList,
     Imported,
     Login,
     LogLines,
@@ -211,6 +212,9 @@ class LocalClient:
     def alerts_test(self) -> AlertTest:
         """Send one test alert to every webhook; waits up to their timeout (5 s)."""
         return AlertTest.from_json(self.request("POST", "/alerts/test"))
+
+    def extensions(self) -> ExtensionList:
+        return ExtensionList.from_json(self.request("GET", "/extensions"))
 
     def accounts(self) -> list[Account]:
         return [Account.from_json(item) for item in self.request("GET", "/accounts")["accounts"]]

@@ -11,6 +11,7 @@ from aiohttp import web
 
 from kirod.accounts.alerts import Alerts
 from kirod.accounts.apikeys import ApiKeys
+from kirod.accounts.extensions import NONE, Extensions
 from kirod.accounts.logins import Logins
 from kirod.accounts.models import ModelDirectory
 from kirod.accounts.registry import AccountRegistry
@@ -39,6 +40,7 @@ class Control:
     console_link: Callable[[], ConsoleLink] | None = None
     # Webhooks and desktop notifications; None where nothing sends them (an embedding).
     alerts: Alerts | None = None
+    extensions: Extensions = NONE
 
     async def status(self) -> Status:
         """The daemon, its accounts' health, the maintenance loop and pacing."""

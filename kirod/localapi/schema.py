@@ -710,6 +710,7 @@ class TraceRequest:
     continuations: int  # of those, the ones kirod continued the turn after
     dropped: tuple[str, ...]
     attempts: tuple[TraceAttempt, ...]
+    extensions: tuple[str, ...] = ()  # the extensions whose on_request changed the request
 
     @property
     def recovered(self) -> bool:
@@ -720,10 +721,11 @@ class TraceRequest:
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> TraceRequest:
-        names = {item.name for item in fields(cls)} - {"attempts", "dropped"}
+        names = {item.name for item in fields(cls)} - {"attempts", "dropped", "extensions"}
         return cls(
             **{key: value for key, value in data.items() if key in names},
             dropped=tuple(data.get("dropped", ())),
+            extensions=tuple(data.get("extensions", ())),
             attempts=tuple(TraceAttempt.from_json(item) for item in data["attempts"]),
         )
 
@@ -915,3 +917,45 @@ class AlertTest:
             webhooks=tuple(AlertDelivery.from_json(item) for item in data["webhooks"]),
             desktop=None if desktop is None else str(desktop),
         )
+
+
+@dataclass(frozen=True)
+class ExtensionInfo:
+    """One loaded extension; options its schema marks secret show as `<redacted>`."""
+
+    name: str  # its entry-point name, as in [extensions.NAME]
+    version: str  # its distribution's version
+    priority: int  # lower runs first
+    on_failure: str  # "fail" or "skip"
+    timeout_s: float  # the bound of each hook call
+    hooks: tuple[str, ...]  # the hooks it implements
+    options: dict[str, Any] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        return {**asdict(self), "hooks": list(self.hooks)}
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> ExtensionInfo:
+        return cls(
+            name=str(data["name"]),
+            version=str(data["version"]),
+            priority=int(data["priority"]),
+            on_failure=str(data["on_failure"]),
+            timeout_s=float(data["timeout_s"]),
+            hooks=tuple(data.get("hooks", ())),
+            options=dict(data.get("options", {})),
+        )
+
+
+@dataclass(frozen=True)
+class ExtensionList:
+    """GET /extensions: the loaded extensions, in the order their hooks run."""
+
+    extensions: tuple[ExtensionInfo, ...]
+
+    def to_json(self) -> dict[str, Any]:
+        return {"extensions": [item.to_json() for item in self.extensions]}
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> ExtensionList:
+        return cls(tuple(ExtensionInfo.from_json(item) for item in data["extensions"]))

@@ -18,7 +18,7 @@ from kirod import log
 from kirod.errors import ControlError, InvalidControlRequest
 from kirod.localapi import accounts, keys, models
 from kirod.localapi.control import CONTROL, Control
-from kirod.localapi.schema import PREFIX, AlertTest, error_body
+from kirod.localapi.schema import PREFIX, AlertTest, ExtensionList, error_body
 
 logger = logging.getLogger("kirod.localapi")
 
@@ -155,6 +155,12 @@ async def shutdown(request: web.Request) -> web.Response:
     return web.json_response({"stopping": True}, status=202)
 
 
+async def extensions(request: web.Request) -> web.Response:
+    """The loaded extensions in hook order, secret options redacted (`kiroctl extensions`)."""
+    answer = ExtensionList(request.app[CONTROL].extensions.report())
+    return web.json_response(answer.to_json())
+
+
 ROUTES: tuple[tuple[str, str, Handler], ...] = (
     ("GET", "/status", status),
     ("GET", "/config", config),
@@ -167,6 +173,7 @@ ROUTES: tuple[tuple[str, str, Handler], ...] = (
     ("POST", "/shutdown", shutdown),
     ("POST", "/console", console),
     ("POST", "/alerts/test", alerts_test),
+    ("GET", "/extensions", extensions),
     ("GET", "/accounts", accounts.list_accounts),
     ("POST", "/accounts/import", accounts.import_accounts),
     ("GET", "/accounts/{account_id}", accounts.get_account),

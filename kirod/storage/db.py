@@ -130,6 +130,10 @@ MIGRATIONS: tuple[str, ...] = (
     """
     ALTER TABLE accounts ADD COLUMN proxy_url TEXT;
     """,
+    # 8: the extensions whose on_request changed a request, comma-separated in hook order.
+    """
+    ALTER TABLE oplog ADD COLUMN extensions TEXT NOT NULL DEFAULT '';
+    """,
 )
 
 _SIBLINGS = ("", "-wal", "-shm", "-journal")

@@ -48,8 +48,8 @@ UNKNOWN_MODEL = "(unknown)"
 _INSERT = (
     "INSERT INTO oplog (at, request_id, key_id, protocol, model, stream, account_id, attempts,"
     " stop_reason, input_tokens, output_tokens, credits, ttfb_ms, total_ms, status, error,"
-    " dropped, truncations, continuations)"
-    " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+    " dropped, truncations, continuations, extensions)"
+    " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
 )
 
 
@@ -121,6 +121,7 @@ class OpEntry:
     dropped: tuple[str, ...]  # request parameters Kiro cannot honour, dropped
     truncations: int = 0  # tool calls Kiro cut off (never handed out)
     continuations: int = 0  # of those, the ones kirod continued the turn after
+    extensions: tuple[str, ...] = ()  # the extensions that changed the request, in order
 
     @property
     def succeeded(self) -> bool:
@@ -381,6 +382,7 @@ def _row(entry: OpEntry) -> tuple[Any, ...]:
         ",".join(entry.dropped),
         entry.truncations,
         entry.continuations,
+        ",".join(entry.extensions),
     )
 
 
@@ -405,6 +407,7 @@ def _entry(row: Any) -> OpEntry:
         dropped=tuple(part for part in row["dropped"].split(",") if part),
         truncations=row["truncations"],
         continuations=row["continuations"],
+        extensions=tuple(part for part in row["extensions"].split(",") if part),
     )
 
 
@@ -454,6 +457,7 @@ def _traced(row_id: int, entry: OpEntry) -> TraceRequest:
         truncations=entry.truncations,
         continuations=entry.continuations,
         dropped=entry.dropped,
+        extensions=entry.extensions,
         attempts=tuple(attempts),
     )
 

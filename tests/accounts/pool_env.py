@@ -10,7 +10,7 @@ import asyncio
 import contextlib
 import time
 import uuid
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -20,6 +20,7 @@ from aiohttp import web
 
 from kirod.accounts.affinity import AffinityMap
 from kirod.accounts.dispatch import Dispatch, Dispatcher, DispatchPolicy
+from kirod.accounts.extensions import NONE, Extensions
 from kirod.accounts.maintenance import Maintenance, RetentionPolicy
 from kirod.accounts.models import CatalogCache, ModelDirectory
 from kirod.accounts.pool import AccountPool
@@ -28,7 +29,7 @@ from kirod.accounts.profiles import ProfileFinder
 from kirod.accounts.strategy import Strategy
 from kirod.accounts.tokens import TokenKeeper
 from kirod.canonical.events import CanonicalEvent
-from kirod.canonical.models import STRICT
+from kirod.canonical.models import STRICT, ModelInfo
 from kirod.canonical.request import (
     CanonicalRequest,
     ClientProtocol,
@@ -211,6 +212,8 @@ async def pool_env(
     fake: FakeKiro | None = None,
     gate: Gate | None = None,
     settings: Mapping[str, Any] | None = None,
+    extensions: Extensions = NONE,
+    authorize: Callable[[str, ModelInfo], None] | None = None,
 ) -> AsyncIterator[Env]:
     """The account layer over a fresh database; a `gate` stands in front of the fake."""
     extra = dict(settings or {})
@@ -259,6 +262,8 @@ async def pool_env(
             finder,
             oplog,
             policy=DispatchPolicy(max_account_attempts=max_attempts, branch_timeout_s=10.0),
+            authorize=authorize,
+            extensions=extensions,
         )
         maintenance = Maintenance(
             pool,

@@ -105,6 +105,8 @@ def request_lines(row: TraceRequest, labels: dict[str, str]) -> list[str]:
         )
     if row.dropped:
         lines.append(f"  → dropped parameters: {', '.join(row.dropped)}")
+    if row.extensions:
+        lines.append(f"  → changed by extensions: {', '.join(row.extensions)}")
     return lines
 
 

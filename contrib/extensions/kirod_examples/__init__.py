@@ -1,0 +1,1 @@
+"""Example kirod extensions; install with `pip install contrib/extensions` beside kirod."""
