@@ -70,7 +70,7 @@ async def stream(request: web.Request) -> web.StreamResponse:
                 await response.write(b": heartbeat\n\n")
                 quiet_since = time.monotonic()
     except ConnectionResetError:
-        pass  # the tab closed; EventSource's reconnect, if any, opens a new stream
+        return response  # the tab closed; EventSource's reconnect, if any, opens a new stream
     finally:
         session.streams -= 1
     return response
