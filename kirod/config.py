@@ -415,6 +415,20 @@ OPTIONS: tuple[Option, ...] = (
         minimum=0,
     ),
     Option(
+        "response_cache_ttl_s",
+        Kind.FLOAT,
+        "How long an answer stays in the opt-in response cache (keys created with cache).",
+        3600.0,
+        minimum=0,
+    ),
+    Option(
+        "response_cache_max_bytes",
+        Kind.INT,
+        "Total size of the response cache; the oldest answers are dropped beyond it.",
+        64 * 1024 * 1024,
+        minimum=0,
+    ),
+    Option(
         "enable_chat_completions",
         Kind.BOOL,
         "Serve the legacy /v1/chat/completions route.",
@@ -564,6 +578,8 @@ class Settings:
     upstream_keep_alive: bool
     responses_retention_s: float
     responses_max_bytes: int
+    response_cache_ttl_s: float
+    response_cache_max_bytes: int
     enable_chat_completions: bool
     proxy_url: str | None = dataclasses.field(repr=False)
     ca_file: Path | None

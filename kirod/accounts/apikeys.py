@@ -25,6 +25,7 @@ def key_view(record: ApiKeyRecord) -> ApiKey:
         last_used_at=record.last_used_at,
         models=record.scope.models,
         rpm=record.scope.rpm,
+        cache=record.scope.cache,
     )
 
 
@@ -38,16 +39,22 @@ class ApiKeys:
         return [key_view(record) for record in await self._store.list()]
 
     async def create(
-        self, name: str, models: tuple[str, ...], rpm: int | None
+        self, name: str, models: tuple[str, ...], rpm: int | None, *, cache: bool = False
     ) -> tuple[ApiKey, str]:
         """The new key and its secret; names are unique."""
         if any(record.name == name for record in await self._store.list()):
             raise ControlConflict("name_taken", f"a key named {name!r} exists; revoke it first")
         secret = generate_key()
-        scope = KeyScope(models=models, rpm=rpm)
+        scope = KeyScope(models=models, rpm=rpm, cache=cache)
         record = await self._store.insert(name, secret, scope)
         await self._reload()
-        log.event(logger, "api_key_created", key=record.id, scoped=bool(scope.models or scope.rpm))
+        log.event(
+            logger,
+            "api_key_created",
+            key=record.id,
+            scoped=bool(scope.models or scope.rpm),
+            cache=cache,
+        )
         return key_view(record), secret
 
     async def revoke(self, key_id: str) -> None:

@@ -24,6 +24,13 @@ and the routing (the key's model scope is checked again on the model it leaves),
 hooks on the committed events before the operation log notes them, `on_error` on an error that
 ends the request before it commits. With none enabled the request and its stream are untouched.
 
+The response cache (`kirod.accounts.cache`) comes after the extensions and before routing, when
+the route asks for it (`cache=True`: the key allows it and the request asked): the redacted
+request is what is hashed, and the key's scope is judged on the resolved model first. A hit is
+yielded at once, leasing no account and running no hook (it replays what the stream hooks made
+of the first answer, so `on_response` is not called again); a miss goes on as any request and
+its answer is recorded once the stream ran to its end.
+
 Leaving the context, however it happens (done, failed, or cancelled because the client went away),
 aborts the upstream response if still open, releases the account's slot and the conversation's
 branch, and writes the request's operation-log row (`kirod.accounts.operation`) through the
@@ -41,6 +48,7 @@ from kirod import log
 from kirod.accounts.affinity import AffinityMap
 from kirod.accounts.attempt import Attempts, Opened, Retry, RouteSettings
 from kirod.accounts.branches import BranchQueue
+from kirod.accounts.cache import Lookup, ResponseCache
 from kirod.accounts.extensions import NONE, Extensions
 from kirod.accounts.models import ModelDirectory
 from kirod.accounts.operation import Operation
@@ -48,7 +56,7 @@ from kirod.accounts.pool import AccountPool
 from kirod.accounts.probes import UsageProbes
 from kirod.accounts.profiles import ProfileFinder
 from kirod.accounts.tokens import TokenKeeper
-from kirod.canonical.events import CanonicalEvent
+from kirod.canonical.events import CanonicalEvent, MessageStart
 from kirod.canonical.models import ModelInfo
 from kirod.canonical.request import CanonicalRequest
 from kirod.canonical.shape import request_shape
@@ -79,9 +87,10 @@ class Dispatch:
     message_id: str
     model: ModelInfo
     model_name: str  # what responses name: the client's own name, or the substitute's public id
-    account_id: str
+    account_id: str | None  # None for an answer from the response cache
     input_tokens: int
     events: AsyncIterator[list[CanonicalEvent]]  # one batch per upstream network chunk
+    cache: str | None = None  # "hit" or "miss" when the cache was asked; the x-kirod-cache header
 
 
 @dataclass(frozen=True)
@@ -118,10 +127,12 @@ class Dispatcher:
         authorize: Callable[[str, ModelInfo], None] | None = None,
         steps: StepsFor | None = None,
         extensions: Extensions = NONE,
+        cache: ResponseCache | None = None,
     ) -> None:
         """`authorize(tenant, model)` raises an `ApiError` when the API key may not use it."""
         self._authorize = authorize
         self._extensions = extensions
+        self._cache = cache
         self._pool = pool
         self._client = client
         self._models = models
@@ -138,8 +149,11 @@ class Dispatcher:
         self._branches = BranchQueue()
 
     @contextlib.asynccontextmanager
-    async def open(self, request: CanonicalRequest, *, tenant: str) -> AsyncIterator[Dispatch]:
-        """Open an upstream exchange for `request` on behalf of API key `tenant`."""
+    async def open(
+        self, request: CanonicalRequest, *, tenant: str, cache: bool = False
+    ) -> AsyncIterator[Dispatch]:
+        """Open an upstream exchange for `request` on behalf of API key `tenant`; with `cache`
+        (the key allows it and the request asked), answer from the response cache if it can."""
         operation = Operation(request, tenant)
         if logger.isEnabledFor(logging.DEBUG):  # counts and flags only: never the content
             log.event(logger, "request_shape", level=logging.DEBUG, **request_shape(request))
@@ -148,6 +162,25 @@ class Dispatcher:
         try:
             if self._extensions:
                 request = await self._extended(request, operation)
+            lookup = await self._looked_up(request, tenant) if cache else None
+            if lookup is not None:
+                operation.cache = "miss" if lookup.events is None else "hit"
+                log.annotate(cache=operation.cache)  # on the request's access-log line
+            if lookup is not None and lookup.events is not None:
+                start = lookup.events[0]
+                assert isinstance(start, MessageStart)  # only such streams are kept
+                committed = True
+                operation.committed()
+                yield Dispatch(
+                    message_id=start.message_id,
+                    model=lookup.model,
+                    model_name=lookup.model_name,
+                    account_id=None,
+                    input_tokens=start.input_tokens,
+                    events=operation.observed(lookup.replay()),
+                    cache="hit",
+                )
+                return
             async with contextlib.AsyncExitStack() as stack:
                 key_hash: str | None = None
                 binding: Binding | None = None
@@ -163,7 +196,9 @@ class Dispatcher:
                         key_hash, opened.lease.account_id, opened.route.conversation_id
                     )
                 route, exchange = opened.route, opened.exchange
-                events = self._events(request, route, exchange, operation)
+                events = self._extensions.events(self._events(request, route, exchange, operation))
+                if lookup is not None and self._cache is not None:
+                    events = self._cache.recorded(lookup, events)
                 committed = True
                 yield Dispatch(
                     message_id=exchange.message_id,
@@ -171,7 +206,8 @@ class Dispatcher:
                     model_name=route.model_name,
                     account_id=opened.lease.account_id,
                     input_tokens=exchange.input_tokens,
-                    events=operation.observed(self._extensions.events(events)),
+                    events=operation.observed(events),
+                    cache=None if lookup is None else "miss",
                 )
         except BaseException as exc:
             failure = exc
@@ -182,6 +218,20 @@ class Dispatcher:
             if operation.credits and operation.account_id:
                 self._pool.spent(operation.account_id, operation.credits)
             self._oplog.append(operation.entry(failure))
+
+    async def _looked_up(self, request: CanonicalRequest, tenant: str) -> Lookup | None:
+        """The cache's answer to `request`, None when it may not answer it: judged after
+        `on_request` and on the resolved model, within the key's scope."""
+        if self._cache is None:
+            return None
+        routing = self._models.route(request.model, await self._pool.current())
+        resolution = routing.resolution
+        if resolution is None:  # only a catalog not read yet may know the name
+            return None
+        if self._authorize is not None:
+            self._authorize(tenant, resolution.info)
+        name = request.model if resolution.via == "exact" else resolution.info.public_id
+        return await self._cache.lookup(request, tenant, resolution.info, name)
 
     async def _extended(self, request: CanonicalRequest, operation: Operation) -> CanonicalRequest:
         """`request` as the extensions' `on_request` leave it, noted in the operation log.

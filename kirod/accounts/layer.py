@@ -6,6 +6,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from kirod.accounts.affinity import AffinityMap
+from kirod.accounts.cache import ResponseCache
 from kirod.accounts.dispatch import Dispatcher, DispatchPolicy, StepsFor
 from kirod.accounts.extensions import NONE, Extensions
 from kirod.accounts.maintenance import Maintenance, RetentionPolicy
@@ -20,6 +21,7 @@ from kirod.canonical.request import CanonicalRequest
 from kirod.config import Settings
 from kirod.storage.accounts import AccountStore
 from kirod.storage.affinity import AffinityStore
+from kirod.storage.cache import CacheStore
 from kirod.storage.db import Database
 from kirod.storage.oplog import OpLog
 from kirod.tasks import TaskOwner
@@ -39,11 +41,13 @@ class AccountLayer:
     maintenance: Maintenance
     oplog: OpLog
     affinity: AffinityMap
+    cache: ResponseCache
 
     async def close(self) -> None:
         """Write what the layer holds behind the request; after the drain, before the store."""
         await self.oplog.close()
         await self.affinity.close()
+        await self.cache.close()
 
 
 def turn_steps(settings: Settings, client: KiroClient) -> StepsFor:
@@ -95,6 +99,11 @@ def build_account_layer(
     probes = UsageProbes(pool, client, keeper, tasks)
     finder = ProfileFinder(accounts, client, keeper)
     oplog = OpLog(db)
+    cache = ResponseCache(
+        CacheStore(
+            db, ttl_s=settings.response_cache_ttl_s, max_bytes=settings.response_cache_max_bytes
+        )
+    )
     dispatcher = Dispatcher(
         pool,
         client,
@@ -114,6 +123,7 @@ def build_account_layer(
         authorize=authorize,
         steps=turn_steps(settings, client),
         extensions=extensions,
+        cache=cache,
     )
     maintenance = Maintenance(
         pool,
@@ -129,4 +139,4 @@ def build_account_layer(
         refresh_window_s=settings.refresh_window_s,
         retention=RetentionPolicy(settings.oplog_retention_s, settings.oplog_max_rows),
     )
-    return AccountLayer(pool, keeper, models, dispatcher, maintenance, oplog, affinity)
+    return AccountLayer(pool, keeper, models, dispatcher, maintenance, oplog, affinity, cache)

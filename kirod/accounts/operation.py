@@ -43,6 +43,7 @@ class Operation:
         self.account_id: str | None = None
         self.dropped: tuple[str, ...] = ()
         self.extensions: tuple[str, ...] = ()  # those whose on_request changed the request
+        self.cache: str | None = None  # "hit" or "miss" when the response cache was asked
         self.ttfb_ms: float | None = None
         self.stop_reason: str | None = None
         self.input_tokens: int | None = None
@@ -141,6 +142,7 @@ class Operation:
             truncations=sum(cut),
             continuations=sum(cut[:-1]),  # a cut exchange that is not the last was continued
             extensions=self.extensions,
+            cache=self.cache,
         )
 
     def _elapsed_ms(self) -> float:

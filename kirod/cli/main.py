@@ -28,6 +28,7 @@ COMMANDS = {
     "accounts": ("accounts", "Manage the Kiro accounts kirod serves from."),
     "alerts": ("alerts", "Check the alerts kirod sends when an account needs you."),
     "console": ("console", "Open the web console in a browser with a one-time link."),
+    "cache": ("cache", "Show or empty the response cache."),
     "completion": ("completion", "Print the completion script for SHELL (bash, zsh or fish)."),
     "config": ("daemon", "Show kirod's effective settings (secrets are redacted)."),
     "extensions": (

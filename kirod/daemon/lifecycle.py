@@ -361,6 +361,7 @@ async def run(
                 console_link=link(sessions, settings, port) if sessions else None,
                 alerts=alerts,
                 extensions=extensions,
+                cache=layer.cache,
             )
             control_runner = web.AppRunner(
                 build_control_app(control),

@@ -2,7 +2,10 @@
 
 A stored key may be limited to model patterns and to a request rate. The rate is enforced when the
 request arrives; the model only once the dispatcher has resolved the client's name to a catalog
-entry, so an alias can never reach a model outside the key's patterns.
+entry, so an alias can never reach a model outside the key's patterns. The response cache is
+decided later than the rate (after the body and the extensions), so a hit's admission is
+taken back (`refund`): hits never use up a key's window, though a key already at its limit is
+refused before its body is read.
 """
 
 from __future__ import annotations
@@ -116,6 +119,15 @@ class KeyGate:
         if self._store is not None and not key_id.startswith("config-"):
             await self._store.touch(key_id)
         return key_id
+
+    def caches(self, key_id: str) -> bool:
+        """Whether the key may be answered from the response cache (configured keys never)."""
+        scope = self._scopes.get(key_id)
+        return scope is not None and scope.cache
+
+    def refund(self, key_id: str) -> None:
+        """Take back the request's rpm admission: an answer from the cache is not counted."""
+        self._rates.refund(key_id)
 
     def allows(self, key_id: str, model: ModelInfo) -> bool:
         """Whether the key's patterns admit the resolved model (either of its ids)."""

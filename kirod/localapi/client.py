@@ -19,6 +19,7 @@ from kirod.localapi.schema import (
     Account,
     AlertTest,
     ApiKey,
+    CacheStats,
     Config,
     ConsoleLink,
     CreatedKey,
@@ -300,13 +301,28 @@ class LocalClient:
         return [ApiKey.from_json(item) for item in self.request("GET", "/keys")["keys"]]
 
     def create_key(
-        self, name: str, *, models: list[str] | tuple[str, ...] = (), rpm: int | None = None
+        self,
+        name: str,
+        *,
+        models: list[str] | tuple[str, ...] = (),
+        rpm: int | None = None,
+        cache: bool = False,
     ) -> CreatedKey:
-        """A key for the model patterns `models` (empty: any) and `rpm` requests a minute."""
+        """A key for the model patterns `models` (empty: any) and `rpm` requests a minute;
+        `cache`: its requests may ask for cached answers."""
         body: dict[str, Any] = {"name": name, "models": list(models)}
         if rpm is not None:
             body["rpm"] = rpm
+        if cache:
+            body["cache"] = True
         return CreatedKey.from_json(self.request("POST", "/keys", body))
+
+    def cache_stats(self) -> CacheStats:
+        return CacheStats.from_json(self.request("GET", "/cache"))
+
+    def clear_cache(self) -> int:
+        """Empty the response cache; the number of answers dropped."""
+        return int(self.request("DELETE", "/cache")["cleared"])
 
     def revoke_key(self, key_id: str) -> None:
         self.request("DELETE", f"/keys/{key_id}")

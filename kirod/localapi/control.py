@@ -11,6 +11,7 @@ from aiohttp import web
 
 from kirod.accounts.alerts import Alerts
 from kirod.accounts.apikeys import ApiKeys
+from kirod.accounts.cache import ResponseCache
 from kirod.accounts.extensions import NONE, Extensions
 from kirod.accounts.logins import Logins
 from kirod.accounts.models import ModelDirectory
@@ -41,6 +42,8 @@ class Control:
     # Webhooks and desktop notifications; None where nothing sends them (an embedding).
     alerts: Alerts | None = None
     extensions: Extensions = NONE
+    # The response cache; None where nothing keeps one (an embedding).
+    cache: ResponseCache | None = None
 
     async def status(self) -> Status:
         """The daemon, its accounts' health, the maintenance loop and pacing."""

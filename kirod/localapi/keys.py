@@ -53,10 +53,15 @@ async def list_keys(request: web.Request) -> web.Response:
 
 
 async def create_key(request: web.Request) -> web.Response:
-    """Body: {"name", "models"?: [pattern…], "rpm"?: int}. Answers {"key": ApiKey, "secret"}."""
+    """Body: {"name", "models"?: [pattern…], "rpm"?: int, "cache"?: bool}.
+
+    Answers {"key": ApiKey, "secret"}."""
     body = await json_body(request)
     name, (models, rpm) = _name(body), _scope(body)
-    key, secret = await request.app[CONTROL].keys.create(name, models, rpm)
+    cache = body.get("cache", False)
+    if not isinstance(cache, bool):
+        raise InvalidControlRequest("cache must be true or false")
+    key, secret = await request.app[CONTROL].keys.create(name, models, rpm, cache=cache)
     return web.json_response({"key": key.to_json(), "secret": secret}, status=201)
 
 

@@ -281,6 +281,7 @@ class ApiKey:
     last_used_at: float | None
     models: tuple[str, ...]  # glob patterns; empty: any model
     rpm: int | None  # requests per minute; None: unlimited
+    cache: bool = False  # may ask for cached answers (`x-kirod-cache: use`)
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -295,6 +296,7 @@ class ApiKey:
             last_used_at=data.get("last_used_at"),
             models=tuple(data.get("models") or ()),
             rpm=data.get("rpm"),
+            cache=bool(data.get("cache", False)),
         )
 
 
@@ -711,6 +713,7 @@ class TraceRequest:
     dropped: tuple[str, ...]
     attempts: tuple[TraceAttempt, ...]
     extensions: tuple[str, ...] = ()  # the extensions whose on_request changed the request
+    cache: str | None = None  # "hit" or "miss" when the request asked for the cache
 
     @property
     def recovered(self) -> bool:
@@ -959,3 +962,31 @@ class ExtensionList:
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> ExtensionList:
         return cls(tuple(ExtensionInfo.from_json(item) for item in data["extensions"]))
+
+
+@dataclass(frozen=True)
+class CacheStats:
+    """GET /cache: what the response cache holds, and how it answered since the daemon started."""
+
+    entries: int
+    bytes: int
+    max_bytes: int
+    ttl_s: float
+    oldest_at: float | None  # when the oldest live entry was stored
+    hits: int
+    misses: int
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> CacheStats:
+        return cls(
+            entries=int(data["entries"]),
+            bytes=int(data["bytes"]),
+            max_bytes=int(data["max_bytes"]),
+            ttl_s=float(data["ttl_s"]),
+            oldest_at=data.get("oldest_at"),
+            hits=int(data["hits"]),
+            misses=int(data["misses"]),
+        )

@@ -15,7 +15,8 @@ from collections.abc import Awaitable, Callable
 from aiohttp import web
 
 from kirod import log
-from kirod.errors import ControlError, InvalidControlRequest
+from kirod.accounts.cache import ResponseCache
+from kirod.errors import ControlError, ControlNotFound, InvalidControlRequest
 from kirod.localapi import accounts, keys, models
 from kirod.localapi.control import CONTROL, Control
 from kirod.localapi.schema import PREFIX, AlertTest, ExtensionList, error_body
@@ -161,6 +162,25 @@ async def extensions(request: web.Request) -> web.Response:
     return web.json_response(answer.to_json())
 
 
+def _cache(request: web.Request) -> ResponseCache:
+    cache = request.app[CONTROL].cache
+    if cache is None:
+        raise ControlNotFound("response cache")
+    return cache
+
+
+async def cache_stats(request: web.Request) -> web.Response:
+    """What the response cache holds and how it answered (`kiroctl cache stats`)."""
+    return web.json_response((await _cache(request).stats()).to_json())
+
+
+async def cache_clear(request: web.Request) -> web.Response:
+    """Drop every cached answer (`kiroctl cache clear`)."""
+    cleared = await _cache(request).clear()
+    log.event(logger, "response_cache_cleared", entries=cleared)
+    return web.json_response({"cleared": cleared})
+
+
 ROUTES: tuple[tuple[str, str, Handler], ...] = (
     ("GET", "/status", status),
     ("GET", "/config", config),
@@ -174,6 +194,8 @@ ROUTES: tuple[tuple[str, str, Handler], ...] = (
     ("POST", "/console", console),
     ("POST", "/alerts/test", alerts_test),
     ("GET", "/extensions", extensions),
+    ("GET", "/cache", cache_stats),
+    ("DELETE", "/cache", cache_clear),
     ("GET", "/accounts", accounts.list_accounts),
     ("POST", "/accounts/import", accounts.import_accounts),
     ("GET", "/accounts/{account_id}", accounts.get_account),

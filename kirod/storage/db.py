@@ -134,6 +134,21 @@ MIGRATIONS: tuple[str, ...] = (
     """
     ALTER TABLE oplog ADD COLUMN extensions TEXT NOT NULL DEFAULT '';
     """,
+    # 9: the opt-in response cache: a key's permission, the cached answers, hits in the log.
+    """
+    ALTER TABLE api_keys ADD COLUMN cache INTEGER NOT NULL DEFAULT 0;
+    ALTER TABLE oplog ADD COLUMN cache TEXT;  -- 'hit' or 'miss'; NULL: the cache was not asked
+    CREATE TABLE response_cache (
+        key_id     TEXT NOT NULL,
+        hash       TEXT NOT NULL,
+        created_at REAL NOT NULL,
+        expires_at REAL NOT NULL,
+        bytes      INTEGER NOT NULL,
+        body       TEXT NOT NULL,
+        PRIMARY KEY (key_id, hash)
+    );
+    CREATE INDEX response_cache_by_age ON response_cache (created_at);
+    """,
 )
 
 _SIBLINGS = ("", "-wal", "-shm", "-journal")

@@ -2,7 +2,8 @@
 
 Keys are long random tokens, so a plain (unsalted, fast) hash suffices: nothing can be brute-forced
 from it, and lookups stay a cheap comparison. Only a short prefix is kept for display. A key's
-scope limits the models it may use (glob patterns) and its request rate; the gate enforces both.
+scope limits the models it may use (glob patterns) and its request rate, and says whether it may
+ask for cached answers; the gate enforces all three.
 """
 
 from __future__ import annotations
@@ -33,10 +34,12 @@ def generate_key() -> str:
 
 @dataclass(frozen=True, slots=True)
 class KeyScope:
-    """What a key may do: `models` are glob patterns (empty: any model); `rpm` None: no limit."""
+    """What a key may do: `models` are glob patterns (empty: any model); `rpm` None: no limit;
+    `cache`: whether its requests may be answered from the response cache."""
 
     models: tuple[str, ...] = ()
     rpm: int | None = None
+    cache: bool = False
 
 
 UNRESTRICTED = KeyScope()
@@ -65,7 +68,7 @@ class UsableKey:
 
 def _scope(row: sqlite3.Row) -> KeyScope:
     models = json.loads(row["models"]) if row["models"] else []
-    return KeyScope(models=tuple(str(m) for m in models), rpm=row["rpm"])
+    return KeyScope(models=tuple(str(m) for m in models), rpm=row["rpm"], cache=bool(row["cache"]))
 
 
 def _record(row: sqlite3.Row) -> ApiKeyRecord:
@@ -90,8 +93,8 @@ class KeyStore:
         # Never show more than half of the key, however short it is.
         prefix = key[: min(PREFIX_LENGTH, len(key) // 2)]
         rows = await self._db.execute(
-            "INSERT INTO api_keys (id, name, key_hash, prefix, created_at, models, rpm)"
-            " VALUES (?, ?, ?, ?, ?, ?, ?) RETURNING *",
+            "INSERT INTO api_keys (id, name, key_hash, prefix, created_at, models, rpm, cache)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?, ?) RETURNING *",
             (
                 uuid.uuid4().hex,
                 name,
@@ -100,6 +103,7 @@ class KeyStore:
                 time.time(),
                 json.dumps(list(scope.models)) if scope.models else None,
                 scope.rpm,
+                int(scope.cache),
             ),
         )
         return _record(rows[0])
@@ -107,7 +111,7 @@ class KeyStore:
     async def usable(self) -> list[UsableKey]:
         """Every key that is not revoked, for the request gate to match against."""
         rows = await self._db.read(
-            "SELECT id, key_hash, models, rpm FROM api_keys WHERE revoked_at IS NULL"
+            "SELECT id, key_hash, models, rpm, cache FROM api_keys WHERE revoked_at IS NULL"
         )
         return [UsableKey(row["id"], row["key_hash"], _scope(row)) for row in rows]
 

@@ -48,8 +48,8 @@ UNKNOWN_MODEL = "(unknown)"
 _INSERT = (
     "INSERT INTO oplog (at, request_id, key_id, protocol, model, stream, account_id, attempts,"
     " stop_reason, input_tokens, output_tokens, credits, ttfb_ms, total_ms, status, error,"
-    " dropped, truncations, continuations, extensions)"
-    " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+    " dropped, truncations, continuations, extensions, cache)"
+    " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
 )
 
 
@@ -122,6 +122,7 @@ class OpEntry:
     truncations: int = 0  # tool calls Kiro cut off (never handed out)
     continuations: int = 0  # of those, the ones kirod continued the turn after
     extensions: tuple[str, ...] = ()  # the extensions that changed the request, in order
+    cache: str | None = None  # "hit" (no account, no credits) or "miss" when the cache was asked
 
     @property
     def succeeded(self) -> bool:
@@ -383,6 +384,7 @@ def _row(entry: OpEntry) -> tuple[Any, ...]:
         entry.truncations,
         entry.continuations,
         ",".join(entry.extensions),
+        entry.cache,
     )
 
 
@@ -408,6 +410,7 @@ def _entry(row: Any) -> OpEntry:
         truncations=row["truncations"],
         continuations=row["continuations"],
         extensions=tuple(part for part in row["extensions"].split(",") if part),
+        cache=row["cache"],
     )
 
 
@@ -458,6 +461,7 @@ def _traced(row_id: int, entry: OpEntry) -> TraceRequest:
         continuations=entry.continuations,
         dropped=entry.dropped,
         extensions=entry.extensions,
+        cache=entry.cache,
         attempts=tuple(attempts),
     )
 

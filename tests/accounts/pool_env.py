@@ -19,6 +19,7 @@ import aiohttp
 from aiohttp import web
 
 from kirod.accounts.affinity import AffinityMap
+from kirod.accounts.cache import ResponseCache
 from kirod.accounts.dispatch import Dispatch, Dispatcher, DispatchPolicy
 from kirod.accounts.extensions import NONE, Extensions
 from kirod.accounts.maintenance import Maintenance, RetentionPolicy
@@ -214,6 +215,7 @@ async def pool_env(
     settings: Mapping[str, Any] | None = None,
     extensions: Extensions = NONE,
     authorize: Callable[[str, ModelInfo], None] | None = None,
+    cache: Callable[[Database], ResponseCache] | None = None,
 ) -> AsyncIterator[Env]:
     """The account layer over a fresh database; a `gate` stands in front of the fake."""
     extra = dict(settings or {})
@@ -252,6 +254,9 @@ async def pool_env(
         stack.push_async_callback(oplog.close)
         models = ModelDirectory(store, CatalogCache(client, tasks), keeper, STRICT)
         finder = ProfileFinder(store, client, keeper, clock=clock)
+        responses = cache(db) if cache is not None else None
+        if responses is not None:
+            stack.push_async_callback(responses.close)
         dispatcher = Dispatcher(
             pool,
             client,
@@ -264,6 +269,7 @@ async def pool_env(
             policy=DispatchPolicy(max_account_attempts=max_attempts, branch_timeout_s=10.0),
             authorize=authorize,
             extensions=extensions,
+            cache=responses,
         )
         maintenance = Maintenance(
             pool,

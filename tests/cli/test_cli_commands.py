@@ -271,12 +271,14 @@ def test_keys_create_list_revoke(daemon: DaemonProcess) -> None:
             "claude-sonnet-4-6, claude-opus-*",
             "--rpm",
             "30",
+            "--cache",
             "--json",
         )
     )
     assert created["secret"].startswith("sk-kirod-")
     assert created["key"]["models"] == ["claude-haiku-*", "claude-sonnet-4-6", "claude-opus-*"]
     assert created["key"]["rpm"] == 30
+    assert created["key"]["cache"] is True
 
     plain = kiroctl(daemon, "keys", "create", "dev")
     assert plain.exit_code == 0
@@ -285,7 +287,16 @@ def test_keys_create_list_revoke(daemon: DaemonProcess) -> None:
 
     listed = as_json(kiroctl(daemon, "keys", "list", "--json"))["keys"]
     assert {key["name"] for key in listed} >= {"default", "ci", "dev"}
-    assert set(listed[0]) == {"id", "name", "prefix", "created_at", "last_used_at", "models", "rpm"}
+    assert set(listed[0]) == {
+        "id",
+        "name",
+        "prefix",
+        "created_at",
+        "last_used_at",
+        "models",
+        "rpm",
+        "cache",
+    }
     text = kiroctl(daemon, "keys", "list").stdout
     assert "claude-haiku-*, claude-sonnet-4-6, claude-opus-*" in text
     assert created["secret"] not in text

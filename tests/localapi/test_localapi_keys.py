@@ -64,6 +64,7 @@ def test_a_new_key_is_shown_once_and_works(daemon: DaemonProcess) -> None:
     assert key["name"] == "laptop"
     assert key["models"] == []
     assert key["rpm"] is None
+    assert key["cache"] is False  # only asked for: never by default
     assert secret.startswith(key["prefix"])
     listed = daemon.client.request("GET", "/keys")
     assert key["id"] in {item["id"] for item in listed["keys"]}
@@ -89,6 +90,7 @@ def test_a_new_key_is_shown_once_and_works(daemon: DaemonProcess) -> None:
         {"name": "ok", "rpm": 0},
         {"name": "ok", "rpm": True},
         {"name": "ok", "rpm": 1.5},
+        {"name": "ok", "cache": "yes"},
     ],
 )
 def test_invalid_keys_are_refused(daemon: DaemonProcess, body: dict[str, Any]) -> None:

@@ -31,7 +31,7 @@ def list_(app: App, as_json: bool) -> None:
     if as_json:
         render.print_json({"keys": [key.to_json() for key in listed]})
         return
-    grid = render.Grid("ID", "NAME", "KEY", "MODELS", "RPM", "CREATED", "LAST USED")
+    grid = render.Grid("ID", "NAME", "KEY", "MODELS", "RPM", "CACHE", "CREATED", "LAST USED")
     for key in listed:
         grid.add_row(
             render.short_id(key.id),
@@ -39,6 +39,7 @@ def list_(app: App, as_json: bool) -> None:
             key.prefix + "…",
             ", ".join(key.models) or "any",
             str(key.rpm) if key.rpm else "unlimited",
+            "yes" if key.cache else "no",
             render.date(key.created_at),
             render.ago(key.last_used_at),
         )
@@ -62,11 +63,20 @@ def _patterns(values: tuple[str, ...]) -> list[str]:
 @click.option(
     "--rpm", type=click.IntRange(min=1), help="Allow at most this many requests a minute."
 )
+@click.option(
+    "--cache",
+    is_flag=True,
+    help="Let requests that send 'x-kirod-cache: use' be answered from the response cache.",
+)
 @json_option
 @pass_app
-def create(app: App, name: str, models: tuple[str, ...], rpm: int | None, as_json: bool) -> None:
+def create(
+    app: App, name: str, models: tuple[str, ...], rpm: int | None, cache: bool, as_json: bool
+) -> None:
     """Create a key called NAME; it is shown this once only."""
-    created = app.call(lambda kirod: kirod.create_key(name, models=_patterns(models), rpm=rpm))
+    created = app.call(
+        lambda kirod: kirod.create_key(name, models=_patterns(models), rpm=rpm, cache=cache)
+    )
     if as_json:
         render.print_json(created.to_json())
         return

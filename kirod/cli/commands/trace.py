@@ -85,7 +85,9 @@ def request_lines(row: TraceRequest, labels: dict[str, str]) -> list[str]:
     ]
     lines = [" · ".join(head)]
     lines += [_attempt_line(i, a, labels) for i, a in enumerate(row.attempts, 1)]
-    if not row.attempts:
+    if row.cache == "hit":
+        lines.append("  (answered from the response cache: no account, no credits)")
+    elif not row.attempts:
         lines.append("  (no account was tried)")
     answer = [
         f"first event {_ms(row.ttfb_ms)}",
@@ -107,6 +109,8 @@ def request_lines(row: TraceRequest, labels: dict[str, str]) -> list[str]:
         lines.append(f"  → dropped parameters: {', '.join(row.dropped)}")
     if row.extensions:
         lines.append(f"  → changed by extensions: {', '.join(row.extensions)}")
+    if row.cache == "miss":
+        lines.append("  → response cache: miss")
     return lines
 
 

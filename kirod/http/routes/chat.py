@@ -8,6 +8,7 @@ from aiohttp import web
 
 from kirod.errors import ApiError, ErrorKind
 from kirod.http.body import read_json
+from kirod.http.caching import asks_cache, cache_headers
 from kirod.http.credits import credits_headers
 from kirod.http.decoding import decode_model_first
 from kirod.http.ingress import API_KEY_ID, REQUEST_ID
@@ -35,7 +36,9 @@ async def create_chat_completion(request: web.Request) -> web.StreamResponse:
         services, body, lambda: decode_chat(body, request.headers, request_id=request[REQUEST_ID])
     )
     completion_id = "chatcmpl-" + secrets.token_hex(12)
-    async with services.dispatcher.open(decoded.request, tenant=request[API_KEY_ID]) as dispatch:
+    async with services.dispatcher.open(
+        decoded.request, tenant=request[API_KEY_ID], cache=asks_cache(request)
+    ) as dispatch:
         model = dispatch.model_name
         if decoded.request.stream:
             encoder = ChatStreamEncoder(
@@ -54,5 +57,8 @@ async def create_chat_completion(request: web.Request) -> web.StreamResponse:
         completion = await collect(dispatch.events)
     return web.json_response(
         chat_completion_json(completion, completion_id=completion_id, model=model),
-        headers=credits_headers(request.headers, completion.usage),
+        headers={
+            **credits_headers(request.headers, completion.usage),
+            **cache_headers(request, dispatch),
+        },
     )

@@ -6,6 +6,7 @@ from aiohttp import web
 
 from kirod.canonical.tokens import estimate_request_tokens
 from kirod.http.body import read_json
+from kirod.http.caching import asks_cache, cache_headers
 from kirod.http.credits import credits_headers
 from kirod.http.decoding import decode_model_first
 from kirod.http.ingress import API_KEY_ID, REQUEST_ID
@@ -33,7 +34,9 @@ async def create_message(request: web.Request) -> web.StreamResponse:
             body, request.headers, request_id=request[REQUEST_ID], signer=services.signer
         ),
     )
-    async with services.dispatcher.open(canonical, tenant=request[API_KEY_ID]) as dispatch:
+    async with services.dispatcher.open(
+        canonical, tenant=request[API_KEY_ID], cache=asks_cache(request)
+    ) as dispatch:
         if canonical.stream:
             encoder = MessagesStreamEncoder(
                 message_id=dispatch.message_id,
@@ -52,7 +55,10 @@ async def create_message(request: web.Request) -> web.StreamResponse:
             model=dispatch.model_name,
             signer=services.signer,
         ),
-        headers=credits_headers(request.headers, completion.usage),
+        headers={
+            **credits_headers(request.headers, completion.usage),
+            **cache_headers(request, dispatch),
+        },
     )
 
 

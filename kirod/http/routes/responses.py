@@ -25,6 +25,7 @@ from kirod.accounts.dispatch import Dispatch
 from kirod.canonical.events import CanonicalEvent, MessageStop, StopReason
 from kirod.errors import ApiError, ErrorKind
 from kirod.http.body import read_json
+from kirod.http.caching import asks_cache, cache_headers
 from kirod.http.credits import credits_headers
 from kirod.http.decoding import decode_model_first
 from kirod.http.ingress import API_KEY_ID, REQUEST_ID
@@ -109,10 +110,10 @@ async def prepare(
 
 @contextlib.asynccontextmanager
 async def _dispatched(
-    services: Services, decoded: DecodedResponses, tenant: str
+    services: Services, decoded: DecodedResponses, tenant: str, *, cache: bool = False
 ) -> AsyncIterator[tuple[DecodedResponses, Dispatch]]:
     """The upstream exchange for `decoded`, whose echo now names the model that serves it."""
-    async with services.dispatcher.open(decoded.request, tenant=tenant) as dispatch:
+    async with services.dispatcher.open(decoded.request, tenant=tenant, cache=cache) as dispatch:
         decoded = dataclasses.replace(
             decoded, echo=dataclasses.replace(decoded.echo, model=dispatch.model_name)
         )
@@ -233,7 +234,9 @@ async def create_response(request: web.Request) -> web.StreamResponse:
         warmed = await warm_turn(services, tenant, decoded, history, fold)
         return web.json_response(warmed.response)
     response_id = new_response_id()
-    async with _dispatched(services, decoded, tenant) as (decoded, dispatch):
+    # A continuation's answer depends on a stored conversation: never from the cache.
+    cache = asks_cache(request) and decoded.previous_response_id is None
+    async with _dispatched(services, decoded, tenant, cache=cache) as (decoded, dispatch):
         completion = await collect(dispatch.events)
     document = response_json(
         completion,
@@ -245,7 +248,13 @@ async def create_response(request: web.Request) -> web.StreamResponse:
         completion, response_id=response_id, echo=decoded.echo, reasoning_box=services.reasoning_box
     )
     await _keep(services, tenant, decoded, document, output, history)
-    return web.json_response(document, headers=credits_headers(request.headers, completion.usage))
+    return web.json_response(
+        document,
+        headers={
+            **credits_headers(request.headers, completion.usage),
+            **cache_headers(request, dispatch),
+        },
+    )
 
 
 async def _stored(request: web.Request) -> StoredResponse:
