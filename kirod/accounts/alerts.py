@@ -145,8 +145,11 @@ class Alerts:
 
     async def __aenter__(self) -> Alerts:
         if self.enabled:
+            # A connection per delivery: alerts are rare, so kirod holds no idle socket to a
+            # webhook host (and a receiver never sees one linger after its answer).
             self._session = aiohttp.ClientSession(
-                timeout=aiohttp.ClientTimeout(total=self._timeout_s)
+                connector=aiohttp.TCPConnector(force_close=True),
+                timeout=aiohttp.ClientTimeout(total=self._timeout_s),
             )
             self._worker = self._tasks.spawn(self._deliver_queued(), name="deliver")
         return self
