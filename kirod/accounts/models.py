@@ -255,6 +255,10 @@ class ModelDirectory:
         self.served(name, resolution)
         return resolution
 
+    def lookup(self, name: str, catalog: ModelCatalog) -> Resolution:
+        """`name` on `catalog` without recording a substitution: nothing is served by it."""
+        return resolve(name, catalog, self.policy)
+
     def served(self, name: str, resolution: Resolution) -> None:
         """`name` is served by `resolution`: a substitution is logged the first time it is made."""
         if resolution.via != "exact":

@@ -2,8 +2,9 @@
 
 A web search inside a turn, a continuation after a truncated answer or a compaction turn each
 send Kiro more than one request, yet the client sees one message: the first part's
-`MessageStart`, every part's blocks numbered on from the blocks before them, one `Usage` that
-adds up the parts, and the last part's `MessageStop`. An `ErrorEvent` ends the whole message.
+`MessageStart`, every part's blocks numbered on from the blocks before them, one `Usage` with
+the last part's prompt counts (each part resends the prompt) and the parts' output, credits and
+searches added up, and the last part's `MessageStop`. An `ErrorEvent` ends the whole message.
 
 `Splice` is sans-IO: `feed` each part's events, call `next_part()` between parts, and take
 `end()` once no part follows; the driver that opens the parts is `kirod.upstream.exchange`.
@@ -79,7 +80,7 @@ class Splice:
                     self._started = True
                     joined.append(event)
             elif isinstance(event, Usage):
-                self._usage = event  # held: only the sum of the parts is told
+                self._usage = event  # held: only the joined usage is told
             elif isinstance(event, MessageStop):
                 self._stop = event  # held: a part may follow
             elif isinstance(event, ErrorEvent):
@@ -120,7 +121,7 @@ class Splice:
         self._hiding, self._hidden, self._shown_tool_use = None, 0, False
 
     def end(self) -> list[CanonicalEvent]:
-        """The joined message's end: the added-up usage and the last part's stop."""
+        """The joined message's end: the joined usage and the last part's stop."""
         stop = self._stop or MessageStop(StopReason.END_TURN)
         if stop.stop_reason is StopReason.TOOL_USE and not self._shown_tool_use:
             stop = MessageStop(StopReason.END_TURN)  # it stopped for a call the client never saw
@@ -141,11 +142,14 @@ class Splice:
         if self._banked.credits is not None or part.credits is not None:
             credits = (self._banked.credits or 0.0) + (part.credits or 0.0)
         banked = self._banked
+        # Each part sends the whole prompt again, so the input side is the latest part's, not a
+        # sum; a part with no prompt count (a shown search's `Usage(0, 0)`) keeps the one before.
+        prompt = part if part.input_tokens else banked
         return Usage(
-            banked.input_tokens + part.input_tokens,
+            prompt.input_tokens,
             banked.output_tokens + part.output_tokens,
             credits,
-            banked.cache_read_tokens + part.cache_read_tokens,
-            banked.cache_write_tokens + part.cache_write_tokens,
+            prompt.cache_read_tokens,
+            prompt.cache_write_tokens,
             banked.web_search_requests + part.web_search_requests,
         )

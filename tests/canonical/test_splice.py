@@ -45,7 +45,7 @@ def tool(index: int, call_id: str) -> list[CanonicalEvent]:
     ]
 
 
-def test_parts_join_into_one_message_numbered_on_with_usage_added_up() -> None:
+def test_parts_join_into_one_message_numbered_on_with_the_prompt_counted_once() -> None:
     splice = Splice()
     first = part("a", [text(0, "looking"), tool(1, "t1")], Usage(10, 5, 0.5), StopReason.TOOL_USE)
     second = part("b", [text(0, "found it")], Usage(30, 7, 0.25), StopReason.END_TURN)
@@ -60,7 +60,7 @@ def test_parts_join_into_one_message_numbered_on_with_usage_added_up() -> None:
         ToolUseBlock("t1", "lookup", {"q": 1}),
         TextBlock("found it"),
     )
-    assert message.usage == Usage(40, 12, 0.75)
+    assert message.usage == Usage(30, 12, 0.75)  # each part resent the prompt: the last tells it
     assert message.stop_reason is StopReason.END_TURN
     assert [e.index for e in joined if isinstance(e, BlockStart)] == [0, 1, 2]
 
@@ -76,7 +76,7 @@ def test_credits_stay_unknown_when_no_part_knows_them() -> None:
     splice.feed(part("a", [], Usage(1, 1), StopReason.END_TURN))
     splice.next_part()
     splice.feed(part("b", [], Usage(2, 2), StopReason.MAX_TOKENS))
-    assert splice.end() == [Usage(3, 3, None), MessageStop(StopReason.MAX_TOKENS)]
+    assert splice.end() == [Usage(2, 3, None), MessageStop(StopReason.MAX_TOKENS)]
 
 
 def test_an_error_in_a_later_part_reaches_the_client() -> None:
@@ -113,7 +113,7 @@ def test_hidden_tool_calls_are_left_out_and_the_blocks_after_them_numbered_on() 
         "TextBlock",
     ]
     assert not any(isinstance(e, ToolInputDelta) for e in joined)
-    assert message.usage == Usage(40, 12, web_search_requests=1)
+    assert message.usage == Usage(30, 12, web_search_requests=1)
 
 
 def test_a_message_ending_on_a_hidden_call_does_not_say_tool_use() -> None:
@@ -131,3 +131,17 @@ def test_a_part_that_failed_inside_a_block_has_it_closed() -> None:
     assert splice.close_open_block() == [BlockStop(0)]
     assert splice.close_open_block() == []
     assert len(joined) == 3
+
+
+def test_cache_counts_are_the_last_parts_and_a_shown_search_keeps_them() -> None:
+    splice = Splice()
+    splice.feed(
+        part("a", [], Usage(10, 5, cache_read_tokens=4, cache_write_tokens=2), StopReason.TOOL_USE)
+    )
+    splice.next_part()
+    splice.feed([Usage(0, 0, web_search_requests=1)])  # a shown search: no prompt of its own
+    splice.next_part()
+    assert splice.end()[0] == Usage(10, 5, None, 4, 2, 1)
+    splice.next_part()
+    splice.feed(part("b", [], Usage(12, 3, cache_read_tokens=10), StopReason.END_TURN))
+    assert splice.end()[0] == Usage(12, 8, None, 10, 0, 1)

@@ -111,10 +111,23 @@ def test_hello(
 # -- tools --------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("model", [DEFAULT, MODEL], ids=["default", MODEL])
-def test_read_tool_round_trip(claude: ClaudeCode, service: FakeKiro, model: str | None) -> None:
+@pytest.mark.parametrize(
+    ("model", "family"),
+    [
+        pytest.param(DEFAULT, "opus", id="default"),
+        pytest.param("sonnet", "sonnet", id="sonnet"),
+        pytest.param("opus", "opus", id="opus"),
+        pytest.param("haiku", "haiku", id="haiku"),
+        pytest.param(MODEL, "sonnet", id=MODEL),
+        pytest.param("claude-sonnet-4.6", "sonnet", id="claude-sonnet-4.6"),
+    ],
+)
+def test_read_tool_round_trip(
+    claude: ClaudeCode, service: FakeKiro, model: str | None, family: str
+) -> None:
     """The model asks for Read; Claude Code reads the file and sends its content back as a
-    tool result; the model's final answer is the run's result."""
+    tool result; the model's final answer is the run's result. Both turns reach Kiro as the
+    model asked for."""
     note = claude.workdir / "notes.txt"
     canary = "The canary sings at 04:51 in room 7."
     note.write_text(canary + "\n")
@@ -129,6 +142,10 @@ def test_read_tool_round_trip(claude: ClaudeCode, service: FakeKiro, model: str 
     assert result["result"] == "The note is about a canary."
     assert result["num_turns"] == 2
     first, second = chats(service)
+    expected = (
+        "claude-sonnet-4.6" if model in (MODEL, "claude-sonnet-4.6") else newest(service, family)
+    )
+    assert upstream_models(service) == [expected, expected]
     tools = {
         tool["toolSpecification"]["name"]
         for tool in current_message(first)["userInputMessageContext"]["tools"]

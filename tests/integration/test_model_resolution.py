@@ -163,6 +163,27 @@ def test_a_substitution_is_logged_once_and_listed_by_kiroctl_models(
     )
 
 
+def test_a_model_lookup_records_no_substitution(daemon: DaemonProcess, service: FakeKiro) -> None:
+    """`GET /v1/models/opus` serves nothing, so only the request that is served logs it."""
+
+    def logged() -> list[str]:
+        return [
+            line
+            for line in daemon.log().splitlines()
+            if "model_substituted" in line and "requested=opus " in line + " "
+        ]
+
+    assert logged() == []
+    looked_up = call(daemon, "GET", "/v1/models/opus")
+    assert looked_up.status_code == 200
+    assert json.loads(looked_up.text)["kiro_id"] == "claude-opus-4.8"
+    assert logged() == []
+    service.enqueue(Reply(text="ok"))
+    body = {"model": "opus", "max_tokens": 50, "messages": [{"role": "user", "content": "x"}]}
+    assert post(daemon, body).status_code == 200
+    assert len(logged()) == 1, logged()
+
+
 @pytest.mark.parametrize(
     ("model", "served"),
     [

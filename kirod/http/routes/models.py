@@ -80,7 +80,7 @@ async def list_models(request: web.Request) -> web.Response:
 async def get_model(request: web.Request) -> web.Response:
     services = request.app[SERVICES]
     catalog = await _catalog(request)
-    info = services.models.resolve(request.match_info["model_id"], catalog).info
+    info = services.models.lookup(request.match_info["model_id"], catalog).info
     if not services.gate.allows(request[API_KEY_ID], info):
         raise ApiError(
             ErrorKind.NOT_FOUND,
