@@ -149,11 +149,59 @@ def test_compact_endpoint_returns_user_messages_and_one_compaction(
     prompt = body["input"][-1]["content"][0]["text"]
     assert answer["output"][-2]["content"][0]["text"] == prompt
     assert "SUMMARY v1" not in json.dumps(answer)  # sealed, not readable
+    summarised = last_state(service)["currentMessage"]["userInputMessage"]
+    assert "tools" not in summarised.get("userInputMessageContext", {})
+
+    # Codex replaces its history with the answer's items and goes on from there.
+    service.enqueue(Reply(text="Continuing."))
+    follow = captured_body()
+    follow["input"] = [follow["input"][0], *answer["output"], {"role": "user", "content": "go on"}]
+    stream_events(gpt, follow)
+    sent = json.dumps(last_state(service))
+    assert "SUMMARY v1" in sent
+    assert last_state(service)["currentMessage"]["userInputMessage"]["content"].endswith("go on")
 
 
-def test_a_foreign_compaction_blob_is_a_400_naming_the_item(gpt: openai.OpenAI) -> None:
+def sealed_compaction(gpt: openai.OpenAI, service: FakeKiro) -> dict[str, Any]:
+    """A compaction item kirod sealed, from the v1 endpoint."""
     body = captured_body()
-    body["input"].insert(1, {"type": "compaction", "encrypted_content": "gAAAAABopenai-blob"})
+    body.pop("stream")
+    service.enqueue(Reply(text="SUMMARY to tamper with"))
+    answer = gpt.post("/responses/compact", body=body, cast_to=object)
+    assert isinstance(answer, dict)
+    item: dict[str, Any] = answer["output"][-1]
+    return item
+
+
+def tampered(item: dict[str, Any]) -> dict[str, Any]:
+    blob = item["encrypted_content"]
+    middle = len(blob) // 2
+    flipped = "A" if blob[middle] != "A" else "B"
+    return {**item, "encrypted_content": blob[:middle] + flipped + blob[middle + 1 :]}
+
+
+@pytest.mark.parametrize("kind", ["foreign", "tampered", "reasoning"])
+def test_a_compaction_blob_kirod_did_not_seal_as_one_is_a_400_naming_the_item(
+    gpt: openai.OpenAI, service: FakeKiro, kind: str
+) -> None:
+    if kind == "foreign":
+        item = {"type": "compaction", "encrypted_content": "gAAAAABopenai-blob"}
+    elif kind == "tampered":
+        item = tampered(sealed_compaction(gpt, service))
+    else:  # a reasoning item's sealed content offered as a compaction's
+        service.enqueue(Reply(text="Done.", thinking="weighing it"))
+        answer = gpt.responses.create(
+            model="claude-opus-4-7",
+            input="think",
+            reasoning={"effort": "high"},
+            include=["reasoning.encrypted_content"],
+            store=False,
+        )
+        reasoning = next(out for out in answer.output if out.type == "reasoning")
+        assert reasoning.encrypted_content
+        item = {"type": "compaction", "encrypted_content": reasoning.encrypted_content}
+    body = captured_body()
+    body["input"].insert(1, item)
     with pytest.raises(openai.BadRequestError) as caught:
         gpt.post("/responses", body=body, cast_to=object)
     assert caught.value.param == "input[1].encrypted_content"  # type: ignore[attr-defined]
@@ -314,3 +362,32 @@ def test_a_shell_tool_in_a_hosted_container_is_a_hosted_tool(gpt: openai.OpenAI)
             tools=[{"type": "shell", "environment": {"type": "container_auto"}}],
         )
     assert "Kiro runs no hosted tools" in caught.value.message
+
+
+def test_compact_summarises_the_turns_previous_response_id_names(
+    gpt: openai.OpenAI, service: FakeKiro
+) -> None:
+    service.enqueue(Reply(text="Stored answer about the lighthouse."))
+    stored = gpt.responses.create(
+        model="claude-sonnet-4-6", input="Tell me about the lighthouse.", store=True
+    )
+    service.enqueue(Reply(text="SUMMARY with history"))
+    answer = gpt.post(
+        "/responses/compact",
+        body={"model": "claude-sonnet-4-6", "previous_response_id": stored.id, "input": "and now?"},
+        cast_to=object,
+    )
+    assert isinstance(answer, dict)
+    summarised = json.dumps(last_state(service))
+    assert "Stored answer about the lighthouse." in summarised
+    retained = json.dumps(answer["output"][:-1])
+    assert "Tell me about the lighthouse." in retained
+    assert "and now?" in retained
+
+    with pytest.raises(openai.BadRequestError) as caught:
+        gpt.post(
+            "/responses/compact",
+            body={"model": "claude-sonnet-4-6", "previous_response_id": "resp_nope", "input": "x"},
+            cast_to=object,
+        )
+    assert caught.value.param == "previous_response_id"  # type: ignore[attr-defined]

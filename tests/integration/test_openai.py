@@ -196,10 +196,15 @@ def test_previous_response_id_continues_the_conversation(
     assert error.value.code == "previous_response_not_found"
 
 
-def test_native_reasoning_round_trips_encrypted(gpt: openai.OpenAI, service: FakeKiro) -> None:
+@pytest.mark.parametrize("model", ["claude-opus-4-7", "gpt-5.6-sol"])
+def test_native_reasoning_round_trips_encrypted(
+    gpt: openai.OpenAI, service: FakeKiro, model: str
+) -> None:
+    """Kiro's opus answers reasoning as text, gpt-5.6 as opaque `redactedContent`; both come back
+    sealed and go upstream again as Kiro sent them."""
     service.enqueue(Reply(thinking="Deep thought about files.", text="Answer one."))
     first = gpt.responses.create(
-        model="claude-opus-4-7",
+        model=model,
         input="think",
         store=False,
         reasoning={"effort": "high", "summary": "auto"},
@@ -222,7 +227,7 @@ def test_native_reasoning_round_trips_encrypted(gpt: openai.OpenAI, service: Fak
         {"role": "user", "content": "again"},
     ]
     second = gpt.responses.create(
-        model="claude-opus-4-7",
+        model=model,
         input=replay,
         store=False,
         reasoning={"effort": "high"},
@@ -230,11 +235,14 @@ def test_native_reasoning_round_trips_encrypted(gpt: openai.OpenAI, service: Fak
     )
     assert second.output_text == "Answer two."
     assistant = last_state(service)["history"][-1]["assistantResponseMessage"]
-    assert assistant["reasoningContent"]["reasoningText"]["text"] == "Deep thought about files."
+    if model.startswith("gpt-"):
+        assert assistant["reasoningContent"]["redactedContent"]
+    else:
+        assert assistant["reasoningContent"]["reasoningText"]["text"] == "Deep thought about files."
 
     service.enqueue(Reply(text="Answer three."))
     replay[1] = {**replay[1], "encrypted_content": sealed[:-8] + "AAAAAAAA"}
-    gpt.responses.create(model="claude-opus-4-7", input=replay, store=False)
+    gpt.responses.create(model=model, input=replay, store=False)
     assert "reasoningContent" not in json.dumps(last_state(service)["history"])
 
 

@@ -2,7 +2,8 @@
 
 The body is a Responses request; the answer is `{"output": [items]}`: the newest user messages
 verbatim, then exactly one `compaction` item sealing the summary of the whole conversation (see
-`protocols/responses/compaction.py`). Codex replaces its history with these items.
+`protocols/responses/compaction.py`), `previous_response_id`'s stored turns included. Codex
+replaces its history with these items.
 """
 
 from __future__ import annotations
@@ -13,11 +14,11 @@ import time
 from aiohttp import web
 
 from kirod.http.body import read_json
-from kirod.http.decoding import decode_model_first
 from kirod.http.ingress import API_KEY_ID, REQUEST_ID
+from kirod.http.routes.responses import prepare
 from kirod.http.services import SERVICES
 from kirod.http.streaming import collect
-from kirod.protocols.responses import decode_responses, response_items
+from kirod.protocols.responses import response_items
 from kirod.protocols.responses.compaction import retained_user_messages
 from kirod.protocols.responses.encode import usage_json
 
@@ -31,16 +32,13 @@ async def compact_response(request: web.Request) -> web.Response:
     )
     if isinstance(body, dict):
         body = {**body, "stream": False, "store": False}
-    decoded = await decode_model_first(
+    decoded, history = await prepare(
         services,
         body,
-        lambda: decode_responses(
-            body,
-            request.headers,
-            request_id=request[REQUEST_ID],
-            reasoning_box=services.reasoning_box,
-            compact=True,
-        ),
+        request.headers,
+        request_id=request[REQUEST_ID],
+        tenant=request[API_KEY_ID],
+        compact=True,
     )
     response_id = "resp_" + secrets.token_hex(12)
     async with services.dispatcher.open(decoded.request, tenant=request[API_KEY_ID]) as dispatch:
@@ -53,7 +51,7 @@ async def compact_response(request: web.Request) -> web.Response:
             "id": response_id,
             "object": "response.compaction",
             "created_at": int(time.time()),
-            "output": [*retained_user_messages(decoded.input_items), *compacted],
+            "output": [*retained_user_messages([*history, *decoded.input_items]), *compacted],
             "usage": usage_json(completion.usage, ""),
         }
     )

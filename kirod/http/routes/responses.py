@@ -81,9 +81,11 @@ async def prepare(
     request_id: str,
     tenant: str,
     earlier: Earlier | None = None,
+    compact: bool = False,
 ) -> tuple[DecodedResponses, Items]:
-    """Decode a create body, with the conversation of its `previous_response_id` (from
-    `earlier`, else the store) as history; raises the `ApiError` to answer."""
+    """Decode a create (or, with `compact`, a compaction) body, with the conversation of its
+    `previous_response_id` (from `earlier`, else the store) as history; raises the `ApiError` to
+    answer."""
     history: Items = []
     previous = body.get("previous_response_id") if isinstance(body, dict) else None
     if isinstance(previous, str):
@@ -103,6 +105,7 @@ async def prepare(
             request_id=request_id,
             history=history,
             reasoning_box=services.reasoning_box,
+            compact=compact,
         ),
     )
     return decoded, history
