@@ -34,6 +34,7 @@ import shutil
 import sys
 import tempfile
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -505,6 +506,31 @@ def default_output(version: str) -> Path:
 
 def codex_output(version: str, model: str) -> Path:
     return CAPTURES / f"{codex_env.CLIENT}-{version}-{model}.json"
+
+
+@dataclass(frozen=True)
+class Recorded:
+    """One API request of the committed capture of a pinned client: what tests replay."""
+
+    client: str
+    version: str
+    path: str
+    headers: dict[str, str]  # as sent, minus credentials (a test adds its own)
+    body: dict[str, Any]  # a private copy: a test may change it
+
+
+def pinned_request(client: str = CLIENT, model: str | None = None) -> Recorded:
+    """The first model request the pinned `client` sends with default settings (Codex: for
+    `model`). Raises FileNotFoundError when versions.json names a version nobody captured yet:
+    run `python tests/clients/capture.py` for it."""
+    version = install.pin(client).version
+    if client == CLIENT:
+        path = default_output(version)
+    else:
+        path = codex_output(version, model or codex_env.CLAUDE_MODEL)
+    document = json.loads(path.read_text())
+    first = next(r for r in document["requests"] if r["path"].startswith("/v1/"))
+    return Recorded(client, version, first["path"], dict(first["headers"]), first["body"])
 
 
 def main(argv: list[str] | None = None) -> int:

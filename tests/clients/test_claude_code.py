@@ -80,16 +80,24 @@ def new_access_lines(daemon: DaemonProcess, mark: int) -> list[dict[str, str]]:
 # -- models -------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize(
-    ("model", "family"),
-    [
-        pytest.param(DEFAULT, "opus", id="default"),
-        pytest.param("sonnet", "sonnet", id="sonnet"),
-        pytest.param("opus", "opus", id="opus"),
-        pytest.param("haiku", "haiku", id="haiku"),
-        pytest.param(MODEL, "sonnet", id=MODEL),
-    ],
-)
+SPELLINGS = [
+    pytest.param(DEFAULT, "opus", id="default"),
+    pytest.param("sonnet", "sonnet", id="sonnet"),
+    pytest.param("opus", "opus", id="opus"),
+    pytest.param("haiku", "haiku", id="haiku"),
+    pytest.param(MODEL, "sonnet", id=MODEL),
+    pytest.param("claude-sonnet-4.6", "sonnet", id="claude-sonnet-4.6"),
+]
+"""Every way a user names the model (`--model`, or none) and the family that must serve it:
+Claude Code's own default, its aliases, an Anthropic id and a Kiro id."""
+
+
+def served(service: FakeKiro, model: str | None, family: str) -> str:
+    """The Kiro model that must answer `model`: the one it names, else the family's newest."""
+    return "claude-sonnet-4.6" if model in (MODEL, "claude-sonnet-4.6") else newest(service, family)
+
+
+@pytest.mark.parametrize(("model", "family"), SPELLINGS)
 def test_hello(
     claude: ClaudeCode, service: FakeKiro, daemon: DaemonProcess, model: str | None, family: str
 ) -> None:
@@ -100,7 +108,7 @@ def test_hello(
     mark = len(daemon.log())
     result = claude.run("hello", *model_args(model)).succeeded()
     assert result["result"] == answer
-    expected = "claude-sonnet-4.6" if model == MODEL else newest(service, family)
+    expected = served(service, model, family)
     assert upstream_models(service) == [expected]
     assert re.search(r"(?m)^hello$", current_message(chats(service)[0])["content"])
     messages = [line for line in new_access_lines(daemon, mark) if line["path"] == "/v1/messages"]
@@ -111,17 +119,7 @@ def test_hello(
 # -- tools --------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize(
-    ("model", "family"),
-    [
-        pytest.param(DEFAULT, "opus", id="default"),
-        pytest.param("sonnet", "sonnet", id="sonnet"),
-        pytest.param("opus", "opus", id="opus"),
-        pytest.param("haiku", "haiku", id="haiku"),
-        pytest.param(MODEL, "sonnet", id=MODEL),
-        pytest.param("claude-sonnet-4.6", "sonnet", id="claude-sonnet-4.6"),
-    ],
-)
+@pytest.mark.parametrize(("model", "family"), SPELLINGS)
 def test_read_tool_round_trip(
     claude: ClaudeCode, service: FakeKiro, model: str | None, family: str
 ) -> None:
@@ -142,9 +140,7 @@ def test_read_tool_round_trip(
     assert result["result"] == "The note is about a canary."
     assert result["num_turns"] == 2
     first, second = chats(service)
-    expected = (
-        "claude-sonnet-4.6" if model in (MODEL, "claude-sonnet-4.6") else newest(service, family)
-    )
+    expected = served(service, model, family)
     assert upstream_models(service) == [expected, expected]
     tools = {
         tool["toolSpecification"]["name"]

@@ -1,6 +1,6 @@
 """Codex with GPT-5.6 ("code mode"), freeform tools and compaction, end to end.
 
-The request bodies start from a capture of the real Codex 0.171.0 with `model = "gpt-5.6-sol"`
+The request bodies start from the capture of the pinned Codex with `model = "gpt-5.6-sol"`
 (its file name and header say so): tools only in an `additional_tools` input item, the `exec`
 tool a freeform (`custom`) tool with a lark grammar. The daemon is the real one, the upstream the
 fake Kiro; the SDK that reads the answers is the official openai one.
@@ -8,7 +8,6 @@ fake Kiro; the SDK that reads the answers is the official openai one.
 
 from __future__ import annotations
 
-import copy
 import json
 import sys
 from pathlib import Path
@@ -20,18 +19,16 @@ import pytest
 from kirod.testing.fake_kiro import FakeKiro, Reply, ToolCall
 
 sys.path.insert(0, str(Path(__file__).parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "clients"))
+import capture
+from codex_env import CODE_MODE_MODEL
 
-CAPTURE = Path(__file__).resolve().parents[1] / "clients" / "captures"
-CODE_MODE = CAPTURE / "codex-0.171.0-gpt-5.6-sol.json"
 SOURCE = "const r = await tools.exec_command({cmd: 'cat notes.txt'});\ntext(r.output);"
 
 
 def captured_body() -> dict[str, Any]:
-    """Codex 0.171.0's first `/v1/responses` body for gpt-5.6-sol, as captured."""
-    capture = json.loads(CODE_MODE.read_text())
-    first = next(r for r in capture["requests"] if r["path"].startswith("/v1/responses"))
-    body: dict[str, Any] = copy.deepcopy(first["body"])
-    return body
+    """The pinned Codex's first `/v1/responses` body for gpt-5.6-sol, as captured."""
+    return capture.pinned_request("codex", CODE_MODE_MODEL).body
 
 
 def last_state(service: FakeKiro) -> dict[str, Any]:

@@ -1,7 +1,7 @@
 """What Claude Code sends with its own defaults, and the model resolution that serves it.
 
 The request bodies come from a capture of the real Claude Code (the version is in the capture's
-file name and header); the daemon is the real one, the upstream the fake Kiro, whose catalog has
+file name); the daemon is the real one, the upstream the fake Kiro, whose catalog has
 no `claude-opus-5-5` (Claude Code 2.1.332's default) but does have `claude-opus-4.8`.
 """
 
@@ -29,16 +29,15 @@ from kirod.testing.fake_kiro import FakeKiro, Reply, ThreadedFake
 sys.path.insert(0, str(Path(__file__).parent))
 from kiro_env import import_account, start_daemon
 
-CAPTURES = Path(__file__).resolve().parents[1] / "clients" / "captures"
-CLAUDE_CODE_DEFAULT = CAPTURES / "claude-code-2.1.332-default.json"
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "clients"))
+import capture
 
 
 def captured_request() -> tuple[dict[str, str], dict[str, Any]]:
-    """Claude Code 2.1.332's first `/v1/messages` request with default settings."""
-    capture = json.loads(CLAUDE_CODE_DEFAULT.read_text())
-    first = next(r for r in capture["requests"] if r["path"].startswith("/v1/messages"))
-    headers = {k: v for k, v in first["headers"].items() if k.lower() in _KEPT_HEADERS}
-    return headers, first["body"]
+    """The pinned Claude Code's first `/v1/messages` request with default settings."""
+    recorded = capture.pinned_request()
+    headers = {k: v for k, v in recorded.headers.items() if k.lower() in _KEPT_HEADERS}
+    return headers, recorded.body
 
 
 _KEPT_HEADERS = {

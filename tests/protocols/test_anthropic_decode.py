@@ -5,7 +5,9 @@ from __future__ import annotations
 import base64
 import copy
 import json
+import sys
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -30,6 +32,9 @@ from kirod.canonical.request import (
 from kirod.errors import ApiError, ErrorKind
 from kirod.protocols.anthropic import ThinkingSigner, decode_count_tokens, decode_messages
 from kirod.protocols.anthropic.decode import EMPTY_SCHEMA
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "clients"))
+import capture
 
 SIGNER = ThinkingSigner(b"decode-test-secret-0123456789")
 PIXEL_PNG = base64.b64encode(
@@ -67,135 +72,81 @@ def image(media_type: str = "image/png", data: str = PIXEL_PNG) -> Body:
     return {"type": "image", "source": {"type": "base64", "media_type": media_type, "data": data}}
 
 
-# -- the two clients we serve, as clients.md records them ------------------------------------------
-
-CLAUDE_CODE_HEADERS = {
-    "Authorization": "Bearer sk-kirod-test",
-    "anthropic-version": "2023-06-01",
-    "anthropic-beta": (
-        "claude-code-20250219,interleaved-thinking-2025-05-14,context-management-2025-06-27,"
-        "thinking-token-count-2026-05-13,advanced-tool-use-2025-11-20"
-    ),
-    "X-Claude-Code-Session-Id": "6b0e5f7c-3c1d-4c55-9d7e-2f1f6a0c9b1e",
-    "x-app": "cli",
-    "User-Agent": "claude-cli/2.1.332 (external, sdk-cli)",
-    "anthropic-dangerous-direct-browser-access": "true",
-    "x-stainless-retry-count": "0",
-    "x-stainless-timeout": "600",
-    "accept-encoding": "gzip, deflate, br, zstd",
-}
-CLAUDE_CODE_TOOLS = [
-    "Agent",
-    "Bash",
-    "Edit",
-    "ListAgents",
-    "Read",
-    "ReportFindings",
-    "ScheduleWakeup",
-    "Skill",
-    "ToolSearch",
-    "Workflow",
-    "DeferredToolPlaceholder",
-    "Write",
-]
+# -- Claude Code, as the pinned version's capture records it -----------------------------------
 
 
-def schema(**properties: str) -> Body:
-    return {
-        "$schema": "https://json-schema.org/draft/2020-12/schema",
-        "type": "object",
-        "properties": {name: {"type": kind} for name, kind in properties.items()},
-        "required": list(properties),
-        "additionalProperties": False,
-    }
-
-
-def claude_code_tool(name: str) -> Body:
-    if name == "DeferredToolPlaceholder":
-        return {"name": name, "defer_loading": True}
-    tool: Body = {
-        "name": name,
-        "description": f"{name}: a Claude Code built-in tool.\n\nUsage notes follow.",
-        "input_schema": schema(file_path="string", limit="integer"),
-        "eager_input_streaming": True,
-    }
-    if name in ("ListAgents", "ScheduleWakeup", "Workflow"):
-        tool["defer_loading"] = True
-    if name == "Write":
-        tool["cache_control"] = {"type": "ephemeral"}
-    return tool
+def claude_code() -> tuple[dict[str, str], Body]:
+    """The headers (with a key added) and body of the pinned Claude Code's first `claude -p
+    hello` request, from its committed capture (tests/clients/captures)."""
+    recorded = capture.pinned_request()
+    return {**recorded.headers, "authorization": "Bearer sk-kirod-test"}, recorded.body
 
 
 def claude_code_body() -> Body:
-    """The first request of `claude -p "say hi"` (clients.md §2.2)."""
-    reminders = [
-        {"type": "text", "text": f"<system-reminder>\nContext part {i}.\n</system-reminder>"}
-        for i in range(9)
-    ]
-    return {
-        "model": "claude-opus-4-7",
-        "max_tokens": 32000,
-        "stream": True,
-        "thinking": {"type": "enabled", "budget_tokens": 31999, "display": "omitted"},
-        "context_management": {"edits": [{"type": "clear_thinking_20251015", "keep": "all"}]},
-        "metadata": {
-            "user_id": json.dumps(
-                {"device_id": "d" * 64, "account_uuid": "", "session_id": "6b0e5f7c"}
-            )
-        },
-        "system": [
-            {"type": "text", "text": "x-anthropic-billing-header: cc_version=2.1.332;"},
-            {
-                "type": "text",
-                "text": "You are Claude Code, Anthropic's official CLI for Claude.",
-                "cache_control": {"type": "ephemeral"},
-            },
-            {
-                "type": "text",
-                "text": "You are an interactive agent that helps users with software tasks.",
-                "cache_control": {"type": "ephemeral", "ttl": "1h"},
-            },
-        ],
-        "tools": [claude_code_tool(name) for name in CLAUDE_CODE_TOOLS],
-        "messages": [
-            user(
-                *reminders,
-                {"type": "text", "text": "say hi", "cache_control": {"type": "ephemeral"}},
-            )
-        ],
-    }
+    return claude_code()[1]
 
 
 def test_claude_code_first_request() -> None:
-    request = decode(claude_code_body(), CLAUDE_CODE_HEADERS)
+    headers, body = claude_code()
+    request = decode(body, headers)
     assert request.protocol is ClientProtocol.ANTHROPIC_MESSAGES
     assert request.request_id == "req_1"
-    assert request.model == "claude-opus-4-7"
-    assert request.max_output_tokens == 32000
+    assert request.model == body["model"]
+    assert request.max_output_tokens == body["max_tokens"]
     assert request.stream is True
-    assert request.reasoning == Reasoning(budget_tokens=31999, summary="omitted")
-    assert request.system == (  # the billing header is client metadata: dropped
-        "You are Claude Code, Anthropic's official CLI for Claude.",
-        "You are an interactive agent that helps users with software tasks.",
-    )
-    assert [tool.name for tool in request.tools] == CLAUDE_CODE_TOOLS
-    read = request.tools[CLAUDE_CODE_TOOLS.index("Read")]
-    assert read.input_schema == schema(file_path="string", limit="integer")
-    placeholder = request.tools[CLAUDE_CODE_TOOLS.index("DeferredToolPlaceholder")]
-    assert placeholder == ToolSpec("DeferredToolPlaceholder", "", EMPTY_SCHEMA)
+    assert body["thinking"] == {"type": "adaptive", "display": "omitted"}
+    assert request.reasoning == Reasoning(effort=body["output_config"]["effort"], summary="omitted")
+    billing, *prompt = body["system"]
+    assert billing["text"].startswith("x-anthropic-billing-header:")
+    assert request.system == tuple(block["text"] for block in prompt)  # billing header dropped
+    assert [tool.name for tool in request.tools] == [tool["name"] for tool in body["tools"]]
+    for spec, sent in zip(request.tools, body["tools"], strict=True):
+        assert spec == ToolSpec(sent["name"], sent["description"], sent["input_schema"])
     assert request.tool_choice == ToolChoice()
-    (message,) = request.messages
-    assert message.role is Role.USER
-    assert len(message.content) == 10
-    assert message.content[-1] == TextBlock("say hi")
-    assert json.loads(request.metadata["user_id"])["session_id"] == "6b0e5f7c"
-    assert request.affinity_key == "6b0e5f7c-3c1d-4c55-9d7e-2f1f6a0c9b1e"
+    # The inline `system` message after the user turn stays where it was, as user text.
+    prompt_turn, inline = body["messages"]
+    assert inline["role"] == "system"
+    assert request.messages == (
+        Message(Role.USER, tuple(TextBlock(block["text"]) for block in prompt_turn["content"])),
+        Message(Role.USER, tuple(TextBlock(block["text"]) for block in inline["content"])),
+    )
+    assert request.messages[0].content[-1] == TextBlock(capture.PROMPT)
+    session = headers["x-claude-code-session-id"]
+    assert json.loads(request.metadata["user_id"])["session_id"] == session
+    assert request.affinity_key == session
+
+
+def test_claude_code_cache_marks_and_eager_streaming_are_accepted_and_dropped() -> None:
+    """Later turns put `cache_control` (with a ttl) on system blocks, tools and text, and
+    `eager_input_streaming` on tools: accepted, none of it in what kirod keeps."""
+    headers, body = claude_code()
+    plain = decode(body, headers)
+    marked = copy.deepcopy(body)
+    marked["system"][1]["cache_control"] = {"type": "ephemeral", "ttl": "1h"}
+    for tool in marked["tools"]:
+        tool["cache_control"] = {"type": "ephemeral"}
+        tool["eager_input_streaming"] = True
+    marked["messages"][0]["content"][-1]["cache_control"] = {"type": "ephemeral"}
+    request = decode(marked, headers)
+    assert (request.system, request.tools, request.messages) == (
+        plain.system,
+        plain.tools,
+        plain.messages,
+    )
+
+
+def test_a_deferred_tool_may_come_without_description_or_schema() -> None:
+    """Claude Code's `DeferredToolPlaceholder` had neither in earlier 2.1 versions."""
+    headers, body = claude_code()
+    body["tools"] = [{"name": "DeferredToolPlaceholder", "defer_loading": True}]
+    (spec,) = decode(body, headers).tools
+    assert spec == ToolSpec("DeferredToolPlaceholder", "", EMPTY_SCHEMA)
 
 
 def test_claude_code_tool_round_trip_replays_kirods_thinking() -> None:
     """The second request: the assistant turn echoed verbatim, then the tool result."""
-    thinking = "The user said hi. I should read the file first."
-    body = claude_code_body()
+    thinking = "The user said hello. I should read the file first."
+    headers, body = claude_code()
     body["messages"] += [
         assistant(
             {"type": "thinking", "thinking": thinking, "signature": SIGNER.sign(thinking, "EqQB")},
@@ -215,8 +166,8 @@ def test_claude_code_tool_round_trip_replays_kirods_thinking() -> None:
             }
         ),
     ]
-    request = decode(body, CLAUDE_CODE_HEADERS)
-    assert request.messages[1:] == (
+    request = decode(body, headers)
+    assert request.messages[2:] == (
         Message(
             Role.ASSISTANT,
             (
@@ -232,9 +183,12 @@ def test_claude_code_tool_round_trip_replays_kirods_thinking() -> None:
 
 
 def test_claude_code_subagent_affinity_adds_the_agent_id() -> None:
-    headers = {**CLAUDE_CODE_HEADERS, "X-Claude-Code-Agent-Id": "agent-2"}
-    request = decode(claude_code_body(), headers)
-    assert request.affinity_key == "6b0e5f7c-3c1d-4c55-9d7e-2f1f6a0c9b1e:agent-2"
+    headers, body = claude_code()
+    request = decode(body, {**headers, "X-Claude-Code-Agent-Id": "agent-2"})
+    assert request.affinity_key == f"{headers['x-claude-code-session-id']}:agent-2"
+
+
+# -- opencode (through `@ai-sdk/anthropic`) ---------------------------------------------------
 
 
 OPENCODE_HEADERS = {
@@ -259,8 +213,19 @@ OPENCODE_TOOLS = [
 ]
 
 
+def schema(**properties: str) -> Body:
+    return {
+        "$schema": "https://json-schema.org/draft/2020-12/schema",
+        "type": "object",
+        "properties": {name: {"type": kind} for name, kind in properties.items()},
+        "required": list(properties),
+        "additionalProperties": False,
+    }
+
+
 def opencode_agent_body() -> Body:
-    """opencode's agent call through `@ai-sdk/anthropic` (clients.md §2.1)."""
+    """opencode's agent call through `@ai-sdk/anthropic`: no capture yet (opencode is pinned but
+    not driven), so written from its provider's request shape."""
     return {
         "model": "claude-sonnet-4-6",
         "max_tokens": 32000,
@@ -997,7 +962,8 @@ def test_count_tokens_needs_no_max_tokens() -> None:
     assert request.max_output_tokens is None
     assert request.request_id == "req_2"
     assert request.affinity_key == "s"
-    assert count(claude_code_body()).max_output_tokens == 32000
+    body = claude_code_body()
+    assert count(body).max_output_tokens == body["max_tokens"]
 
 
 def test_count_tokens_counts_a_forced_tool_choice() -> None:

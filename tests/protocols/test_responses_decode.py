@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -24,6 +26,9 @@ from kirod.canonical.request import (
 from kirod.errors import ApiError, ErrorKind
 from kirod.protocols.responses.decode import DecodedResponses, decode_responses, flat_tool_name
 from kirod.protocols.responses.reasoning import ReasoningBox
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "clients"))
+import capture
 
 BOX = ReasoningBox(bytes(range(32)))
 PNG = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAAB"  # the decoder passes image bytes through
@@ -53,55 +58,19 @@ def user(*parts: dict[str, Any] | str) -> dict[str, Any]:
     return {"type": "message", "role": "user", "content": content}
 
 
+def codex() -> tuple[dict[str, str], dict[str, Any]]:
+    """The headers and body of the pinned Codex's first `codex exec hello` request for a Claude
+    model, from its committed capture (tests/clients/captures)."""
+    recorded = capture.pinned_request("codex")
+    return recorded.headers, recorded.body
+
+
 def codex_request() -> dict[str, Any]:
-    """The shape Codex CLI 0.171 sends (clients.md §2.3)."""
-    return {
-        "model": "claude-sonnet-4-5",
-        "instructions": None,
-        "stream": True,
-        "store": False,
-        "include": ["reasoning.encrypted_content"],
-        "reasoning": {"summary": "auto"},
-        "tool_choice": "auto",
-        "parallel_tool_calls": True,
-        "prompt_cache_key": "019a-session",
-        "client_metadata": {"session_id": "019a-session", "thread_id": "019a-thread"},
-        "input": [
-            {
-                "type": "message",
-                "role": "developer",
-                "content": [{"type": "input_text", "text": "You are Codex, a coding agent."}],
-            },
-            {
-                "type": "message",
-                "role": "developer",
-                "content": [
-                    {"type": "input_text", "text": "<permissions>workspace-write</permissions>"}
-                ],
-            },
-            user("<environment_context><cwd>/w</cwd></environment_context>"),
-            user("list the files"),
-        ],
-        "tools": [
-            function("exec_command", "Runs a command", parameters=SCHEMA, strict=False),
-            function("write_stdin", "Writes to a session", parameters=SCHEMA, strict=False),
-            function("request_user_input", parameters={"type": "object", "properties": {}}),
-            function("view_image", parameters=SCHEMA),
-            function("get_goal"),
-            function("create_goal", parameters=SCHEMA),
-            function("update_goal", parameters=SCHEMA),
-            {
-                "type": "namespace",
-                "name": "multi_agent_v1",
-                "description": "Sub-agents.",
-                "tools": [
-                    function("spawn_agent", "Start an agent", parameters=SCHEMA, strict=False),
-                    function("wait_agent", "Wait for one", parameters=SCHEMA, strict=False),
-                ],
-            },
-            {"type": "web_search", "external_web_access": False},
-        ],
-    }
+    return codex()[1]
+
+
+def texts(items: Sequence[Mapping[str, Any]]) -> tuple[str, ...]:
+    return tuple(part["text"] for item in items for part in item["content"])
 
 
 def test_string_input_and_defaults() -> None:
@@ -129,55 +98,47 @@ def test_string_input_and_defaults() -> None:
 
 
 def test_codex_request() -> None:
-    decoded = decode(codex_request(), headers={"Session-Id": "header-session"})
+    headers, body = codex()
+    # `prompt_cache_key` wins over the session header (they are equal as Codex sends them).
+    decoded = decode(body, headers={**headers, "session-id": "header-session"})
     request = decoded.request
-    assert request.system == (
-        "You are Codex, a coding agent.",
-        "<permissions>workspace-write</permissions>",
-    )
-    assert request.messages == (
-        Message(
-            Role.USER,
-            (
-                TextBlock("<environment_context><cwd>/w</cwd></environment_context>"),
-                TextBlock("list the files"),
-            ),
-        ),
-    )
-    names = [spec.name for spec in request.tools]
-    assert names == [
-        "exec_command",
-        "write_stdin",
-        "request_user_input",
-        "view_image",
-        "get_goal",
-        "create_goal",
-        "update_goal",
-        "multi_agent_v1__spawn_agent",
-        "multi_agent_v1__wait_agent",
-    ]
-    spawn = request.tools[7]
-    assert spawn.description == "Sub-agents.\n\nStart an agent"
-    assert spawn.input_schema == SCHEMA
-    assert request.tools[4].input_schema == {"type": "object", "properties": {}}
-    assert decoded.tool_names == {
-        "multi_agent_v1__spawn_agent": ("multi_agent_v1", "spawn_agent"),
-        "multi_agent_v1__wait_agent": ("multi_agent_v1", "wait_agent"),
-    }
+    developer = [item for item in body["input"] if item["role"] == "developer"]
+    prompt = [item for item in body["input"] if item["role"] == "user"]
+    assert len(developer) + len(prompt) == len(body["input"])
+    assert request.system == texts(developer)
+    assert request.messages == (Message(Role.USER, tuple(map(TextBlock, texts(prompt)))),)
+    assert request.messages[0].content[-1] == TextBlock("hello")
+    expected: list[str] = []
+    namespaced: dict[str, tuple[str, str]] = {}
+    for tool in body["tools"]:
+        if tool["type"] == "function":
+            expected.append(tool["name"])
+        elif tool["type"] == "namespace":
+            for inner in tool["tools"]:
+                flat = f"{tool['name']}__{inner['name']}"
+                expected.append(flat)
+                namespaced[flat] = (tool["name"], inner["name"])
+    assert [spec.name for spec in request.tools] == expected
+    assert decoded.tool_names == namespaced
+    (group,) = (tool for tool in body["tools"] if tool["type"] == "namespace")
+    spawn_sent = next(inner for inner in group["tools"] if inner["name"] == "spawn_agent")
+    spawn = request.tools[expected.index(f"{group['name']}__spawn_agent")]
+    assert spawn.description == f"{group['description']}\n\n{spawn_sent['description']}"
+    assert spawn.input_schema == spawn_sent["parameters"]
     assert decoded.dropped_tools == ()
+    assert {"type": "web_search", "external_web_access": False} in body["tools"]
     assert request.web_search is not None  # run by kirod, inside the turn
     assert request.tool_choice.mode is ToolChoiceMode.AUTO
     assert request.reasoning == Reasoning(effort=None, summary="auto")
     assert request.stream is True
-    assert request.affinity_key == "019a-session"
+    assert request.affinity_key == body["prompt_cache_key"]
     assert decoded.store is False
     assert decoded.include_encrypted_reasoning is True
     assert decoded.reasoning_summary is True
     echo = decoded.echo
     assert echo.instructions is None
-    assert echo.prompt_cache_key == "019a-session"
-    assert [tool["type"] for tool in echo.tools] == ["function"] * 7 + ["namespace", "web_search"]
-    assert echo.tools[7]["tools"][0]["name"] == "spawn_agent"
+    assert echo.prompt_cache_key == body["prompt_cache_key"]
+    assert [tool["type"] for tool in echo.tools] == [tool["type"] for tool in body["tools"]]
     assert echo.reasoning == {"effort": None, "summary": "auto"}
 
 

@@ -5,6 +5,9 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import re
+import sys
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -20,6 +23,9 @@ from kirod.testing.fake_kiro.validate import validate_chat
 from kirod.upstream.frames import FrameDecoder
 from kirod.upstream.payload import BuiltPayload, build_payload
 from kirod.upstream.translate import translate_all
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "clients"))
+import capture
 
 FAKE_MODELS = {model.model_id: model for model in DEFAULT_MODELS}
 CATALOG = catalog_from_list_available_models([{"models": [m.to_json() for m in DEFAULT_MODELS]}])
@@ -89,35 +95,13 @@ def test_partial_or_malformed_token_usage(
 
 
 def claude_code_turn(version: str, messages: list[dict[str, Any]]) -> CanonicalRequest:
-    """A Claude Code request as 2.1.x shapes it (see tests/clients/captures)."""
-    body = {
-        "model": "claude-sonnet-4-5",
-        "max_tokens": 32000,
-        "metadata": {"user_id": json.dumps({"device_id": "d", "session_id": "s"})},
-        "system": [
-            {"type": "text", "text": f"x-anthropic-billing-header: cc_version={version};"},
-            {
-                "type": "text",
-                "text": "You are Claude Code.",
-                "cache_control": {"type": "ephemeral"},
-            },
-        ],
-        "tools": [
-            {
-                "name": name,
-                "description": f"The {name} tool",
-                "input_schema": {
-                    "$schema": "http://json-schema.org/draft-07/schema#",
-                    "type": "object",
-                    "properties": {"path": {"type": "string", "default": None}},
-                    "additionalProperties": False,
-                },
-                "cache_control": {"type": "ephemeral"},
-            }
-            for name in ("Read", "Edit", "Bash")
-        ],
-        "messages": messages,
-    }
+    """The pinned Claude Code's captured first request (system prompt, tools, fields) carrying
+    `messages`, its billing header naming client `version` (it changes with every release)."""
+    body = capture.pinned_request().body
+    billing = body["system"][0]
+    billing["text"], found = re.subn(r"cc_version=[^;]*", f"cc_version={version}", billing["text"])
+    assert found == 1
+    body["messages"] = messages
     return decode_messages(body, {}, request_id="r", signer=SIGNER)
 
 
