@@ -22,7 +22,9 @@ from typing import Any
 import anthropic
 import openai
 import pytest
+from click.testing import CliRunner
 
+from kirod.cli import main
 from kirod.testing.daemon import DaemonProcess
 from kirod.testing.fake_kiro import FakeKiro, Reply, ThreadedFake
 
@@ -373,6 +375,31 @@ def test_no_account_is_final_and_says_what_to_do(module_tmp: Path, fake: Threade
         assert caught.value.request_id == response.headers["request-id"]
         served = [line for line in proc.log().splitlines() if " path=/v1/messages " in line]
         assert len(served) == 1, served  # the SDK took x-should-retry: false at its word
+    finally:
+        proc.kill()
+
+
+def test_without_accounts_v1_models_lists_what_kiroctl_models_lists(
+    module_tmp: Path, fake: ThreadedFake
+) -> None:
+    """No account yet: both SDKs and `kiroctl models` show kirod's built-in list, the same ids
+    in the same order, so a user sees what will work before logging in."""
+    proc = start_daemon(module_tmp / "no-accounts", fake)
+    try:
+        cli = CliRunner().invoke(main.cli, ["--socket", str(proc.socket_path), "models", "--json"])
+        assert cli.exit_code == 0, cli.output
+        listing = json.loads(cli.stdout)
+        assert listing["source"] == "static"
+        ids = [row["id"] for row in listing["models"]]
+        assert ids
+        with anthropic.Anthropic(base_url=proc.base_url, api_key=proc.api_key) as claude:
+            assert [model.id for model in claude.models.list(limit=1000)] == ids
+            assert claude.models.retrieve(ids[0]).id == ids[0]
+        with openai.OpenAI(base_url=f"{proc.base_url}/v1", api_key=proc.api_key) as gpt:
+            assert [model.id for model in gpt.models.list()] == ids
+        text = CliRunner().invoke(main.cli, ["--socket", str(proc.socket_path), "models"]).stdout
+        assert "built-in list" in text
+        assert all(name in text for name in ids)
     finally:
         proc.kill()
 
