@@ -35,8 +35,10 @@ class ModelInfo:
 
     `public_id` is the Anthropic-style name listed on /v1/models; `kiro_id` is the upstream
     `modelId`. `native_reasoning` says the model honours `userInputMessage.reasoning` (§2.4b);
-    other models get prompt-tag thinking (§2.4a). `cache_checkpoints` is how many message-level
-    `cachePoint`s a request may carry: the catalog's
+    other models get prompt-tag thinking (§2.4a). `reasoning_field_style` names the effort field
+    the model takes (none: it predates adaptive thinking, so tag thinking asks it for a budget),
+    `efforts` the levels it lists; an effort is clamped to them. `cache_checkpoints` is how many
+    message-level `cachePoint`s a request may carry: the catalog's
     `promptCaching.maximumCacheCheckpointsPerRequest` for a model listed with
     `supportsPromptCaching`, else 0 (the static fallback never assumes caching). Likewise
     `supports_documents` only where the catalog lists DOCUMENT input: no capture shows one.

@@ -602,21 +602,30 @@ def _effort(reasoning: Reasoning) -> Effort:
 
 def _thinking_tags(reasoning: Reasoning, model: ModelInfo) -> str:
     """§2.4a: a budget asks for budgeted thinking (clamped, never above what the model's catalog
-    entry lets it write), an effort for adaptive thinking.
+    entry lets it write), an effort for adaptive thinking at the strongest level the model lists.
 
-    The tags know no `xhigh`; it becomes `max`, which is also the level that reliably triggers
-    thinking (kiro.rs issue #86).
+    A model with no effort field (the 4.5 generation, Sonnet 4) predates adaptive thinking: its
+    effort becomes the budget of that effort's band. The tags know no `xhigh`; it becomes `max`,
+    which is also the level that reliably triggers thinking (kiro.rs issue #86).
     """
-    if reasoning.budget_tokens is not None:
+    budget = reasoning.budget_tokens
+    if budget is None and model.reasoning_field_style == "none":
+        budget = _effort_budget(reasoning.effort or _DEFAULT_EFFORT)
+    if budget is not None:
         ceiling = min(TAG_BUDGET_MAX, model.max_output_tokens)
-        budget = min(max(reasoning.budget_tokens, TAG_BUDGET_MIN), ceiling)
+        budget = min(max(budget, TAG_BUDGET_MIN), ceiling)
         return (
             "<thinking_mode>enabled</thinking_mode>"
             f"<max_thinking_length>{budget}</max_thinking_length>"
         )
-    effort = reasoning.effort or _DEFAULT_EFFORT
+    effort = model.clamp_effort(reasoning.effort or _DEFAULT_EFFORT)
     effort = "max" if effort == "xhigh" else effort
     return f"<thinking_mode>adaptive</thinking_mode><thinking_effort>{effort}</thinking_effort>"
+
+
+def _effort_budget(effort: Effort) -> int:
+    """The top of the budget band `_effort` maps onto `effort`; the tag maximum above `high`."""
+    return next((ceiling for ceiling, band in _EFFORT_BUDGETS if band == effort), TAG_BUDGET_MAX)
 
 
 def _inject_thinking_tags(tags: str, system: str, first: _Turn) -> str:

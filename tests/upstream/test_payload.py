@@ -43,6 +43,7 @@ FAKE_MODELS = {model.model_id: model for model in DEFAULT_MODELS}
 CATALOG = catalog_from_list_available_models([{"models": [m.to_json() for m in DEFAULT_MODELS]}])
 SONNET = resolve_model("claude-sonnet-4-5", CATALOG)
 OPUS = resolve_model("claude-opus-4-7", CATALOG)  # native reasoning
+SONNET_46 = resolve_model("claude-sonnet-4-6", CATALOG)  # tag thinking, adaptive
 GPT = resolve_model("gpt-5.6-sol", CATALOG)  # native, redacted reasoning
 DEEPSEEK = resolve_model("deepseek-3.2", CATALOG)  # text only
 CONVERSATION = "6f1c1c3e-0d8c-4c4a-9a43-3f0f1f1e2a10"
@@ -756,10 +757,38 @@ def test_tag_thinking_budget_is_clamped(budget: int, length: int) -> None:
     ],
 )
 def test_tag_thinking_effort_is_adaptive(effort: Effort | None, tag: str) -> None:
-    payload = build(req(user("hi"), reasoning=Reasoning(effort=effort)))
+    assert (SONNET_46.native_reasoning, SONNET_46.reasoning_field_style) == (False, "output_config")
+    payload = build(req(user("hi"), reasoning=Reasoning(effort=effort)), SONNET_46)
     assert current(payload)["content"] == (
         f"<thinking_mode>adaptive</thinking_mode><thinking_effort>{tag}</thinking_effort>\n\nhi"
     )
+
+
+@pytest.mark.parametrize(
+    ("effort", "tag"), [("low", "low"), ("medium", "medium"), ("high", "high"), ("max", "high")]
+)
+def test_tag_thinking_effort_is_clamped_to_what_the_model_lists(effort: Effort, tag: str) -> None:
+    three = dataclasses.replace(SONNET_46, efforts=("low", "medium", "high"))
+    payload = build(req(user("hi"), reasoning=Reasoning(effort=effort)), three)
+    assert f"<thinking_effort>{tag}</thinking_effort>" in current(payload)["content"]
+
+
+@pytest.mark.parametrize(
+    ("effort", "length"),
+    [("low", 4_096), ("medium", 16_384), ("high", 24_576), ("max", 24_576), (None, 24_576)],
+)
+def test_a_45_generation_model_gets_the_effort_as_a_budget(
+    effort: Effort | None, length: int
+) -> None:
+    """Claude Code's adaptive thinking with `output_config.effort` on a model that predates
+    both: budgeted thinking, with no effort anywhere in the payload."""
+    assert SONNET.reasoning_field_style == "none"
+    payload = build(req(user("hi"), reasoning=Reasoning(effort=effort)))
+    assert current(payload)["content"] == (
+        "<thinking_mode>enabled</thinking_mode>"
+        f"<max_thinking_length>{length}</max_thinking_length>\n\nhi"
+    )
+    assert "effort" not in json.dumps(payload.body)
 
 
 def test_tags_never_land_on_a_tool_result_turn() -> None:
