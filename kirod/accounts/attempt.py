@@ -94,7 +94,7 @@ class Attempts:
         account = await self._fresh(lease, operation, to_upstream(lease.account))
         route = await self._route(lease, request, routing, binding, operation, account)
         operation.attempting(lease.account_id, account.region, route.model.kiro_id)
-        chances = {Failure.BEARER, Failure.PROFILE_REQUIRED}
+        chances = {Failure.BEARER, Failure.PROFILE_REQUIRED, Failure.INVALID_MODEL}
         while True:
             try:
                 exchange = await stack.enter_async_context(
@@ -104,7 +104,14 @@ class Attempts:
             except UpstreamError as exc:
                 again = await self._second_chance(lease, operation, route, exc, chances)
                 if again is None:
-                    raise await self._refused(lease, operation, route, exc) from None
+                    refusal = await self._refused(lease, operation, route, exc)
+                    if exc.failure is Failure.INVALID_MODEL and exc.failure in chances:
+                        chances.discard(exc.failure)
+                        again = await self._retarget(
+                            lease, request, routing, binding, operation, route.account
+                        )
+                    if again is None:
+                        raise refusal from None
                 route = again
         operation.dropped = exchange.dropped
         operation.exchanged(exchange)
@@ -125,7 +132,7 @@ class Attempts:
         chances: set[Failure],
     ) -> Route | None:
         """The route to try again on this account after `error`, or None; uses up the chance."""
-        if error.failure not in chances:
+        if error.failure not in chances or error.failure is Failure.INVALID_MODEL:
             return None
         chances.discard(error.failure)
         if error.failure is Failure.BEARER:
@@ -135,6 +142,25 @@ class Attempts:
             return dataclasses.replace(route, account=account)
         found = await self._profile(lease, operation, route.account)
         return dataclasses.replace(route, account=found) if found is not None else None
+
+    async def _retarget(
+        self,
+        lease: Lease,
+        request: CanonicalRequest,
+        routing: Routing,
+        binding: Binding | None,
+        operation: Operation,
+        account: UpstreamAccount,
+    ) -> Route | None:
+        """Kiro refused a model the static list offered (no catalog of this account could be
+        read): the same name on this account once more, now without that model (one account
+        must not fail every request for a model the static list guessed wrong)."""
+        if self.models.catalog_read(lease.account_id):
+            return None
+        try:
+            return await self._route(lease, request, routing, binding, operation, account)
+        except Retry:
+            return None
 
     async def _refused(
         self, lease: Lease, operation: Operation, route: Route, error: UpstreamError

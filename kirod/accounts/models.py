@@ -12,7 +12,8 @@ model, and those not read yet unless their plan cannot have it (no Opus on Free 
 fake and kiro.rs have it). The pool leases only among those, so no lease and no upstream call is
 spent on an account that lacks the model; a model no account offers is the 404 listing what is
 available. An upstream `INVALID_MODEL_ID` drops the model from that account's cached catalog and
-marks the catalog stale, so the next use reads it again.
+marks the catalog stale, so the next use reads it again; on an account no catalog was read for,
+the model leaves that account's static fallback, and the attempt tries the name once more there.
 """
 
 from __future__ import annotations
@@ -63,6 +64,10 @@ class CatalogCache:
         self._client = client
         self._entries: dict[str, tuple[float, ModelCatalog]] = {}
         self._unreadable: set[str] = set()  # accounts whose last ListAvailableModels failed
+        # Static-list models Kiro refused on accounts whose catalog was never read: without this
+        # a one-account user whose ListAvailableModels fails is sent the same refused model (the
+        # static list's newest Opus, say) on every request.
+        self._refused_static: dict[str, frozenset[str]] = {}
         # One fetch per account however many requests find the catalog stale (a burst at start
         # would otherwise send one ListAvailableModels each).
         self._fetches: SingleFlight[str, ModelCatalog] = SingleFlight(tasks, "catalog")
@@ -72,17 +77,21 @@ class CatalogCache:
         return entry[1] if entry else None
 
     def refused(self, account_id: str, kiro_id: str) -> None:
-        """Kiro said INVALID_MODEL_ID for `kiro_id` on the account: drop it, re-read on next use."""
+        """Kiro said INVALID_MODEL_ID for `kiro_id` on the account: drop it, re-read on next use
+        (no catalog read yet: the account's static fallback leaves it out)."""
         entry = self._entries.get(account_id)
-        if entry is None:
-            return
-        kept = ModelCatalog(tuple(info for info in entry[1] if info.kiro_id != kiro_id))
-        self._entries[account_id] = (float("-inf"), kept)
+        if entry is not None:
+            kept = ModelCatalog(tuple(info for info in entry[1] if info.kiro_id != kiro_id))
+            self._entries[account_id] = (float("-inf"), kept)
+        elif STATIC_CATALOG.get(kiro_id) is not None:  # bounded by the static list's size
+            refused = self._refused_static.get(account_id, frozenset())
+            self._refused_static[account_id] = refused | {kiro_id}
         log.event(logger, "model_catalog_refused", account=account_id, model=kiro_id)
 
     def forget(self, account_id: str) -> None:
         self._entries.pop(account_id, None)
         self._unreadable.discard(account_id)
+        self._refused_static.pop(account_id, None)
 
     def unavailable(self) -> bool:
         """Some account's catalog was asked for, and none could be read."""
@@ -107,14 +116,23 @@ class CatalogCache:
                 account=account.id,
                 failure=exc.failure.value,
             )
-            if entry is None:
-                self._unreadable.add(account.id)
-            return entry[1] if entry else STATIC_CATALOG
+            if entry is not None:
+                return entry[1]
+            self._unreadable.add(account.id)
+            return self._fallback(account.id)
         if len(catalog) == 0:
             catalog = STATIC_CATALOG
         self._unreadable.discard(account.id)
+        self._refused_static.pop(account.id, None)
         self._entries[account.id] = (time.monotonic(), catalog)
         return catalog
+
+    def _fallback(self, account_id: str) -> ModelCatalog:
+        """The static list, less what Kiro refused on this account."""
+        refused = self._refused_static.get(account_id)
+        if not refused:
+            return STATIC_CATALOG
+        return ModelCatalog(tuple(info for info in STATIC_CATALOG if info.kiro_id not in refused))
 
 
 @dataclass(frozen=True, slots=True)
@@ -193,6 +211,10 @@ class ModelDirectory:
     def refused(self, account_id: str, kiro_id: str) -> None:
         """Kiro refused the model on this account (INVALID_MODEL_ID): route elsewhere."""
         self._catalogs.refused(account_id, kiro_id)
+
+    def catalog_read(self, account_id: str) -> bool:
+        """Has ListAvailableModels answered for the account (else the static list stands in)."""
+        return self._catalogs.cached(account_id) is not None
 
     def offered_by(self, record: AccountRecord, kiro_id: str) -> bool:
         """May the account serve `kiro_id`: its cached catalog lists it, or (none cached yet)

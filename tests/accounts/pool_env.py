@@ -30,7 +30,7 @@ from kirod.accounts.profiles import ProfileFinder
 from kirod.accounts.strategy import Strategy
 from kirod.accounts.tokens import TokenKeeper
 from kirod.canonical.events import CanonicalEvent
-from kirod.canonical.models import STRICT, ModelInfo
+from kirod.canonical.models import STRICT, ModelInfo, ModelPolicy
 from kirod.canonical.request import (
     CanonicalRequest,
     ClientProtocol,
@@ -216,6 +216,7 @@ async def pool_env(
     extensions: Extensions = NONE,
     authorize: Callable[[str, ModelInfo], None] | None = None,
     cache: Callable[[Database], ResponseCache] | None = None,
+    policy: ModelPolicy = STRICT,
 ) -> AsyncIterator[Env]:
     """The account layer over a fresh database; a `gate` stands in front of the fake."""
     extra = dict(settings or {})
@@ -252,7 +253,7 @@ async def pool_env(
         stack.push_async_callback(affinity.close)
         oplog = OpLog(db)
         stack.push_async_callback(oplog.close)
-        models = ModelDirectory(store, CatalogCache(client, tasks), keeper, STRICT)
+        models = ModelDirectory(store, CatalogCache(client, tasks), keeper, policy)
         finder = ProfileFinder(store, client, keeper, clock=clock)
         responses = cache(db) if cache is not None else None
         if responses is not None:

@@ -13,7 +13,7 @@ import pytest
 
 from kirod.accounts.models import STATIC_CATALOG_MAX_AGE_S, CatalogCache, ModelDirectory
 from kirod.accounts.tokens import TokenKeeper
-from kirod.canonical.models import STATIC_CATALOG, STATIC_CATALOG_AS_OF, STRICT
+from kirod.canonical.models import STATIC_CATALOG, STATIC_CATALOG_AS_OF, STRICT, ModelPolicy
 from kirod.errors import ApiError, ErrorKind
 from kirod.storage.accounts import AccountStore
 from kirod.tasks import TaskOwner
@@ -146,3 +146,38 @@ async def test_a_model_only_kiro_knows_is_found_on_a_cold_start(tmp_path: Path) 
             await env.complete(request(model="claude-opus-10"))
         assert error.value.code == "model_not_found"
         assert (await env.oplog.entries())[0].attempts == ()
+
+
+def sent_models(records: list[Any]) -> list[str]:
+    return [
+        record.json["conversationState"]["currentMessage"]["userInputMessage"]["modelId"]
+        for record in records
+    ]
+
+
+async def test_a_static_model_kiro_refuses_is_left_out_while_no_catalog_can_be_read(
+    tmp_path: Path,
+) -> None:
+    """One account whose ListAvailableModels fails: `opus` goes by the static list to its newest
+    Opus, which this account's Kiro refuses; the same request is then served by the next Opus on
+    the same account, and later requests go there at once, not to the refused one again."""
+    async with pool_env(tmp_path, policy=ModelPolicy(fallback="family")) as env:
+        env.fake.oversize("models", 20 * 1024 * 1024)  # past kirod's bound: the read fails
+        newest = "claude-opus-5"  # the static list's newest Opus; the fake's is claude-opus-4.8
+        assert STATIC_CATALOG.get(newest) is not None
+        assert newest not in {model.model_id for model in env.fake.models()}
+        [account] = await env.add_accounts(1)
+        await env.complete(request(model="opus"))
+        sent = sent_models(env.fake.requests("chat"))
+        assert sent[0] == newest
+        assert len(sent) == 2
+        assert sent[1].startswith("claude-opus-")
+        assert sent[1] != newest
+        [row] = await env.oplog.entries()
+        assert [(a.account_id, a.outcome) for a in row.attempts] == [
+            (account.id, "invalid_model"),
+            (account.id, "ok"),
+        ]
+        env.fake.clear_requests()
+        await env.complete(request(model="opus"))
+        assert sent_models(env.fake.requests("chat")) == [sent[1]]
