@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import copy
 import json
+import re
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -27,6 +28,9 @@ sys.path.insert(0, str(Path(__file__).parent))
 from kiro_env import import_account, start_daemon
 from test_codex_code_mode import captured_body
 from test_responses_websocket import connect, final, turn
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "clients"))
+import capture
 
 MODEL = "claude-sonnet-4-6"  # claude-sonnet-4.6: promptCaching, 4 checkpoints in the fake
 CACHED = TokenUsage(uncached=120, output=9, cache_read=8000, cache_write=880)
@@ -58,12 +62,21 @@ def conversation_ids(service: FakeKiro) -> list[str]:
     return [r.json["conversationState"]["conversationId"] for r in service.requests("chat")]
 
 
+def claude_code_body(version: str, *more: dict[str, Any]) -> dict[str, Any]:
+    """The pinned Claude Code's captured first request (for MODEL, not streamed), its billing
+    header naming client `version` (it changes with every release), `more` messages after it."""
+    body = capture.pinned_request().body
+    billing = body["system"][0]
+    billing["text"], found = re.subn(r"cc_version=[^;]*", f"cc_version={version}", billing["text"])
+    assert found == 1
+    body.update(model=MODEL, stream=False)
+    body["messages"] += more
+    return body
+
+
 def claude_code_system(version: str) -> list[dict[str, Any]]:
-    billing = f"x-anthropic-billing-header: cc_version={version}; cc_entrypoint=sdk-cli;"
-    return [
-        {"type": "text", "text": billing},
-        {"type": "text", "text": "You are Claude Code.", "cache_control": {"type": "ephemeral"}},
-    ]
+    system: list[dict[str, Any]] = claude_code_body(version)["system"]
+    return system
 
 
 def two_turns(claude: anthropic.Anthropic, **options: Any) -> None:
@@ -150,34 +163,18 @@ def test_responses_websocket_keeps_one_conversation_id(
 def test_consecutive_turns_share_the_payload_prefix(
     claude: anthropic.Anthropic, service: FakeKiro
 ) -> None:
-    """Claude Code's billing header changes with its version; the upstream bytes must not."""
-    tools: list[Any] = [
-        {
-            "name": name,
-            "description": name,
-            "input_schema": {"type": "object", "properties": {"path": {"type": "string"}}},
-        }
-        for name in ("Read", "Edit", "Bash")
-    ]
-    session = {"x-claude-code-session-id": SESSION}
-    first: list[Any] = [{"role": "user", "content": "Read notes.md"}]
-    claude.messages.create(
-        model=MODEL,
-        max_tokens=64,
-        system=claude_code_system("2.1.332.9a2"),
-        tools=tools,
-        messages=first,
-        extra_headers=session,
-    )
-    then = [*first, {"role": "assistant", "content": "Done."}, {"role": "user", "content": "Now?"}]
-    claude.messages.create(
-        model=MODEL,
-        max_tokens=64,
-        system=claude_code_system("2.1.333.1b7"),
-        tools=tools,
-        messages=then,
-        extra_headers=session,
-    )
+    """Two turns of the pinned Claude Code's captured request, the second from the next release
+    (its billing header differs): the upstream bytes of the first turn's history must not."""
+    headers = {
+        "x-claude-code-session-id": SESSION,
+        "anthropic-beta": capture.pinned_request().headers["anthropic-beta"],
+    }
+    replied = {"role": "assistant", "content": [{"type": "text", "text": "Hello."}]}
+    asked = {"role": "user", "content": [{"type": "text", "text": "Now?"}]}
+    for body in (claude_code_body("2.1.332.9a2"), claude_code_body("2.1.333.1b7", replied, asked)):
+        claude.post(
+            "/v1/messages?beta=true", body=body, options={"headers": headers}, cast_to=object
+        )
     before, after = (r.body for r in service.requests("chat"))
     cut = before.index(b'],"currentMessage":')
     assert after[:cut] == before[:cut]
