@@ -120,6 +120,15 @@ class Splice:
         self._offset = self._blocks
         self._hiding, self._hidden, self._shown_tool_use = None, 0, False
 
+    def append(self, events: list[CanonicalEvent]) -> list[CanonicalEvent]:
+        """Whole blocks (indexed from 0) after the current part's own, which stays the last
+        part: its stop ends the message."""
+        stop, shown_tool_use = self._stop, self._shown_tool_use
+        self.next_part()
+        joined = self.feed(events)
+        self._stop, self._shown_tool_use = stop, shown_tool_use
+        return joined
+
     def end(self) -> list[CanonicalEvent]:
         """The joined message's end: the joined usage and the last part's stop."""
         stop = self._stop or MessageStop(StopReason.END_TURN)

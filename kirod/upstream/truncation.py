@@ -60,7 +60,14 @@ class TruncationRecovery:
         cut = part.truncation
         if cut is None or self._continued:
             return None
-        completed = tuple(b for b in part.completion.content if isinstance(b, _REPLAYED))
+        request = part.request
+        # Calls of tools kirod runs (a web search) were never shown nor run: not replayed.
+        completed = tuple(
+            b
+            for b in part.completion.content
+            if isinstance(b, _REPLAYED)
+            and not (isinstance(b, ToolUseBlock) and b.name in request.server_tools)
+        )
         if any(isinstance(block, ToolUseBlock) for block in completed):
             return None  # the client holds a whole call: only it can answer for that one
         self._continued = True
@@ -73,7 +80,6 @@ class TruncationRecovery:
             bytes=cut.bytes_received,
             elapsed_s=cut.elapsed_s,
         )
-        request = part.request
         assistant = Message(
             Role.ASSISTANT, (*completed, ToolUseBlock(cut.tool_use_id, cut.tool_name, {}))
         )

@@ -4,7 +4,9 @@ Some turns need Kiro more than once: a hosted web search the model calls (kirod 
 the results back), a continuation after Kiro cut a tool call off. Each such rule is a `Step`:
 told how a part of the turn ended (`Part`), it answers with the `Next` request to send, on the
 same account and conversation, and the whole blocks kirod shows the client between the two parts
-(the search call and its results), or None. `run_turn` drives the parts and the steps:
+(the search call and its results), or None; a `Next` without a request shows its blocks and
+ends the message (searches beside calls of the client's tools, which the client must answer
+first). `run_turn` drives the parts and the steps:
 
     first exchange → Part → steps (first that answers wins) → shown blocks → next exchange → …
 
@@ -54,9 +56,10 @@ class Part:
 
 @dataclass(frozen=True, slots=True)
 class Next:
-    """The next part: its request, and the whole blocks shown before it (indexed from 0)."""
+    """The next part: its request, and the whole blocks shown before it (indexed from 0). No
+    request: the blocks are shown after the part's own, and the message ends as the part did."""
 
-    request: CanonicalRequest
+    request: CanonicalRequest | None
     shown: tuple[CanonicalEvent, ...] = ()
 
 
@@ -99,8 +102,9 @@ async def run_turn(
                     yield joined
             part = Part(request, assembler.partial(), error, number, current.truncation)
             following = await _next(steps, part) if number < max_parts else None
-            if following is None:
-                yield [error] if error is not None else splice.end()
+            if following is None or following.request is None:
+                shown = splice.append(list(following.shown)) if following else []
+                yield [*shown, *([error] if error is not None else splice.end())]
                 return
             await owned.aclose()  # the part before is read to its end, or abandoned
             closing = splice.close_open_block()

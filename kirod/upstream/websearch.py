@@ -9,7 +9,8 @@ Kiro runs no hosted tools in a chat, but its MCP endpoint answers `tools/call` o
 - Inside an ordinary turn the tool is declared to the model as a function tool (`SEARCH_TOOL`);
   when the model calls it, `WebSearchStep` runs the search, shows the call and its results to
   the client, and sends the results back to the model as the tool's result, so the turn goes on
-  (`kirod.upstream.turn`), at most `max_uses` searches per request.
+  (`kirod.upstream.turn`), at most `max_uses` searches per request. Searches called beside the
+  client's own tools are run and shown too, and the message ends for the client's calls.
 
 A search that fails (MCP error, 403, timeout, malformed answer) is an `unavailable` result, not
 a failed request: the client shows no links and the turn continues. An answer without results
@@ -261,9 +262,19 @@ class WebSearchStep:
             return None
         content = part.completion.content
         calls = [b for b in content if isinstance(b, ToolUseBlock) and b.name == SEARCH_TOOL.name]
-        if not calls or len(calls) != sum(isinstance(b, ToolUseBlock) for b in content):
-            # Beside a call of the client's own tools, the turn is the client's to continue.
+        if not calls:
             return None
+        shown, results = await self._run(calls)
+        if len(calls) != sum(isinstance(b, ToolUseBlock) for b in content):
+            # Beside a call of the client's own tools the turn is the client's to continue: it
+            # sees the searches, and sends them back in its history (carried as text).
+            return Next(None, tuple(shown))
+        asked = Message(Role.ASSISTANT, _replayable(content))
+        messages = (*part.request.messages, asked, Message(Role.USER, tuple(results)))
+        return Next(dataclasses.replace(part.request, messages=messages), tuple(shown))
+
+    async def _run(self, calls: Sequence[ToolUseBlock]) -> tuple[list[CanonicalEvent], list[Block]]:
+        """The searches of `calls` (within `max_uses`): the blocks shown, the tool results."""
         shown: list[CanonicalEvent] = []
         results: list[Block] = []
         searched = 0
@@ -285,9 +296,7 @@ class WebSearchStep:
             text = TextBlock(result_text(found))
             results.append(ToolResultBlock(call.id, (text,), is_error=found.error_code is not None))
         shown.append(Usage(0, 0, web_search_requests=searched))
-        asked = Message(Role.ASSISTANT, _replayable(content))
-        messages = (*part.request.messages, asked, Message(Role.USER, tuple(results)))
-        return Next(dataclasses.replace(part.request, messages=messages), tuple(shown))
+        return shown, results
 
 
 def _replayable(content: Sequence[object]) -> tuple[Block, ...]:

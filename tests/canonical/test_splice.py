@@ -145,3 +145,25 @@ def test_cache_counts_are_the_last_parts_and_a_shown_search_keeps_them() -> None
     splice.next_part()
     splice.feed(part("b", [], Usage(12, 3, cache_read_tokens=10), StopReason.END_TURN))
     assert splice.end()[0] == Usage(12, 8, None, 10, 0, 1)
+
+
+def test_appended_blocks_follow_the_part_and_its_stop_ends_the_message() -> None:
+    """Searches shown after a part that stopped for the client's call: numbered after its
+    blocks, their search counted, and the part's `tool_use` stop kept."""
+    splice = Splice()
+    first = part("a", [text(0, "two things"), tool(1, "t1")], Usage(10, 5), StopReason.TOOL_USE)
+    joined = splice.feed(first)
+    hit = SearchHit("https://example.com/", "Example", "snippet")
+    joined += splice.append(
+        [
+            ServerToolUse(0, "srvtoolu_1", "web_search", "q"),
+            SearchResults(1, "srvtoolu_1", (hit,), None),
+            Usage(0, 0, web_search_requests=1),
+        ]
+    )
+    joined += splice.end()
+    message = assemble(joined)
+    assert [type(block).__name__ for block in message.content][:2] == ["TextBlock", "ToolUseBlock"]
+    assert len(message.content) == 4
+    assert message.stop_reason is StopReason.TOOL_USE
+    assert (message.usage.input_tokens, message.usage.web_search_requests) == (10, 1)

@@ -103,6 +103,26 @@ def test_messages_continue_a_cut_call_into_one_answer(
     assert len(service.requests("chat")) == 2
 
 
+def test_a_search_call_beside_the_cut_call_does_not_stop_the_continuation(
+    daemons: dict[str, DaemonProcess], service: FakeKiro
+) -> None:
+    """A whole web_search call (kirod's own tool, never shown) before the cut Write: the client
+    holds no call, so the turn continues; the continuation replays no search call."""
+    search = ToolCall("web_search", {"query": "notes format"})
+    cut = ToolCall("Write", WRITE_ARGS, cut=ToolCut.END)
+    service.enqueue(Reply("Looking it up.", tool_calls=(search, cut)), SMALLER)
+    tools: Any = [WRITE_TOOL, {"type": "web_search_20250305", "name": "web_search"}]
+    with claude(daemons["recovering"]) as client:
+        message = client.messages.create(model=MODEL, max_tokens=4096, tools=tools, messages=PROMPT)
+    assert [block.type for block in message.content] == ["text", "text"]
+    assert message.stop_reason == "end_turn"
+    _, second = (r.json["conversationState"] for r in service.requests("chat"))
+    replayed = second["history"][-1]["assistantResponseMessage"]
+    assert [use["name"] for use in replayed["toolUses"]] == ["Write"]
+    results = second["currentMessage"]["userInputMessage"]["userInputMessageContext"]
+    assert [r["status"] for r in results["toolResults"]] == ["error"]
+
+
 @pytest.mark.parametrize("stream", [False, True], ids=["json", "stream"])
 def test_messages_end_with_the_error_when_the_continuation_is_cut_too(
     daemons: dict[str, DaemonProcess], service: FakeKiro, stream: bool

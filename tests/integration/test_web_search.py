@@ -174,6 +174,88 @@ def test_a_search_in_an_ordinary_turn_streams_the_continuation_as_one_message(
     assert asked["toolUses"][0]["name"] == "web_search"
 
 
+@pytest.mark.parametrize("stream", [True, False], ids=["stream", "whole"])
+def test_a_search_beside_a_client_tool_is_run_and_the_message_ends_for_the_client(
+    claude: anthropic.Anthropic, service: FakeKiro, stream: bool
+) -> None:
+    """The model calls web_search and Read in one reply: kirod searches and shows it, and the
+    message stops for Read (no second model turn: the client answers its call first)."""
+    service.enqueue(
+        Reply(
+            text="Two things.",
+            tool_calls=(
+                ToolCall("web_search", {"query": "aiohttp"}),
+                ToolCall("Read", {"path": "notes.md"}),
+            ),
+        )
+    )
+    asked: Any = {
+        "model": MODEL,
+        "max_tokens": 1024,
+        "messages": [{"role": "user", "content": "Search aiohttp and read notes.md"}],
+        "tools": [READ_TOOL, SEARCH_TOOL],
+    }
+    if stream:
+        with claude.messages.stream(**asked) as events:
+            message = events.get_final_message()
+    else:
+        message = claude.messages.create(**asked)
+    kinds = [block.type for block in message.content]
+    assert kinds == ["text", "tool_use", "server_tool_use", "web_search_tool_result"]
+    read, search, results = message.content[1:]
+    assert (read.name, read.input) == ("Read", {"path": "notes.md"})  # type: ignore[union-attr]
+    assert search.input == {"query": "aiohttp"}  # type: ignore[union-attr]
+    assert results.tool_use_id == search.id  # type: ignore[union-attr]
+    assert results.content[0].url == "https://example.com/aiohttp/1"  # type: ignore[union-attr,index]
+    assert message.stop_reason == "tool_use"
+    assert message.usage.server_tool_use.web_search_requests == 1  # type: ignore[union-attr]
+    assert len(service.requests("chat")) == 1
+    assert [call["params"]["arguments"]["query"] for call in mcp_calls(service)] == ["aiohttp"]
+
+    # The next turn: the client's Read result, with the search blocks in its history.
+    service.enqueue(Reply(text="Done."))
+    history: Any = [
+        *asked["messages"],
+        {"role": "assistant", "content": [block.model_dump() for block in message.content]},
+        {
+            "role": "user",
+            "content": [{"type": "tool_result", "tool_use_id": read.id, "content": "hi"}],  # type: ignore[union-attr]
+        },
+    ]
+    after = claude.messages.create(**{**asked, "messages": history})
+    assert after.content[0].text == "Done."  # type: ignore[union-attr]
+    state = service.requests("chat")[-1].json["conversationState"]
+    assistant = state["history"][-1]["assistantResponseMessage"]
+    assert [use["name"] for use in assistant["toolUses"]] == ["Read"]
+    assert "https://example.com/aiohttp/1" in assistant["content"]  # the search, as text
+
+
+def test_responses_search_beside_a_function_call_ends_for_the_client(
+    gpt: openai.OpenAI, service: FakeKiro
+) -> None:
+    service.enqueue(
+        Reply(
+            tool_calls=(
+                ToolCall("web_search", {"query": "kirod"}),
+                ToolCall("exec_command", {"cmd": "ls"}),
+            )
+        )
+    )
+    tools: Any = [
+        {"type": "function", "name": "exec_command", "parameters": {"type": "object"}},
+        {"type": "web_search"},
+    ]
+    with gpt.responses.stream(model=MODEL, input="find kirod and list", tools=tools) as stream:
+        final = stream.get_final_response()
+    assert [item.type for item in final.output] == ["function_call", "web_search_call"]
+    call, search = final.output
+    assert call.name == "exec_command"  # type: ignore[union-attr]
+    assert search.status == "completed"  # type: ignore[union-attr]
+    assert search.action.query == "kirod"  # type: ignore[union-attr]
+    assert final.status == "completed"
+    assert len(service.requests("chat")) == 1
+
+
 def test_searches_beyond_max_uses_are_answered_max_uses_exceeded(
     claude: anthropic.Anthropic, service: FakeKiro
 ) -> None:
