@@ -44,6 +44,7 @@ WRITE_FUNCTION: dict[str, Any] = {
     "parameters": WRITE_TOOL["input_schema"],
 }
 PROMPT = [{"role": "user", "content": "Write my notes."}]
+CHAT = {"KIROD_ENABLE_CHAT_COMPLETIONS": "true"}
 
 
 def _daemon(fake: ThreadedFake, root: Path, env: dict[str, str]) -> DaemonProcess:
@@ -56,8 +57,8 @@ def _daemon(fake: ThreadedFake, root: Path, env: dict[str, str]) -> DaemonProces
 def daemons(fake: ThreadedFake, module_tmp: Path) -> Iterator[dict[str, DaemonProcess]]:
     """The default daemon ("recovering") and one with truncation recovery off ("strict")."""
     procs = {
-        "recovering": _daemon(fake, module_tmp / "a", {}),
-        "strict": _daemon(fake, module_tmp / "b", {"KIROD_TRUNCATION_RECOVERY": "false"}),
+        "recovering": _daemon(fake, module_tmp / "a", CHAT),
+        "strict": _daemon(fake, module_tmp / "b", {**CHAT, "KIROD_TRUNCATION_RECOVERY": "false"}),
     }
     try:
         yield procs
@@ -192,6 +193,29 @@ def test_responses_without_recovery_fail(
     else:
         assert error.status_code == 502
         assert error.code == "tool_input_truncated"
+
+
+def test_chat_completions_continue_or_fail_like_the_other_protocols(
+    daemons: dict[str, DaemonProcess], service: FakeKiro
+) -> None:
+    function = {k: v for k, v in WRITE_FUNCTION.items() if k != "type"}
+    chat_tool: Any = {"type": "function", "function": function}
+    asked: Any = {"model": MODEL, "messages": PROMPT, "tools": [chat_tool]}
+    service.enqueue(CUT, SMALLER)
+    with gpt(daemons["recovering"]) as client:
+        answer = client.chat.completions.create(**asked)
+    assert answer.choices[0].message.content == CUT.text + SMALLER.text
+    assert answer.choices[0].message.tool_calls is None
+    service.enqueue(CUT)
+    with gpt(daemons["strict"]) as client, pytest.raises(openai.APIStatusError) as raised:
+        client.chat.completions.create(**asked)
+    assert raised.value.status_code == 502
+    service.enqueue(CUT)
+    seen: list[Any] = []
+    with gpt(daemons["strict"]) as client, pytest.raises(openai.APIError) as streamed:
+        seen.extend(client.chat.completions.create(**asked, stream=True))
+    assert "tool_input_truncated" in str(streamed.value.body)
+    assert not any(chunk.choices and chunk.choices[0].delta.tool_calls for chunk in seen)
 
 
 def test_stats_count_cut_calls_and_recoveries(
