@@ -9,12 +9,16 @@ machine's drift hits them alike:
 - `search-side-call`: Claude Code's WebSearch side call; one MCP search, no chat.
 - `search-in-turn`: the small body with the `web_search` server tool; the fake model calls it
   first, so: a chat, an MCP search, a second chat.
-- `truncation-recovered`: the small body with a `Write` tool; the fake model's first call of it
-  is cut off mid-input, so kirod continues once: two chats.
+- `write-whole`: the small body with a `Write` tool, which the fake model calls with `CUT_AFTER`
+  characters of input, whole: one chat that ends for the client's call.
+- `truncation-recovered`: the same, but the call is cut off after those characters, so kirod
+  continues once: two chats.
 
 The figure is the daemon's CPU time per request (medians over the rounds). Each variant's
-upstream calls would cost about one `plain` request each; what kirod adds beyond them is
-`CPU(variant) / CPU(plain) - calls`, in plain round trips, and the target is at most 1.
+upstream calls would cost what the variants making just those calls cost (`BASELINE`: a `plain`
+request per chat or search, a `write-whole` for a chat streaming the same tool input); what
+kirod adds beyond them is `(CPU(variant) - CPU(baseline)) / CPU(plain)`, in plain round trips,
+and the target is at most 1.
 Exits non-zero if any request failed or made another number of upstream calls.
 """
 
@@ -43,9 +47,34 @@ WRITE_TOOL: Final = {
     "description": "Writes a file.",
     "input_schema": {"type": "object", "properties": {"content": {"type": "string"}}},
 }
-VARIANTS: Final = ("plain", "search-side-call", "search-in-turn", "truncation-recovered")
-CALLS: Final = {"plain": 1, "search-side-call": 1, "search-in-turn": 3, "truncation-recovered": 2}
+CUT_AFTER: Final = 5_000
+"""Characters of the Write call's input Kiro sends before the cut: about the 5.7 KB measured
+when Kiro cut a real large write (capabilities §3)."""
+VARIANTS: Final = (
+    "plain",
+    "search-side-call",
+    "search-in-turn",
+    "write-whole",
+    "truncation-recovered",
+)
+CALLS: Final = {
+    "plain": 1,
+    "search-side-call": 1,
+    "search-in-turn": 3,
+    "write-whole": 1,
+    "truncation-recovered": 2,
+}
 """Upstream calls per request: chats and MCP searches."""
+BASELINE: Final = {
+    "plain": ("plain",),
+    "search-side-call": ("plain",),
+    "search-in-turn": ("plain", "plain", "plain"),
+    "write-whole": ("write-whole",),
+    "truncation-recovered": ("write-whole", "plain"),
+}
+"""What each variant's upstream calls cost kirod by themselves: the variants that make just those
+calls. A cut write's first chat streams as much tool input as a whole one (`write-whole`), the
+continuation is a plain chat; what the variant costs beyond their sum is what recovery adds."""
 
 
 def body(variant: str) -> bytes:
@@ -57,7 +86,7 @@ def body(variant: str) -> bytes:
         ]
     if variant in ("search-side-call", "search-in-turn"):
         document["tools"] = [SEARCH_TOOL]
-    elif variant == "truncation-recovered":
+    elif variant in ("write-whole", "truncation-recovered"):
         document["tools"] = [WRITE_TOOL]
     return payloads.body_bytes(document)
 
@@ -65,8 +94,12 @@ def body(variant: str) -> bytes:
 def script(variant: str) -> Script:
     first = {
         "search-in-turn": ToolCall("web_search", {"query": "loopback sockets"}),
+        "write-whole": ToolCall("Write", {"content": payloads.prose(CUT_AFTER)}),
         "truncation-recovered": ToolCall(
-            "Write", {"content": payloads.prose(400)}, cut=ToolCut.END, cut_after=200
+            "Write",
+            {"content": payloads.prose(CUT_AFTER + 1_000)},
+            cut=ToolCut.END,
+            cut_after=CUT_AFTER,
         ),
     }
     return Script(
@@ -86,8 +119,8 @@ def target(runner: Runner, variant: str) -> Target:
         },
         body=body(variant),
         framing="json",
-        content_marker=b'"text"',
-        end_marker=b"end_turn",
+        content_marker=b'"tool_use"' if variant == "write-whole" else b'"text"',
+        end_marker=b'"stop_reason": "tool_use"' if variant == "write-whole" else b"end_turn",
     )
 
 
@@ -156,7 +189,7 @@ def render(results: dict[str, Any]) -> str:
     ]
     for variant in VARIANTS:
         per_round = [row[variant]["daemon_cpu_ms_per_request"] for row in results["rounds"]]
-        added = medians[variant] / plain - CALLS[variant]
+        added = (medians[variant] - sum(medians[b] for b in BASELINE[variant])) / plain
         lines.append(
             f"| {variant} | {CALLS[variant]} | {medians[variant]:.3f} "
             f"({', '.join(f'{c:.2f}' for c in per_round)}) | {added:+.2f} |"

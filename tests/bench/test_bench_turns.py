@@ -15,8 +15,15 @@ def test_turns_comparison_runs_every_variant(short_tmp: Path) -> None:
         "--accounts", "1",
     )  # fmt: skip
     (row,) = results["rounds"]
-    for variant in ("plain", "search-side-call", "search-in-turn", "truncation-recovered"):
+    variants = (
+        "plain",
+        "search-side-call",
+        "search-in-turn",
+        "write-whole",
+        "truncation-recovered",
+    )
+    for variant in variants:
         assert row[variant]["errors"] == 0, row[variant]["error_examples"]
         assert row[variant]["completed"] == 4
-    assert [row[v]["upstream_calls_per_request"] for v in row] == [1, 1, 3, 2]
+    assert [row[v]["upstream_calls_per_request"] for v in row] == [1, 1, 3, 1, 2]
     assert "| search-in-turn | 3 |" in stdout
