@@ -48,7 +48,7 @@ COMMANDS = {
     "shutdown": ("daemon", "Stop kirod: in-flight requests drain first, then it exits 0."),
     "stats": (
         "reports",
-        "Summarize the requests kirod served: success, time to first byte, accounts, models, days.",
+        "Summarize the requests kirod served: success, first byte, accounts, models, keys, days.",
     ),
     "status": ("daemon", "Show whether kirod serves, and each account's state and credits."),
     "top": ("top", "Watch kirod live: requests in flight, account slots, the last minute, errors."),

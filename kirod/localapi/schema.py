@@ -309,7 +309,7 @@ class Percentiles:
 
 @dataclass(frozen=True)
 class StatsGroup:
-    """The requests of one account, one model or one UTC day."""
+    """The requests of one account, model, API key or UTC day."""
 
     key: str
     requests: int
@@ -343,6 +343,7 @@ class Stats:
     truncated: int = 0  # requests in which Kiro cut a tool call off
     recovered: int = 0  # of those, answered in the end after kirod continued the turn
     days: tuple[StatsGroup, ...] = ()  # keyed by UTC date (YYYY-MM-DD), oldest first
+    keys: tuple[StatsGroup, ...] = ()  # by API key id, most requests first
 
     @property
     def success_rate(self) -> float | None:
@@ -383,6 +384,7 @@ class Stats:
             truncated=int(data.get("truncated", 0)),
             recovered=int(data.get("recovered", 0)),
             days=tuple(StatsGroup.from_json(group) for group in data.get("days", ())),
+            keys=tuple(StatsGroup.from_json(group) for group in data.get("keys", ())),
         )
 
 

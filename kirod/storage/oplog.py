@@ -247,6 +247,7 @@ class OpLog:
             ttfb_ms=await self._ttfb(start),
             accounts=await self._groups("account_id", start),
             models=await self._groups("model", start),
+            keys=await self._groups("key_id", start),
             errors={row[0]: row[1] for row in errors},
             truncated=totals[5],
             recovered=totals[6],

@@ -310,6 +310,30 @@ def test_keys_create_list_revoke(daemon: DaemonProcess) -> None:
     assert "ci" not in names
 
 
+def test_stats_break_requests_down_by_key_name(fake: ThreadedFake, short_tmp: Path) -> None:
+    proc = start_daemon(short_tmp, fake, {})
+    try:
+        import_account(proc, fake.fake.issue_social_account(), "only")
+        secret = kiroctl(proc, "keys", "create", "stats-probe").stdout.strip()
+        with anthropic.Anthropic(base_url=proc.base_url, api_key=secret, max_retries=0) as client:
+            for _ in range(2):
+                client.messages.create(
+                    model="claude-sonnet-4-6",
+                    max_tokens=50,
+                    messages=[{"role": "user", "content": "hi"}],
+                )
+        listed = as_json(kiroctl(proc, "keys", "list", "--json"))["keys"]
+        [probe] = [key for key in listed if key["name"] == "stats-probe"]
+        [group] = as_json(kiroctl(proc, "stats", "--json"))["keys"]
+        assert (group["key"], group["requests"], group["errors"]) == (probe["id"], 2, 0)
+        text = kiroctl(proc, "stats").stdout
+        assert re.search(r"^KEY +REQUESTS +ERRORS +CREDITS$", text, re.MULTILINE), text
+        assert re.search(r"^stats-probe +2 +0 ", text, re.MULTILINE), text
+        assert probe["id"] not in text
+    finally:
+        proc.stop()
+
+
 def test_models_stats_config_version(daemon: DaemonProcess) -> None:
     models = as_json(kiroctl(daemon, "models", "--json"))
     assert models["source"] == "accounts"
@@ -321,7 +345,16 @@ def test_models_stats_config_version(daemon: DaemonProcess) -> None:
     assert re.search(r"^opus +claude-opus-4\.8 +family$", text, re.MULTILINE), text
 
     stats = as_json(kiroctl(daemon, "stats", "--since", "1h", "--json"))
-    keys = {"requests", "succeeded", "success_rate", "ttfb_ms", "accounts", "models", "days"}
+    keys = {
+        "requests",
+        "succeeded",
+        "success_rate",
+        "ttfb_ms",
+        "accounts",
+        "models",
+        "keys",
+        "days",
+    }
     assert keys <= set(stats)
     assert stats["since"] == pytest.approx(time.time() - 3600, abs=60)
     assert "requests" in kiroctl(daemon, "stats").stdout

@@ -95,6 +95,7 @@ async def test_stats(db: Database) -> None:
             at=2000.0,
             model="gpt-5",
             account_id="acc-b",
+            key_id="key-2",
             status=429,
             error="accounts_cooling_down",
             ttfb_ms=None,
@@ -116,6 +117,10 @@ async def test_stats(db: Database) -> None:
         ("acc-b", 1, 1),
     ]
     assert [(g.key, g.requests) for g in stats.models] == [("claude-sonnet-4-6", 101), ("gpt-5", 1)]
+    assert [(g.key, g.requests, g.errors) for g in stats.keys] == [
+        ("key-1", 101, 1),
+        ("key-2", 1, 1),
+    ]
     assert stats.errors == {"accounts_cooling_down": 1, "upstream_throttled": 1}
     recent = await log.stats(since=1999.0)
     assert (recent.requests, recent.succeeded, recent.ttfb_ms) == (2, 0, None)

@@ -87,9 +87,10 @@ def _milliseconds(value: float) -> str:
 @json_option
 @pass_app
 def stats(app: App, since: str | None, as_json: bool) -> None:
-    """Summarize the requests kirod served: success, time to first byte, accounts, models, days.
+    """Summarize the requests kirod served: success, first byte, accounts, models, keys, days.
 
-    Days are UTC dates, each with its requests, errors and Kiro credits."""
+    Keys are named as `kiroctl keys list` names them; days are UTC dates, each with its
+    requests, errors and Kiro credits."""
     start = parse_since(since) if since else None
     if as_json:  # the document as kirod sent it: `Stats.to_json()` could write 0 as 0.0
         render.print_json(app.call(lambda kirod: kirod.request("GET", stats_path(start))))
@@ -116,6 +117,9 @@ def stats(app: App, since: str | None, as_json: bool) -> None:
         )
     _groups(app, "ACCOUNT", report.accounts, labels)
     _groups(app, "MODEL", report.models, {})
+    if report.keys:
+        names = {key.id: key.name for key in app.call(lambda kirod: kirod.keys())}
+        _groups(app, "KEY", report.keys, names)
     _groups(app, "DAY (UTC)", report.days, {})
     if report.errors:
         grid = render.Grid("ERROR", "COUNT")
