@@ -32,10 +32,18 @@ from kirod.canonical.request import (
     ToolUseBlock,
 )
 from kirod.errors import ApiError, ErrorKind
-from kirod.testing.fake_kiro import DEFAULT_MODELS, FakeKiro, Reply, Script, ToolCall, ToolCut
+from kirod.testing.fake_kiro import (
+    DEFAULT_MODELS,
+    FakeKiro,
+    Fault,
+    Reply,
+    Script,
+    ToolCall,
+    ToolCut,
+)
 from kirod.testing.fake_kiro.eventstream import encode_event
 from kirod.testing.fake_kiro.script import ChatRequest, Latency, Pause, plan_stream
-from kirod.upstream.client import KiroClient
+from kirod.upstream.client import ClientOptions, KiroClient
 from kirod.upstream.exchange import Route, open_exchange
 from kirod.upstream.frames import Frame, FrameDecoder
 from kirod.upstream.translate import TRUNCATED, Translator, Truncation
@@ -307,3 +315,32 @@ async def test_a_connection_cut_after_a_long_silence_is_a_truncation_not_a_failo
     assert exchange.truncation is not None
     assert exchange.truncation.cause == "connection_lost"
     assert exchange.truncation.elapsed_s >= 0.3
+
+
+async def test_silence_past_the_idle_timeout_inside_a_held_call_is_continued(
+    kiro: tuple[FakeKiro, KiroClient, Route],
+) -> None:
+    """kirod gives up on a silent stream before Kiro cuts it: the held call was never shown,
+    so the turn is continued as for any cut, timed from the call's first frame."""
+    service, loopback, route = kiro
+    service.enqueue(
+        Script(reply=Reply(tool_calls=(WRITE,)), fault=Fault.STALL, fault_at=2, stall_s=3.0),
+        Reply("I will write it in smaller parts."),
+    )
+    asked = request(tools=(WRITE_SPEC,))
+    impatient = KiroClient(loopback.endpoints, ClientOptions(idle_timeout_s=0.3))
+    async with impatient as client, open_exchange(client, asked, route) as first:
+        turn = run_turn(first, asked, [TruncationRecovery()], opener(client, route), max_parts=4)
+        events = [event for batch in await read(turn) for event in batch]
+        cut = first.truncation
+    assert tool_starts(events) == []
+    assert assemble(events).content == (TextBlock("I will write it in smaller parts."),)
+    assert cut is not None
+    assert (cut.tool_use_id, cut.cause) == ("tw", "connection_lost")
+    assert 0 < cut.bytes_received < len(json.dumps(WRITE.arguments))
+    assert 0.3 <= cut.elapsed_s < 3.0
+    [_, second] = service.requests("chat")
+    context = second.json["conversationState"]["currentMessage"]["userInputMessage"]
+    [result] = context["userInputMessageContext"]["toolResults"]
+    assert (result["toolUseId"], result["status"]) == ("tw", "error")
+    assert f"after {cut.bytes_received} bytes" in result["content"][0]["text"]
