@@ -92,6 +92,25 @@ def ask(daemon: DaemonProcess, service: FakeKiro, account_id: str) -> str:
     return block.text
 
 
+def search(daemon: DaemonProcess, service: FakeKiro) -> None:
+    """Claude Code's WebSearch side call through the daemon; the search's results came back."""
+    with anthropic.Anthropic(
+        base_url=daemon.base_url, api_key=daemon.api_key, max_retries=0
+    ) as claude:
+        message = claude.messages.create(
+            model=MODEL,
+            max_tokens=64,
+            messages=[{"role": "user", "content": "Perform a web search for the query: kiro"}],
+            tools=[{"type": "web_search_20250305", "name": "web_search"}],
+        )
+    assert [block.type for block in message.content][:2] == [
+        "server_tool_use",
+        "web_search_tool_result",
+    ]
+    assert message.content[1].content[0].url == "https://example.com/kiro/1"  # type: ignore[union-attr,index]
+    assert not service.requests("chat")
+
+
 def only_this(daemon: DaemonProcess, account_id: str) -> None:
     """Disable every other account so the next chat goes to `account_id`."""
     for account in daemon.client.accounts():
@@ -121,6 +140,12 @@ def test_an_eu_identity_center_login_finds_its_profile_and_calls_the_eu_host(
     [sent] = service.requests("chat")
     assert sent.region == "eu-central-1"
     assert sent.json["profileArn"] == tokens.profile_arn
+
+    service.clear_requests()
+    search(daemon, service)
+    [call] = service.requests("mcp")
+    assert call.region == "eu-central-1"  # the account's API host, as chat
+    assert call.json["profileArn"] == tokens.profile_arn
     daemon.client.disable_account(account["id"])
 
 
@@ -275,4 +300,11 @@ def test_an_api_key_asks_for_its_own_profile(daemon: DaemonProcess, service: Fak
     assert ask(daemon, service, tokens.account_id) == f"answer from {tokens.account_id}"
     [chat] = service.requests("chat")
     assert chat.json["profileArn"] == tokens.profile_arn
+
+    service.clear_requests()
+    search(daemon, service)  # MCP takes the key as chat does: `tokentype: API_KEY`
+    [call] = service.requests("mcp")
+    assert call.headers["tokentype"] == "API_KEY"
+    assert call.headers["authorization"] == f"Bearer {tokens.access_token}"
+    assert call.headers["x-amzn-kiro-profile-arn"] == call.json["profileArn"] == tokens.profile_arn
     daemon.client.disable_account(account.id)
