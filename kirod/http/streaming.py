@@ -35,6 +35,17 @@ SSE_HEADERS = {
 }
 
 
+class SSEResponse(web.StreamResponse):
+    """A stream whose headers leave with its first events, in one write.
+
+    aiohttp's StreamResponse sends the headers as soon as it is prepared: one more syscall and
+    one more client wake-up per stream, just before the first events (which are ready by then:
+    the exchange opened on them). `web.Response` buffers its headers the same way.
+    """
+
+    _send_headers_immediately = False
+
+
 class _Heartbeat:
     """Writes `payload` whenever nothing was written for `interval_s`; `touch()` on each write."""
 
@@ -131,7 +142,7 @@ async def stream_sse(
     shutting down and its drain ran out, the stream still ends with its protocol's terminal error
     event, so the client knows the answer was cut rather than complete.
     """
-    response = web.StreamResponse(status=200, headers=SSE_HEADERS)
+    response = SSEResponse(status=200, headers=SSE_HEADERS)
     response.enable_chunked_encoding()
     await response.prepare(request)
     streams, task = request.app.get(STREAMS), asyncio.current_task()

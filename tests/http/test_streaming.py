@@ -118,6 +118,36 @@ async def test_gathered_events_are_sent_before_the_stream_waits() -> None:
     await with_client(source, body)
 
 
+async def test_the_headers_leave_with_the_first_events_in_one_write() -> None:
+    """Nothing is written at `prepare`: the status line and headers go out with the first batch,
+    one send and one client wake-up fewer per stream (issue 16's measured gain)."""
+    release = asyncio.Event()
+
+    async def source() -> AsyncIterator[CanonicalEvent]:
+        await release.wait()
+        yield MessageStart("m", "model", 1)
+
+    async def body(client: TestClient[web.Request, web.Application]) -> None:
+        reader, writer = await asyncio.open_connection("127.0.0.1", client.port)
+        try:
+            writer.write(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+            await writer.drain()
+            try:
+                early = await asyncio.wait_for(reader.read(65536), timeout=0.3)
+            except TimeoutError:
+                early = b""
+            assert early == b""  # prepared, but no headers sent on their own
+            release.set()
+            first = await asyncio.wait_for(reader.read(65536), timeout=5)
+            assert first.startswith(b"HTTP/1.1 200 OK\r\n")
+            assert b"data: hello\n\n" in first
+            assert b"data: start\n\n" in first
+        finally:
+            writer.close()
+
+    await with_client(source, body)
+
+
 async def test_heartbeats_fill_silences_only() -> None:
     async def source() -> AsyncIterator[CanonicalEvent]:
         yield TextDelta(0, "a")
