@@ -46,8 +46,26 @@ def _timestamp(record: logging.LogRecord) -> str:
     return f"{_second(int(record.created))}.{int(record.msecs):03d}Z"
 
 
-class TextFormatter(logging.Formatter):
+_LINE_ATTR = "kirod_line"
+
+
+class _OnceFormatter(logging.Formatter):
+    """Formats a record once per line format: stderr and the `kiroctl logs` tail both write each
+    line, and the second handler takes the first one's string instead of rendering it again."""
+
     def format(self, record: logging.LogRecord) -> str:
+        lines: dict[type[_OnceFormatter], str] = record.__dict__.setdefault(_LINE_ATTR, {})
+        line = lines.get(type(self))
+        if line is None:
+            line = lines[type(self)] = self.render(record)
+        return line
+
+    def render(self, record: logging.LogRecord) -> str:
+        raise NotImplementedError
+
+
+class TextFormatter(_OnceFormatter):
+    def render(self, record: logging.LogRecord) -> str:
         parts = [_timestamp(record), record.levelname.lower(), record.name, record.getMessage()]
         parts += [f"{key}={_render_value(value)}" for key, value in _fields(record).items()]
         if record.exc_info and record.exc_info[0] is not None:
@@ -55,8 +73,8 @@ class TextFormatter(logging.Formatter):
         return " ".join(parts)
 
 
-class JsonFormatter(logging.Formatter):
-    def format(self, record: logging.LogRecord) -> str:
+class JsonFormatter(_OnceFormatter):
+    def render(self, record: logging.LogRecord) -> str:
         doc: dict[str, Any] = {
             "ts": _timestamp(record),
             "level": record.levelname.lower(),

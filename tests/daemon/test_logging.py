@@ -57,3 +57,13 @@ def test_control_characters_never_reach_a_line_raw() -> None:
         assert not any(ord(c) < 0x20 or 0x7F <= ord(c) <= 0x9F for c in line), repr(line)
     text = TextFormatter().format(record("request", path=hostile))
     assert json.loads(text.split("path=", 1)[1]) == hostile  # escaped, not lost
+
+
+def test_a_record_is_rendered_once_per_format() -> None:
+    """stderr's handler and the log tail share the line; another format renders its own."""
+    rec = record("request", path="/v1/messages")
+    text = TextFormatter().format(rec)
+    assert TextFormatter().format(rec) is text
+    as_json = JsonFormatter().format(rec)
+    assert json.loads(as_json)["path"] == "/v1/messages"
+    assert TextFormatter().format(rec) is text
