@@ -10,6 +10,7 @@ import re
 import sys
 import threading
 import time
+from collections.abc import Callable
 from typing import Any
 
 from kirod.localapi.schema import LogLines
@@ -49,23 +50,22 @@ def _timestamp(record: logging.LogRecord) -> str:
 _LINE_ATTR = "kirod_line"
 
 
-class _OnceFormatter(logging.Formatter):
-    """Formats a record once per line format: stderr and the `kiroctl logs` tail both write each
-    line, and the second handler takes the first one's string instead of rendering it again."""
+def _once(record: logging.LogRecord, render: Callable[[logging.LogRecord], str]) -> str:
+    """`render(record)`, computed once per line format: stderr and the `kiroctl logs` tail both
+    write each line, and the second handler takes the first one's string."""
+    lines: dict[str, str] = record.__dict__.setdefault(_LINE_ATTR, {})
+    key = render.__qualname__
+    line = lines.get(key)
+    if line is None:
+        line = lines[key] = render(record)
+    return line
 
+
+class TextFormatter(logging.Formatter):
     def format(self, record: logging.LogRecord) -> str:
-        lines: dict[type[_OnceFormatter], str] = record.__dict__.setdefault(_LINE_ATTR, {})
-        line = lines.get(type(self))
-        if line is None:
-            line = lines[type(self)] = self.render(record)
-        return line
+        return _once(record, self._render)
 
-    def render(self, record: logging.LogRecord) -> str:
-        raise NotImplementedError
-
-
-class TextFormatter(_OnceFormatter):
-    def render(self, record: logging.LogRecord) -> str:
+    def _render(self, record: logging.LogRecord) -> str:
         parts = [_timestamp(record), record.levelname.lower(), record.name, record.getMessage()]
         parts += [f"{key}={_render_value(value)}" for key, value in _fields(record).items()]
         if record.exc_info and record.exc_info[0] is not None:
@@ -73,8 +73,11 @@ class TextFormatter(_OnceFormatter):
         return " ".join(parts)
 
 
-class JsonFormatter(_OnceFormatter):
-    def render(self, record: logging.LogRecord) -> str:
+class JsonFormatter(logging.Formatter):
+    def format(self, record: logging.LogRecord) -> str:
+        return _once(record, self._render)
+
+    def _render(self, record: logging.LogRecord) -> str:
         doc: dict[str, Any] = {
             "ts": _timestamp(record),
             "level": record.levelname.lower(),
