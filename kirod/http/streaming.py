@@ -43,6 +43,8 @@ class SSEResponse(web.StreamResponse):
     the exchange opened on them). `web.Response` buffers its headers the same way.
     """
 
+    # aiohttp's own switch (web.Response turns it off); should a release drop it, the test of
+    # this in tests/http/test_streaming.py fails instead of the gain going unnoticed.
     _send_headers_immediately = False
 
 
