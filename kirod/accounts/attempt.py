@@ -14,7 +14,7 @@ import contextlib
 import dataclasses
 import logging
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from kirod import log
 from kirod.accounts.account import to_upstream
@@ -28,6 +28,7 @@ from kirod.accounts.tokens import TokenKeeper
 from kirod.canonical.models import ModelInfo, resolve
 from kirod.canonical.request import CanonicalRequest
 from kirod.errors import ApiError
+from kirod.storage.accounts import AccountRecord
 from kirod.storage.affinity import Binding
 from kirod.upstream.client import KiroClient, UpstreamAccount
 from kirod.upstream.errors import Failure, RefreshError, UpstreamError, UpstreamHttpError
@@ -78,6 +79,11 @@ class Attempts:
     finder: ProfileFinder
     settings: RouteSettings
     authorize: Callable[[str, ModelInfo], None] | None = None
+    # Each record's upstream view, made once: records are replaced, never changed, and the
+    # conversion re-reads the credentials JSON. Keyed by account id, so bounded by the accounts.
+    _upstream: dict[str, tuple[AccountRecord, UpstreamAccount]] = field(
+        default_factory=dict, init=False, repr=False, compare=False
+    )
 
     async def attempt(
         self,
@@ -91,7 +97,7 @@ class Attempts:
         """Open the exchange on `lease`'s account; its response joins `stack`. Raises `Retry`
         (another account may serve) or the `ApiError` that ends the request."""
         operation.attempting(lease.account_id, lease.account.region)
-        account = await self._fresh(lease, operation, to_upstream(lease.account))
+        account = await self._fresh(lease, operation, self._upstream_account(lease.account))
         route = await self._route(lease, request, routing, binding, operation, account)
         operation.attempting(lease.account_id, account.region, route.model.kiro_id)
         chances = {Failure.BEARER, Failure.PROFILE_REQUIRED, Failure.INVALID_MODEL}
@@ -122,6 +128,14 @@ class Attempts:
             dropped=",".join(exchange.dropped) or None,
         )
         return Opened(lease, route, exchange)
+
+    def _upstream_account(self, record: AccountRecord) -> UpstreamAccount:
+        kept = self._upstream.get(record.id)
+        if kept is not None and kept[0] is record:
+            return kept[1]
+        account = to_upstream(record)
+        self._upstream[record.id] = (record, account)
+        return account
 
     async def _second_chance(
         self,

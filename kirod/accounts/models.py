@@ -51,6 +51,7 @@ logger = logging.getLogger("kirod.models")
 CATALOG_TTL_S = 3600.0
 STATIC_CATALOG_MAX_AGE_S = 180 * 86400.0  # after this the static fallback is likely out of date
 MAX_REMEMBERED_SUBSTITUTIONS = 256  # distinct client names logged and shown; bounded by design
+MAX_ROUTES = 64  # model names whose routing is kept (clients send a handful)
 
 
 class CatalogCache:
@@ -71,6 +72,7 @@ class CatalogCache:
         # One fetch per account however many requests find the catalog stale (a burst at start
         # would otherwise send one ListAvailableModels each).
         self._fetches: SingleFlight[str, ModelCatalog] = SingleFlight(tasks, "catalog")
+        self.version = 0  # moves whenever a cached catalog changes (`ModelDirectory.route`)
 
     def cached(self, account_id: str) -> ModelCatalog | None:
         entry = self._entries.get(account_id)
@@ -83,13 +85,15 @@ class CatalogCache:
         if entry is not None:
             kept = ModelCatalog(tuple(info for info in entry[1] if info.kiro_id != kiro_id))
             self._entries[account_id] = (float("-inf"), kept)
+            self.version += 1
         elif STATIC_CATALOG.get(kiro_id) is not None:  # bounded by the static list's size
             refused = self._refused_static.get(account_id, frozenset())
             self._refused_static[account_id] = refused | {kiro_id}
         log.event(logger, "model_catalog_refused", account=account_id, model=kiro_id)
 
     def forget(self, account_id: str) -> None:
-        self._entries.pop(account_id, None)
+        if self._entries.pop(account_id, None) is not None:
+            self.version += 1
         self._unreadable.discard(account_id)
         self._refused_static.pop(account_id, None)
 
@@ -125,6 +129,7 @@ class CatalogCache:
         self._unreadable.discard(account.id)
         self._refused_static.pop(account.id, None)
         self._entries[account.id] = (time.monotonic(), catalog)
+        self.version += 1
         return catalog
 
     def _fallback(self, account_id: str) -> ModelCatalog:
@@ -204,6 +209,9 @@ class ModelDirectory:
         self._keeper = keeper
         self.policy = policy
         self._seen: dict[tuple[str, str], Substitution] = {}
+        # name → (catalog version, the records routed over, the routing): a request's routing
+        # is the last one's until an account record or a catalog changes.
+        self._routes: dict[str, tuple[int, tuple[AccountRecord, ...], Routing]] = {}
 
     async def catalog_for(self, account: UpstreamAccount) -> ModelCatalog:
         return await self._catalogs.get(account)
@@ -225,7 +233,28 @@ class ModelDirectory:
         return not (premium(kiro_id) and free_plan(record))
 
     def route(self, name: str, records: Sequence[AccountRecord]) -> Routing:
-        """Resolve `name` across the accounts' catalogs; raise the 404 when none offers it."""
+        """Resolve `name` across the accounts' catalogs; raise the 404 when none offers it.
+
+        Kept per name while the records (the pool's objects, replaced whenever a row changes)
+        and the cached catalogs stay the same: the union of every account's catalog is then the
+        same, and so is the answer.
+        """
+        kept = self._routes.get(name)
+        version = self._catalogs.version
+        if (
+            kept is not None
+            and kept[0] == version
+            and len(kept[1]) == len(records)
+            and all(old is new for old, new in zip(kept[1], records, strict=True))
+        ):
+            return kept[2]
+        routing = self._route(name, records)
+        if len(self._routes) >= MAX_ROUTES:
+            self._routes.clear()
+        self._routes[name] = (version, tuple(records), routing)
+        return routing
+
+    def _route(self, name: str, records: Sequence[AccountRecord]) -> Routing:
         seen: dict[str, ModelInfo] = {}
         cold = not records
         for record in records:

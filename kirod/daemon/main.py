@@ -22,7 +22,7 @@ from kirod.config import (
     load_settings,
     unknown_env,
 )
-from kirod.daemon import lifecycle
+from kirod.daemon import collector, lifecycle
 from kirod.daemon.logging import configure
 from kirod.errors import ConfigError, KirodError
 
@@ -160,6 +160,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 option=option.flag,
                 instead=f"{option.env} or {option.name} in the config file",
             )
+    collector.settle()  # every module is imported by now
     try:
         return asyncio.run(lifecycle.run(settings, load_service_env()))
     except ConfigError as exc:  # a configured path that cannot be used, found at start

@@ -85,11 +85,18 @@ async def read_body(request: web.Request, limit: int, timeout_s: float) -> bytea
         raise _too_large(limit)
     body = bytearray()
     try:
-        async with asyncio.timeout(timeout_s):
-            while chunk := await request.content.read(READ_CHUNK):
-                if len(body) + len(chunk) > limit:
-                    raise _too_large(limit)
-                body += chunk
+        if request.content.is_eof():
+            # The whole body came with the headers (most requests): nothing to wait for, so no
+            # deadline to arm and no read loop.
+            body += request.content.read_nowait()
+            if len(body) > limit:
+                raise _too_large(limit)
+        else:
+            async with asyncio.timeout(timeout_s):
+                while chunk := await request.content.read(READ_CHUNK):
+                    if len(body) + len(chunk) > limit:
+                        raise _too_large(limit)
+                    body += chunk
     except ConnectionError:
         raise ClientDisconnected() from None
     except TimeoutError:
