@@ -97,6 +97,7 @@ class Env:
     oplog: OpLog
     dispatcher: Dispatcher
     maintenance: Maintenance
+    models: ModelDirectory
     clock: Clock
     fake_ids: dict[str, str] = field(default_factory=dict)  # kirod account id -> fake account id
 
@@ -301,6 +302,7 @@ async def pool_env(
             oplog=oplog,
             dispatcher=dispatcher,
             maintenance=maintenance,
+            models=models,
             clock=clock,
         )
 

@@ -181,3 +181,25 @@ async def test_a_static_model_kiro_refuses_is_left_out_while_no_catalog_can_be_r
         env.fake.clear_requests()
         await env.complete(request(model="opus"))
         assert sent_models(env.fake.requests("chat")) == [sent[1]]
+
+
+async def test_a_routing_is_kept_only_while_the_records_and_catalogs_stay_the_same(
+    tmp_path: Path,
+) -> None:
+    async with pool_env(tmp_path) as env:
+        first, second = await env.add_accounts(2)
+        await env.maintenance.run_pass()  # both catalogs read: both list Opus
+        records = await env.pool.current()
+        routing = env.models.route(OPUS, records)
+        assert routing.offers is None  # every account offers it
+        assert env.models.route(OPUS, await env.pool.current()) is routing
+        # A catalog changes: Kiro refused the model on the first account.
+        env.models.refused(first.id, routing.kiro_id or "")
+        narrowed = env.models.route(OPUS, await env.pool.current())
+        assert narrowed.offers is not None
+        assert [narrowed.offers(r) for r in records] == [r.id == second.id for r in records]
+        # A record changes (a row written, so the pool holds a new object for it).
+        await env.store.set_usage(second.id, {"subscription": "KIRO PRO"})
+        assert env.models.route(OPUS, await env.pool.current()) is not narrowed
+        # Another name has its own routing.
+        assert env.models.route("claude-sonnet-4-6", records).kiro_id != routing.kiro_id
