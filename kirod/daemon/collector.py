@@ -8,11 +8,11 @@ full collection walked all ~70,000 objects, most of them modules, classes and fu
 imported at start: about 0.35 ms of a streamed request's 2.5 ms of CPU, and a full collection
 held the event loop ~40 ms (bench/README.md, "The garbage collector").
 
-`settle()`, called once before serving: collect, then freeze what start-up built (it lives as
-long as the process; a frozen object is never walked again), and raise the young threshold
-above what a busy loop holds in flight. Cycles are still collected, only in larger batches:
-each request leaves about one small cycle (asyncio's closed socket transport), so at most
-~4,000 of them wait for a collection.
+`settle()`, called once before serving, when every module is imported: collect, then freeze
+what is loaded (it lives as long as the process; a frozen object is never walked again), and
+raise the young threshold above what a busy loop holds in flight. Cycles are still collected,
+only in larger batches: each request leaves about one small cycle (asyncio's closed socket
+transport), so at most ~4,000 of them wait for a collection.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ YOUNG_THRESHOLD: Final = 20_000
 
 
 def settle() -> None:
-    """Freeze start-up's objects and raise the young generation's threshold (module docstring)."""
+    """Freeze the loaded objects and raise the young generation's threshold (module docstring)."""
     gc.collect()
     gc.freeze()
     _, middle, old = gc.get_threshold()

@@ -47,7 +47,7 @@ def _probe() -> dict[str, object]:
     return report
 
 
-def test_settle_freezes_start_up_and_raises_only_the_young_threshold() -> None:
+def test_settle_freezes_the_loaded_objects_and_raises_only_the_young_threshold() -> None:
     report = _probe()
     default, threshold = report["default"], report["threshold"]
     assert isinstance(default, list)
