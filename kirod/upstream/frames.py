@@ -37,12 +37,13 @@ _STRING_HEADER = 7  # the header value type of UTF-8 strings
 _MIN_FRAME_SIZE = _PRELUDE.size + _MESSAGE_CRC_SIZE
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Frame:
     """One event-stream message, reduced to what the translator needs.
 
     Only the fields of its own `message_type` are set: `event_type` for events, `exception_type`
-    for exceptions, `error_code` and `error_message` for errors.
+    for exceptions, `error_code` and `error_message` for errors. Not frozen, though nothing
+    changes one: a frozen dataclass is built at twice the cost, and there is one per frame.
     """
 
     message_type: MessageType
@@ -74,7 +75,7 @@ class FrameDecoder:
         self._raise_if_failed()
         frames: list[Frame] = []
         try:
-            self._consume(memoryview(chunk), frames)
+            self._consume(bytes(chunk) if chunk.__class__ is not bytes else chunk, frames)
         except UpstreamProtocolError as exc:
             self._failure = exc
             if not frames:
@@ -95,39 +96,53 @@ class FrameDecoder:
         if self._failure is not None:
             raise self._failure
 
-    def _consume(self, data: memoryview, frames: list[Frame]) -> None:
-        while data:
-            if not self._frame and len(data) >= _PRELUDE.size:
-                # The usual case, a chunk starting on a frame boundary: decode whole frames
-                # straight from it, with no copy into the assembly buffer.
-                size = _checked_frame_size(data[: _PRELUDE.size])
-                if len(data) < size:
-                    self._frame += data
-                    self._frame_size = size
-                    return
-                frames.append(_decode_frame(bytes(data[:size])))
-                data = data[size:]
-                continue
-            if not self._frame_size:
-                missing = _PRELUDE.size - len(self._frame)
-                self._frame += data[:missing]
-                data = data[missing:]
-                if len(self._frame) < _PRELUDE.size:
-                    return
-                self._frame_size = _checked_frame_size(bytes(self._frame))
-            missing = self._frame_size - len(self._frame)
+    def _consume(self, data: bytes, frames: list[Frame]) -> None:
+        if self._frame:
+            data = self._assemble(data, frames)
+            if self._frame:
+                return
+        # The usual case, a chunk starting on a frame boundary: whole frames are decoded
+        # straight from it, and only an incomplete last one is copied into the buffer.
+        at, size = _decode_frames(data, frames)
+        if at < len(data):
+            self._frame += data[at:]
+            self._frame_size = size
+
+    def _assemble(self, data: bytes, frames: list[Frame]) -> bytes:
+        """Add to the frame being assembled; return what is left of `data` once it is done."""
+        if not self._frame_size:
+            missing = _PRELUDE.size - len(self._frame)
             self._frame += data[:missing]
             data = data[missing:]
-            if len(self._frame) == self._frame_size:
-                frames.append(_decode_frame(bytes(self._frame)))
-                self._frame.clear()
-                self._frame_size = 0
+            if len(self._frame) < _PRELUDE.size:
+                return b""
+            self._frame_size = _checked_frame_size(bytes(self._frame), 0)
+        missing = self._frame_size - len(self._frame)
+        self._frame += data[:missing]
+        if len(self._frame) == self._frame_size:
+            _decode_frames(bytes(self._frame), frames)
+            self._frame.clear()
+            self._frame_size = 0
+        return data[missing:]
 
 
-def _checked_frame_size(prelude: bytes | memoryview) -> int:
-    """Validate a prelude before trusting its lengths; return the frame's total length."""
-    total_length, headers_length, prelude_crc = _PRELUDE.unpack(prelude)
-    if zlib.crc32(prelude[:8]) != prelude_crc:
+def _decode_frames(data: bytes, frames: list[Frame]) -> tuple[int, int]:
+    """Decode the whole frames at the start of `data` into `frames`; return where the first
+    incomplete one starts, and its length once its prelude is there (else 0)."""
+    at, end = 0, len(data)
+    while end - at >= _PRELUDE.size:
+        size = _checked_frame_size(data, at)
+        if end - at < size:
+            return at, size
+        frames.append(_decode_frame(data[at : at + size]))
+        at += size
+    return at, 0
+
+
+def _checked_frame_size(data: bytes, at: int) -> int:
+    """Validate the prelude at `at` before trusting its lengths; return the frame's length."""
+    total_length, headers_length, prelude_crc = _PRELUDE.unpack_from(data, at)
+    if zlib.crc32(data[at : at + 8]) != prelude_crc:
         raise UpstreamProtocolError("event stream prelude CRC mismatch")
     if not _MIN_FRAME_SIZE <= total_length <= MAX_FRAME_SIZE:
         raise UpstreamProtocolError(f"event stream frame length {total_length} out of bounds")
@@ -182,10 +197,7 @@ def _parse_string_headers(data: bytes) -> tuple[dict[str, object], bytes] | None
     None, and botocore parses the frame and reports what is wrong with it. The message CRC is
     checked first either way.
     """
-    if (
-        zlib.crc32(memoryview(data)[:-_MESSAGE_CRC_SIZE])
-        != _CRC.unpack_from(data, len(data) - 4)[0]
-    ):
+    if zlib.crc32(data[:-_MESSAGE_CRC_SIZE]) != _CRC.unpack_from(data, len(data) - 4)[0]:
         raise UpstreamProtocolError("event stream message CRC mismatch")
     headers_end = _PRELUDE.size + _HEADERS_LENGTH.unpack_from(data, 4)[0]
     payload = data[headers_end : len(data) - _MESSAGE_CRC_SIZE]
