@@ -7,8 +7,9 @@ The decoder assembles each frame itself, so the size guard runs on the 12-byte p
 large frame is buffered and a truncated stream is detected exactly. Each complete frame's message
 CRC is checked, and its headers parsed here when they are what Kiro sends (distinct UTF-8
 strings); any other frame goes through botocore's `EventStreamBuffer`, the reference decoder,
-which parses every header type and names what is malformed. No botocore exception leaves this
-module: every failure is an `UpstreamProtocolError`.
+which parses every header type and names what is malformed. What a header block says (the
+frame's kind) is remembered by its bytes, so the next frames with that block are decoded in one
+pass. No botocore exception leaves this module: every failure is an `UpstreamProtocolError`.
 """
 
 from __future__ import annotations
@@ -74,8 +75,18 @@ class FrameDecoder:
         """Add the next bytes of the body; return the frames they complete."""
         self._raise_if_failed()
         frames: list[Frame] = []
+        data = chunk if chunk.__class__ is bytes else bytes(chunk)
         try:
-            self._consume(bytes(chunk) if chunk.__class__ is not bytes else chunk, frames)
+            if self._frame:
+                data = self._assemble(data, frames)
+                if self._frame:
+                    return frames
+            # The usual case, a chunk starting on a frame boundary: whole frames are decoded
+            # straight from it, and only an incomplete last one is copied into the buffer.
+            at, size = _decode_frames(data, frames)
+            if at < len(data):
+                self._frame += data[at:]
+                self._frame_size = size
         except UpstreamProtocolError as exc:
             self._failure = exc
             if not frames:
@@ -95,18 +106,6 @@ class FrameDecoder:
     def _raise_if_failed(self) -> None:
         if self._failure is not None:
             raise self._failure
-
-    def _consume(self, data: bytes, frames: list[Frame]) -> None:
-        if self._frame:
-            data = self._assemble(data, frames)
-            if self._frame:
-                return
-        # The usual case, a chunk starting on a frame boundary: whole frames are decoded
-        # straight from it, and only an incomplete last one is copied into the buffer.
-        at, size = _decode_frames(data, frames)
-        if at < len(data):
-            self._frame += data[at:]
-            self._frame_size = size
 
     def _assemble(self, data: bytes, frames: list[Frame]) -> bytes:
         """Add to the frame being assembled; return what is left of `data` once it is done."""
@@ -128,13 +127,27 @@ class FrameDecoder:
 
 def _decode_frames(data: bytes, frames: list[Frame]) -> tuple[int, int]:
     """Decode the whole frames at the start of `data` into `frames`; return where the first
-    incomplete one starts, and its length once its prelude is there (else 0)."""
+    incomplete one starts, and its length once its prelude is there (else 0).
+
+    A frame whose header block was seen before is decoded here, in one pass: the checks of its
+    prelude and CRC, then its kind from `_KNOWN_KINDS` and its payload. Any other goes through
+    `_decode_frame`, which parses and validates its headers and remembers the block.
+    """
     at, end = 0, len(data)
+    known = _KNOWN_KINDS
     while end - at >= _PRELUDE.size:
         size = _checked_frame_size(data, at)
         if end - at < size:
             return at, size
-        frames.append(_decode_frame(data[at : at + size]))
+        crc_at = at + size - _MESSAGE_CRC_SIZE
+        headers_end = at + _PRELUDE.size + _HEADERS_LENGTH.unpack_from(data, at + 4)[0]
+        kind = known.get(data[at + _PRELUDE.size : headers_end])
+        if kind is None:
+            frames.append(_decode_frame(data[at : at + size]))
+        elif zlib.crc32(data[at:crc_at]) != _CRC.unpack_from(data, crc_at)[0]:
+            raise UpstreamProtocolError("event stream message CRC mismatch")
+        else:
+            frames.append(Frame(*kind, _json_object(data[headers_end:crc_at]), size))
         at += size
     return at, 0
 
@@ -153,41 +166,41 @@ def _checked_frame_size(data: bytes, at: int) -> int:
     return int(total_length)
 
 
+# What a frame is (message type, event type, exception type, error code, error message), as
+# Frame's first fields.
+_Kind = tuple[MessageType, str | None, str | None, str | None, str | None]
+
+# The kinds of header blocks already parsed, by the blocks' bytes: Kiro sends the same few
+# blocks (one per event type, about 100 bytes each) in every frame. Bounded by bytes: at most 64
+# blocks of at most 512 bytes (32 KiB); a longer block is parsed every time.
+_KNOWN_KINDS: dict[bytes, _Kind] = {}
+_KNOWN_KINDS_MAX = 64
+_KNOWN_BLOCK_BYTES = 512
+
+
 def _decode_frame(data: bytes) -> Frame:
+    """One whole frame, its headers parsed and checked; its kind is remembered for the next."""
     parsed = _parse_string_headers(data)
     headers, payload = parsed if parsed is not None else _parse_with_botocore(data)
+    kind = _kind(headers)
+    block = data[_PRELUDE.size : len(data) - _MESSAGE_CRC_SIZE - len(payload)]
+    if len(block) <= _KNOWN_BLOCK_BYTES:
+        if len(_KNOWN_KINDS) >= _KNOWN_KINDS_MAX:
+            _KNOWN_KINDS.clear()
+        _KNOWN_KINDS[block] = kind
+    return Frame(*kind, _json_object(payload), len(data))
+
+
+def _kind(headers: dict[str, object]) -> _Kind:
     message_type = _string_header(headers, ":message-type")
     if message_type == "event":
-        return Frame(
-            "event",
-            event_type=_required_header(headers, ":event-type"),
-            payload=_json_object(payload),
-            size=len(data),
-        )
+        return "event", _required_header(headers, ":event-type"), None, None, None
     if message_type == "exception":
-        return Frame(
-            "exception",
-            exception_type=_required_header(headers, ":exception-type"),
-            payload=_json_object(payload),
-            size=len(data),
-        )
+        return "exception", None, _required_header(headers, ":exception-type"), None, None
     if message_type == "error":
-        return Frame(
-            "error",
-            error_code=_required_header(headers, ":error-code"),
-            error_message=_string_header(headers, ":error-message"),
-            payload=_json_object(payload),
-            size=len(data),
-        )
+        error_code = _required_header(headers, ":error-code")
+        return "error", None, None, error_code, _string_header(headers, ":error-message")
     raise UpstreamProtocolError(f"unknown event stream message type {message_type!r}")
-
-
-# Header blocks already parsed, by their bytes: Kiro sends the same few blocks (one per event
-# type, about 100 bytes each) in every frame. Readers never modify the dicts. Bounded by bytes:
-# at most 64 blocks of at most 512 bytes (32 KiB); a longer block is parsed every time.
-_KNOWN_HEADERS: dict[bytes, dict[str, object]] = {}
-_KNOWN_HEADERS_MAX = 64
-_KNOWN_HEADER_BYTES = 512
 
 
 def _parse_string_headers(data: bytes) -> tuple[dict[str, object], bytes] | None:
@@ -201,10 +214,6 @@ def _parse_string_headers(data: bytes) -> tuple[dict[str, object], bytes] | None
         raise UpstreamProtocolError("event stream message CRC mismatch")
     headers_end = _PRELUDE.size + _HEADERS_LENGTH.unpack_from(data, 4)[0]
     payload = data[headers_end : len(data) - _MESSAGE_CRC_SIZE]
-    block = data[_PRELUDE.size : headers_end]
-    known = _KNOWN_HEADERS.get(block)
-    if known is not None:
-        return known, payload
     headers: dict[str, object] = {}
     at = _PRELUDE.size
     try:
@@ -222,10 +231,6 @@ def _parse_string_headers(data: bytes) -> tuple[dict[str, object], bytes] | None
             at = value_end
     except UnicodeDecodeError:
         return None
-    if len(block) <= _KNOWN_HEADER_BYTES:
-        if len(_KNOWN_HEADERS) >= _KNOWN_HEADERS_MAX:
-            _KNOWN_HEADERS.clear()
-        _KNOWN_HEADERS[block] = headers
     return headers, payload
 
 

@@ -410,7 +410,7 @@ def test_the_schema_cache_is_bounded_by_bytes() -> None:
 
 
 def test_header_blocks_are_cached_only_when_small() -> None:
-    frames._KNOWN_HEADERS.clear()
+    frames._KNOWN_KINDS.clear()
     decoder = frames.FrameDecoder()
     for index in range(100):
         frame = encode_message(
@@ -419,9 +419,9 @@ def test_header_blocks_are_cached_only_when_small() -> None:
         )
         assert decoder.feed(frame)[0].event_type == "e"
     decoder.feed(encode_event("assistantResponseEvent", {"content": "hi"}))
-    blocks = list(frames._KNOWN_HEADERS)
+    blocks = list(frames._KNOWN_KINDS)
     assert len(blocks) == 1
-    assert sum(map(len, blocks)) <= frames._KNOWN_HEADERS_MAX * frames._KNOWN_HEADER_BYTES
+    assert sum(map(len, blocks)) <= frames._KNOWN_KINDS_MAX * frames._KNOWN_BLOCK_BYTES
 
 
 def test_a_schema_too_large_for_kiro_is_refused_before_it_is_cleaned() -> None:

@@ -17,6 +17,7 @@ from kirod.testing.fake_kiro.eventstream import (
     encode_exception,
     encode_message,
 )
+from kirod.upstream import frames
 from kirod.upstream.errors import UpstreamProtocolError
 from kirod.upstream.frames import MAX_FRAME_SIZE, Frame, FrameDecoder
 
@@ -270,6 +271,18 @@ def test_error_frame_without_message_header() -> None:
 def test_corrupted_message_crc() -> None:
     with pytest.raises(UpstreamProtocolError, match="message CRC"):
         decode([corrupt_crc(STREAM[0][0])])
+
+
+def test_the_message_crc_is_checked_whether_or_not_the_header_block_is_known() -> None:
+    wire = encode_event("assistantResponseEvent", {"content": "x"})
+    frames._KNOWN_KINDS.clear()
+    with pytest.raises(UpstreamProtocolError, match="message CRC"):
+        FrameDecoder().feed(corrupt_crc(wire))
+    assert not frames._KNOWN_KINDS  # a frame that fails its check teaches nothing
+    assert FrameDecoder().feed(wire)
+    assert frames._KNOWN_KINDS
+    with pytest.raises(UpstreamProtocolError, match="message CRC"):
+        FrameDecoder().feed(corrupt_crc(wire))
 
 
 @pytest.mark.parametrize("index", range(12))
