@@ -10,7 +10,8 @@ exactly as before. Floats may be spelled differently (`1e-05` or `1e-5`), never 
 `loads` is for Kiro's small event payloads, decoded per frame (6x faster with orjson). What
 orjson rejects (NaN, a lone surrogate, bad UTF-8) goes to the standard library, which decodes or
 rejects it as before; the one difference is that orjson reads an integer beyond 64 bits as a
-float. Request bodies keep the standard library's exact reading (`kirod.http.body`).
+float. Request bodies use orjson (`ORJSON_LOADS`) only where that difference cannot arise
+(`kirod.http.body`).
 """
 
 from __future__ import annotations
@@ -25,19 +26,21 @@ def _stdlib_dumps(value: Any) -> bytes:
     return json.dumps(value, ensure_ascii=False, separators=(",", ":")).encode()
 
 
-def _load_orjson() -> tuple[Callable[[Any], bytes], Callable[[bytes], Any]] | None:
+def _load_orjson() -> tuple[Callable[[Any], bytes], Callable[[bytes | bytearray], Any]] | None:
     try:
         module = importlib.import_module("orjson")
     except ImportError:
         return None
     encode: Callable[[Any], bytes] = module.dumps
-    decode: Callable[[bytes], Any] = module.loads
+    decode: Callable[[bytes | bytearray], Any] = module.loads
     return encode, decode
 
 
 _ORJSON = _load_orjson()
 _ORJSON_DUMPS, _ORJSON_LOADS = _ORJSON if _ORJSON is not None else (None, None)
 BACKEND = "orjson" if _ORJSON is not None else "json"
+ORJSON_LOADS: Callable[[bytes | bytearray], Any] | None = _ORJSON_LOADS
+"""orjson's own `loads`, None without orjson."""
 
 
 def dumps(value: Any) -> bytes:

@@ -35,6 +35,7 @@ from aiohttp import web
 from aiohttp.http_exceptions import PayloadEncodingError
 from aiohttp.web_protocol import RequestPayloadError
 
+from kirod.canonical import wirejson
 from kirod.errors import ApiError, ClientDisconnected, ErrorKind
 from kirod.protocols.fields import MAX_CONTAINERS, MAX_DEPTH, too_deep
 
@@ -244,14 +245,19 @@ def parse_json(data: bytes | bytearray) -> Any:
 
     Above `INLINE_BYTES`, a body with more than `SCANNER_OPENERS` `[` or `{` bytes goes to the
     bounded scanner; other work on the whole body is done a `_SLICE` at a time, so no single
-    step holds the GIL for long (the longest left: one string's scan, ~1.5 ms per MB).
+    step holds the GIL for long (the longest left: one string's scan, ~1.5 ms per MB). Other
+    bodies are read by orjson where its reading is the standard library's (`_orjson_reading`).
     """
     try:
-        text = data.decode("utf-8")
         if len(data) > INLINE_BYTES and _openers(data, SCANNER_OPENERS) > SCANNER_OPENERS:
+            text = data.decode("utf-8")
             value = _BoundedScanner().loads(text)
         else:
             # At most SCANNER_OPENERS (or INLINE_BYTES / 3) containers: a bounded C parse.
+            value = _orjson_reading(data)
+            if value is not _UNREAD:
+                return value
+            text = data.decode("utf-8")
             value = json.loads(text, parse_constant=_reject_constant)
             # Each level takes two bytes at least: only a body this long can be too deep.
             if len(data) > 2 * MAX_DEPTH and too_deep(value):
@@ -267,6 +273,55 @@ def parse_json(data: bytes | bytearray) -> Any:
     # Raised outside the handler, the error chains no context: the parser's traceback, and the
     # partial document its frames hold, are freed now rather than by a later collection.
     raise error
+
+
+_UNREAD: Final = object()
+_INT64: Final = float(2**63)  # orjson reads integers in [-2**63, 2**64) exactly
+
+
+def _orjson_reading(data: bytes | bytearray) -> Any:
+    """orjson's reading of `data` where it is the standard library's; else `_UNREAD`.
+
+    orjson fails on everything kirod refuses (bad UTF-8, NaN, a lone surrogate escape, a BOM)
+    and on some that the standard library reads (`1e400`): a failure is left to the standard
+    library, which decides as before. The one silent difference is an integer beyond 64 bits,
+    which orjson reads as a float: a document holding a float that large is left to it as well.
+    About twice as fast as the standard library's parse.
+    """
+    if wirejson.ORJSON_LOADS is None:
+        return _UNREAD
+    try:
+        value = wirejson.ORJSON_LOADS(data)
+    except ValueError:  # orjson.JSONDecodeError
+        return _UNREAD
+    deep, wide = _shape(value)
+    if deep:
+        raise _too_deep()
+    return _UNREAD if wide else value
+
+
+def _shape(value: Any) -> tuple[bool, bool]:
+    """Whether decoded `value` nests arrays and objects more than `MAX_DEPTH` levels deep, and
+    whether it holds a float of magnitude 2**63 or more: `too_deep`, level by level, with the
+    leaves' check folded into the same pass."""
+    wide = value.__class__ is float and not -_INT64 < value < _INT64
+    level: list[Any] = [value] if value.__class__ is dict or value.__class__ is list else []
+    depth = 0
+    while level:
+        depth += 1
+        if depth > MAX_DEPTH:
+            return True, wide
+        below: list[Any] = []
+        keep = below.append
+        for node in level:
+            for child in node.values() if node.__class__ is dict else node:
+                kind = child.__class__
+                if kind is dict or kind is list:
+                    keep(child)
+                elif kind is float and not -_INT64 < child < _INT64:
+                    wide = True
+        level = below
+    return False, wide
 
 
 def _parse_large(data: bytes | bytearray) -> Any:

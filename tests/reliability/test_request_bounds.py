@@ -392,6 +392,87 @@ def test_the_bounded_scanner_refuses_what_json_loads_refuses(text: str) -> None:
     assert got == expected
 
 
+def _strict_reading(raw: bytes) -> Any:
+    """What kirod must read from `raw`: `json.loads`, with NaN and Infinity refused."""
+
+    def refuse(name: str) -> Any:
+        raise ValueError(name)
+
+    return json.loads(raw.decode("utf-8"), parse_constant=refuse)
+
+
+@settings(max_examples=300, deadline=None)
+@given(document=json_documents, spacing=st.sampled_from([None, 1, "\t"]))
+def test_parse_json_reads_what_json_loads_reads(document: Any, spacing: Any) -> None:
+    raw = json.dumps(document, indent=spacing, ensure_ascii=False).encode()
+    # Compared as JSON text, so an integer read as an equal float (2**70) is a difference.
+    assert json.dumps(parse_json(raw)) == json.dumps(_strict_reading(raw))
+
+
+@pytest.mark.parametrize(
+    "number",
+    [2**63 - 1, 2**63, 2**64 - 1, 2**64, -(2**63), -(2**63) - 1, 10**30, -(10**30), 2**70],
+)
+def test_integers_at_and_beyond_64_bits_are_read_exactly(number: int) -> None:
+    for raw in (str(number).encode(), b'{"n": [%d, 1.5]}' % number):
+        assert json.dumps(parse_json(raw)) == json.dumps(json.loads(raw))
+    assert type(parse_json(str(number).encode())) is int
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [
+        b"1e19",
+        b"-1e19",
+        b"1e400",
+        b"-1e400",
+        b"1e-400",
+        b"-0.0",
+        b"-0",
+        b'{"a": 1, "b": 2, "a": 3}',
+    ],
+)
+def test_floats_and_duplicate_keys_are_read_as_json_loads_reads_them(raw: bytes) -> None:
+    got = parse_json(raw)
+    assert json.dumps(got) == json.dumps(json.loads(raw))
+    if isinstance(got, dict):
+        assert list(got) == list(json.loads(raw))  # the first place of a repeated key
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [
+        b"[NaN]",
+        b'{"a": Infinity}',
+        b"-Infinity",
+        b'"\\ud800"',
+        b'["\\udc00x"]',
+        b"\xef\xbb\xbf{}",
+        b'{"a": "\xff"}',
+        b"[1,]",
+        b"{} {}",
+        b"",
+    ],
+)
+def test_parse_json_refuses_what_kirod_refuses(raw: bytes) -> None:
+    assert _refusal(raw).code == "malformed_request_body"
+
+
+@settings(max_examples=300, deadline=None)
+@given(text=st.text(alphabet='{}[],:"\\ 0123456789.eE+-truefalsnNaIiy\n\ufeffx', max_size=30))
+def test_parse_json_refuses_what_json_loads_refuses(text: str) -> None:
+    raw = text.encode()
+    try:
+        expected: Any = json.dumps(_strict_reading(raw))
+    except (ValueError, RecursionError):
+        expected = ValueError
+    try:
+        got: Any = json.dumps(parse_json(raw))
+    except ApiError:
+        got = ValueError
+    assert got == expected
+
+
 # -- caches -------------------------------------------------------------------------------------
 
 
