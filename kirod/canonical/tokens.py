@@ -165,7 +165,10 @@ def _mixed_tenths(text: str) -> int:
     return tenths
 
 
-_MEMO_MIN_CHARS: Final = 256
+# From 64 characters, a text is looked up rather than counted: a tool call's input or a short
+# turn (resent with every request too) is worth keeping, a shorter one costs less to count. The
+# dict's own overhead per entry (under half of a 64-character text's size) is not in the budget.
+_MEMO_MIN_CHARS: Final = 64
 _MEMO_MAX_BYTES: Final = 8 * 1024 * 1024
 
 
