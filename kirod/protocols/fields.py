@@ -33,7 +33,7 @@ import binascii
 import json
 import re
 from collections.abc import Callable, Mapping
-from typing import Any, Final, TypeAlias
+from typing import Any, Final, TypeAlias, TypeGuard
 
 from kirod.canonical.request import (
     DOCUMENT_MEDIA_TYPES,
@@ -61,6 +61,12 @@ MAX_METADATA_KEY: Final = 64
 MAX_METADATA_VALUE: Final = 512
 _QUOTED_CHARS: Final = 64
 _CONTAINERS: Final = frozenset({dict, list})  # what JSON decodes arrays and objects to
+
+
+def is_object(value: object) -> TypeGuard[Mapping[str, Any]]:
+    """`isinstance(value, Mapping)`; the dicts JSON decodes to are spared the ABC's check,
+    several times slower, and run on every object of a request."""
+    return value.__class__ is dict or isinstance(value, Mapping)
 
 
 def invalid(param: str, message: str, code: str = "invalid_value") -> ApiError:
@@ -94,7 +100,7 @@ class Checks:
         self.fail = fail
 
     def mapping(self, value: object, path: str) -> Mapping[str, Any]:
-        if not isinstance(value, Mapping):
+        if not is_object(value):
             raise self.fail(path, "must be an object", "invalid_type")
         return value
 

@@ -381,7 +381,10 @@ def _clean_input(value: Mapping[str, Any]) -> dict[str, Any]:
     def clean(node: Any, depth: int) -> Any:
         if depth > MAX_NESTING:
             raise too_deep("input")
-        if isinstance(node, Mapping):
+        kind = node.__class__
+        if kind is str or kind is int:  # most leaves, spared the ABC's slower check below
+            return node
+        if kind is dict or isinstance(node, Mapping):
             return {key: clean(item, depth + 1) for key, item in node.items() if key != ""}
         if isinstance(node, list):
             return [clean(item, depth + 1) for item in node]

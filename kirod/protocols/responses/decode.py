@@ -92,6 +92,7 @@ from kirod.protocols.fields import (
     data_url_document,
     data_url_image,
     invalid,
+    is_object,
     json_arguments,
     number_field,
     positive_integer,
@@ -294,7 +295,7 @@ class _Conversation:
         return tuple(Message(role, tuple(blocks)) for role, blocks in self._messages if blocks)
 
     def add(self, item: Mapping[str, Any], path: str) -> None:
-        if not isinstance(item, Mapping):
+        if not is_object(item):
             raise invalid(path, "each input item must be an object", "invalid_type")
         kind = item.get("type", "message")
         if not isinstance(kind, str):
@@ -415,7 +416,7 @@ def _content_parts(
     blocks: list[TextBlock | ImageBlock | DocumentBlock] = []
     for index, part in enumerate(content):
         part_path = f"{path}[{index}]"
-        if not isinstance(part, Mapping):
+        if not is_object(part):
             raise invalid(part_path, "each content part must be an object", "invalid_type")
         kind = part.get("type")
         if not isinstance(kind, str):
@@ -576,7 +577,7 @@ class _Tools:
         hosted: list[tuple[str, str]],
         where: str = "tools",
     ) -> None:
-        if not isinstance(tool, Mapping):
+        if not is_object(tool):
             raise invalid(path, "each tool must be an object", "invalid_type")
         kind = string_field(tool, "type", f"{path}.type", required=True)
         if kind == "function":
@@ -626,7 +627,7 @@ class _Tools:
         echoed = []
         for index, inner in enumerate(nested):
             inner_path = f"{path}.tools[{index}]"
-            if not isinstance(inner, Mapping):
+            if not is_object(inner):
                 raise invalid(inner_path, "each tool must be an object", "invalid_type")
             kind = string_field(inner, "type", f"{inner_path}.type", required=True)
             if kind == "function":
@@ -679,7 +680,7 @@ def _function_tool(tool: Mapping[str, Any], path: str) -> tuple[ToolSpec, dict[s
     parameters = tool.get("parameters")
     if parameters is None:
         parameters = _EMPTY_SCHEMA
-    elif not isinstance(parameters, Mapping):
+    elif not is_object(parameters):
         raise invalid(f"{path}.parameters", "must be a JSON schema object", "invalid_type")
     strict = tool.get("strict")
     if strict is not None and not isinstance(strict, bool):
