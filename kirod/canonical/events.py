@@ -199,6 +199,14 @@ CanonicalEvent: TypeAlias = (
 )
 
 
+_DELTAS: Final = (TextDelta, ThinkingDelta, ToolInputDelta)
+_DELTA_BLOCKS: Final[dict[type, BlockKind]] = {
+    TextDelta: BlockKind.TEXT,
+    ThinkingDelta: BlockKind.THINKING,
+    ToolInputDelta: BlockKind.TOOL_USE,
+}
+
+
 class EventOrderError(KirodError):
     """A producer broke the event grammar: a bug in kirod, not the client's or upstream's fault."""
 
@@ -219,6 +227,14 @@ class StreamValidator:
 
     def feed(self, event: CanonicalEvent) -> None:
         """Accept `event` or raise `EventOrderError` saying which rule it breaks."""
+        if (
+            isinstance(event, _DELTAS)
+            and self._open is not None
+            and self._open is _DELTA_BLOCKS.get(event.__class__)
+            and event.index == self._next_index
+            and not self._ended
+        ):
+            return  # most of every stream: a delta of the open block, which the rules allow
         name = type(event).__name__
         if event.version != SCHEMA_VERSION:
             raise EventOrderError(f"{name} has schema {event.version}, expected {SCHEMA_VERSION}")

@@ -56,7 +56,7 @@ class _Heartbeat:
         self._payload = payload
         self._interval_s = interval_s
         self._loop = asyncio.get_running_loop()
-        self._tasks = TaskOwner("sse")
+        self._tasks: TaskOwner | None = None  # made at the first beat: most streams need none
         self._beating: asyncio.Task[Any] | None = None
         self.last_write = self._loop.time()
         self._timer: asyncio.TimerHandle | None = self._loop.call_at(
@@ -71,6 +71,8 @@ class _Heartbeat:
         quiet_until = self.last_write + self._interval_s
         if now >= quiet_until and (self._beating is None or self._beating.done()):
             self.last_write = now
+            if self._tasks is None:
+                self._tasks = TaskOwner("sse")
             self._beating = self._tasks.spawn(self._beat(), name="heartbeat")
             quiet_until = now + self._interval_s
         self._timer = self._loop.call_at(quiet_until, self._due)
@@ -85,7 +87,8 @@ class _Heartbeat:
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None
-        await self._tasks.close()
+        if self._tasks is not None:
+            await self._tasks.close()
 
 
 CUT_AT_SHUTDOWN = ErrorEvent(

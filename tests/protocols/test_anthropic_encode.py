@@ -16,6 +16,8 @@ import anthropic
 import httpx2
 import pytest
 from anthropic.types import Message, RawMessageStreamEvent
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from pydantic import TypeAdapter
 
 from kirod.canonical.assemble import assemble
@@ -50,6 +52,7 @@ from kirod.protocols.anthropic import (
     decode_messages,
     message_json,
 )
+from kirod.protocols.anthropic import encode as anthropic_encode
 
 SIGNER = ThinkingSigner(b"encode-test-secret-0123456789")
 MODEL = "claude-opus-4-7"
@@ -406,3 +409,15 @@ def test_error_event_without_request_id() -> None:
     assert parse_sse(b"".join(frames)) == [
         ("error", {"type": "error", "error": {"type": "overloaded_error", "message": "busy"}})
     ]
+
+
+@settings(max_examples=200)
+@given(st.integers(0, 10_000), st.text())
+def test_a_text_delta_is_the_bytes_of_its_event_dict(index: int, text: str) -> None:
+    """The template that writes text deltas is byte for byte what the generic encoding writes."""
+    data = {
+        "type": "content_block_delta",
+        "index": index,
+        "delta": {"type": "text_delta", "text": text},
+    }
+    assert anthropic_encode._text_delta(index, text) == anthropic_encode._event(data)

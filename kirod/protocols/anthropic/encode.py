@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from typing import Any, Final, assert_never
 
+from kirod.canonical import wirejson
 from kirod.canonical.assemble import (
     CanonicalCompletion,
     OutputBlock,
@@ -77,6 +78,22 @@ def _event(data: dict[str, Any]) -> bytes:
     return encode_event(data, data["type"])
 
 
+# A text delta, most of every stream, written around its text: the bytes `_event` writes for
+# {"type": "content_block_delta", "index": i, "delta": {"type": "text_delta", "text": t}}, in
+# half the time.
+_TEXT_DELTA_HEAD: Final = (
+    b'event: content_block_delta\ndata: {"type":"content_block_delta","index":'
+)
+_TEXT_DELTA_TEXT: Final = b',"delta":{"type":"text_delta","text":'
+_TEXT_DELTA_END: Final = b"}}\n\n"
+
+
+def _text_delta(index: int, text: str) -> bytes:
+    return b"".join(
+        (_TEXT_DELTA_HEAD, b"%d" % index, _TEXT_DELTA_TEXT, wirejson.dumps(text), _TEXT_DELTA_END)
+    )
+
+
 class MessagesStreamEncoder:
     """Renders one response's canonical events as Anthropic SSE events.
 
@@ -115,7 +132,7 @@ class MessagesStreamEncoder:
                 self._thinking, self._upstream_signature = [], []
                 return [self._block_start(event.index, _start_block(event))]
             case TextDelta():
-                return [self._delta(event.index, {"type": "text_delta", "text": event.text})]
+                return [_text_delta(event.index, event.text)]
             case ThinkingDelta():
                 self._thinking.append(event.text)
                 return [
