@@ -333,10 +333,10 @@ class Translator:
                 self._on_plain_text(text)
 
     def _on_plain_text(self, text: str) -> None:
-        items: Iterable[str | LeakedCall] = (
-            [text] if self._rescuer is None else self._rescuer.feed(text)
-        )
-        self._emit_text_items(items)
+        if self._rescuer is None:
+            self._emit_text(text)
+        else:
+            self._emit_text_items(self._rescuer.feed(text))
 
     def _end_text(self) -> None:
         """Release text held back because other content, or the end, interrupts it."""
