@@ -215,7 +215,8 @@ class Translator:
         """Translate one frame."""
         if self._ended:
             return []
-        self._start()
+        if not self._started:
+            self._start()
         previous_text, self._previous_text = self._previous_text, None
         if frame.message_type == "exception":
             self._on_fault(frame.exception_type, frame.payload.get("reason"))
@@ -223,7 +224,8 @@ class Translator:
             self._on_fault(frame.error_code, None)
         else:
             self._on_event(frame.event_type, frame.payload, previous_text)
-        return self._take()
+        events, self._events = self._events, []  # `_take`, inlined: this runs once per frame
+        return events
 
     def finish(self) -> list[CanonicalEvent]:
         """End of the response body: close what is open and end the stream."""
@@ -268,15 +270,19 @@ class Translator:
         # Other events (follow-up prompts, references, links, future ones) carry nothing used.
         match event_type:
             case "assistantResponseEvent":
-                content = _string(payload, "content")
-                if content:
+                content = payload.get("content")
+                if isinstance(content, str) and content:
                     self._previous_text = content
                     is_duplicate = (
                         content == previous
                         and len(content) >= DUPLICATE_MIN_CHARS
                         and not content.isspace()
                     )
-                    if not (is_duplicate or self._halted or self._interrupts_tool()):
+                    if not (
+                        is_duplicate
+                        or self._halted
+                        or (self._tool is not None and self._interrupts_tool())
+                    ):
                         self._content_seen = True
                         self._on_text(content)
             case "reasoningContentEvent":
