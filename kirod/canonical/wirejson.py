@@ -37,10 +37,9 @@ def _load_orjson() -> tuple[Callable[[Any], bytes], Callable[[bytes | bytearray]
 
 
 _ORJSON = _load_orjson()
-_ORJSON_DUMPS, _ORJSON_LOADS = _ORJSON if _ORJSON is not None else (None, None)
+_ORJSON_DUMPS, ORJSON_LOADS = _ORJSON if _ORJSON is not None else (None, None)
+"""`ORJSON_LOADS`: orjson's own `loads`, None without orjson."""
 BACKEND = "orjson" if _ORJSON is not None else "json"
-ORJSON_LOADS: Callable[[bytes | bytearray], Any] | None = _ORJSON_LOADS
-"""orjson's own `loads`, None without orjson."""
 
 
 def dumps(value: Any) -> bytes:
@@ -55,9 +54,9 @@ def dumps(value: Any) -> bytes:
 
 def loads(data: bytes) -> Any:
     """The JSON document in `data`; raises `ValueError` (or `RecursionError`) as `json.loads`."""
-    if _ORJSON_LOADS is not None:
+    if ORJSON_LOADS is not None:
         try:
-            return _ORJSON_LOADS(data)
+            return ORJSON_LOADS(data)
         except ValueError:  # orjson.JSONDecodeError is a ValueError
             pass
     return json.loads(data.decode("utf-8"))

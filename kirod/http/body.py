@@ -37,7 +37,7 @@ from aiohttp.web_protocol import RequestPayloadError
 
 from kirod.canonical import wirejson
 from kirod.errors import ApiError, ClientDisconnected, ErrorKind
-from kirod.protocols.fields import MAX_CONTAINERS, MAX_DEPTH, too_deep
+from kirod.protocols.fields import MAX_CONTAINERS, MAX_DEPTH, shape, too_deep
 
 READ_CHUNK = 64 * 1024
 INLINE_BYTES: Final = 128 * 1024
@@ -276,7 +276,6 @@ def parse_json(data: bytes | bytearray) -> Any:
 
 
 _UNREAD: Final = object()
-_INT64: Final = float(2**63)  # orjson reads integers in [-2**63, 2**64) exactly
 
 
 def _orjson_reading(data: bytes | bytearray) -> Any:
@@ -294,34 +293,10 @@ def _orjson_reading(data: bytes | bytearray) -> Any:
         value = wirejson.ORJSON_LOADS(data)
     except ValueError:  # orjson.JSONDecodeError
         return _UNREAD
-    deep, wide = _shape(value)
+    deep, wide = shape(value)  # orjson reads integers in [-2**63, 2**64) exactly
     if deep:
         raise _too_deep()
     return _UNREAD if wide else value
-
-
-def _shape(value: Any) -> tuple[bool, bool]:
-    """Whether decoded `value` nests arrays and objects more than `MAX_DEPTH` levels deep, and
-    whether it holds a float of magnitude 2**63 or more: `too_deep`, level by level, with the
-    leaves' check folded into the same pass."""
-    wide = value.__class__ is float and not -_INT64 < value < _INT64
-    level: list[Any] = [value] if value.__class__ is dict or value.__class__ is list else []
-    depth = 0
-    while level:
-        depth += 1
-        if depth > MAX_DEPTH:
-            return True, wide
-        below: list[Any] = []
-        keep = below.append
-        for node in level:
-            for child in node.values() if node.__class__ is dict else node:
-                kind = child.__class__
-                if kind is dict or kind is list:
-                    keep(child)
-                elif kind is float and not -_INT64 < child < _INT64:
-                    wide = True
-        level = below
-    return False, wide
 
 
 def _parse_large(data: bytes | bytearray) -> Any:

@@ -283,20 +283,33 @@ def too_deep(value: object, limit: int = MAX_DEPTH) -> bool:
 
     Level by level, without recursion; about 0.3 µs per array or object.
     """
+    return shape(value, limit)[0]
+
+
+_INT64: Final = float(2**63)
+
+
+def shape(value: object, limit: int = MAX_DEPTH) -> tuple[bool, bool]:
+    """`too_deep`, and whether `value` holds a float of magnitude 2**63 or more (as orjson
+    reads an integer beyond 64 bits: `kirod.http.body`), in the same pass."""
+    wide = value.__class__ is float and not -_INT64 < value < _INT64
     level: list[Any] = [value] if value.__class__ in _CONTAINERS else []
     depth = 0
     while level:
         depth += 1
         if depth > limit:
-            return True
+            return True, wide
         below: list[Any] = []
         keep = below.append
         for node in level:
             for child in node.values() if node.__class__ is dict else node:
-                if child.__class__ in _CONTAINERS:
+                kind = child.__class__
+                if kind is dict or kind is list:
                     keep(child)
+                elif kind is float and not -_INT64 < child < _INT64:
+                    wide = True
         level = below
-    return False
+    return False, wide
 
 
 def string_metadata(value: object) -> dict[str, str]:
