@@ -10,8 +10,8 @@ exactly as before. Floats may be spelled differently (`1e-05` or `1e-5`), never 
 `loads` is for Kiro's small event payloads, decoded per frame (6x faster with orjson). What
 orjson rejects (NaN, a lone surrogate, bad UTF-8) goes to the standard library, which decodes or
 rejects it as before; the one difference is that orjson reads an integer beyond 64 bits as a
-float. Request bodies use orjson (`ORJSON_LOADS`) only where that difference cannot arise
-(`kirod.http.body`).
+float. Request bodies and tool-call arguments use orjson (`ORJSON_LOADS`) only where that
+difference cannot arise (`kirod.protocols.fields.exact_orjson`).
 """
 
 from __future__ import annotations
@@ -26,13 +26,16 @@ def _stdlib_dumps(value: Any) -> bytes:
     return json.dumps(value, ensure_ascii=False, separators=(",", ":")).encode()
 
 
-def _load_orjson() -> tuple[Callable[[Any], bytes], Callable[[bytes | bytearray], Any]] | None:
+_Loads = Callable[[bytes | bytearray | str], Any]
+
+
+def _load_orjson() -> tuple[Callable[[Any], bytes], _Loads] | None:
     try:
         module = importlib.import_module("orjson")
     except ImportError:
         return None
     encode: Callable[[Any], bytes] = module.dumps
-    decode: Callable[[bytes | bytearray], Any] = module.loads
+    decode: _Loads = module.loads
     return encode, decode
 
 

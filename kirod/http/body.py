@@ -35,9 +35,8 @@ from aiohttp import web
 from aiohttp.http_exceptions import PayloadEncodingError
 from aiohttp.web_protocol import RequestPayloadError
 
-from kirod.canonical import wirejson
 from kirod.errors import ApiError, ClientDisconnected, ErrorKind
-from kirod.protocols.fields import MAX_CONTAINERS, MAX_DEPTH, shape, too_deep
+from kirod.protocols.fields import MAX_CONTAINERS, MAX_DEPTH, exact_orjson, too_deep
 
 READ_CHUNK = 64 * 1024
 INLINE_BYTES: Final = 128 * 1024
@@ -279,24 +278,15 @@ _UNREAD: Final = object()
 
 
 def _orjson_reading(data: bytes | bytearray) -> Any:
-    """orjson's reading of `data` where it is the standard library's; else `_UNREAD`.
-
-    orjson fails on everything kirod refuses (bad UTF-8, NaN, a lone surrogate escape, a BOM)
-    and on some that the standard library reads (`1e400`): a failure is left to the standard
-    library, which decides as before. The one silent difference is an integer beyond 64 bits,
-    which orjson reads as a float: a document holding a float that large is left to it as well.
-    About twice as fast as the standard library's parse.
-    """
-    if wirejson.ORJSON_LOADS is None:
+    """orjson's reading of `data` where it is the standard library's (`exact_orjson`: about
+    twice as fast as the standard library's parse); else `_UNREAD`."""
+    read = exact_orjson(data)
+    if read is None:
         return _UNREAD
-    try:
-        value = wirejson.ORJSON_LOADS(data)
-    except ValueError:  # orjson.JSONDecodeError
-        return _UNREAD
-    deep, wide = shape(value)  # orjson reads integers in [-2**63, 2**64) exactly
+    value, deep = read
     if deep:
         raise _too_deep()
-    return _UNREAD if wide else value
+    return value
 
 
 def _parse_large(data: bytes | bytearray) -> Any:

@@ -35,6 +35,7 @@ import re
 from collections.abc import Callable, Mapping
 from typing import Any, Final, TypeAlias, TypeGuard
 
+from kirod.canonical import wirejson
 from kirod.canonical.request import (
     DOCUMENT_MEDIA_TYPES,
     DocumentBlock,
@@ -207,9 +208,14 @@ def data_url_document(url: str, filename: object, param: str, name_param: str) -
 
 
 def string_field(
-    obj: Mapping[str, Any], key: str, path: str, *, required: bool = False
+    obj: Mapping[str, Any], key: str, parent: str, *, required: bool = False
 ) -> str | None:
+    """`obj[key]`, a string or absent; `parent` is the path of `obj` ("" for the body), and the
+    field's own path is made only for an error: most fields of a request are read here."""
     value = obj.get(key)
+    if value.__class__ is str:
+        return value
+    path = f"{parent}.{key}" if parent else key
     if value is None:
         if required:
             raise invalid(path, "is required", "missing_required_parameter")
@@ -312,6 +318,26 @@ def shape(value: object, limit: int = MAX_DEPTH) -> tuple[bool, bool]:
     return False, wide
 
 
+def exact_orjson(data: bytes | bytearray | str) -> tuple[Any, bool] | None:
+    """orjson's reading of `data`, and whether it nests deeper than `MAX_DEPTH`, where that
+    reading is `json.loads`'s; None where it may not be, for `json.loads` to decide.
+
+    orjson fails on all that `json.loads` refuses and on some that it reads (NaN, `1e400`, a lone
+    surrogate escape, a BOM). The one silent difference is an integer beyond 64 bits, which
+    orjson reads as a float: a document holding a float that large is left to `json.loads` too.
+    Two to six times faster than `json.loads`, the depth walk included.
+    """
+    loads = wirejson.ORJSON_LOADS
+    if loads is None:
+        return None
+    try:
+        value = loads(data)
+    except ValueError:  # orjson.JSONDecodeError
+        return None
+    deep, wide = shape(value)  # orjson reads integers in [-2**63, 2**64) exactly
+    return None if wide else (value, deep)
+
+
 def string_metadata(value: object) -> dict[str, str]:
     """The top-level `metadata` object: at most 16 string keys (64 characters) to string values
     (512 characters), as OpenAI documents."""
@@ -344,13 +370,18 @@ def json_arguments(text: str, param: str) -> Mapping[str, Any]:
     # At most one container per two characters: only a long text can hold too many.
     if len(text) > 2 * MAX_CONTAINERS and text.count("{") + text.count("[") > MAX_CONTAINERS:
         raise invalid(param, f"must not hold more than {MAX_CONTAINERS} arrays and objects")
-    try:
-        value = json.loads(text)
-    except (ValueError, RecursionError):
-        value = None
+    read = exact_orjson(text)
+    if read is not None and not read[1]:
+        value, deep = read[0], False
+    else:  # `json.loads` decides, and what it says of a document too deep for it
+        try:
+            value = json.loads(text)
+        except (ValueError, RecursionError):
+            value = None
+        deep = isinstance(value, dict) and too_deep(value)
     if not isinstance(value, dict):
         raise invalid(param, "must be a JSON object encoded as a string")
-    if too_deep(value):
+    if deep:
         raise invalid(param, f"must not nest arrays and objects more than {MAX_DEPTH} levels")
     return value
 

@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Literal, TypeAlias
 
 from kirod.canonical import wirejson
@@ -122,21 +122,31 @@ class _Result:
     is_error: bool
 
 
-@dataclass(slots=True)
 class _Turn:
-    """A message being shaped for Kiro; tool names are already the ones Kiro will see."""
+    """A message being shaped for Kiro; tool names are already the ones Kiro will see.
 
-    role: Role
-    texts: list[str] = field(default_factory=list)
-    images: list[ImageBlock] = field(default_factory=list)
-    documents: list[DocumentBlock] = field(default_factory=list)
-    uses: list[_Use] = field(default_factory=list)
-    results: list[_Result] = field(default_factory=list)
-    reasoning: ThinkingBlock | RedactedThinkingBlock | None = None
+    A plain class: one is made per message of every request, and a dataclass's five list
+    factories cost more than the rest of its construction."""
+
+    __slots__ = ("documents", "images", "reasoning", "results", "role", "texts", "uses")
+
+    def __init__(self, role: Role, texts: list[str] | None = None) -> None:
+        self.role = role
+        self.texts: list[str] = [] if texts is None else texts
+        self.images: list[ImageBlock] = []
+        self.documents: list[DocumentBlock] = []
+        self.uses: list[_Use] = []
+        self.results: list[_Result] = []
+        self.reasoning: ThinkingBlock | RedactedThinkingBlock | None = None
 
     @property
     def content(self) -> str:
         return "\n\n".join(text for text in self.texts if text)
+
+    @property
+    def blank(self) -> bool:
+        """Whether `content` is empty or whitespace, told without joining the texts."""
+        return all(text.isspace() for text in self.texts if text)
 
 
 def build_payload(
@@ -536,7 +546,7 @@ def _fill_empty(turns: Sequence[_Turn]) -> None:
     not kiro.rs's " "); every other empty turn gets PLACEHOLDER too.
     """
     for turn in turns:
-        if turn.content.strip():
+        if not turn.blank:
             continue
         turn.texts = [] if turn.role is Role.USER and turn.results else [PLACEHOLDER]
 

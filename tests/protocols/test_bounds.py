@@ -9,6 +9,8 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from kirod.errors import ApiError, ErrorKind
 from kirod.protocols.anthropic.decode import decode_messages
@@ -236,6 +238,84 @@ def test_arguments_nesting_is_bounded() -> None:
     for depth in (1_000, 100_000):  # beyond what the parser's recursion takes
         with pytest.raises(ApiError, match="must be a JSON object"):
             json_arguments(deep_object(depth), "p")
+
+
+REFUSED = "refused with a 400"
+
+
+def _json_loads_arguments(text: str) -> Any:
+    """What `json_arguments` must answer: `json.loads`'s reading, or its refusal (a 400)."""
+    if not text.strip():
+        return {}
+    try:
+        value = json.loads(text)
+    except (ValueError, RecursionError):
+        value = None
+    if not isinstance(value, dict):
+        return REFUSED
+    return REFUSED if too_deep(value) else value
+
+
+def _arguments(text: str) -> Any:
+    try:
+        return json_arguments(text, "p")
+    except ApiError:
+        return REFUSED
+
+
+objects = st.dictionaries(
+    st.text(max_size=8),
+    st.recursive(
+        st.none()
+        | st.booleans()
+        | st.integers(min_value=-(2**80), max_value=2**80)
+        | st.floats()
+        | st.text(max_size=20),
+        lambda children: (
+            st.lists(children, max_size=4)
+            | st.dictionaries(st.text(max_size=8), children, max_size=4)
+        ),
+        max_leaves=30,
+    ),
+    max_size=4,
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(document=objects)
+def test_arguments_are_read_as_json_loads_reads_them(document: dict[str, Any]) -> None:
+    text = json.dumps(document, ensure_ascii=False)  # NaN and Infinity included, as JSON.parse
+    # Compared as JSON text, so an integer read as an equal float (2**70) is a difference.
+    assert json.dumps(_arguments(text)) == json.dumps(_json_loads_arguments(text))
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        *(
+            f'{{"n": {n}}}'
+            for n in (2**63 - 1, 2**63, 2**64 - 1, 2**64, -(2**63), -(2**63) - 1, 10**30, 2**70)
+        ),
+        '{"a": 1e19, "b": -1e400, "c": 1e-400, "d": -0.0, "e": -0}',
+        '{"a": 1, "b": 2, "a": 3}',
+        '{"a": NaN, "b": -Infinity}',
+        '{"a": "\\ud800"}',
+        '{"a": "\\udc00x", "b": ["\\ud83d\\ude00"]}',
+        "\ufeff{}",
+        '{"a": 1,}',
+        "{} {}",
+        "[1]",
+        "null",
+        deep_object(MAX_DEPTH + 1),
+        deep_object(900),
+    ],
+)
+def test_arguments_at_the_edges_are_read_as_json_loads_reads_them(text: str) -> None:
+    got, expected = _arguments(text), _json_loads_arguments(text)
+    assert json.dumps(got) == json.dumps(expected)
+    if isinstance(got, dict):
+        assert list(got) == list(expected)  # the first place of a repeated key
+        assert [type(v) for v in got.values()] == [type(v) for v in expected.values()]
 
 
 def test_arguments_with_too_many_containers() -> None:

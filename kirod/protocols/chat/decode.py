@@ -168,7 +168,7 @@ def _messages(value: object) -> tuple[tuple[str, ...], tuple[Message, ...]]:
         path = f"messages[{index}]"
         if not isinstance(message, Mapping):
             raise invalid(path, "each message must be an object", "invalid_type")
-        role = string_field(message, "role", f"{path}.role", required=True)
+        role = string_field(message, "role", path, required=True)
         content = message.get("content")
         if role in ("system", "developer"):
             parts = _text_parts(content, f"{path}.content", budget)
@@ -180,7 +180,7 @@ def _messages(value: object) -> tuple[tuple[str, ...], tuple[Message, ...]]:
             blocks += _tool_calls(message.get("tool_calls"), f"{path}.tool_calls", budget)
             append(Role.ASSISTANT, blocks)
         elif role == "tool":
-            call_id = string_field(message, "tool_call_id", f"{path}.tool_call_id", required=True)
+            call_id = string_field(message, "tool_call_id", path, required=True)
             assert call_id is not None
             result = _text_parts(content, f"{path}.content", budget)
             append(Role.USER, [ToolResultBlock(call_id, tuple(result))])
@@ -223,7 +223,7 @@ def _text_parts(
         kind = part.get("type")
         if kind == "text" or (refusal and kind == "refusal"):
             field = "refusal" if kind == "refusal" else "text"
-            text = string_field(part, field, f"{part_path}.{field}", required=True)
+            text = string_field(part, field, part_path, required=True)
             if text:
                 blocks.append(TextBlock(text))
         else:
@@ -240,7 +240,7 @@ def _user_parts(
     for part_path, part in _parts(content, path, budget):
         kind = part.get("type")
         if kind == "text":
-            text = string_field(part, "text", f"{part_path}.text", required=True)
+            text = string_field(part, "text", part_path, required=True)
             if text:
                 blocks.append(TextBlock(text))
         elif kind == "image_url":
@@ -271,7 +271,7 @@ def _file(value: object, path: str) -> DocumentBlock:
             "kirod cannot fetch files; send the file inline as file_data "
             "(data:application/pdf;base64,…) with a filename",
         )
-    data = string_field(value, "file_data", f"{path}.file_data", required=True)
+    data = string_field(value, "file_data", path, required=True)
     assert data is not None
     return data_url_document(data, value.get("filename"), f"{path}.file_data", f"{path}.filename")
 
@@ -289,10 +289,10 @@ def _tool_calls(value: object, path: str, budget: BlockBudget) -> list[Block]:
             raise invalid(call_path, "must be a function tool call object", "invalid_type")
         if call.get("type", "function") != "function":
             raise invalid(f"{call_path}.type", "only function tool calls are supported")
-        call_id = string_field(call, "id", f"{call_path}.id", required=True)
+        call_id = string_field(call, "id", call_path, required=True)
         function = call["function"]
-        name = string_field(function, "name", f"{call_path}.function.name", required=True)
-        arguments = string_field(function, "arguments", f"{call_path}.function.arguments") or ""
+        name = string_field(function, "name", f"{call_path}.function", required=True)
+        arguments = string_field(function, "arguments", f"{call_path}.function") or ""
         assert call_id is not None
         assert name is not None
         parsed = json_arguments(arguments, f"{call_path}.function.arguments")
@@ -323,13 +323,13 @@ def _tools(value: object) -> tuple[ToolSpec, ...]:
         function = tool.get("function")
         if not isinstance(function, Mapping):
             raise invalid(f"{path}.function", "is required", "missing_required_parameter")
-        name = string_field(function, "name", f"{path}.function.name", required=True)
+        name = string_field(function, "name", f"{path}.function", required=True)
         if not name:
             raise invalid(f"{path}.function.name", "must be a non-empty string")
         if name in names:
             raise invalid(f"{path}.function.name", f"tool name {quoted(name)} is declared twice")
         names.add(name)
-        description = string_field(function, "description", f"{path}.function.description") or ""
+        description = string_field(function, "description", f"{path}.function") or ""
         parameters = function.get("parameters")
         if parameters is None:
             parameters = _EMPTY_SCHEMA

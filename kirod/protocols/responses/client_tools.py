@@ -56,9 +56,7 @@ class ClientTool:
 
     def tool_use(self, item: Mapping[str, Any], path: str) -> ToolUseBlock:
         """A call item of the input (or stored history) as the upstream tool use."""
-        call_id = string_field(item, "call_id", f"{path}.call_id") or string_field(
-            item, "id", f"{path}.id"
-        )
+        call_id = string_field(item, "call_id", path) or string_field(item, "id", path)
         if not call_id:
             raise invalid(f"{path}.call_id", "is required", "missing_required_parameter")
         value = item.get(self.field)
@@ -69,9 +67,7 @@ class ClientTool:
     def tool_result(self, item: Mapping[str, Any], path: str) -> ToolResultBlock:
         """The client's `*_call_output` item as the upstream tool result."""
         # `local_shell_call_output` names the call by `id` (OpenAI's schema); others `call_id`.
-        call_id = string_field(item, "call_id", f"{path}.call_id") or string_field(
-            item, "id", f"{path}.id"
-        )
+        call_id = string_field(item, "call_id", path) or string_field(item, "id", path)
         if not call_id:
             raise invalid(f"{path}.call_id", "is required", "missing_required_parameter")
         output = item.get("output")

@@ -193,13 +193,13 @@ def decode_responses(
         if body.get(name) not in (None, False):
             raise unsupported(name, message)
     model = model_field(body.get("model"))
-    instructions = string_field(body, "instructions", "instructions")
+    instructions = string_field(body, "instructions", "")
     tool_choice, choice_echo = _tool_choice(body.get("tool_choice"))
     reasoning, reasoning_echo, summary = _reasoning(body.get("reasoning"))
     _check_text(body.get("text"))
     metadata = string_metadata(body.get("metadata"))
-    prompt_cache_key = string_field(body, "prompt_cache_key", "prompt_cache_key")
-    previous_response_id = string_field(body, "previous_response_id", "previous_response_id")
+    prompt_cache_key = string_field(body, "prompt_cache_key", "")
+    previous_response_id = string_field(body, "previous_response_id", "")
 
     items = _normalize_input(body.get("input"), len(history))
     tools = _Tools(
@@ -256,9 +256,9 @@ def decode_responses(
         max_output_tokens=request.max_output_tokens,
         temperature=request.sampling.temperature,
         top_p=request.sampling.top_p,
-        truncation=string_field(body, "truncation", "truncation") or "disabled",
+        truncation=string_field(body, "truncation", "") or "disabled",
         prompt_cache_key=prompt_cache_key,
-        user=string_field(body, "user", "user"),
+        user=string_field(body, "user", ""),
         include_encrypted=ENCRYPTED_REASONING in _include(body.get("include")),
         summary=summary,
         tool_names=tools.names,
@@ -340,7 +340,7 @@ class _Conversation:
             self._messages.append((role, blocks))
 
     def _message(self, item: Mapping[str, Any], path: str) -> None:
-        role = string_field(item, "role", f"{path}.role", required=True)
+        role = string_field(item, "role", path, required=True)
         parts = _content_parts(
             item.get("content"), f"{path}.content", self.budget, attachments=role == "user"
         )
@@ -362,10 +362,10 @@ class _Conversation:
 
     def _call(self, item: Mapping[str, Any], path: str, field: str) -> tuple[str, str, str]:
         """A tool call item's id, upstream (flattened) name, and its `field` string."""
-        call_id = string_field(item, "call_id", f"{path}.call_id", required=True)
-        name = string_field(item, "name", f"{path}.name", required=True)
-        namespace = string_field(item, "namespace", f"{path}.namespace")
-        value = string_field(item, field, f"{path}.{field}", required=True)
+        call_id = string_field(item, "call_id", path, required=True)
+        name = string_field(item, "name", path, required=True)
+        namespace = string_field(item, "namespace", path)
+        value = string_field(item, field, path, required=True)
         assert call_id is not None
         assert name is not None
         assert value is not None
@@ -375,7 +375,7 @@ class _Conversation:
 
     def _compaction(self, item: Mapping[str, Any], path: str) -> None:
         """A compaction item kirod sealed stands for the conversation it summarised."""
-        token = string_field(item, "encrypted_content", f"{path}.encrypted_content", required=True)
+        token = string_field(item, "encrypted_content", path, required=True)
         assert token is not None
         summary = self._box.open_summary(token)
         if summary is None:
@@ -395,7 +395,7 @@ class _Conversation:
         return ToolUseBlock(call_id, name, {CUSTOM_INPUT: text})
 
     def _reasoning(self, item: Mapping[str, Any], path: str) -> None:
-        token = string_field(item, "encrypted_content", f"{path}.encrypted_content")
+        token = string_field(item, "encrypted_content", path)
         block = self._box.open_block(token) if token else None
         if block is None:
             self.dropped_reasoning += 1
@@ -415,6 +415,14 @@ def _content_parts(
     budget.spend(len(content), path)
     blocks: list[TextBlock | ImageBlock | DocumentBlock] = []
     for index, part in enumerate(content):
+        if part.__class__ is dict:  # the usual part, a text, read before its path is made
+            kind = part.get("type")
+            if kind.__class__ is str and kind in _TEXT_TYPES:
+                text = part.get("refusal" if kind == "refusal" else "text")
+                if text.__class__ is str:
+                    if text:
+                        blocks.append(TextBlock(text))
+                    continue
         part_path = f"{path}[{index}]"
         if not is_object(part):
             raise invalid(part_path, "each content part must be an object", "invalid_type")
@@ -423,7 +431,7 @@ def _content_parts(
             raise invalid(f"{part_path}.type", "must be a string", "invalid_type")
         if kind in _TEXT_TYPES:
             field = "refusal" if kind == "refusal" else "text"
-            text = string_field(part, field, f"{part_path}.{field}", required=True)
+            text = string_field(part, field, part_path, required=True)
             if text:
                 blocks.append(TextBlock(text))
         elif kind == "input_image" and attachments:
@@ -443,7 +451,7 @@ def _image(part: Mapping[str, Any], path: str) -> ImageBlock:
             f"{path}.file_id",
             "file ids are not supported; send the image inline as a base64 data URL",
         )
-    url = string_field(part, "image_url", f"{path}.image_url", required=True)
+    url = string_field(part, "image_url", path, required=True)
     assert url is not None
     return data_url_image(url, f"{path}.image_url")
 
@@ -457,7 +465,7 @@ def _file(part: Mapping[str, Any], path: str) -> DocumentBlock:
                 "kirod cannot fetch files; send the file inline as file_data "
                 "(data:application/pdf;base64,…) with a filename",
             )
-    data = string_field(part, "file_data", f"{path}.file_data", required=True)
+    data = string_field(part, "file_data", path, required=True)
     assert data is not None
     return data_url_document(data, part.get("filename"), f"{path}.file_data", f"{path}.filename")
 
@@ -479,7 +487,7 @@ def _search_history(item: Mapping[str, Any]) -> TextBlock:
 def _function_call_output(
     item: Mapping[str, Any], path: str, budget: BlockBudget
 ) -> ToolResultBlock:
-    call_id = string_field(item, "call_id", f"{path}.call_id", required=True)
+    call_id = string_field(item, "call_id", path, required=True)
     assert call_id is not None
     output = item.get("output")
     if output is None:
@@ -502,10 +510,12 @@ def _normalize_input(value: object, stored: int) -> list[dict[str, Any]]:
     for index, item in enumerate(value):
         if not isinstance(item, dict):
             raise invalid(f"input[{index}]", "each input item must be an object", "invalid_type")
-        item = {"type": "message", **item} if "type" not in item else dict(item)
+        # Items are only read from here on: one is copied only when it is changed.
+        if "type" not in item:
+            item = {"type": "message", **item}
         if item["type"] == "message" and isinstance(item.get("content"), str):
             kind = "output_text" if item.get("role") == "assistant" else "input_text"
-            item["content"] = [{"type": kind, "text": item["content"]}]
+            item = {**item, "content": [{"type": kind, "text": item["content"]}]}
         items.append(item)
     return items
 
@@ -522,7 +532,7 @@ def _additional_tools(items: Sequence[Mapping[str, Any]], where: str) -> list[tu
     """The tool lists of the `additional_tools` items among `items`, with their paths."""
     found: list[tuple[str, object]] = []
     for index, item in enumerate(items):
-        if isinstance(item, Mapping) and item.get("type") == "additional_tools":
+        if is_object(item) and item.get("type") == "additional_tools":
             path = f"{where}[{index}].tools"
             tools = item.get("tools")
             if not isinstance(tools, list):
@@ -579,7 +589,7 @@ class _Tools:
     ) -> None:
         if not is_object(tool):
             raise invalid(path, "each tool must be an object", "invalid_type")
-        kind = string_field(tool, "type", f"{path}.type", required=True)
+        kind = string_field(tool, "type", path, required=True)
         if kind == "function":
             spec, echoed = _function_tool(tool, path)
             self._add(spec, path)
@@ -618,9 +628,9 @@ class _Tools:
     def _namespace(
         self, tool: Mapping[str, Any], path: str, hosted: list[tuple[str, str]]
     ) -> dict[str, Any]:
-        namespace = string_field(tool, "name", f"{path}.name", required=True)
+        namespace = string_field(tool, "name", path, required=True)
         assert namespace is not None
-        description = string_field(tool, "description", f"{path}.description") or ""
+        description = string_field(tool, "description", path) or ""
         nested = tool.get("tools")
         if not isinstance(nested, list):
             raise invalid(f"{path}.tools", "must be a list of tools", "invalid_type")
@@ -629,7 +639,7 @@ class _Tools:
             inner_path = f"{path}.tools[{index}]"
             if not is_object(inner):
                 raise invalid(inner_path, "each tool must be an object", "invalid_type")
-            kind = string_field(inner, "type", f"{inner_path}.type", required=True)
+            kind = string_field(inner, "type", inner_path, required=True)
             if kind == "function":
                 spec, echo = _function_tool(inner, inner_path)
             elif kind == "custom":
@@ -673,10 +683,10 @@ def _namespaced(namespace_description: str, spec: ToolSpec) -> str:
 
 def _function_tool(tool: Mapping[str, Any], path: str) -> tuple[ToolSpec, dict[str, Any]]:
     """A function tool; `strict` is accepted but not enforced (the model sees the schema)."""
-    name = string_field(tool, "name", f"{path}.name", required=True)
+    name = string_field(tool, "name", path, required=True)
     if not name:
         raise invalid(f"{path}.name", "must be a non-empty string")
-    description = string_field(tool, "description", f"{path}.description") or ""
+    description = string_field(tool, "description", path) or ""
     parameters = tool.get("parameters")
     if parameters is None:
         parameters = _EMPTY_SCHEMA
@@ -697,10 +707,10 @@ def _function_tool(tool: Mapping[str, Any], path: str) -> tuple[ToolSpec, dict[s
 
 def _custom_tool(tool: Mapping[str, Any], path: str) -> tuple[ToolSpec, dict[str, Any]]:
     """A freeform tool as Kiro can call it: one string parameter carrying the raw input."""
-    name = string_field(tool, "name", f"{path}.name", required=True)
+    name = string_field(tool, "name", path, required=True)
     if not name:
         raise invalid(f"{path}.name", "must be a non-empty string")
-    description = string_field(tool, "description", f"{path}.description") or ""
+    description = string_field(tool, "description", path) or ""
     fmt = tool.get("format")
     if fmt is not None and not isinstance(fmt, Mapping):
         raise invalid(f"{path}.format", "must be an object", "invalid_type")
@@ -723,8 +733,8 @@ def _input_format(fmt: Mapping[str, Any] | None, path: str) -> str:
         return "The raw input text."
     if fmt.get("type") != "grammar":
         raise invalid(f"{path}.type", "must be 'text' or 'grammar'")
-    syntax = string_field(fmt, "syntax", f"{path}.syntax") or "lark"
-    definition = string_field(fmt, "definition", f"{path}.definition", required=True)
+    syntax = string_field(fmt, "syntax", path) or "lark"
+    definition = string_field(fmt, "definition", path, required=True)
     return f"The raw input text, in this {syntax} grammar:\n{definition}"
 
 
@@ -751,13 +761,13 @@ def _reasoning(value: object) -> tuple[Reasoning | None, dict[str, Any] | None, 
         return None, None, False
     if not isinstance(value, Mapping):
         raise invalid("reasoning", "must be an object", "invalid_type")
-    effort = string_field(value, "effort", "reasoning.effort")
+    effort = string_field(value, "effort", "reasoning")
     if effort is not None and effort != "none" and effort not in _EFFORTS:
         raise invalid(
             "reasoning.effort", "must be one of none, minimal, low, medium, high, xhigh, max"
         )
-    summary = string_field(value, "summary", "reasoning.summary")
-    summary = summary or string_field(value, "generate_summary", "reasoning.generate_summary")
+    summary = string_field(value, "summary", "reasoning")
+    summary = summary or string_field(value, "generate_summary", "reasoning")
     if summary is not None and summary not in _SUMMARIES:
         raise invalid("reasoning.summary", "must be one of auto, concise, detailed")
     echo = {"effort": effort, "summary": summary}
