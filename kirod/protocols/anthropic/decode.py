@@ -481,16 +481,17 @@ def _messages(value: object, signer: ThinkingSigner, budget: BlockBudget) -> tup
         if role is None:
             _invalid(f"{path}.role", "must be 'user', 'assistant' or 'system'")
         content = message.get("content")
+        where = f"{path}.content"
         if isinstance(content, str):
-            _spend(budget, 1, f"{path}.content")
+            _spend(budget, 1, where)
             blocks: tuple[Block, ...] = (TextBlock(content),)
         else:
-            parts = _check.array(content, f"{path}.content")
-            _spend(budget, len(parts), f"{path}.content")
+            parts = _check.array(content, where)
+            _spend(budget, len(parts), where)
             if name == "system":
-                blocks = _system_content(parts, f"{path}.content")
+                blocks = _system_content(parts, where)
             else:
-                blocks = _content(parts, role, f"{path}.content", signer, budget)
+                blocks = _content(parts, role, where, signer, budget)
         messages.append(Message(role, blocks))
     return tuple(messages)
 
@@ -562,6 +563,12 @@ def _content(
 ) -> tuple[Block, ...]:
     blocks: list[Block] = []
     for i, item in enumerate(items):
+        # The usual block, a text, is read before its path is made (only an error names it).
+        if item.__class__ is dict and item.get("type") == "text":
+            text = item.get("text")
+            if text.__class__ is str:
+                blocks.append(TextBlock(text))
+                continue
         block = _block(_check.mapping(item, f"{path}.{i}"), role, f"{path}.{i}", signer, budget)
         if block is not None:
             blocks.append(block)
