@@ -6,6 +6,7 @@ STAMP_TEST := $(VENV)/.installed-test
 STAMP_BENCH := $(VENV)/.installed-bench
 
 .PHONY: run demo install-service uninstall-service test check lint types pytest bench soak clean \
+	instructions \
 	clients clients-best-effort clients-latest reliability-report browser
 
 $(BIN)/python:
@@ -79,6 +80,11 @@ test: check pytest
 # The full benchmark (several minutes; see bench/README.md). `make test` runs a smoke plan of it.
 bench: $(STAMP_BENCH)
 	$(BIN)/python -m bench --plan full --json bench/results-latest.json
+
+# Instructions per stage of a 90 KB request, counted by callgrind (see bench/README.md).
+instructions: $(STAMP_BENCH)
+	command -v valgrind >/dev/null || apt-get install -y -q valgrind
+	$(BIN)/python -m bench.instructions
 
 # A longer soak than the one in `make test`: steady mixed load, then leak checks.
 soak: $(STAMP_BENCH)
