@@ -51,8 +51,8 @@ types: $(STAMP_TEST)
 
 check: lint types
 
-# The real coding clients tests/clients drives (Claude Code and Codex from npm, at the versions
-# in tests/clients/versions.json), installed once into .cache/clients with `npm ci`.
+# The real coding clients tests/clients drives (Claude Code, Codex and opencode from npm, at the
+# versions in tests/clients/versions.json), installed once into .cache/clients with `npm ci`.
 clients: $(STAMP_TEST)
 	$(BIN)/python tests/clients/install.py
 
@@ -61,8 +61,8 @@ clients: $(STAMP_TEST)
 clients-best-effort: $(STAMP_TEST)
 	-@$(BIN)/python tests/clients/install.py --best-effort
 
-# The client tests against the newest published Claude Code and Codex, and how their requests
-# differ from the pinned ones' captures (not part of `make test`).
+# The client tests against the newest published Claude Code, Codex and opencode, and how their
+# requests differ from the pinned ones' captures (not part of `make test`).
 clients-latest: $(STAMP_TEST)
 	$(BIN)/python tests/clients/latest.py
 

@@ -21,6 +21,11 @@ claude-sonnet-4-6, the classic shape). Every distinct UUID gets its own fixed pl
 in the capture's `placeholders` (session = thread id, installation id, turn id, …); timestamps in
 milliseconds become 0. `--compare` then lists top-level fields, input item types, tool types and
 names, headers and `x-codex-beta-features` values that appeared or disappeared.
+
+opencode (`--client opencode`): `opencode run --format json hello` in a private HOME whose working
+directory holds the README's `opencode.json` (the `@ai-sdk/anthropic` provider) pointed at the
+server; `captures/opencode-<version>-default.json`. Session ids (`ses_…`) become
+`OPENCODE_SESSION_PLACEHOLDER`; `--compare` reads it as it reads Claude Code's.
 """
 
 from __future__ import annotations
@@ -43,9 +48,10 @@ from aiohttp import web
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import codex_env
 import install
+import opencode_env
 
 CLIENT = "claude-code"
-CLIENTS = (CLIENT, codex_env.CLIENT)
+CLIENTS = (CLIENT, codex_env.CLIENT, opencode_env.CLIENT)
 CODEX_MODELS = (codex_env.CODE_MODE_MODEL, codex_env.CLAUDE_MODEL)
 PROMPT = "hello"
 RUN_TIMEOUT_S = 60.0
@@ -58,6 +64,8 @@ WORKDIR_PLACEHOLDER = "/placeholder/workdir"
 HOME_PLACEHOLDER = "/placeholder/home"
 SESSION_PLACEHOLDER = "00000000-0000-4000-8000-000000000001"
 DEVICE_PLACEHOLDER = "0" * 64
+OPENCODE_SESSION_PLACEHOLDER = "ses_" + "0" * 26
+_OPENCODE_SESSION = re.compile(r"\bses_[0-9A-Za-z]{26}\b")
 _UUID = r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}"
 REFUSAL = {
     "type": "error",
@@ -260,6 +268,61 @@ def capture_codex(binary: Path, model: str) -> dict[str, Any]:
         shutil.rmtree(root, ignore_errors=True)
 
 
+async def _capture_opencode(binary: Path, root: Path) -> dict[str, Any]:
+    home, workdir = root / "home", root / "work"
+    workdir.mkdir(parents=True)
+    records: list[dict[str, Any]] = []
+    argv = opencode_env.command(PROMPT)
+
+    async def run(base_url: str) -> dict[str, Any]:
+        document = opencode_env.config(base_url)
+        (workdir / "opencode.json").write_text(json.dumps(document, indent=2) + "\n")
+        process = await asyncio.create_subprocess_exec(
+            str(binary),
+            *argv[1:],
+            cwd=workdir,
+            env=opencode_env.client_env(home, TOKEN),
+            stdin=asyncio.subprocess.DEVNULL,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+            start_new_session=True,
+        )
+        try:
+            await asyncio.wait_for(process.communicate(), RUN_TIMEOUT_S)
+        except TimeoutError:
+            process.kill()
+            await process.wait()
+            raise RuntimeError(f"{binary} did not finish in {RUN_TIMEOUT_S} s") from None
+        return {"exit_code": process.returncode, "config": opencode_env.config("<base_url>")}
+
+    outcome = await _record_all(records, run)
+    capture = {
+        "client": opencode_env.CLIENT,
+        "version": install.binary_version(binary),
+        "command": argv,
+        "opencode_json": outcome["config"],
+        "environment": {
+            "HOME": HOME_PLACEHOLDER,
+            opencode_env.KEY_ENV: "<token>",
+            **opencode_env.OFFLINE,
+        },
+        "server_answer": {"status": 400, "headers": {"x-should-retry": "false"}, "body": REFUSAL},
+        "exit_code": outcome["exit_code"],
+        "requests": records,
+    }
+    sanitized: dict[str, Any] = sanitize(capture, workdir=workdir, home=home, token=TOKEN)
+    return sanitized
+
+
+def capture_opencode(binary: Path) -> dict[str, Any]:
+    """Run `opencode run hello` once against the refusing server; the sanitized capture."""
+    root = Path(tempfile.mkdtemp(prefix="kd-capture-"))
+    try:
+        return asyncio.run(_capture_opencode(binary, root))
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
 def _codex_id_roles(records: list[dict[str, Any]]) -> dict[str, str]:
     """UUID → the names it has in the first `x-codex-turn-metadata` (`session_id = thread_id`)."""
     for record in records:
@@ -324,6 +387,7 @@ def sanitize(
             item = re.sub(_UUID, SESSION_PLACEHOLDER, item)
         else:
             item = _MILLISECONDS.sub(r"\g<1>0", re.sub(_UUID, number, item))
+        item = _OPENCODE_SESSION.sub(OPENCODE_SESSION_PLACEHOLDER, item)
         return re.sub(r"\b[0-9a-f]{64}\b", DEVICE_PLACEHOLDER, item)
 
     def walk(item: Any, key: str | None = None) -> Any:
@@ -508,6 +572,10 @@ def codex_output(version: str, model: str) -> Path:
     return CAPTURES / f"{codex_env.CLIENT}-{version}-{model}.json"
 
 
+def opencode_output(version: str) -> Path:
+    return CAPTURES / f"{opencode_env.CLIENT}-{version}-default.json"
+
+
 @dataclass(frozen=True)
 class Recorded:
     """One API request of the committed capture of a pinned client: what tests replay."""
@@ -519,18 +587,28 @@ class Recorded:
     body: dict[str, Any]  # a private copy: a test may change it
 
 
-def pinned_request(client: str = CLIENT, model: str | None = None) -> Recorded:
-    """The first model request the pinned `client` sends with default settings (Codex: for
-    `model`). Raises FileNotFoundError when versions.json names a version nobody captured yet:
+def pinned_requests(client: str = CLIENT, model: str | None = None) -> list[Recorded]:
+    """The model requests the pinned `client` sends with default settings (Codex: for `model`),
+    in order. Raises FileNotFoundError when versions.json names a version nobody captured yet:
     run `python tests/clients/capture.py` for it."""
     version = install.pin(client).version
     if client == CLIENT:
         path = default_output(version)
+    elif client == opencode_env.CLIENT:
+        path = opencode_output(version)
     else:
         path = codex_output(version, model or codex_env.CLAUDE_MODEL)
     document = json.loads(path.read_text())
-    first = next(r for r in document["requests"] if r["path"].startswith("/v1/"))
-    return Recorded(client, version, first["path"], dict(first["headers"]), first["body"])
+    return [
+        Recorded(client, version, r["path"], dict(r["headers"]), r["body"])
+        for r in document["requests"]
+        if r["path"].startswith("/v1/")
+    ]
+
+
+def pinned_request(client: str = CLIENT, model: str | None = None) -> Recorded:
+    """The first of `pinned_requests`."""
+    return pinned_requests(client, model)[0]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -542,7 +620,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--out",
         type=Path,
-        help="default: captures/claude-code-<version>-default, captures/codex-<version>-<model>",
+        help="default: captures/<client>-<version>-default (codex: -<model>)",
     )
     parser.add_argument("--compare", type=Path, help="an earlier capture to diff against")
     args = parser.parse_args(argv)
@@ -555,8 +633,12 @@ def main(argv: list[str] | None = None) -> int:
         return _main_codex(binary, args)
     if args.model:
         parser.error("--model is for --client codex")
-    result = capture(binary)
-    out = args.out or default_output(result["version"])
+    if args.client == opencode_env.CLIENT:
+        result = capture_opencode(binary)
+        out = args.out or opencode_output(result["version"])
+    else:
+        result = capture(binary)
+        out = args.out or default_output(result["version"])
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(result, indent=1, ensure_ascii=False) + "\n")
     print(f"{result['version']}: {len(result['requests'])} requests captured in {out}")

@@ -1,10 +1,11 @@
-"""Fixtures for the client tests: the real Claude Code and Codex binaries, and a daemon they
-talk to.
+"""Fixtures for the client tests: the real Claude Code, Codex and opencode binaries, and a
+daemon they talk to.
 
 The binaries come from `.cache/clients` (`make clients`). Not installed: every test that needs
 one skips, naming why (the installer's recorded failure, or "run `make clients`"). Installed (or
 named by `KIROD_TEST_CLAUDE_BIN` / `KIROD_TEST_CLIENT_VERSION`, `KIROD_TEST_CODEX_BIN` /
-`KIROD_TEST_CODEX_VERSION`) but broken: those tests fail.
+`KIROD_TEST_CODEX_VERSION`, `KIROD_TEST_OPENCODE_BIN` / `KIROD_TEST_OPENCODE_VERSION`) but broken:
+those tests fail.
 """
 
 from __future__ import annotations
@@ -24,11 +25,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "integration"))
 import codex_env
 import install
+import opencode_env
 from cc_env import Binary, ClaudeCode, locate
 from kiro_env import import_account, start_daemon
 
 _driven: list[Binary] = []
 _codex_driven: list[codex_env.Binary] = []
+_opencode_driven: list[opencode_env.Binary] = []
 
 
 @pytest.fixture(scope="session")
@@ -67,6 +70,24 @@ def codex_binary() -> codex_env.Binary:
     return binary
 
 
+@pytest.fixture(scope="session")
+def opencode_binary() -> opencode_env.Binary:
+    found = opencode_env.locate()
+    if found.path is None:
+        if found.requested:
+            pytest.fail(found.why)
+        pytest.skip(f"opencode client tests: {found.why}")
+    try:
+        version = install.binary_version(found.path)
+    except (install.InstallError, OSError, subprocess.TimeoutExpired) as exc:
+        pytest.fail(f"{found.path} is installed but does not run: {exc}")
+    if found.version is not None and version != found.version:
+        pytest.fail(f"{found.path} says {version!r}, expected {found.version}")
+    binary = opencode_env.Binary(found.path, version)
+    _opencode_driven.append(binary)
+    return binary
+
+
 def pytest_terminal_summary(terminalreporter: Any) -> None:
     for binary in _driven:
         terminalreporter.write_line(
@@ -74,6 +95,10 @@ def pytest_terminal_summary(terminalreporter: Any) -> None:
         )
     for codex in _codex_driven:
         terminalreporter.write_line(f"client tests drove Codex {codex.version} ({codex.path})")
+    for opencode in _opencode_driven:
+        terminalreporter.write_line(
+            f"client tests drove opencode {opencode.version} ({opencode.path})"
+        )
 
 
 @pytest.fixture(scope="module")
@@ -117,3 +142,13 @@ def claude(
     """Claude Code with a fresh HOME and working directory under a short path (it makes Unix
     sockets in its TMPDIR, and those paths are limited to about 100 bytes)."""
     return ClaudeCode(claude_binary, daemon.base_url, api_key, short_tmp)
+
+
+@pytest.fixture
+def opencode(
+    opencode_binary: opencode_env.Binary, daemon: DaemonProcess, api_key: str, short_tmp: Path
+) -> opencode_env.OpenCode:
+    """opencode with a fresh HOME, configured as the README says, at the module's daemon."""
+    client = opencode_env.OpenCode(opencode_binary, api_key, short_tmp)
+    client.configure(opencode_env.config(daemon.base_url))
+    return client

@@ -35,8 +35,8 @@ HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
 VERSIONS_FILE = HERE / "versions.json"
 NPM_DIR = HERE / "npm"
-TESTED_CLIENTS = ("claude-code", "codex")
-"""The clients `tests/clients` drives today; the others in versions.json are pinned for later."""
+TESTED_CLIENTS = ("claude-code", "codex", "opencode")
+"""The clients `tests/clients` drives (every one versions.json pins)."""
 
 STAMP = ".kirod-installed.json"
 NPM_CI_TIMEOUT_S = 900.0
@@ -55,12 +55,19 @@ class Pin:
     package: str
     version: str
     bin: str
+    path: str | None = None
+    """The binary under `node_modules` when the package declares no `bin` (opencode's)."""
+
+    @property
+    def binary(self) -> str:
+        """The binary's path under `node_modules`."""
+        return self.path or f".bin/{self.bin}"
 
 
 def pins() -> dict[str, Pin]:
     data = json.loads(VERSIONS_FILE.read_text())
     return {
-        name: Pin(name, entry["package"], entry["version"], entry["bin"])
+        name: Pin(name, entry["package"], entry["version"], entry["bin"], entry.get("path"))
         for name, entry in data.items()
     }
 
@@ -86,7 +93,7 @@ def failure_file(client: str, version: str) -> Path:
 
 
 def binary_path(client: str, version: str) -> Path:
-    return install_dir(client, version) / "node_modules" / ".bin" / pin(client).bin
+    return install_dir(client, version) / "node_modules" / pin(client).binary
 
 
 def lock_digest(client: str) -> str:
@@ -267,7 +274,7 @@ def _install(pinned: Pin, version: str, root: Path, timeout_s: float) -> Path:
         (staging / "package.json").write_text(_package_json(pinned, version))
         command = [npm, "install", "--no-audit", "--no-fund", "--save-exact"]
     _run(command, staging, log, timeout_s)
-    binary = staging / "node_modules" / ".bin" / pinned.bin
+    binary = staging / "node_modules" / pinned.binary
     if not binary.exists():
         raise InstallError(f"npm finished but {binary} is missing; {log}")
     reported = binary_version(binary)

@@ -1,11 +1,12 @@
-"""`make clients-latest`: the client tests and captures against the newest Claude Code and Codex.
+"""`make clients-latest`: the client tests and captures against the newest published clients.
 
     python tests/clients/latest.py [pytest arguments…]
 
-Installs the newest published `@anthropic-ai/claude-code` and `@openai/codex` into
-`.cache/clients/`, runs `tests/clients` against them (`KIROD_TEST_CLIENT_VERSION`,
-`KIROD_TEST_CODEX_VERSION`), captures Claude Code's default `-p hello` request and Codex's first
-`codex exec hello` request (once per model of `capture.CODEX_MODELS`) into
+Installs the newest published `@anthropic-ai/claude-code`, `@openai/codex` and opencode (its
+Linux x64 package) into `.cache/clients/`, runs `tests/clients` against them
+(`KIROD_TEST_CLIENT_VERSION`, `KIROD_TEST_CODEX_VERSION`, `KIROD_TEST_OPENCODE_VERSION`),
+captures Claude Code's default `-p hello` request, Codex's first `codex exec hello` request (once
+per model of `capture.CODEX_MODELS`) and opencode's `run hello` requests into
 `.cache/clients/captures/` and prints how each differs from the pinned version's capture (for
 Codex: paths, headers and `x-codex-beta-features` values, top-level fields, input item types,
 message roles, tool types and names). Exits with pytest's status, or 1 if an install or a capture
@@ -24,10 +25,15 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import capture
 import codex_env
 import install
+import opencode_env
 from cc_env import CLIENT, VERSION_ENV
 
 PYTEST_TIMEOUT_S = 600.0
-CLIENTS = {CLIENT: VERSION_ENV, codex_env.CLIENT: codex_env.VERSION_ENV}
+CLIENTS = {
+    CLIENT: VERSION_ENV,
+    codex_env.CLIENT: codex_env.VERSION_ENV,
+    opencode_env.CLIENT: opencode_env.VERSION_ENV,
+}
 """Each client `make clients-latest` tries, and the variable that points the tests at it."""
 
 
@@ -67,6 +73,14 @@ def main(argv: list[str]) -> int:
         arguments += ["--out", str(codex_out), "--compare", str(pinned_capture)]
         codex_code = capture.main(arguments) or codex_code
 
+    opencode_version = newest[opencode_env.CLIENT]
+    opencode_pinned = install.pin(opencode_env.CLIENT).version
+    opencode_out = captures / f"{opencode_env.CLIENT}-{opencode_version}-default.json"
+    arguments = ["--client", opencode_env.CLIENT, "--version", opencode_version]
+    arguments += ["--out", str(opencode_out)]
+    arguments += ["--compare", str(capture.opencode_output(opencode_pinned))]
+    opencode_code = capture.main(arguments)
+
     if code == 0 and version != pinned:
         print(
             f"to pin {version}: set it in tests/clients/versions.json, then run "
@@ -79,14 +93,22 @@ def main(argv: list[str]) -> int:
             f"then run `python tests/clients/install.py --relock {codex_env.CLIENT}`, "
             "`make clients` and `python tests/clients/capture.py --client codex`"
         )
+    if opencode_code == 0 and opencode_version != opencode_pinned:
+        print(
+            f"to pin {opencode_env.CLIENT} {opencode_version}: set it in "
+            "tests/clients/versions.json, then run `python tests/clients/install.py --relock "
+            f"{opencode_env.CLIENT}`, `make clients` and "
+            "`python tests/clients/capture.py --client opencode`"
+        )
     summary = {
         "version": version,
         "pytest": tests.returncode,
         "capture": code,
         "codex": {"version": codex_version, "capture": codex_code},
+        "opencode": {"version": opencode_version, "capture": opencode_code},
     }
     print(f"clients-latest: {json.dumps(summary)}")
-    return tests.returncode or (1 if code or codex_code else 0)
+    return tests.returncode or (1 if code or codex_code or opencode_code else 0)
 
 
 if __name__ == "__main__":

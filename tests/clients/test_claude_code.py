@@ -22,12 +22,9 @@ from __future__ import annotations
 
 import json
 import os
-import queue
 import re
 import signal
-import subprocess
 import sys
-import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -39,6 +36,7 @@ from kirod.testing.fake_kiro import FakeKiro, Reply, Script, ThreadedFake, ToolC
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import capture
+import demo_env
 from cc_env import Binary, ClaudeCode, access_lines, assistant_blocks, wait_until
 from kiro_env import start_daemon
 
@@ -124,48 +122,16 @@ def test_hello(
 def test_the_line_make_demo_prints_works_as_pasted(claude_binary: Binary, short_tmp: Path) -> None:
     """`make demo`'s Claude Code line, run by a shell with the real binary on PATH and nothing
     else set (no model, no settings): the fake's echo comes back as the answer."""
-    with subprocess.Popen(
-        [sys.executable, "-m", "kirod.testing.demo"],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        start_new_session=True,
-    ) as demo:
-        assert demo.stdout is not None
-        lines: queue.Queue[str] = queue.Queue()
-        stdout = demo.stdout
-        reader = threading.Thread(target=lambda: [lines.put(line) for line in stdout])
-        reader.start()
-        try:
-            shown = ""
-            deadline = time.monotonic() + 60
-            while "Press Ctrl-C" not in shown:
-                shown += lines.get(timeout=max(0.1, deadline - time.monotonic()))
-            (line,) = re.findall(r"^Claude Code \(.*\):\n  (.+)$", shown, re.MULTILINE)
-            assert "--model" not in line
-            assert "ANTHROPIC_MODEL" not in line
-            env = capture.client_env(short_tmp / "home", "unset", "unset")
-            del env["ANTHROPIC_BASE_URL"], env["ANTHROPIC_AUTH_TOKEN"]  # the line sets them
-            env["PATH"] = f"{claude_binary.path.parent}{os.pathsep}{env.get('PATH', '')}"
-            done = subprocess.run(
-                ["/bin/sh", "-c", line],
-                cwd=short_tmp,
-                env=env,
-                stdin=subprocess.DEVNULL,
-                capture_output=True,
-                text=True,
-                timeout=120,
-                check=False,
-            )
-            assert done.returncode == 0, (line, done.stdout, done.stderr)
-            assert done.stdout.startswith("You said: "), done.stdout
-        finally:
-            demo.send_signal(signal.SIGINT)
-            try:
-                demo.wait(timeout=30)
-            finally:
-                demo.kill()
-                reader.join(10)
+    with demo_env.demo() as shown:
+        line = demo_env.line_after(shown, "Claude Code (")
+        assert "--model" not in line
+        assert "ANTHROPIC_MODEL" not in line
+        env = capture.client_env(short_tmp / "home", "unset", "unset")
+        del env["ANTHROPIC_BASE_URL"], env["ANTHROPIC_AUTH_TOKEN"]  # the line sets them
+        env["PATH"] = f"{claude_binary.path.parent}{os.pathsep}{env.get('PATH', '')}"
+        done = demo_env.paste(line, env, short_tmp)
+        assert done.returncode == 0, (line, done.stdout, done.stderr)
+        assert done.stdout.startswith("You said: "), done.stdout
 
 
 # -- tools --------------------------------------------------------------------------------------

@@ -18,6 +18,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import capture
 import install
+import opencode_env
 
 PINS = install.pins()
 
@@ -49,8 +50,12 @@ def test_lockfile_matches_the_pin(client: str) -> None:
     assert manifest["private"] is True
     assert lock["lockfileVersion"] == 3
     assert lock["packages"][""]["dependencies"] == {pin.package: pin.version}
-    assert lock["packages"][f"node_modules/{pin.package}"]["version"] == pin.version
-    assert pin.bin in lock["packages"][f"node_modules/{pin.package}"]["bin"]
+    entry = lock["packages"][f"node_modules/{pin.package}"]
+    assert entry["version"] == pin.version
+    if pin.path is None:
+        assert pin.bin in entry["bin"]
+    else:  # a platform package, which declares no `bin`
+        assert pin.path.startswith(f"{pin.package}/bin/"), pin
     # `npm ci` verifies every tarball against `integrity`; no entry names a registry host.
     assert "resolved" not in set(all_keys(lock))
     for name, entry in lock["packages"].items():
@@ -58,8 +63,11 @@ def test_lockfile_matches_the_pin(client: str) -> None:
             assert entry["integrity"].startswith("sha512-"), name
 
 
-def pinned_capture() -> dict[str, Any]:
-    path = capture.default_output(PINS["claude-code"].version)
+def pinned_capture(client: str = capture.CLIENT) -> dict[str, Any]:
+    version = PINS[client].version
+    path = capture.default_output(version)
+    if client == opencode_env.CLIENT:
+        path = capture.opencode_output(version)
     document: dict[str, Any] = json.loads(path.read_text())
     return document
 
@@ -74,16 +82,31 @@ def test_the_pinned_capture_names_its_client_and_command() -> None:
     assert first["headers"]["user-agent"].startswith(f"claude-cli/{document['version']} ")
 
 
-def test_the_pinned_capture_holds_no_secret_or_local_detail() -> None:
-    document = pinned_capture()
+def test_the_opencode_capture_names_its_client_and_command() -> None:
+    document = pinned_capture(opencode_env.CLIENT)
+    assert document["client"] == opencode_env.CLIENT
+    assert document["version"] == PINS[opencode_env.CLIENT].version
+    assert document["command"] == ["opencode", "run", "--format", "json", "hello"]
+    assert document["opencode_json"]["provider"]["kirod"]["npm"] == opencode_env.ANTHROPIC
+    for request in document["requests"]:
+        assert (request["method"], request["path"]) == ("POST", "/v1/messages")
+        assert request["headers"]["user-agent"].startswith(f"opencode/{document['version']} ")
+        assert request["headers"]["x-session-affinity"] == capture.OPENCODE_SESSION_PLACEHOLDER
+
+
+@pytest.mark.parametrize("client", [capture.CLIENT, opencode_env.CLIENT])
+def test_the_pinned_capture_holds_no_secret_or_local_detail(client: str) -> None:
+    document = pinned_capture(client)
     text = json.dumps(document)
     for request in document["requests"]:
         assert not set(request["headers"]) & capture.SECRET_HEADERS
     assert capture.TOKEN not in text
-    local = text.replace(capture.HOME_PLACEHOLDER, "").replace(capture.WORKDIR_PLACEHOLDER, "")
+    home, workdir = re.escape(capture.HOME_PLACEHOLDER), re.escape(capture.WORKDIR_PLACEHOLDER)
+    local = re.sub(rf"(?:{home}|{workdir})[\w/.-]*", "", text)  # paths under the placeholders
     assert not re.search(r"/tmp/|/home/|/root\b|/work/|kd-capture", local)
     assert set(re.findall(capture._UUID, text)) <= {capture.SESSION_PLACEHOLDER}
     assert set(re.findall(r"\b[0-9a-f]{64}\b", text)) <= {capture.DEVICE_PLACEHOLDER}
+    assert set(re.findall(r"\bses_\w+", text)) <= {capture.OPENCODE_SESSION_PLACEHOLDER}
 
 
 def test_differences_name_what_a_new_version_changed() -> None:

@@ -116,6 +116,27 @@ def test_claude_code_first_request() -> None:
     assert request.affinity_key == session
 
 
+def test_opencode_requests() -> None:
+    """The pinned opencode's two requests per prompt (its capture): the title request (no tools)
+    and the agent request (its ten tools, `tool_choice: auto`), both keyed to the session for
+    account stickiness by `x-session-affinity`."""
+    title, agent = capture.pinned_requests("opencode")
+    decoded = []
+    for recorded in (title, agent):
+        headers = {**recorded.headers, "x-api-key": "sk-kirod-test"}
+        request = decode(recorded.body, headers)
+        assert request.model == recorded.body["model"]
+        assert request.stream is True
+        assert request.system == tuple(block["text"] for block in recorded.body["system"])
+        assert request.messages[-1].content[-1] == TextBlock(capture.PROMPT)
+        assert request.affinity_key == recorded.headers["x-session-affinity"]
+        decoded.append(request)
+    assert decoded[0].tools == ()
+    assert [tool.name for tool in decoded[1].tools] == [t["name"] for t in agent.body["tools"]]
+    assert agent.body["tool_choice"] == {"type": "auto"}
+    assert decoded[1].tool_choice == ToolChoice()
+
+
 def test_claude_code_cache_marks_and_eager_streaming_are_accepted_and_dropped() -> None:
     """Later turns put `cache_control` (with a ttl) on system blocks, tools and text, and
     `eager_input_streaming` on tools: accepted, none of it in what kirod keeps."""

@@ -1,0 +1,178 @@
+"""Driving the real opencode binary against a kirod: which binary, its configuration, one run.
+
+Imported by the client tests' conftest, test modules and capture.py (not a test module itself).
+
+opencode takes its provider from an `opencode.json`; each run here has a private HOME (nothing
+in it) and a working directory holding the one `opencode.json` the run uses, read as the
+project's configuration. The environment turns off what would reach other hosts (the models.dev
+catalog, updates, default plugins, LSP downloads), as CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC
+does for Claude Code; the provider configuration is the README's.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import install
+
+CLIENT = "opencode"
+BIN_ENV = "KIROD_TEST_OPENCODE_BIN"
+VERSION_ENV = "KIROD_TEST_OPENCODE_VERSION"
+KEY_ENV = "KIROD_API_KEY"
+MODEL = "claude-sonnet-4-6"
+RUN_TIMEOUT_S = 60.0
+"""One `opencode run`; the fake answers in milliseconds, so this only bounds a hang."""
+
+ANTHROPIC = "@ai-sdk/anthropic"
+"""The README's provider package: the Messages API."""
+OPENAI = "@ai-sdk/openai"
+"""The Responses API."""
+OPENAI_COMPATIBLE = "@ai-sdk/openai-compatible"
+"""Chat Completions."""
+OFFLINE = {
+    "OPENCODE_DISABLE_MODELS_FETCH": "1",
+    "OPENCODE_DISABLE_AUTOUPDATE": "1",
+    "OPENCODE_DISABLE_DEFAULT_PLUGINS": "1",
+    "OPENCODE_DISABLE_LSP_DOWNLOAD": "1",
+}
+
+Binary = install.Binary
+Located = install.Located
+
+
+def locate() -> Located:
+    """The binary to drive (see `install.locate`)."""
+    return install.locate(CLIENT, BIN_ENV, VERSION_ENV)
+
+
+def config(base_url: str, npm: str = ANTHROPIC, models: Iterable[str] = (MODEL,)) -> dict[str, Any]:
+    """An `opencode.json` with one provider, `kirod`, at `base_url` (kirod's, without `/v1`)."""
+    names = list(models)
+    return {
+        "$schema": "https://opencode.ai/config.json",
+        "provider": {
+            "kirod": {
+                "npm": npm,
+                "name": "kirod",
+                "options": {"baseURL": f"{base_url}/v1", "apiKey": f"{{env:{KEY_ENV}}}"},
+                "models": {name: {"name": name} for name in names},
+            }
+        },
+        "model": f"kirod/{names[0]}",
+    }
+
+
+def client_env(home: Path, token: str) -> dict[str, str]:
+    """A private HOME (and XDG folders in it), the key in KIROD_API_KEY, no other hosts."""
+    keep = {"PATH", "LANG", "LC_ALL", "TERM", "TZ"}
+    env = {name: value for name, value in os.environ.items() if name in keep}
+    tmp = home / "tmp"
+    tmp.mkdir(parents=True, exist_ok=True)
+    env.update(
+        HOME=str(home),
+        TMPDIR=str(tmp),
+        XDG_CONFIG_HOME=str(home / ".config"),
+        XDG_CACHE_HOME=str(home / ".cache"),
+        XDG_DATA_HOME=str(home / ".local" / "share"),
+        XDG_STATE_HOME=str(home / ".local" / "state"),
+        **OFFLINE,
+    )
+    env[KEY_ENV] = token
+    return env
+
+
+def command(prompt: str, extra: Iterable[str] = ()) -> list[str]:
+    return ["opencode", "run", "--format", "json", *extra, prompt]
+
+
+@dataclass
+class Run:
+    """One finished `opencode run --format json`: stdout is one JSON event per line."""
+
+    argv: list[str]
+    exit_code: int
+    stdout: str
+    stderr: str
+    elapsed_s: float
+
+    def describe(self) -> str:
+        return (
+            f"`{' '.join(self.argv)}` exited {self.exit_code} after {self.elapsed_s:.1f} s\n"
+            f"stdout: {self.stdout[-4000:]}\nstderr: {self.stderr[-3000:]}"
+        )
+
+    @property
+    def events(self) -> list[dict[str, Any]]:
+        found = []
+        for line in self.stdout.splitlines():
+            try:
+                event = json.loads(line)
+            except ValueError:
+                continue
+            if isinstance(event, dict):
+                found.append(event)
+        return found
+
+    def parts(self, kind: str) -> list[dict[str, Any]]:
+        """The `part` of every event of type `kind` (`text`, `tool_use`, `step_finish`, …)."""
+        return [event["part"] for event in self.events if event.get("type") == kind]
+
+    def succeeded(self) -> str:
+        """The answer (its text parts, in order) of a run that must have worked."""
+        assert self.exit_code == 0, self.describe()
+        assert not [e for e in self.events if e.get("type") == "error"], self.describe()
+        texts = [part["text"] for part in self.parts("text")]
+        assert texts, self.describe()
+        return "\n".join(texts)
+
+    def failed(self) -> dict[str, Any]:
+        """The error opencode reported (`error.data`: message, statusCode, isRetryable, …)."""
+        assert self.exit_code != 0, self.describe()
+        errors = [event["error"] for event in self.events if event.get("type") == "error"]
+        assert len(errors) == 1, self.describe()
+        error: dict[str, Any] = errors[0]
+        return error
+
+
+class OpenCode:
+    """opencode in a private HOME and working directory, with the key of one kirod."""
+
+    def __init__(self, binary: Binary, token: str, root: Path) -> None:
+        self.binary = binary
+        self.home = root / "home"
+        self.workdir = root / "work"
+        self.home.mkdir(parents=True, exist_ok=True)
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        self.env = client_env(self.home, token)
+
+    def configure(self, document: Mapping[str, Any]) -> None:
+        """Make `document` the `opencode.json` the next runs read."""
+        (self.workdir / "opencode.json").write_text(json.dumps(document, indent=2) + "\n")
+
+    def run(self, prompt: str, *args: str, timeout_s: float = RUN_TIMEOUT_S) -> Run:
+        argv = [str(self.binary.path), *command(prompt, args)[1:]]
+        started = time.monotonic()
+        try:
+            done = subprocess.run(
+                argv,
+                cwd=self.workdir,
+                env=self.env,
+                stdin=subprocess.DEVNULL,
+                capture_output=True,
+                text=True,
+                timeout=timeout_s,
+            )
+        except subprocess.TimeoutExpired as exc:
+            raise AssertionError(
+                f"`{' '.join(argv)}` did not finish in {timeout_s} s; stdout: {exc.stdout!r}"
+            ) from None
+        return Run(argv, done.returncode, done.stdout, done.stderr, time.monotonic() - started)

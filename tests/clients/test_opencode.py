@@ -1,0 +1,194 @@
+"""The real opencode CLI (from npm) → the real kirod daemon → the fake Kiro service.
+
+`make test` installs the pinned binary (`tests/clients/versions.json`: the Linux x64 build, see
+`install.py`) and runs these; they skip, saying why, when it could not be installed.
+`KIROD_TEST_OPENCODE_BIN=/path/to/opencode` drives any other binary.
+
+Each test runs `opencode run --format json …` in a private HOME, with the README's
+`opencode.json` (the `@ai-sdk/anthropic` provider) first, then the variants a user may pick
+(`@ai-sdk/openai` for Responses, `@ai-sdk/openai-compatible` for Chat Completions). What 1.18.33
+sends by default is in `captures/opencode-1.18.33-default.json` (`capture.py --client opencode`):
+per prompt a title request without tools and the agent request with ten, both streamed
+`POST /v1/messages` with `x-api-key`, `x-session-affinity` and `x-session-id`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import sys
+from pathlib import Path
+from typing import Any
+
+from kirod.testing.daemon import DaemonProcess
+from kirod.testing.fake_kiro import FakeKiro, Reply, Script, ToolCall
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import demo_env
+import opencode_env
+from cc_env import access_lines
+from opencode_env import OpenCode
+
+README = Path(__file__).resolve().parents[2] / "README.md"
+README_PORT = "http://127.0.0.1:5476"
+KIRO_MODEL = "claude-sonnet-4.6"
+"""What Kiro calls `claude-sonnet-4-6`, the README's model."""
+
+
+def chats(service: FakeKiro) -> list[dict[str, Any]]:
+    bodies = [record.json for record in service.requests("chat")]
+    assert bodies
+    assert all(isinstance(body, dict) for body in bodies)
+    return bodies
+
+
+def current(body: dict[str, Any]) -> dict[str, Any]:
+    message: dict[str, Any] = body["conversationState"]["currentMessage"]["userInputMessage"]
+    return message
+
+
+def tool_names(body: dict[str, Any]) -> set[str]:
+    tools = current(body).get("userInputMessageContext", {}).get("tools", [])
+    return {tool["toolSpecification"]["name"] for tool in tools}
+
+
+def tool_results(body: dict[str, Any]) -> list[dict[str, Any]]:
+    results: list[dict[str, Any]] = (
+        current(body).get("userInputMessageContext", {}).get("toolResults", [])
+    )
+    return results
+
+
+def new_access_lines(daemon: DaemonProcess, mark: int) -> list[dict[str, str]]:
+    return access_lines(daemon.log()[mark:])
+
+
+def readme_config(base_url: str) -> dict[str, Any]:
+    """The README's `opencode.json`, pointed at `base_url` instead of the default port."""
+    text = README.read_text()
+    (block,) = re.findall(r"\*\*opencode\*\*.*?```json\n(.*?)```", text, re.DOTALL)
+    assert README_PORT in block
+    document: dict[str, Any] = json.loads(block.replace(README_PORT, base_url))
+    return document
+
+
+def test_hello_with_the_readme_configuration(
+    opencode: OpenCode, service: FakeKiro, daemon: DaemonProcess
+) -> None:
+    """The README's `opencode.json` as written: `opencode run hello` answers what the fake said,
+    through `POST /v1/messages`, from the model the file names. Its title request and its agent
+    request (with opencode's own tools) both reach Kiro."""
+    opencode.configure(readme_config(daemon.base_url))
+    answer = "Hello from the fake Kiro, opencode edition."
+    service.default_script = Script(reply=Reply(text=answer))
+    mark = len(daemon.log())
+    run = opencode.run("hello")
+    assert run.succeeded() == answer
+    bodies = chats(service)
+    assert [current(body)["modelId"] for body in bodies] == [KIRO_MODEL] * len(bodies)
+    assert all("hello" in current(body)["content"] for body in bodies)
+    agent = [body for body in bodies if tool_names(body)]
+    assert len(agent) == 1, [sorted(tool_names(body)) for body in bodies]
+    assert {"bash", "read", "edit", "write"} <= tool_names(agent[0])
+    lines = new_access_lines(daemon, mark)
+    assert {line["path"] for line in lines} == {"/v1/messages"}
+    assert [line["status"] for line in lines] == ["200"] * len(bodies)
+    assert {line["upstream_model"] for line in lines} == {KIRO_MODEL}
+    finish = run.parts("step_finish")[-1]
+    assert finish["reason"] == "stop"
+    assert finish["tokens"]["input"] > 0  # kirod's estimate, in message_start
+
+
+def test_read_tool_round_trip(opencode: OpenCode, service: FakeKiro, daemon: DaemonProcess) -> None:
+    """The model asks for opencode's `read`; opencode reads the file and sends its content back
+    as a tool result; the model's answer after it is the run's last text."""
+    note = opencode.workdir / "notes.txt"
+    canary = "The canary sings at 04:51 in room 7."
+    note.write_text(canary + "\n")
+    final = "The note is about a canary."
+    service.default_script = Script(
+        reply=Reply(text=final), call_first=ToolCall("read", {"filePath": str(note)})
+    )
+    mark = len(daemon.log())
+    run = opencode.run("What does notes.txt say?")
+    assert run.succeeded().endswith(final)
+    (used,) = [part for part in run.parts("tool_use") if part["tool"] == "read"]
+    assert used["state"]["status"] == "completed", used
+    assert canary in used["state"]["output"]
+    answered = [body for body in chats(service) if tool_results(body)]
+    assert len(answered) == 1
+    (result,) = tool_results(answered[0])
+    assert result["status"] == "success"
+    assert canary in json.dumps(result["content"])
+    assert "read" in tool_names(answered[0])
+    statuses = {line["status"] for line in new_access_lines(daemon, mark)}
+    assert statuses == {"200"}
+
+
+def test_the_responses_provider(
+    opencode: OpenCode, service: FakeKiro, daemon: DaemonProcess
+) -> None:
+    """`@ai-sdk/openai` instead: opencode speaks the Responses API, and it works the same."""
+    opencode.configure(opencode_env.config(daemon.base_url, opencode_env.OPENAI))
+    answer = "Hello over Responses."
+    service.default_script = Script(reply=Reply(text=answer))
+    mark = len(daemon.log())
+    assert opencode.run("hello").succeeded() == answer
+    lines = new_access_lines(daemon, mark)
+    assert {line["path"] for line in lines} == {"/v1/responses"}
+    assert {line["status"] for line in lines} == {"200"}
+    assert {current(body)["modelId"] for body in chats(service)} == {KIRO_MODEL}
+
+
+def test_chat_completions_while_off_says_how_to_turn_them_on(
+    opencode: OpenCode, service: FakeKiro, daemon: DaemonProcess
+) -> None:
+    """`@ai-sdk/openai-compatible` needs Chat Completions, off by default: opencode stops
+    at once and shows kirod's message, which names the setting. Nothing reaches Kiro."""
+    opencode.configure(opencode_env.config(daemon.base_url, opencode_env.OPENAI_COMPATIBLE))
+    service.clear_requests()
+    mark = len(daemon.log())
+    error = opencode.run("hello").failed()["data"]
+    assert error["statusCode"] == 404
+    assert error["isRetryable"] is False
+    assert "enable_chat_completions = true" in error["message"]
+    lines = new_access_lines(daemon, mark)
+    # the title request, the agent request and one more attempt at the title; no retry loop
+    assert 1 <= len(lines) <= 3, lines
+    assert {(line["path"], line["status"]) for line in lines} == {("/v1/chat/completions", "404")}
+    assert service.requests("chat") == []
+
+
+def test_a_wrong_key_is_refused_once_and_clearly(
+    opencode_binary: opencode_env.Binary, daemon: DaemonProcess, short_tmp: Path
+) -> None:
+    """A key kirod never issued: a 401 in Anthropic's envelope, which opencode shows and does
+    not retry; the key is nowhere in kirod's log."""
+    wrong = "sk-kirod-" + "x" * 43
+    client = OpenCode(opencode_binary, wrong, short_tmp)
+    client.configure(opencode_env.config(daemon.base_url))
+    mark = len(daemon.log())
+    error = client.run("hello").failed()["data"]
+    assert error["statusCode"] == 401
+    assert error["isRetryable"] is False
+    assert json.loads(error["responseBody"])["error"]["type"] == "authentication_error"
+    lines = new_access_lines(daemon, mark)
+    assert 1 <= len(lines) <= 2, lines  # the agent request, and the title one if it got out
+    assert {line["status"] for line in lines} == {"401"}
+    assert wrong not in daemon.log()
+
+
+def test_the_line_make_demo_prints_works_as_pasted(
+    opencode_binary: opencode_env.Binary, short_tmp: Path
+) -> None:
+    """`make demo`'s opencode line, run by a shell with the real binary on PATH: the fake's echo
+    of the prompt is the answer."""
+    with demo_env.demo() as shown:
+        line = demo_env.line_after(shown, "opencode (")
+        env = opencode_env.client_env(short_tmp / "home", "unset")
+        del env[opencode_env.KEY_ENV]  # the line sets it
+        env["PATH"] = f"{opencode_binary.path.parent}{os.pathsep}{env.get('PATH', '')}"
+        done = demo_env.paste(line, env, short_tmp)
+        assert done.returncode == 0, (line, done.stdout, done.stderr)
+        assert "You said: hello" in done.stdout, done.stdout
