@@ -158,8 +158,24 @@ class OpenCode:
         """Make `document` the `opencode.json` the next runs read."""
         (self.workdir / "opencode.json").write_text(json.dumps(document, indent=2) + "\n")
 
+    def argv(self, prompt: str, args: Iterable[str]) -> list[str]:
+        return [str(self.binary.path), *command(prompt, args)[1:]]
+
+    def start(self, prompt: str, *args: str) -> subprocess.Popen[str]:
+        """A run in its own process group (a terminal's foreground job), to interrupt it."""
+        return subprocess.Popen(
+            self.argv(prompt, args),
+            cwd=self.workdir,
+            env=self.env,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            start_new_session=True,
+        )
+
     def run(self, prompt: str, *args: str, timeout_s: float = RUN_TIMEOUT_S) -> Run:
-        argv = [str(self.binary.path), *command(prompt, args)[1:]]
+        argv = self.argv(prompt, args)
         started = time.monotonic()
         try:
             done = subprocess.run(

@@ -6,7 +6,8 @@
 
 Each test runs `opencode run --format json …` in a private HOME, with the README's
 `opencode.json` (the `@ai-sdk/anthropic` provider) first, then the variants a user may pick
-(`@ai-sdk/openai` for Responses, `@ai-sdk/openai-compatible` for Chat Completions). What 1.18.33
+(`@ai-sdk/openai` for Responses, `@ai-sdk/openai-compatible` for Chat Completions, thinking
+turned on, `--continue`, Ctrl-C). What 1.18.33
 sends by default is in `captures/opencode-1.18.33-default.json` (`capture.py --client opencode`):
 per prompt a title request without tools and the agent request with ten, both streamed
 `POST /v1/messages` with `x-api-key`, `x-session-affinity` and `x-session-id`.
@@ -17,7 +18,9 @@ from __future__ import annotations
 import json
 import os
 import re
+import signal
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -27,7 +30,7 @@ from kirod.testing.fake_kiro import FakeKiro, Reply, Script, ToolCall
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import demo_env
 import opencode_env
-from cc_env import access_lines
+from cc_env import access_lines, wait_until
 from opencode_env import OpenCode
 
 README = Path(__file__).resolve().parents[2] / "README.md"
@@ -126,6 +129,53 @@ def test_read_tool_round_trip(opencode: OpenCode, service: FakeKiro, daemon: Dae
     assert statuses == {"200"}
 
 
+def test_ctrl_c_aborts_the_upstream_calls(
+    opencode: OpenCode, service: FakeKiro, daemon: DaemonProcess
+) -> None:
+    """Ctrl-C (SIGINT to the foreground process group) while the answers still stream (20 s of
+    each): opencode ends, kirod aborts its calls to Kiro instead of playing them out, the
+    account's slots are free and the next run is served at once."""
+    service.default_script = Script(reply=Reply(text="z" * 400), chunk_size=1, delay_between_s=0.05)
+    completed = service.counters().get("streams_completed", 0)
+    mark = len(daemon.log())
+    process = opencode.start("stream a long answer")
+    try:
+        wait_until(lambda: service.requests("chat"), 20.0, "the upstream call")
+        time.sleep(1.0)  # a second of the answer streams to opencode
+        assert process.poll() is None, process.communicate()
+        os.killpg(process.pid, signal.SIGINT)
+        interrupted = time.monotonic()
+        process.communicate(timeout=15.0)
+    finally:
+        if process.poll() is None:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.communicate(timeout=10.0)
+    records = wait_until(
+        lambda: (done := service.requests("chat")) and all(r.status for r in done) and done,
+        8.0,
+        "the upstream exchanges to end",
+    )
+    assert {record.status for record in records} == {499}, "kirod played an answer out"
+    assert time.monotonic() - interrupted < 10.0
+    assert service.counters().get("streams_completed", 0) == completed
+
+    def idle() -> bool:
+        pool: dict[str, Any] = daemon.client.request("GET", "/pool")
+        return not (pool["queued"] or any(account["in_flight"] for account in pool["accounts"]))
+
+    wait_until(idle, 5.0, "the account slots to be released")
+    statuses = wait_until(
+        lambda: [line["status"] for line in new_access_lines(daemon, mark)],
+        5.0,
+        "kirod's access-log lines for the interrupted requests",
+    )
+    assert set(statuses) == {"499"}
+    service.default_script = Script(reply=Reply(text="Back again."))
+    again = opencode.run("hello again", timeout_s=20.0)
+    assert again.succeeded() == "Back again."
+    assert again.elapsed_s < 15.0
+
+
 def test_the_responses_provider(
     opencode: OpenCode, service: FakeKiro, daemon: DaemonProcess
 ) -> None:
@@ -192,3 +242,38 @@ def test_the_line_make_demo_prints_works_as_pasted(
         done = demo_env.paste(line, env, short_tmp)
         assert done.returncode == 0, (line, done.stdout, done.stderr)
         assert "You said: hello" in done.stdout, done.stdout
+
+
+def test_thinking_is_shown_signed_and_taken_back_on_the_next_turn(
+    opencode: OpenCode, service: FakeKiro, daemon: DaemonProcess
+) -> None:
+    """Thinking turned on as opencode's docs say (the model's `options.thinking`): the model's
+    thinking comes out as opencode's reasoning part, with a signature kirod made; `--continue`
+    sends it back in the history, kirod accepts it, and Kiro sees the first answer there."""
+    document = opencode_env.config(daemon.base_url)
+    model = document["provider"]["kirod"]["models"][opencode_env.MODEL]
+    model["options"] = {"thinking": {"type": "enabled", "budgetTokens": 8000}}
+    opencode.configure(document)
+    service.default_script = Script(reply=Reply(text="Answer one.", thinking="Pondering it."))
+    first = opencode.run("hello", "--thinking")
+    assert first.succeeded() == "Answer one."
+    (reasoning,) = first.parts("reasoning")
+    assert reasoning["text"] == "Pondering it."
+    assert reasoning["metadata"]["anthropic"]["signature"].startswith("kirod.")
+    for body in chats(service):  # Kiro's thinking switch, where kirod puts the system prompt
+        assert "<thinking_mode>enabled</thinking_mode><max_thinking_length>8000<" in json.dumps(
+            body
+        )
+    service.clear_requests()
+    service.default_script = Script(reply=Reply(text="Answer two."))
+    mark = len(daemon.log())
+    assert opencode.run("and again", "--continue").succeeded() == "Answer two."
+    assert {line["status"] for line in new_access_lines(daemon, mark)} == {"200"}
+    history = chats(service)[-1]["conversationState"]["history"]
+    answers = [
+        turn["assistantResponseMessage"]["content"]
+        for turn in history
+        if "assistantResponseMessage" in turn
+    ]
+    assert any("Answer one." in answer for answer in answers), answers
+    assert "and again" in current(chats(service)[-1])["content"]
