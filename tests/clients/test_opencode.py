@@ -7,10 +7,10 @@
 Each test runs `opencode run --format json …` in a private HOME, with the README's
 `opencode.json` (the `@ai-sdk/anthropic` provider) first, then the variants a user may pick
 (`@ai-sdk/openai` for Responses, `@ai-sdk/openai-compatible` for Chat Completions, thinking
-turned on, `--continue`, Ctrl-C). What 1.18.33
-sends by default is in `captures/opencode-1.18.33-default.json` (`capture.py --client opencode`):
-per prompt a title request without tools and the agent request with ten, both streamed
-`POST /v1/messages` with `x-api-key`, `x-session-affinity` and `x-session-id`.
+turned on, `--continue`, Ctrl-C). What 1.18.33 sends by default is in
+`captures/opencode-1.18.33-default.json` (`capture.py --client opencode`): per prompt a title
+request without tools and the agent request with ten, both streamed `POST /v1/messages` with
+`x-api-key`, `x-session-affinity` and `x-session-id`.
 """
 
 from __future__ import annotations
