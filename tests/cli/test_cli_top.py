@@ -174,7 +174,13 @@ def on_a_terminal(socket: Path, act: Act, *args: str) -> tuple[int, str, bool]:
             if select.select([main], [], [], 0.2)[0]:
                 with contextlib.suppress(OSError):
                     seen += os.read(main, 65536)
-        code = proc.wait(15)
+        # Read on while it stops: a terminal nobody reads fills, and its last frame would block.
+        stop_by = time.monotonic() + 15
+        while proc.poll() is None and time.monotonic() < stop_by:
+            if select.select([main], [], [], 0.2)[0]:
+                with contextlib.suppress(OSError):
+                    seen += os.read(main, 65536)
+        code = proc.wait(1)
         with contextlib.suppress(OSError):  # EIO once nothing holds the terminal
             for _ in range(100):
                 if not select.select([main], [], [], 0.2)[0]:

@@ -194,9 +194,9 @@ def following(daemon: DaemonProcess, *args: str) -> Iterator[subprocess.Popen[st
             yield proc
         finally:
             proc.send_signal(signal.SIGINT)
-            code = proc.wait(timeout=10)
-        assert proc.stderr is not None
-        assert code == 0, proc.stderr.read()
+            # communicate, not wait: a pipe nobody reads fills, and the last write would block
+            _, errors = proc.communicate(timeout=10)
+        assert proc.returncode == 0, errors
 
 
 def read_until(proc: subprocess.Popen[str], needle: str, timeout_s: float = 10.0) -> str:
