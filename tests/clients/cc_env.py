@@ -20,6 +20,7 @@ from typing import Any, TypeVar
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import capture
 import install
+import runs
 
 CLIENT = "claude-code"
 BIN_ENV = "KIROD_TEST_CLAUDE_BIN"
@@ -51,15 +52,8 @@ def wait_until(check: Callable[[], T | None], timeout_s: float, what: str) -> T:
         time.sleep(0.05)
 
 
-@dataclass
-class Run:
+class Run(runs.Finished):
     """One finished `claude` process."""
-
-    argv: list[str]
-    exit_code: int
-    stdout: str
-    stderr: str
-    elapsed_s: float
 
     def describe(self) -> str:
         """The run for an assertion message: the result's telling fields first."""
@@ -109,23 +103,7 @@ class ClaudeCode:
         return [str(self.binary.path), *capture.command(prompt, args)[1:]]
 
     def run(self, prompt: str, *args: str, timeout_s: float = RUN_TIMEOUT_S) -> Run:
-        argv = self.argv(prompt, args)
-        started = time.monotonic()
-        try:
-            done = subprocess.run(
-                argv,
-                cwd=self.workdir,
-                env=self.env,
-                stdin=subprocess.DEVNULL,
-                capture_output=True,
-                text=True,
-                timeout=timeout_s,
-            )
-        except subprocess.TimeoutExpired as exc:
-            raise AssertionError(
-                f"`{' '.join(argv)}` did not finish in {timeout_s} s; stdout: {exc.stdout!r}"
-            ) from None
-        return Run(argv, done.returncode, done.stdout, done.stderr, time.monotonic() - started)
+        return runs.run(Run, self.argv(prompt, args), self.workdir, self.env, timeout_s)
 
     def start(self, prompt: str, *args: str) -> Started:
         """Start a run in its own process group (a terminal's foreground job), to interrupt it."""

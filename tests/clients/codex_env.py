@@ -14,13 +14,9 @@ or `turn.failed`); the session's items as the model produced them go to a rollou
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
-import signal
-import subprocess
 import sys
-import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -28,6 +24,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import install
+import runs
 
 CLIENT = "codex"
 BIN_ENV = "KIROD_TEST_CODEX_BIN"
@@ -149,33 +146,13 @@ def command(prompt: str, extra: Iterable[str] = (), *, resume: bool = False) -> 
 # -- one run ------------------------------------------------------------------------------------
 
 
-@dataclass
-class Run:
+class Run(runs.Finished):
     """One finished `codex exec --json` process."""
-
-    argv: list[str]
-    exit_code: int
-    stdout: str
-    stderr: str
-    elapsed_s: float
-
-    def describe(self) -> str:
-        return (
-            f"`{' '.join(self.argv)}` exited {self.exit_code} after {self.elapsed_s:.1f} s\n"
-            f"stdout: {self.stdout[-4000:]}\nstderr: {self.stderr[-3000:]}"
-        )
 
     @property
     def events(self) -> list[dict[str, Any]]:
-        """The `--json` events, in order (stdout lines that are JSON objects)."""
-        found = []
-        for line in self.stdout.splitlines():
-            if line.startswith("{"):
-                try:
-                    found.append(json.loads(line))
-                except ValueError:
-                    continue
-        return found
+        """The `--json` events, in order."""
+        return self.json_lines
 
     def items(self, kind: str) -> list[dict[str, Any]]:
         """The completed items of one type (`agent_message`, `command_execution`, `error`)."""
@@ -212,14 +189,6 @@ class Run:
         return self
 
 
-def _kill_group(process: subprocess.Popen[str]) -> None:
-    """Whatever is left of the run's process group (a shell or code-mode host Codex left)."""
-    with contextlib.suppress(ProcessLookupError):
-        os.killpg(process.pid, signal.SIGKILL)
-    if process.poll() is None:
-        process.wait(timeout=10)
-
-
 @dataclass
 class Codex:
     """Codex in a private HOME / CODEX_HOME and working directory, with one config.toml."""
@@ -250,29 +219,7 @@ class Codex:
         """One `codex exec --json`, stdin closed, in its own process group (Codex starts
         `codex-code-mode-host` and shells; a timeout kills them all)."""
         argv = self.argv(prompt, args, resume=resume)
-        started = time.monotonic()
-        process = subprocess.Popen(
-            argv,
-            cwd=self.workdir,
-            env=self.env,
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-            start_new_session=True,
-        )
-        try:
-            stdout, stderr = process.communicate(timeout=timeout_s)
-        except subprocess.TimeoutExpired:
-            os.killpg(process.pid, signal.SIGKILL)
-            stdout, stderr = process.communicate()
-            raise AssertionError(
-                f"TIMEOUT: `{' '.join(argv)}` did not finish in {timeout_s:.0f} s\n"
-                f"stdout: {stdout[-3000:]}\nstderr: {stderr[-3000:]}"
-            ) from None
-        finally:
-            _kill_group(process)
-        return Run(argv, process.returncode, stdout, stderr, time.monotonic() - started)
+        return runs.run(Run, argv, self.workdir, self.env, timeout_s)
 
     def rollout(self, kind: str = "response_item") -> list[dict[str, Any]]:
         """The payloads of one kind of entry of every session's rollout file

@@ -15,14 +15,13 @@ import json
 import os
 import subprocess
 import sys
-import time
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import install
+import runs
 
 CLIENT = "opencode"
 BIN_ENV = "KIROD_TEST_OPENCODE_BIN"
@@ -94,33 +93,12 @@ def command(prompt: str, extra: Iterable[str] = ()) -> list[str]:
     return ["opencode", "run", "--format", "json", *extra, prompt]
 
 
-@dataclass
-class Run:
+class Run(runs.Finished):
     """One finished `opencode run --format json`: stdout is one JSON event per line."""
-
-    argv: list[str]
-    exit_code: int
-    stdout: str
-    stderr: str
-    elapsed_s: float
-
-    def describe(self) -> str:
-        return (
-            f"`{' '.join(self.argv)}` exited {self.exit_code} after {self.elapsed_s:.1f} s\n"
-            f"stdout: {self.stdout[-4000:]}\nstderr: {self.stderr[-3000:]}"
-        )
 
     @property
     def events(self) -> list[dict[str, Any]]:
-        found = []
-        for line in self.stdout.splitlines():
-            try:
-                event = json.loads(line)
-            except ValueError:
-                continue
-            if isinstance(event, dict):
-                found.append(event)
-        return found
+        return self.json_lines
 
     def parts(self, kind: str) -> list[dict[str, Any]]:
         """The `part` of every event of type `kind` (`text`, `tool_use`, `step_finish`, …)."""
@@ -175,20 +153,4 @@ class OpenCode:
         )
 
     def run(self, prompt: str, *args: str, timeout_s: float = RUN_TIMEOUT_S) -> Run:
-        argv = self.argv(prompt, args)
-        started = time.monotonic()
-        try:
-            done = subprocess.run(
-                argv,
-                cwd=self.workdir,
-                env=self.env,
-                stdin=subprocess.DEVNULL,
-                capture_output=True,
-                text=True,
-                timeout=timeout_s,
-            )
-        except subprocess.TimeoutExpired as exc:
-            raise AssertionError(
-                f"`{' '.join(argv)}` did not finish in {timeout_s} s; stdout: {exc.stdout!r}"
-            ) from None
-        return Run(argv, done.returncode, done.stdout, done.stderr, time.monotonic() - started)
+        return runs.run(Run, self.argv(prompt, args), self.workdir, self.env, timeout_s)

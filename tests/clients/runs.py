@@ -1,0 +1,90 @@
+"""One run of a client binary, as the client drivers (`cc_env`, `codex_env`, `opencode_env`)
+make it: stdin closed, output captured, in a process group of its own, bounded in time.
+
+Imported by those modules (not a test module itself).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TypeVar
+
+
+@dataclass
+class Finished:
+    """One finished client process."""
+
+    argv: list[str]
+    exit_code: int
+    stdout: str
+    stderr: str
+    elapsed_s: float
+
+    def describe(self) -> str:
+        """The run for an assertion message."""
+        return (
+            f"`{' '.join(self.argv)}` exited {self.exit_code} after {self.elapsed_s:.1f} s\n"
+            f"stdout: {self.stdout[-4000:]}\nstderr: {self.stderr[-3000:]}"
+        )
+
+    @property
+    def json_lines(self) -> list[dict[str, Any]]:
+        """The stdout lines that are JSON objects, in order (clients' `--json` events)."""
+        found = []
+        for line in self.stdout.splitlines():
+            if not line.startswith("{"):
+                continue
+            try:
+                event = json.loads(line)
+            except ValueError:
+                continue
+            if isinstance(event, dict):
+                found.append(event)
+        return found
+
+
+F = TypeVar("F", bound=Finished)
+
+
+def run(kind: type[F], argv: list[str], cwd: Path, env: Mapping[str, str], timeout_s: float) -> F:
+    """Run `argv` to its end as `kind`; on a timeout, kill it and fail. Whatever it started in
+    its process group (shells, helper processes) is killed when it ends."""
+    started = time.monotonic()
+    process = subprocess.Popen(
+        argv,
+        cwd=cwd,
+        env=dict(env),
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+    try:
+        stdout, stderr = process.communicate(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        os.killpg(process.pid, signal.SIGKILL)
+        stdout, stderr = process.communicate()
+        raise AssertionError(
+            f"TIMEOUT: `{' '.join(argv)}` did not finish in {timeout_s:.0f} s\n"
+            f"stdout: {stdout[-3000:]}\nstderr: {stderr[-3000:]}"
+        ) from None
+    finally:
+        kill_group(process)
+    return kind(argv, process.returncode, stdout, stderr, time.monotonic() - started)
+
+
+def kill_group(process: subprocess.Popen[str]) -> None:
+    """Whatever is left of a run's process group."""
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(process.pid, signal.SIGKILL)
+    if process.poll() is None:
+        process.wait(timeout=10)
