@@ -33,7 +33,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import os
 import re
 import shutil
 import sys
@@ -49,6 +48,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import codex_env
 import install
 import opencode_env
+import runs
 
 CLIENT = "claude-code"
 CLIENTS = (CLIENT, codex_env.CLIENT, opencode_env.CLIENT)
@@ -88,17 +88,8 @@ _MILLISECONDS = re.compile(r'("(?:turn_started_at_unix_ms|started_at_ms)":)\d+')
 def client_env(home: Path, base_url: str, token: str) -> dict[str, str]:
     """The environment Claude Code runs in for tests and captures: a private HOME, kirod's (or
     the capture server's) URL and key, and no traffic beyond the gateway."""
-    keep = {"PATH", "LANG", "LC_ALL", "TERM", "TZ", "SYSTEMROOT"}
-    env = {name: value for name, value in os.environ.items() if name in keep}
-    tmp = home / "tmp"  # Claude Code leaves `claude-<uid>/fswatch-probe-*` folders in TMPDIR
-    tmp.mkdir(parents=True, exist_ok=True)
+    env = runs.private_env(home)
     env.update(
-        HOME=str(home),
-        TMPDIR=str(tmp),
-        XDG_CONFIG_HOME=str(home / ".config"),
-        XDG_CACHE_HOME=str(home / ".cache"),
-        XDG_DATA_HOME=str(home / ".local" / "share"),
-        XDG_STATE_HOME=str(home / ".local" / "state"),
         ANTHROPIC_BASE_URL=base_url,
         ANTHROPIC_AUTH_TOKEN=token,
         CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC="1",
@@ -111,6 +102,27 @@ def client_env(home: Path, base_url: str, token: str) -> dict[str, str]:
 
 def command(prompt: str = PROMPT, extra: Iterable[str] = ()) -> list[str]:
     return ["claude", "-p", prompt, "--output-format", "json", *extra]
+
+
+async def _run_client(argv: list[str], cwd: Path, env: Mapping[str, str]) -> tuple[int, str]:
+    """Run a client to its end in its own process group: its exit code and stdout."""
+    process = await asyncio.create_subprocess_exec(
+        *argv,
+        cwd=cwd,
+        env=dict(env),
+        stdin=asyncio.subprocess.DEVNULL,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+        start_new_session=True,
+    )
+    try:
+        stdout, _ = await asyncio.wait_for(process.communicate(), RUN_TIMEOUT_S)
+    except TimeoutError:
+        process.kill()
+        await process.wait()
+        raise RuntimeError(f"{argv[0]} did not finish in {RUN_TIMEOUT_S} s") from None
+    assert process.returncode is not None
+    return process.returncode, stdout.decode(errors="replace")
 
 
 async def _record_all(
@@ -153,22 +165,9 @@ async def _capture(binary: Path, prompt: str, extra: list[str], root: Path) -> d
     records: list[dict[str, Any]] = []
 
     async def run(base_url: str) -> dict[str, Any]:
-        process = await asyncio.create_subprocess_exec(
-            str(binary),
-            *command(prompt, extra)[1:],
-            cwd=workdir,
-            env=client_env(home, base_url, TOKEN),
-            stdin=asyncio.subprocess.DEVNULL,
-            stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.PIPE,
-        )
-        try:
-            stdout, _ = await asyncio.wait_for(process.communicate(), RUN_TIMEOUT_S)
-        except TimeoutError:
-            process.kill()
-            await process.wait()
-            raise RuntimeError(f"{binary} did not finish in {RUN_TIMEOUT_S} s") from None
-        return {"exit_code": process.returncode, "stdout": stdout.decode(errors="replace")}
+        argv = [str(binary), *command(prompt, extra)[1:]]
+        code, stdout = await _run_client(argv, workdir, client_env(home, base_url, TOKEN))
+        return {"exit_code": code, "stdout": stdout}
 
     outcome = await _record_all(records, run)
     version = install.binary_version(binary).split()[0]
@@ -211,26 +210,12 @@ async def _capture_codex(binary: Path, model: str, root: Path) -> dict[str, Any]
     async def run(base_url: str) -> dict[str, Any]:
         config = codex_env.config_toml(model, base_url, websockets=None)
         (home / ".codex" / "config.toml").write_text(config)
-        process = await asyncio.create_subprocess_exec(
-            str(binary),
-            *argv[1:],
-            cwd=workdir,
-            env=codex_env.client_env(home, TOKEN),
-            stdin=asyncio.subprocess.DEVNULL,
-            stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.PIPE,
-            start_new_session=True,
-        )
-        try:
-            stdout, _ = await asyncio.wait_for(process.communicate(), RUN_TIMEOUT_S)
-        except TimeoutError:
-            process.kill()
-            await process.wait()
-            raise RuntimeError(f"{binary} did not finish in {RUN_TIMEOUT_S} s") from None
+        env = codex_env.client_env(home, TOKEN)
+        code, stdout = await _run_client([str(binary), *argv[1:]], workdir, env)
         port = base_url.rsplit(":", 1)[1]
         return {
-            "exit_code": process.returncode,
-            "stdout": stdout.decode(errors="replace"),
+            "exit_code": code,
+            "stdout": stdout,
             "config": config.replace(f":{port}/", ":<port>/"),
         }
 
@@ -277,23 +262,9 @@ async def _capture_opencode(binary: Path, root: Path) -> dict[str, Any]:
     async def run(base_url: str) -> dict[str, Any]:
         document = opencode_env.config(base_url)
         (workdir / "opencode.json").write_text(json.dumps(document, indent=2) + "\n")
-        process = await asyncio.create_subprocess_exec(
-            str(binary),
-            *argv[1:],
-            cwd=workdir,
-            env=opencode_env.client_env(home, TOKEN),
-            stdin=asyncio.subprocess.DEVNULL,
-            stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.PIPE,
-            start_new_session=True,
-        )
-        try:
-            await asyncio.wait_for(process.communicate(), RUN_TIMEOUT_S)
-        except TimeoutError:
-            process.kill()
-            await process.wait()
-            raise RuntimeError(f"{binary} did not finish in {RUN_TIMEOUT_S} s") from None
-        return {"exit_code": process.returncode, "config": opencode_env.config("<base_url>")}
+        env = opencode_env.client_env(home, TOKEN)
+        code, _ = await _run_client([str(binary), *argv[1:]], workdir, env)
+        return {"exit_code": code, "config": opencode_env.config("<base_url>")}
 
     outcome = await _record_all(records, run)
     capture = {

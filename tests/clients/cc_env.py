@@ -108,17 +108,7 @@ class ClaudeCode:
     def start(self, prompt: str, *args: str) -> Started:
         """Start a run in its own process group (a terminal's foreground job), to interrupt it."""
         argv = self.argv(prompt, args)
-        process = subprocess.Popen(
-            argv,
-            cwd=self.workdir,
-            env=self.env,
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-            start_new_session=True,
-        )
-        return Started(argv, process, time.monotonic())
+        return Started(argv, runs.start(argv, self.workdir, self.env), time.monotonic())
 
     def transcript(self, session_id: str) -> list[dict[str, Any]]:
         """The session's entries as Claude Code stored them (`~/.claude/projects/*/<id>.jsonl`)."""

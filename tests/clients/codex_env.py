@@ -15,7 +15,6 @@ or `turn.failed`); the session's items as the model produced them go to a rollou
 from __future__ import annotations
 
 import json
-import os
 import sys
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -120,19 +119,8 @@ def config_toml(
 
 def client_env(home: Path, key: str) -> dict[str, str]:
     """A private HOME and CODEX_HOME, the key in `KIROD_API_KEY`, nothing else of ours."""
-    keep = {"PATH", "LANG", "LC_ALL", "TERM", "TZ", "SYSTEMROOT"}
-    env = {name: value for name, value in os.environ.items() if name in keep}
-    tmp = home / "tmp"
-    tmp.mkdir(parents=True, exist_ok=True)
-    env.update(
-        HOME=str(home),
-        CODEX_HOME=str(home / ".codex"),
-        TMPDIR=str(tmp),
-        XDG_CONFIG_HOME=str(home / ".config"),
-        XDG_CACHE_HOME=str(home / ".cache"),
-        XDG_DATA_HOME=str(home / ".local" / "share"),
-        XDG_STATE_HOME=str(home / ".local" / "state"),
-    )
+    env = runs.private_env(home)
+    env["CODEX_HOME"] = str(home / ".codex")
     env[KEY_ENV] = key
     return env
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -29,76 +29,49 @@ import opencode_env
 from cc_env import Binary, ClaudeCode, locate
 from kiro_env import import_account, start_daemon
 
-_driven: list[Binary] = []
-_codex_driven: list[codex_env.Binary] = []
-_opencode_driven: list[opencode_env.Binary] = []
+_driven: list[tuple[str, Binary]] = []
+
+
+def _binary(name: str, found: install.Located, matches: Callable[[str, str], bool]) -> Binary:
+    """The located binary of client `name`, checked to run and, when a version is asked for,
+    to report it (`matches(reported, asked)`); not located: skip, saying why."""
+    if found.path is None:
+        if found.requested:
+            pytest.fail(found.why)
+        pytest.skip(f"{name} client tests: {found.why}")
+    try:
+        version = install.binary_version(found.path)
+    except (install.InstallError, OSError, subprocess.TimeoutExpired) as exc:
+        pytest.fail(f"{found.path} is installed but does not run: {exc}")
+    if found.version is not None and not matches(version, found.version):
+        pytest.fail(f"{found.path} says {version!r}, expected {found.version}")
+    binary = Binary(found.path, version)
+    _driven.append((name, binary))
+    return binary
 
 
 @pytest.fixture(scope="session")
 def claude_binary() -> Binary:
-    found = locate()
-    if found.path is None:
-        if found.requested:
-            pytest.fail(found.why)
-        pytest.skip(f"Claude Code client tests: {found.why}")
-    try:
-        version = install.binary_version(found.path)
-    except (install.InstallError, OSError, subprocess.TimeoutExpired) as exc:
-        pytest.fail(f"{found.path} is installed but does not run: {exc}")
-    if found.version is not None and not version.startswith(f"{found.version} "):
-        pytest.fail(f"{found.path} says {version!r}, expected {found.version}")
-    binary = Binary(found.path, version)
-    _driven.append(binary)
-    return binary
+    # "2.1.332 (Claude Code)"
+    return _binary("Claude Code", locate(), lambda said, asked: said.startswith(f"{asked} "))
 
 
 @pytest.fixture(scope="session")
-def codex_binary() -> codex_env.Binary:
+def codex_binary() -> Binary:
+    # "codex-cli 0.171.0"
     found = codex_env.locate()
-    if found.path is None:
-        if found.requested:
-            pytest.fail(found.why)
-        pytest.skip(f"Codex client tests: {found.why}")
-    try:
-        version = install.binary_version(found.path)
-    except (install.InstallError, OSError, subprocess.TimeoutExpired) as exc:
-        pytest.fail(f"{found.path} is installed but does not run: {exc}")
-    if found.version is not None and codex_env.reported_version(version) != found.version:
-        pytest.fail(f"{found.path} says {version!r}, expected {found.version}")
-    binary = codex_env.Binary(found.path, version)
-    _codex_driven.append(binary)
-    return binary
+    return _binary("Codex", found, lambda said, asked: codex_env.reported_version(said) == asked)
 
 
 @pytest.fixture(scope="session")
-def opencode_binary() -> opencode_env.Binary:
-    found = opencode_env.locate()
-    if found.path is None:
-        if found.requested:
-            pytest.fail(found.why)
-        pytest.skip(f"opencode client tests: {found.why}")
-    try:
-        version = install.binary_version(found.path)
-    except (install.InstallError, OSError, subprocess.TimeoutExpired) as exc:
-        pytest.fail(f"{found.path} is installed but does not run: {exc}")
-    if found.version is not None and version != found.version:
-        pytest.fail(f"{found.path} says {version!r}, expected {found.version}")
-    binary = opencode_env.Binary(found.path, version)
-    _opencode_driven.append(binary)
-    return binary
+def opencode_binary() -> Binary:
+    # "1.18.33"
+    return _binary("opencode", opencode_env.locate(), lambda said, asked: said == asked)
 
 
 def pytest_terminal_summary(terminalreporter: Any) -> None:
-    for binary in _driven:
-        terminalreporter.write_line(
-            f"client tests drove Claude Code {binary.version} ({binary.path})"
-        )
-    for codex in _codex_driven:
-        terminalreporter.write_line(f"client tests drove Codex {codex.version} ({codex.path})")
-    for opencode in _opencode_driven:
-        terminalreporter.write_line(
-            f"client tests drove opencode {opencode.version} ({opencode.path})"
-        )
+    for name, binary in _driven:
+        terminalreporter.write_line(f"client tests drove {name} {binary.version} ({binary.path})")
 
 
 @pytest.fixture(scope="module")

@@ -12,7 +12,6 @@ does for Claude Code; the provider configuration is the README's.
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from collections.abc import Iterable, Mapping
@@ -72,19 +71,8 @@ def config(base_url: str, npm: str = ANTHROPIC, models: Iterable[str] = (MODEL,)
 
 def client_env(home: Path, token: str) -> dict[str, str]:
     """A private HOME (and XDG folders in it), the key in KIROD_API_KEY, no other hosts."""
-    keep = {"PATH", "LANG", "LC_ALL", "TERM", "TZ"}
-    env = {name: value for name, value in os.environ.items() if name in keep}
-    tmp = home / "tmp"
-    tmp.mkdir(parents=True, exist_ok=True)
-    env.update(
-        HOME=str(home),
-        TMPDIR=str(tmp),
-        XDG_CONFIG_HOME=str(home / ".config"),
-        XDG_CACHE_HOME=str(home / ".cache"),
-        XDG_DATA_HOME=str(home / ".local" / "share"),
-        XDG_STATE_HOME=str(home / ".local" / "state"),
-        **OFFLINE,
-    )
+    env = runs.private_env(home)
+    env.update(OFFLINE)
     env[KEY_ENV] = token
     return env
 
@@ -141,16 +129,7 @@ class OpenCode:
 
     def start(self, prompt: str, *args: str) -> subprocess.Popen[str]:
         """A run in its own process group (a terminal's foreground job), to interrupt it."""
-        return subprocess.Popen(
-            self.argv(prompt, args),
-            cwd=self.workdir,
-            env=self.env,
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-            start_new_session=True,
-        )
+        return runs.start(self.argv(prompt, args), self.workdir, self.env)
 
     def run(self, prompt: str, *args: str, timeout_s: float = RUN_TIMEOUT_S) -> Run:
         return runs.run(Run, self.argv(prompt, args), self.workdir, self.env, timeout_s)

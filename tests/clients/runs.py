@@ -54,11 +54,28 @@ class Finished:
 F = TypeVar("F", bound=Finished)
 
 
-def run(kind: type[F], argv: list[str], cwd: Path, env: Mapping[str, str], timeout_s: float) -> F:
-    """Run `argv` to its end as `kind`; on a timeout, kill it and fail. Whatever it started in
-    its process group (shells, helper processes) is killed when it ends."""
-    started = time.monotonic()
-    process = subprocess.Popen(
+def private_env(home: Path) -> dict[str, str]:
+    """PATH, locale and terminal from this environment; HOME, TMPDIR and the XDG folders in
+    `home`, so that a client reads no configuration of the machine's user and writes none."""
+    keep = {"PATH", "LANG", "LC_ALL", "TERM", "TZ", "SYSTEMROOT"}
+    env = {name: value for name, value in os.environ.items() if name in keep}
+    tmp = home / "tmp"  # Claude Code leaves `claude-<uid>/fswatch-probe-*` folders in TMPDIR
+    tmp.mkdir(parents=True, exist_ok=True)
+    env.update(
+        HOME=str(home),
+        TMPDIR=str(tmp),
+        XDG_CONFIG_HOME=str(home / ".config"),
+        XDG_CACHE_HOME=str(home / ".cache"),
+        XDG_DATA_HOME=str(home / ".local" / "share"),
+        XDG_STATE_HOME=str(home / ".local" / "state"),
+    )
+    return env
+
+
+def start(argv: list[str], cwd: Path, env: Mapping[str, str]) -> subprocess.Popen[str]:
+    """`argv` started with stdin closed and its output piped, in its own process group (a
+    terminal's foreground job: Ctrl-C goes to the group)."""
+    return subprocess.Popen(
         argv,
         cwd=cwd,
         env=dict(env),
@@ -68,6 +85,13 @@ def run(kind: type[F], argv: list[str], cwd: Path, env: Mapping[str, str], timeo
         text=True,
         start_new_session=True,
     )
+
+
+def run(kind: type[F], argv: list[str], cwd: Path, env: Mapping[str, str], timeout_s: float) -> F:
+    """Run `argv` to its end as `kind`; on a timeout, kill it and fail. Whatever it started in
+    its process group (shells, helper processes) is killed when it ends."""
+    started = time.monotonic()
+    process = start(argv, cwd, env)
     try:
         stdout, stderr = process.communicate(timeout=timeout_s)
     except subprocess.TimeoutExpired:
