@@ -30,6 +30,7 @@ from kirod.testing.fake_kiro import FakeKiro, Reply, Script, ToolCall
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import demo_env
 import opencode_env
+import runs
 from cc_env import access_lines, wait_until
 from opencode_env import OpenCode
 
@@ -150,6 +151,7 @@ def test_ctrl_c_aborts_the_upstream_calls(
         if process.poll() is None:
             os.killpg(process.pid, signal.SIGKILL)
             process.communicate(timeout=10.0)
+        runs.kill_group(process)  # what it left in its group
     records = wait_until(
         lambda: (done := service.requests("chat")) and all(r.status for r in done) and done,
         8.0,
