@@ -89,6 +89,13 @@ def two_turns(claude: anthropic.Anthropic, **options: Any) -> None:
 
 # -- one conversationId per session
 
+OPENCODE_SESSION = {
+    name: value
+    for name, value in capture.pinned_request("opencode").headers.items()
+    if name in ("x-session-affinity", "x-session-id")
+}
+"""The session headers the pinned opencode sends (its capture; the id is a placeholder)."""
+
 
 @pytest.mark.parametrize(
     "options",
@@ -98,7 +105,7 @@ def two_turns(claude: anthropic.Anthropic, **options: Any) -> None:
             {"metadata": {"user_id": json.dumps({"device_id": "d", "session_id": SESSION})}},
             id="claude-code-user-id",
         ),
-        pytest.param({"extra_headers": {"x-session-affinity": "ses_4f2a"}}, id="opencode"),
+        pytest.param({"extra_headers": OPENCODE_SESSION}, id="opencode"),
     ],
 )
 def test_an_anthropic_session_keeps_one_conversation_id(
