@@ -65,7 +65,7 @@ def codex_binary() -> Binary:
 
 @pytest.fixture(scope="session")
 def opencode_binary() -> Binary:
-    # "1.18.33"
+    # "1.18.34"
     return _binary("opencode", opencode_env.locate(), lambda said, asked: said == asked)
 
 

@@ -7,10 +7,11 @@
 Each test runs `opencode run --format json …` in a private HOME, with the README's
 `opencode.json` (the `@ai-sdk/anthropic` provider) first, then the variants a user may pick
 (`@ai-sdk/openai` for Responses, `@ai-sdk/openai-compatible` for Chat Completions, thinking
-turned on, `--continue`, Ctrl-C). What 1.18.33 sends by default is in
-`captures/opencode-1.18.33-default.json` (`capture.py --client opencode`): per prompt a title
+turned on, `--continue`, Ctrl-C). What 1.18.34 sends by default is in
+`captures/opencode-1.18.34-default.json` (`capture.py --client opencode`): per prompt a title
 request without tools and the agent request with ten, both streamed `POST /v1/messages` with
-`x-api-key`, `x-session-affinity` and `x-session-id`.
+`x-api-key` and the session id three times, as `x-session-affinity` (the one kirod reads),
+`x-session-id` and, new in 1.18.34, `x-opencode-session-id`.
 """
 
 from __future__ import annotations
