@@ -71,8 +71,11 @@ def _attempt_line(number: int, attempt: TraceAttempt, labels: dict[str, str]) ->
     return " · ".join(parts)
 
 
-def request_lines(row: TraceRequest, labels: dict[str, str]) -> list[str]:
-    """One request as text lines: a headline, its attempts, then what happened to its answer."""
+def request_lines(row: TraceRequest, labels: dict[str, str], keys: dict[str, str]) -> list[str]:
+    """One request as text lines: a headline, its attempts, then what happened to its answer.
+
+    `labels` names accounts and `keys` API keys by id, as `accounts list` and `keys list` do; an
+    id neither knows (a removed account or key) is shown as it is."""
     result = f"{row.status}" + (f" {row.error}" if row.error else "")
     head = [
         render.moment(row.at),
@@ -80,7 +83,7 @@ def request_lines(row: TraceRequest, labels: dict[str, str]) -> list[str]:
         row.protocol,
         row.model,
         "stream" if row.stream else "whole",
-        f"key {row.key_id}",
+        f"key {keys.get(row.key_id, row.key_id)}",
         result,
     ]
     lines = [" · ".join(head)]
@@ -115,26 +118,28 @@ def request_lines(row: TraceRequest, labels: dict[str, str]) -> list[str]:
 
 
 class _Labels:
-    """Account labels by id, asked again when a trace names an account not seen yet."""
+    """Account labels and key names by id, asked again when a trace names one not seen yet."""
 
     def __init__(self, app: App) -> None:
         self._app = app
-        self._known: dict[str, str] = {}
+        self.accounts: dict[str, str] = {}
+        self.keys: dict[str, str] = {}
 
-    def for_rows(self, rows: tuple[TraceRequest, ...]) -> dict[str, str]:
+    def learn(self, rows: tuple[TraceRequest, ...]) -> None:
         ids = {attempt.account_id for row in rows for attempt in row.attempts}
-        if ids - set(self._known):
+        if ids - set(self.accounts):
             accounts = self._app.call(lambda kirod: kirod.accounts())
-            self._known = {account.id: account.label for account in accounts}
-        return self._known
+            self.accounts = {account.id: account.label for account in accounts}
+        if {row.key_id for row in rows} - set(self.keys):
+            self.keys = {key.id: key.name for key in self._app.call(lambda kirod: kirod.keys())}
 
 
 def _show(app: App, rows: tuple[TraceRequest, ...], labels: _Labels) -> None:
     if not rows:
         return
-    names = labels.for_rows(rows)
+    labels.learn(rows)
     for row in rows:
-        for line in request_lines(row, names):
+        for line in request_lines(row, labels.accounts, labels.keys):
             app.out.print(render.printable(line), markup=False, highlight=False)
 
 
