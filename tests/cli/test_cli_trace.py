@@ -139,8 +139,8 @@ def test_a_failover_is_explained_by_the_trace(daemon: DaemonProcess, failed_over
     lines = text.stdout.splitlines()
     assert failed_over in lines[0]
     assert "200" in lines[0]
-    keys = daemon.client.request("GET", "/keys")["keys"]
-    name = next(key["name"] for key in keys if key["id"] == row["key_id"])
+    listed = daemon.client.keys()
+    name = next(key.name for key in listed if key.id == row["key_id"])
     assert f"key {name} " in lines[0]  # named as `keys list` and `stats` name it
     assert row["key_id"] not in lines[0]
     assert "throttled (HTTP 429" in lines[1]
