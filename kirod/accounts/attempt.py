@@ -25,8 +25,9 @@ from kirod.accounts.pool import AccountPool, Lease
 from kirod.accounts.probes import UsageProbes
 from kirod.accounts.profiles import ProfileFinder
 from kirod.accounts.tokens import TokenKeeper
-from kirod.canonical.models import ModelInfo, resolve
+from kirod.canonical.models import ModelInfo
 from kirod.canonical.request import CanonicalRequest
+from kirod.canonical.resolution import resolve
 from kirod.errors import ApiError
 from kirod.storage.accounts import AccountRecord
 from kirod.storage.affinity import Binding

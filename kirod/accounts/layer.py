@@ -16,8 +16,9 @@ from kirod.accounts.probes import UsageProbes
 from kirod.accounts.profiles import ProfileFinder
 from kirod.accounts.strategy import Strategy
 from kirod.accounts.tokens import TokenKeeper
-from kirod.canonical.models import ModelInfo, ModelPolicy
+from kirod.canonical.models import ModelInfo
 from kirod.canonical.request import CanonicalRequest
+from kirod.canonical.resolution import ModelPolicy
 from kirod.config import Settings
 from kirod.storage.accounts import AccountStore
 from kirod.storage.affinity import AffinityStore

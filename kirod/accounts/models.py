@@ -26,20 +26,21 @@ from dataclasses import dataclass
 from kirod import log
 from kirod.accounts.account import to_upstream
 from kirod.accounts.tokens import TokenKeeper
+from kirod.canonical.model_names import parse_name
 from kirod.canonical.models import (
-    FAMILIES,
     STATIC_CATALOG,
     STATIC_CATALOG_AS_OF,
     ModelCatalog,
     ModelInfo,
+)
+from kirod.canonical.models import catalog_from_list_available_models as parse_catalog
+from kirod.canonical.resolution import (
     ModelPolicy,
     Resolution,
-    family_of,
-    newest_of_family,
+    line_defaults,
     resolve,
     unknown_model,
 )
-from kirod.canonical.models import catalog_from_list_available_models as parse_catalog
 from kirod.errors import ApiError
 from kirod.storage.accounts import AccountRecord, AccountStore
 from kirod.tasks import SingleFlight, TaskOwner
@@ -193,7 +194,8 @@ def free_plan(record: AccountRecord) -> bool:
 
 def premium(kiro_id: str) -> bool:
     """Models Free plans do not get: Opus (kiro-protocol §2.5; kiro.rs skips it on FREE)."""
-    return family_of(kiro_id) == "opus"
+    name = parse_name(kiro_id)
+    return name.vendor == "claude" and name.line == "opus"
 
 
 class ModelDirectory:
@@ -333,14 +335,8 @@ class ModelDirectory:
         return tuple(self._seen.values())
 
     def family_defaults(self, catalog: ModelCatalog) -> dict[str, str]:
-        """`opus` / `sonnet` / `haiku` → the Kiro id each is served by now (family policy)."""
-        if self.policy.fallback != "family":
-            return {}
-        out: dict[str, str] = {}
-        for family in FAMILIES:
-            if (info := newest_of_family(family, catalog)) is not None:
-                out[family] = info.kiro_id
-        return out
+        """Each Claude line word offered (`opus`, `fable`) → the Kiro id it is served by now."""
+        return line_defaults(catalog) if self.policy.fallback == "family" else {}
 
     async def offers(self) -> Offers:
         """Every active account's catalog (fetched when stale), or the static one if none."""

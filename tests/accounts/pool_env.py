@@ -30,7 +30,7 @@ from kirod.accounts.profiles import ProfileFinder
 from kirod.accounts.strategy import Strategy
 from kirod.accounts.tokens import TokenKeeper
 from kirod.canonical.events import CanonicalEvent
-from kirod.canonical.models import STRICT, ModelInfo, ModelPolicy
+from kirod.canonical.models import ModelInfo
 from kirod.canonical.request import (
     CanonicalRequest,
     ClientProtocol,
@@ -39,6 +39,7 @@ from kirod.canonical.request import (
     Sampling,
     TextBlock,
 )
+from kirod.canonical.resolution import STRICT, ModelPolicy
 from kirod.storage.accounts import AccountRecord, AccountStore
 from kirod.storage.affinity import AffinityStore
 from kirod.storage.db import Database

@@ -29,7 +29,7 @@ from kirod.canonical.events import (
     TextDelta,
     Usage,
 )
-from kirod.canonical.models import STATIC_CATALOG, ModelInfo, resolve
+from kirod.canonical.models import STATIC_CATALOG, ModelInfo
 from kirod.canonical.request import (
     CanonicalRequest,
     ClientProtocol,
@@ -39,6 +39,7 @@ from kirod.canonical.request import (
     Sampling,
     ToolSpec,
 )
+from kirod.canonical.resolution import resolve
 from kirod.errors import ErrorKind
 from kirod.storage.cache import CacheStore
 from kirod.storage.db import Database

@@ -13,7 +13,8 @@ import pytest
 
 from kirod.accounts.models import STATIC_CATALOG_MAX_AGE_S, CatalogCache, ModelDirectory
 from kirod.accounts.tokens import TokenKeeper
-from kirod.canonical.models import STATIC_CATALOG, STATIC_CATALOG_AS_OF, STRICT, ModelPolicy
+from kirod.canonical.models import STATIC_CATALOG, STATIC_CATALOG_AS_OF
+from kirod.canonical.resolution import STRICT, ModelPolicy
 from kirod.errors import ApiError, ErrorKind
 from kirod.storage.accounts import AccountStore
 from kirod.tasks import TaskOwner

@@ -6,18 +6,15 @@ from typing import Any
 
 import pytest
 
+from kirod.canonical.model_names import parse_name
 from kirod.canonical.models import (
     STATIC_CATALOG,
     ModelCatalog,
     ModelInfo,
-    ModelPolicy,
     catalog_from_list_available_models,
-    family_of,
-    newest_of_family,
     public_models,
-    resolve,
-    resolve_model,
 )
+from kirod.canonical.resolution import ModelPolicy, newest_of_family, resolve, resolve_model
 from kirod.errors import ApiError, ErrorKind
 
 
@@ -293,18 +290,19 @@ def _plain(kiro_id: str) -> ModelInfo:
         ("claude-opus-5-5", "opus"),  # Claude Code 2.1.332's default
         ("claude-sonnet-6", "sonnet"),
         ("claude-3-5-haiku-latest", "haiku"),
-        ("opus", "opus"),
-        ("Sonnet", "sonnet"),
         ("claude-opus-5-5[1m]", "opus"),
         ("anthropic/claude-haiku-9", "haiku"),
+        ("claude-fable-5-2", "fable"),
+        ("claude-mythos-5-1-20260901", "mythos"),
         ("gpt-5.7", None),
         ("my-sonnet", None),
         ("claude-opusx", None),
         ("auto", None),
     ],
 )
-def test_family_of(name: str, family: str | None) -> None:
-    assert family_of(name) == family
+def test_the_claude_line_a_name_asks_for(name: str, family: str | None) -> None:
+    parsed = parse_name(name)
+    assert (parsed.line if parsed.vendor == "claude" else None) == family
 
 
 @pytest.mark.parametrize(
@@ -364,10 +362,11 @@ def test_strict_policy_answers_404_for_what_the_catalog_lacks() -> None:
     assert (caught.value.status, caught.value.code) == (404, "model_not_found")
 
 
-def test_unknown_non_claude_ids_are_404_even_with_family_fallback() -> None:
-    with pytest.raises(ApiError) as caught:
-        resolve("gpt-9-ultra", STATIC_CATALOG, FAMILY)
-    assert caught.value.status == 404
+def test_unknown_ids_of_no_claude_line_or_gpt_are_404_even_with_family_fallback() -> None:
+    for name in ("deepseek-9", "my-sonnet", "claude-opusx", "fable"):  # no fable offered here
+        with pytest.raises(ApiError) as caught:
+            resolve(name, _catalog("claude-sonnet-4.5", "gpt-5.6-sol", "deepseek-3.2"), FAMILY)
+        assert caught.value.status == 404, name
 
 
 def test_aliases_win_over_the_policy_and_may_fall_back_themselves() -> None:

@@ -209,6 +209,36 @@ def test_names_resolve_by_alias_exact_or_family(
     assert message.model == (model if model == "claude-sonnet-4-6" else served.replace(".", "-"))
 
 
+@pytest.mark.parametrize(
+    ("model", "via"),
+    [
+        ("gpt-6.2-sol", "tier"),  # Codex 0.171's default: the fake's newest sol
+        ("gpt-6-luna", "newest"),  # no luna offered: the newest GPT
+        ("gpt-5.5", "newest"),
+    ],
+)
+def test_a_gpt_id_no_account_offers_is_served_by_its_tier_and_says_so(
+    daemon: DaemonProcess, service: FakeKiro, model: str, via: str
+) -> None:
+    service.enqueue(Reply(text="ok"))
+    with openai.OpenAI(
+        base_url=f"{daemon.base_url}/v1", api_key=daemon.api_key, max_retries=0
+    ) as o:
+        response = o.responses.create(model=model, input="x")
+    assert response.model == "gpt-5.6-sol"  # the client sees what served it
+    sent = service.requests("chat")[-1].json["conversationState"]["currentMessage"]
+    assert sent["userInputMessage"]["modelId"] == "gpt-5.6-sol"
+    logged = [line for line in daemon.log().splitlines() if f"requested={model} " in line]
+    assert any("served=gpt-5.6-sol" in line and f"via={via}" in line for line in logged), logged
+    traced = CliRunner().invoke(
+        main.cli, ["--socket", str(daemon.socket_path), "trace", "--last", "1"]
+    )
+    assert traced.exit_code == 0, traced.output
+    head, attempt = traced.output.splitlines()[:2]
+    assert f" {model} " in head  # the operation log keeps the name asked for
+    assert " gpt-5.6-sol " in attempt  # and the model that served it
+
+
 def test_unknown_model_is_404_in_both_envelopes_and_not_retried(
     daemon: DaemonProcess, service: FakeKiro
 ) -> None:
@@ -217,12 +247,12 @@ def test_unknown_model_is_404_in_both_envelopes_and_not_retried(
         pytest.raises(anthropic.NotFoundError) as caught,
     ):
         c.messages.create(
-            model="gpt-9-ultra", max_tokens=50, messages=[{"role": "user", "content": "x"}]
+            model="llama-9-ultra", max_tokens=50, messages=[{"role": "user", "content": "x"}]
         )
     error = caught.value
     assert error.body["error"]["type"] == "not_found_error"  # type: ignore[index]
     message = error.body["error"]["message"]  # type: ignore[index]
-    assert "'gpt-9-ultra'" in message
+    assert "'llama-9-ultra'" in message
     assert "claude-sonnet-4-6" in message
     assert "…" in message
     assert error.response.headers["x-should-retry"] == "false"
@@ -231,16 +261,16 @@ def test_unknown_model_is_404_in_both_envelopes_and_not_retried(
         openai.OpenAI(base_url=f"{daemon.base_url}/v1", api_key=daemon.api_key, max_retries=0) as o,
         pytest.raises(openai.NotFoundError) as missing,
     ):
-        o.responses.create(model="gpt-9-ultra", input="x")
+        o.responses.create(model="llama-9-ultra", input="x")
     assert missing.value.code == "model_not_found"
     assert service.requests("chat") == []
 
 
 def test_a_bad_model_is_reported_before_bad_messages(daemon: DaemonProcess) -> None:
-    body = {"model": "gpt-9-ultra", "max_tokens": 5, "messages": [{"role": "tool", "content": 1}]}
+    body = {"model": "llama-9-ultra", "max_tokens": 5, "messages": [{"role": "tool", "content": 1}]}
     answer = post(daemon, body)
     assert answer.status_code == 404
-    assert "gpt-9-ultra" in answer.json()["error"]["message"]
+    assert "llama-9-ultra" in answer.json()["error"]["message"]
     body["model"] = "claude-sonnet-4-6"
     answer = post(daemon, body)
     assert (answer.status_code, answer.json()["error"]["message"][:15]) == (400, "messages.0.role")
@@ -353,7 +383,7 @@ def test_models_list_one_entry_per_model_and_resolve_any_name(daemon: DaemonProc
     ):
         got = call(daemon, "GET", f"/v1/models/{name}")
         assert (got.status_code, got.json()["id"]) == (200, public)
-    missing = call(daemon, "GET", "/v1/models/gpt-9")
+    missing = call(daemon, "GET", "/v1/models/llama-9")
     assert (missing.status_code, missing.json()["error"]["type"]) == (404, "not_found_error")
 
 
@@ -431,5 +461,5 @@ def test_count_tokens_judges_the_model_and_the_keys_scope(daemon: DaemonProcess)
     assert call(daemon, "POST", path, body, auth).status_code == 200
     refused = call(daemon, "POST", path, {**body, "model": "opus"}, auth)
     assert refused.status_code == 403
-    unknown = call(daemon, "POST", path, {**body, "model": "gpt-9-ultra"})
+    unknown = call(daemon, "POST", path, {**body, "model": "llama-9-ultra"})
     assert (unknown.status_code, unknown.json()["error"]["type"]) == (404, "not_found_error")

@@ -27,7 +27,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kirod.canonical.models import STATIC_CATALOG, resolve_model
+from kirod.canonical.models import STATIC_CATALOG
 from kirod.canonical.request import (
     CanonicalRequest,
     ClientProtocol,
@@ -36,6 +36,7 @@ from kirod.canonical.request import (
     TextBlock,
     ToolSpec,
 )
+from kirod.canonical.resolution import resolve_model
 from kirod.errors import ApiError
 from kirod.http.body import _BoundedScanner, parse_json
 from kirod.protocols.fields import MAX_CONTAINERS, MAX_DEPTH

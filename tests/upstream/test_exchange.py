@@ -18,7 +18,7 @@ from kirod.canonical.events import (
     TextDelta,
     Usage,
 )
-from kirod.canonical.models import catalog_from_list_available_models, resolve_model
+from kirod.canonical.models import catalog_from_list_available_models
 from kirod.canonical.request import (
     CanonicalRequest,
     ClientProtocol,
@@ -29,6 +29,7 @@ from kirod.canonical.request import (
     ToolSpec,
     ToolUseBlock,
 )
+from kirod.canonical.resolution import resolve_model
 from kirod.testing.fake_kiro import (
     DEFAULT_MODELS,
     FakeKiro,

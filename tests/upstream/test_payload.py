@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from kirod.canonical.models import ModelInfo, catalog_from_list_available_models, resolve_model
+from kirod.canonical.models import ModelInfo, catalog_from_list_available_models
 from kirod.canonical.request import (
     Block,
     CanonicalRequest,
@@ -34,6 +34,7 @@ from kirod.canonical.request import (
     ToolSpec,
     ToolUseBlock,
 )
+from kirod.canonical.resolution import resolve_model
 from kirod.errors import ApiError, ErrorKind
 from kirod.testing.fake_kiro.catalog import DEFAULT_MODELS
 from kirod.testing.fake_kiro.validate import reasoning_signature, validate_chat

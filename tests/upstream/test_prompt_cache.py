@@ -13,8 +13,9 @@ from typing import Any
 import pytest
 
 from kirod.canonical.events import Usage
-from kirod.canonical.models import catalog_from_list_available_models, resolve_model
+from kirod.canonical.models import catalog_from_list_available_models
 from kirod.canonical.request import CanonicalRequest
+from kirod.canonical.resolution import resolve_model
 from kirod.protocols.anthropic.decode import decode_messages
 from kirod.protocols.anthropic.signatures import ThinkingSigner
 from kirod.testing.fake_kiro.catalog import DEFAULT_MODELS

@@ -7,7 +7,12 @@ account with `FakeKiro.issue_social_account()` / `issue_idc_account()`, script a
 drives such a fake from another process.
 """
 
-from kirod.testing.fake_kiro.catalog import DEFAULT_MODELS, Model
+from kirod.testing.fake_kiro.catalog import (
+    DEFAULT_MODELS,
+    FABLE_MODELS,
+    LAUNCH_DAY_MODELS,
+    Model,
+)
 from kirod.testing.fake_kiro.remote import RemoteFake, RemoteFakeError
 from kirod.testing.fake_kiro.runner import ThreadedFake, running_fake
 from kirod.testing.fake_kiro.script import (
@@ -27,6 +32,8 @@ from kirod.testing.fake_kiro.validate import RULES, Rejection, validate_chat
 
 __all__ = [
     "DEFAULT_MODELS",
+    "FABLE_MODELS",
+    "LAUNCH_DAY_MODELS",
     "RULES",
     "AuthKind",
     "Bonus",

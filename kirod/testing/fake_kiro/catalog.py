@@ -176,6 +176,63 @@ DEFAULT_MODELS: tuple[Model, ...] = (
 )
 
 
+FABLE_MODELS: tuple[Model, ...] = tuple(
+    Model(
+        model_id,
+        name,
+        1_000_000,
+        128_000,
+        1.6,
+        request_fields_schema=CLAUDE_REQUEST_FIELDS,
+        cache_checkpoints=4,
+    )
+    for model_id, name in (
+        ("claude-fable-5", "Claude Fable 5"),
+        ("claude-fable-5.1", "Claude Fable 5.1"),
+    )
+)
+"""Kiro's fourth Claude line (capabilities §9), for catalogs that offer it."""
+
+LAUNCH_DAY_MODELS: tuple[Model, ...] = (
+    Model(
+        "claude-fable-6",
+        "Claude Fable 6",
+        2_000_000,
+        128_000,
+        1.8,
+        DOCUMENT_INPUTS,
+        request_fields_schema=CLAUDE_REQUEST_FIELDS,
+        cache_checkpoints=2,
+    ),
+    Model("claude-mythos-5", "Claude Mythos 5", 1_000_000, 96_000, 3.0, ("TEXT",)),
+    Model(
+        "gpt-7-sol",
+        "GPT-7 Sol",
+        500_000,
+        200_000,
+        1.5,
+        request_fields_schema=GPT_REQUEST_FIELDS,
+        honors_reasoning_effort=True,
+        redacted_reasoning=True,
+        provider="openai",
+    ),
+    Model(
+        "gpt-6.5-luna",
+        "GPT-6.5 Luna",
+        400_000,
+        100_000,
+        0.5,
+        ("TEXT",),
+        request_fields_schema=GPT_REQUEST_FIELDS,
+        honors_reasoning_effort=True,
+        redacted_reasoning=True,
+        provider="openai",
+    ),
+)
+"""Models no kirod release knows of: a later Fable, a new Claude line, new GPT versions and
+tiers, with limits unlike any name rule's, as Kiro might list them on the day they launch."""
+
+
 class InvalidNextToken(ValueError):
     """A `nextToken` the fake did not issue."""
 
