@@ -20,9 +20,10 @@ therefore encode to bodies whose bytes agree up to the end of the earlier turn's
 
 Rule 16 is checked twice: first on a lower bound of the payload's size, before any turn is shaped
 or any tool schema cleaned — every text the client sent (messages, tool results, system), each
-role change's history entry, and the tool schemas as sent (cleaning drops only nulls, `$schema`
-and malformed keywords, so a schema far above the limit does not come under it) — then on the
-encoded body. A request far too large for Kiro is refused at the cost of adding up lengths.
+role change's history entry, and the tool schemas as sent (cleaning drops only nulls, `$schema`,
+malformed keywords and what the branches of a top-level union repeat, so a schema far above the
+limit does not come under it) — then on the encoded body. A request far too large for Kiro is
+refused at the cost of adding up lengths.
 
 The builder is pure: no I/O, no clock, no randomness; the caller supplies the conversation id.
 The tools' names, specs and schemas are `kirod.upstream.tools`'s.

@@ -33,6 +33,7 @@ CHAT_TRIGGER_TYPES = frozenset({"MANUAL", "DIAGNOSTIC", "INLINE_CHAT"})
 IMAGE_FORMATS = frozenset({"png", "jpeg", "gif", "webp"})
 DOCUMENT_FORMATS = frozenset({"pdf", "csv", "doc", "docx", "html", "md", "txt", "xls", "xlsx"})
 
+_COMBINATORS = ("oneOf", "anyOf", "allOf")
 _REASONING_KEY = b"fake-kiro reasoning signature key"
 _MALFORMED = {"message": "Improperly formed request.", "reason": None}
 
@@ -72,6 +73,10 @@ RULES: dict[str, Rule] = {
     "too_many_cache_points": Rule("more cachePoints than maximumCacheCheckpointsPerRequest"),
     "tool_name_too_long": Rule(f"tool name longer than {MAX_TOOL_NAME_LENGTH} characters"),
     "invalid_tool_schema": Rule("tool inputSchema with a null value or a non-string type"),
+    "tool_schema_not_object": Rule(
+        "tool inputSchema whose top level is not type object, or has a oneOf/anyOf/allOf",
+        body={"message": "Improperly formed request.", "reason": "TOOL_SCHEMA_INVALID"},
+    ),
     "tool_results_without_tools": Rule("toolResults in a request that declares no tools"),
     "duplicate_tool_result": Rule("one toolUseId twice in a message's toolResults"),
     "orphan_tool_result": Rule("toolResult not answering the preceding assistant's toolUses"),
@@ -271,6 +276,8 @@ def _check_tools(tools: list[Any]) -> set[str]:
         schema = _object(_object(spec.get("inputSchema")).get("json"))
         if _has_null(schema) or not _schema_types_are_strings(schema):
             raise _Broken("invalid_tool_schema")
+        if schema.get("type") != "object" or any(key in schema for key in _COMBINATORS):
+            raise _Broken("tool_schema_not_object")  # capabilities §9
         declared.add(name.lower())
     return declared
 
