@@ -373,7 +373,7 @@ CASES: list[tuple[str, str, Any, Any]] = [
         ),
     ),
     (
-        "unsupported_request_fields",
+        "output_config_on_gpt",
         "gpt rejects output_config",
         body(
             user(model="gpt-5.6-sol"), additionalModelRequestFields={"reasoning": {"effort": "max"}}
@@ -465,6 +465,7 @@ def test_special_reasons() -> None:
     assert reasons["flat_reasoning_content"] == "REQUEST_BODY_INVALID"
     assert reasons["reasoning_signature_invalid"] == "THINKING_SIGNATURE_INVALID"
     assert reasons["tool_schema_not_object"] == "TOOL_SCHEMA_INVALID"
+    assert reasons["output_config_on_gpt"] == "REQUEST_BODY_INVALID"
 
 
 def test_token_estimate_counts_string_characters_without_images() -> None:

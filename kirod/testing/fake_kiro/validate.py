@@ -96,6 +96,10 @@ RULES: dict[str, Rule] = {
     "misplaced_documents": Rule("documents anywhere but userInputMessage.documents"),
     "invalid_document": Rule("document without a name, a known format or base64 source.bytes"),
     "documents_unsupported": Rule("documents sent to a model whose inputs lack DOCUMENT"),
+    "output_config_on_gpt": Rule(
+        "additionalModelRequestFields.output_config for a model whose effort is `reasoning`",
+        body={"message": "Improperly formed request.", "reason": "REQUEST_BODY_INVALID"},
+    ),
     "unsupported_request_fields": Rule(
         "additionalModelRequestFields not allowed by the model's schema"
     ),
@@ -433,9 +437,15 @@ def _result_has_image(result: dict[str, Any]) -> bool:
 
 
 def _check_request_fields(fields: Any, model: Model) -> None:
+    """The fields the model's schema allows; GPT-5.6 names Claude's effort field with its own
+    reason (capabilities §9)."""
     if fields is None:
         return
     schema = model.request_fields_schema
+    allowed = schema.get("properties", {}) if schema is not None else {}
+    gpt = "reasoning" in allowed and "output_config" not in allowed
+    if gpt and isinstance(fields, dict) and "output_config" in fields:
+        raise _Broken("output_config_on_gpt")
     if schema is None or not _conforms(fields, schema):
         raise _Broken("unsupported_request_fields")
 
