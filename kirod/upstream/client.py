@@ -153,7 +153,9 @@ def classify(status: int, headers: Mapping[str, str], body: bytes) -> UpstreamHt
 
     failure: Failure
     if status == 400:
-        if (
+        if reason == "TOOL_SCHEMA_INVALID":  # capabilities §9, whatever the message says
+            failure = Failure.BAD_REQUEST
+        elif (
             reason == "CONTENT_LENGTH_EXCEEDS_THRESHOLD"
             or "too long" in lowered
             or ("context window" in lowered)

@@ -148,6 +148,8 @@ async def open_exchange(
         parameter_policy=route.parameter_policy,
         cache_points=route.cache_points,
     )
+    if payload.effort_clamped is not None:
+        log.annotate(effort_clamped=payload.effort_clamped)  # on the request's access-log line
     async with contextlib.AsyncExitStack() as owned:
         try:
             chunks = await owned.enter_async_context(

@@ -20,9 +20,10 @@ therefore encode to bodies whose bytes agree up to the end of the earlier turn's
 
 Rule 16 is checked twice: first on a lower bound of the payload's size, before any turn is shaped
 or any tool schema cleaned — every text the client sent (messages, tool results, system), each
-role change's history entry, and the tool schemas as sent (cleaning drops only nulls, `$schema`
-and malformed keywords, so a schema far above the limit does not come under it) — then on the
-encoded body. A request far too large for Kiro is refused at the cost of adding up lengths.
+role change's history entry, and the tool schemas as sent (cleaning drops only nulls, `$schema`,
+malformed keywords and what the branches of a top-level union repeat, so a schema far above the
+limit does not come under it) — then on the encoded body. A request far too large for Kiro is
+refused at the cost of adding up lengths.
 
 The builder is pure: no I/O, no clock, no randomness; the caller supplies the conversation id.
 The tools' names, specs and schemas are `kirod.upstream.tools`'s.
@@ -97,7 +98,8 @@ class BuiltPayload:
     """A GenerateAssistantResponse body and what the response path must know about it.
 
     `thinking_mode` tells the translator whether to split `<thinking>` tags out of the text
-    ("tags"), expect reasoning events ("native"), or neither.
+    ("tags"), expect reasoning events ("native"), or neither. `effort_clamped` is the asked
+    effort and the one sent instead (`"xhigh>high"`) when the model does not list the former.
     """
 
     body: dict[str, Any]
@@ -106,6 +108,7 @@ class BuiltPayload:
     thinking_mode: ThinkingMode
     encoded: bytes = b""
     """`body` as the bytes to send (made once, for the size check); `KiroClient.chat` takes it."""
+    effort_clamped: str | None = None
 
 
 @dataclass(slots=True)
@@ -180,8 +183,9 @@ def build_payload(
     _limit_documents(turns, model)
     _fill_empty(turns)
     system = "\n\n".join(text for text in request.system if text)
+    clamped: str | None = None
     if mode == "tags" and request.reasoning is not None:
-        tags = _thinking_tags(request.reasoning, model)
+        tags, clamped = _thinking_tags(request.reasoning, model)
         system = _inject_thinking_tags(tags, system, turns[0])
     history, current = _split_current(turns)
     history = _system_pair(system) + history
@@ -189,9 +193,10 @@ def build_payload(
     used = (use.name for turn in turns for use in turn.uses)
     tools = tool_specs(request.tools, schemas, names, used) if tools_enabled else []
     current_entry = _user_entry(current, model.kiro_id, tools)
+    fields: dict[str, Any] = {}
     if mode == "native" and request.reasoning is not None:
-        effort = model.clamp_effort(_effort(request.reasoning))
-        current_entry["userInputMessage"]["reasoning"] = {"effort": effort}
+        effort, clamped = _clamped_effort(_effort(request.reasoning), model)
+        fields = _native_effort(effort, model, current_entry["userInputMessage"])
 
     state: dict[str, Any] = {
         "conversationId": conversation_id,
@@ -210,6 +215,8 @@ def build_payload(
     body: dict[str, Any] = {"conversationState": state}
     if profile_arn is not None:
         body["profileArn"] = profile_arn
+    if fields:
+        body["additionalModelRequestFields"] = fields
     encoded = wirejson.dumps(body)
     _check_size(len(encoded), max_payload_bytes)
     return BuiltPayload(
@@ -218,6 +225,7 @@ def build_payload(
         dropped_parameters=dropped,
         thinking_mode=mode,
         encoded=encoded,
+        effort_clamped=clamped,
     )
 
 
@@ -595,14 +603,42 @@ def _cache_points(entries: Sequence[dict[str, Any]], model: ModelInfo) -> None:
 
 
 def _thinking_mode(request: CanonicalRequest, model: ModelInfo) -> ThinkingMode:
-    """§2.4: native reasoning where the model honours it, prompt tags elsewhere, never both."""
+    """§2.4: native reasoning where the model honours it, prompt tags elsewhere, never both.
+
+    A model taking its effort in `additionalModelRequestFields.reasoning` (GPT) reasons natively
+    by that field; prompt tags are a Claude device.
+    """
     if request.reasoning is None:
         return "none"
-    return "native" if model.native_reasoning else "tags"
+    native = model.native_reasoning or model.reasoning_field_style == "reasoning"
+    return "native" if native else "tags"
+
+
+def _clamped_effort(asked: Effort, model: ModelInfo) -> tuple[Effort, str | None]:
+    """The effort the model lists in `asked`'s place (the strongest not above it, else its
+    lowest), and `"asked>sent"` when they differ, for the request's log line."""
+    effort = model.clamp_effort(asked)
+    return effort, None if effort == asked else f"{asked}>{effort}"
+
+
+def _native_effort(effort: Effort, model: ModelInfo, current: dict[str, Any]) -> dict[str, Any]:
+    """§2.4b: the effort where the model reads it; returns `additionalModelRequestFields`.
+
+    A model whose field is `reasoning` (GPT-5.6) takes `additionalModelRequestFields.reasoning`
+    (capabilities §9; sunerpy's probes saw credits rise with it), and nothing in
+    `userInputMessage`, a combination no peer sends. Other models (Claude) get
+    `userInputMessage.reasoning` and never a root `output_config`: the 4.5 generation rejects
+    any such field and external-IdP accounts the root field itself (§2.4b), while the effort
+    already reaches Claude here or through the prompt tags.
+    """
+    if model.reasoning_field_style == "reasoning":
+        return {"reasoning": {"effort": effort}}
+    current["reasoning"] = {"effort": effort}
+    return {}
 
 
 def _effort(reasoning: Reasoning) -> Effort:
-    """§2.4b: the effort for `userInputMessage.reasoning`; budgets map onto effort bands."""
+    """§2.4b: the effort to send natively; budgets map onto effort bands."""
     if reasoning.effort is not None:
         return reasoning.effort
     if reasoning.budget_tokens is None:
@@ -613,9 +649,10 @@ def _effort(reasoning: Reasoning) -> Effort:
     return "max"
 
 
-def _thinking_tags(reasoning: Reasoning, model: ModelInfo) -> str:
+def _thinking_tags(reasoning: Reasoning, model: ModelInfo) -> tuple[str, str | None]:
     """§2.4a: a budget asks for budgeted thinking (clamped, never above what the model's catalog
     entry lets it write), an effort for adaptive thinking at the strongest level the model lists.
+    Returns the tags and, as `_clamped_effort` does, the effort clamp if there was one.
 
     A model with no effort field (the 4.5 generation, Sonnet 4) predates adaptive thinking: its
     effort becomes the budget of that effort's band. The tags know no `xhigh`; it becomes `max`,
@@ -627,13 +664,15 @@ def _thinking_tags(reasoning: Reasoning, model: ModelInfo) -> str:
     if budget is not None:
         ceiling = min(TAG_BUDGET_MAX, model.max_output_tokens)
         budget = min(max(budget, TAG_BUDGET_MIN), ceiling)
-        return (
+        tags = (
             "<thinking_mode>enabled</thinking_mode>"
             f"<max_thinking_length>{budget}</max_thinking_length>"
         )
-    effort = model.clamp_effort(reasoning.effort or _DEFAULT_EFFORT)
+        return tags, None
+    effort, clamped = _clamped_effort(reasoning.effort or _DEFAULT_EFFORT, model)
     effort = "max" if effort == "xhigh" else effort
-    return f"<thinking_mode>adaptive</thinking_mode><thinking_effort>{effort}</thinking_effort>"
+    tags = f"<thinking_mode>adaptive</thinking_mode><thinking_effort>{effort}</thinking_effort>"
+    return tags, clamped
 
 
 def _effort_budget(effort: Effort) -> int:

@@ -1,7 +1,9 @@
 """The tools of a Kiro payload: names (rule 10), specs (rules 7, 8, 11) and schemas (rule 13).
 
 Rule numbers are kiro-protocol §2.3's, as in `kirod.upstream.payload`, which calls this module.
-The one cache, of cleaned tool schemas, is bounded by bytes (`SchemaCache`).
+The one cache, of cleaned tool schemas, is bounded by bytes (`SchemaCache`). A schema's top level
+is always an object schema with no `oneOf`/`anyOf`/`allOf` (capabilities §9: Kiro answers
+`TOOL_SCHEMA_INVALID` otherwise), which MCP servers' schemas often are not (`_object_root`).
 """
 
 from __future__ import annotations
@@ -182,10 +184,115 @@ def _clean_schema_root(schema: Mapping[str, Any]) -> dict[str, Any]:
     `additionalProperties`; kiro.rs forces them) we follow kiro.rs and the §2.1 skeleton: the root
     is `type: object` with a `properties` object, and other keywords are kept when well-formed.
     """
-    cleaned = _clean_schema(schema, 1)
-    cleaned["type"] = "object"
-    cleaned.setdefault("properties", {})
-    return cleaned
+    return _object_root(_clean_schema(schema, 1))
+
+
+_COMBINATORS = ("allOf", "anyOf", "oneOf")
+_ROOT_ANNOTATIONS = ("title", "description", "$defs", "definitions")
+_FLATTENED = frozenset({"type", "properties", "required", "$ref", *_COMBINATORS})
+MAX_FLATTEN_NODES = 10_000
+"""Schema nodes a top-level union may expand to; `$ref`s could otherwise multiply them."""
+
+
+def _object_root(cleaned: dict[str, Any]) -> dict[str, Any]:
+    """Capabilities §9: the top level is `type: object`, without `oneOf`/`anyOf`/`allOf`.
+
+    A root of another type cannot describe a tool's input, which Kiro passes as an object, so
+    it becomes the empty object schema (its title, description and definitions kept). A root
+    union or `$ref` is flattened (`_Flattener`): the properties of every branch, each with its
+    description, and only what every alternative requires.
+    """
+    kind = cleaned.get("type", "object")
+    if kind != "object":
+        kept = {key: cleaned[key] for key in _ROOT_ANNOTATIONS if key in cleaned}
+        return {"type": "object", **kept, "properties": {}}
+    if "$ref" not in cleaned and not any(key in cleaned for key in _COMBINATORS):
+        cleaned["type"] = "object"
+        cleaned.setdefault("properties", {})
+        return cleaned
+    properties, required = _Flattener(cleaned).fields(cleaned, frozenset())
+    flat: dict[str, Any] = {"type": "object"}
+    flat.update((key, value) for key, value in cleaned.items() if key not in _FLATTENED)
+    flat["properties"] = properties
+    if required or "required" in cleaned:
+        flat["required"] = required
+    return flat
+
+
+_Fields = tuple[dict[str, Any], list[str]]
+"""What a schema says of an object: its properties by name, and the names it requires."""
+
+
+class _Flattener:
+    """Flattens one root's unions: `allOf` branches all apply, so their properties and required
+    names add up; of `anyOf`/`oneOf` branches one applies, so each of their properties may
+    appear but only a name every branch requires is required. A property that branches declare
+    differently keeps every form, under the combinator that joined them. Local `$ref`s into the
+    root's `$defs`/`definitions` are followed (each once per path, so cycles end); a branch of
+    another type than object adds no property.
+    """
+
+    def __init__(self, root: Mapping[str, Any]) -> None:
+        self._definitions: dict[str, Mapping[str, Any]] = {}
+        for key in ("$defs", "definitions"):
+            for name, schema in root.get(key, {}).items():
+                pointer = name.replace("~", "~0").replace("/", "~1")
+                self._definitions[f"#/{key}/{pointer}"] = schema
+        self._nodes = 0
+
+    def fields(self, node: Mapping[str, Any], followed: frozenset[str]) -> _Fields:
+        self._nodes += 1
+        if self._nodes > MAX_FLATTEN_NODES:
+            raise ApiError(
+                ErrorKind.INVALID_REQUEST,
+                f"a tool schema's top-level union expands to more than {MAX_FLATTEN_NODES} "
+                "schemas; simplify it",
+                code="invalid_value",
+            )
+        if node.get("type", "object") != "object":
+            return {}, []
+        parts: list[_Fields] = [(node.get("properties", {}), node.get("required", []))]
+        ref = node.get("$ref")
+        if isinstance(ref, str) and ref in self._definitions and ref not in followed:
+            parts.append(self.fields(self._definitions[ref], followed | {ref}))
+        parts.extend(self.fields(branch, followed) for branch in node.get("allOf", ()))
+        for key in ("anyOf", "oneOf"):
+            if branches := [self.fields(branch, followed) for branch in node.get(key, ())]:
+                parts.append(_either(branches))
+        properties = _merged([properties for properties, _ in parts], "allOf")
+        return properties, _union(required for _, required in parts)
+
+
+def _either(branches: Sequence[_Fields]) -> _Fields:
+    """The fields of one branch out of several: any property, the names all of them require."""
+    first, *others = (required for _, required in branches)
+    common = [name for name in first if all(name in other for other in others)]
+    return _merged([properties for properties, _ in branches], "anyOf"), _union([common])
+
+
+def _merged(sources: Sequence[Mapping[str, Any]], combinator: str) -> dict[str, Any]:
+    """Every property of `sources`; one declared differently by several is the `combinator` of
+    its forms, described by the first form's description."""
+    forms: dict[str, list[Any]] = {}
+    for properties in sources:
+        for name, schema in properties.items():
+            known = forms.setdefault(name, [])
+            if schema not in known:
+                known.append(schema)
+    merged: dict[str, Any] = {}
+    for name, variants in forms.items():
+        if len(variants) == 1:
+            merged[name] = variants[0]
+            continue
+        described = next((form["description"] for form in variants if "description" in form), None)
+        merged[name] = {combinator: variants}
+        if described is not None:
+            merged[name]["description"] = described
+    return merged
+
+
+def _union(lists: Iterable[Iterable[str]]) -> list[str]:
+    return list(dict.fromkeys(name for names in lists for name in names))
 
 
 def _clean_schema(schema: Mapping[str, Any], depth: int) -> dict[str, Any]:

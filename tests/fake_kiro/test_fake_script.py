@@ -238,8 +238,24 @@ def test_reasoning_effort_is_ignored_by_older_models() -> None:
     assert text_of(frames) == "Answer."
 
 
-def test_gpt_reasoning_is_redacted() -> None:
-    data = body(user("Hi", model="gpt-5.6-sol", reasoning={"effort": "low"}))
+@pytest.mark.parametrize(
+    "data",
+    [
+        pytest.param(
+            body(user("Hi", model="gpt-5.6-sol", reasoning={"effort": "low"})),
+            id="userInputMessage.reasoning",
+        ),
+        pytest.param(
+            body(
+                user("Hi", model="gpt-5.6-sol"),
+                additionalModelRequestFields={"reasoning": {"effort": "low"}},
+            ),
+            id="additionalModelRequestFields.reasoning",
+        ),
+    ],
+)
+def test_gpt_reasoning_is_redacted(data: dict[str, Any]) -> None:
+    assert validate_chat(encode(data), MODELS) is None
     reasoning = events(decode(plan(Script(reply=THINKING), data)), "reasoningContentEvent")
     assert [set(r) for r in reasoning] == [{"redactedContent"}]
 

@@ -54,6 +54,11 @@ def cached(entry: dict[str, Any], point: Any = None) -> dict[str, Any]:
     return {role: {**message, "cachePoint": point or {"type": "default"}}}
 
 
+def union(combinator: str) -> dict[str, Any]:
+    """A one-branch `combinator` schema: allowed inside a schema, refused at its top level."""
+    return {combinator: [{"type": "object", "properties": {}}]}
+
+
 def without_trigger() -> dict[str, Any]:
     data = body()
     del data["conversationState"]["chatTriggerType"]
@@ -209,6 +214,31 @@ CASES: list[tuple[str, str, Any, Any]] = [
         ),
     ),
     (
+        "tool_schema_not_object",
+        "no type",
+        body(user(tools=[tool(schema={"type": "object"})])),
+        body(user(tools=[tool(schema={"properties": {"city": {"type": "string"}}})])),
+    ),
+    (
+        "tool_schema_not_object",
+        "string",
+        body(user(tools=[tool(schema={"type": "object", "properties": {}})])),
+        body(user(tools=[tool(schema={"type": "string"})])),
+    ),
+    *(
+        (
+            "tool_schema_not_object",
+            f"top-level {combinator}",
+            body(
+                user(
+                    tools=[tool(schema={"type": "object", "properties": {"a": union(combinator)}})]
+                )
+            ),
+            body(user(tools=[tool(schema={"type": "object", **union(combinator)})])),
+        )
+        for combinator in ("oneOf", "anyOf", "allOf")
+    ),
+    (
         "tool_results_without_tools",
         "no tools",
         answered(result("t1")),
@@ -343,7 +373,7 @@ CASES: list[tuple[str, str, Any, Any]] = [
         ),
     ),
     (
-        "unsupported_request_fields",
+        "output_config_on_gpt",
         "gpt rejects output_config",
         body(
             user(model="gpt-5.6-sol"), additionalModelRequestFields={"reasoning": {"effort": "max"}}
@@ -434,6 +464,8 @@ def test_special_reasons() -> None:
     assert RULES["context_too_long"].body["message"] == "Input is too long."
     assert reasons["flat_reasoning_content"] == "REQUEST_BODY_INVALID"
     assert reasons["reasoning_signature_invalid"] == "THINKING_SIGNATURE_INVALID"
+    assert reasons["tool_schema_not_object"] == "TOOL_SCHEMA_INVALID"
+    assert reasons["output_config_on_gpt"] == "REQUEST_BODY_INVALID"
 
 
 def test_token_estimate_counts_string_characters_without_images() -> None:

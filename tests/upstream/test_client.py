@@ -8,6 +8,7 @@ import json
 import socket
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -181,6 +182,30 @@ async def test_rejections_are_classified(fake: tuple[FakeKiro, str], client: Kir
     with pytest.raises(UpstreamHttpError) as error:
         await collect(client, account_from(expired), chat_body("hi", expired))
     assert error.value.failure is Failure.BEARER
+
+
+async def test_a_tool_schema_kiro_refuses_is_a_bad_request(
+    fake: tuple[FakeKiro, str], client: KiroClient
+) -> None:
+    """Capabilities §9: a top-level union is `400 TOOL_SCHEMA_INVALID`, the payload's fault:
+    never retried, and told to the client with Kiro's reason."""
+    service, _ = fake
+    tokens = service.issue_social_account()
+    body = chat_body("hi", tokens)
+    union = {"anyOf": [{"type": "object", "properties": {}}]}
+    spec = {"name": "t", "description": "d", "inputSchema": {"json": union}}
+    message: Any = body["conversationState"]
+    message["currentMessage"]["userInputMessage"]["userInputMessageContext"] = {
+        "tools": [{"toolSpecification": spec}]
+    }
+    with pytest.raises(UpstreamHttpError) as error:
+        await collect(client, account_from(tokens), body)
+    assert (error.value.status, error.value.reason) == (400, "TOOL_SCHEMA_INVALID")
+    assert error.value.failure is Failure.BAD_REQUEST
+    assert not error.value.failure.retryable
+    api = error.value.to_api_error()
+    assert (api.status, api.code) == (400, "upstream_rejected_request")
+    assert "TOOL_SCHEMA_INVALID" in api.message
 
 
 @pytest.mark.parametrize(

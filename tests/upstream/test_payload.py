@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from kirod.canonical.models import ModelInfo, catalog_from_list_available_models
+from kirod.canonical.models import STATIC_CATALOG, ModelInfo, catalog_from_list_available_models
 from kirod.canonical.request import (
     Block,
     CanonicalRequest,
@@ -858,6 +858,108 @@ def test_native_effort_is_clamped_to_what_the_catalog_entry_lists(asked: Effort,
     payload = build(req(user("hi"), reasoning=Reasoning(effort=asked)), listed)
     assert payload.thinking_mode == "native"
     assert current(payload)["reasoning"] == {"effort": sent}
+    assert payload.effort_clamped == (None if asked == sent else f"{asked}>{sent}")
+
+
+@pytest.mark.parametrize(
+    ("reasoning", "effort"),
+    [
+        (Reasoning(effort="low"), "low"),
+        (Reasoning(effort="max"), "max"),
+        (Reasoning(budget_tokens=10_000), "medium"),
+        (Reasoning(), "high"),
+    ],
+)
+def test_gpt_takes_its_effort_in_additional_model_request_fields(
+    reasoning: Reasoning, effort: str
+) -> None:
+    """Capabilities §9: GPT-5.6 reads `additionalModelRequestFields.reasoning.effort`; it never
+    gets Claude's `output_config`, nor the effort a second time in the message."""
+    assert GPT.reasoning_field_style == "reasoning"
+    payload = build(req(user("hi"), system=("sys",), reasoning=reasoning), GPT)
+    assert payload.thinking_mode == "native"
+    assert payload.body["additionalModelRequestFields"] == {"reasoning": {"effort": effort}}
+    assert "reasoning" not in current(payload)
+    assert "output_config" not in json.dumps(payload.body)
+    assert "thinking_mode" not in json.dumps(payload.body)
+    assert payload.effort_clamped is None
+
+
+def test_gpt_without_reasoning_gets_no_request_fields() -> None:
+    payload = build(req(user("hi")), GPT)
+    assert payload.thinking_mode == "none"
+    assert "additionalModelRequestFields" not in payload.body
+
+
+def test_a_gpt_model_by_name_alone_takes_the_reasoning_field() -> None:
+    """The static fallback (no catalog read) knows GPT's field from the model's name."""
+    static = resolve_model("gpt-5.6-sol", STATIC_CATALOG)
+    assert static.reasoning_field_style == "reasoning"
+    payload = build(req(user("hi"), reasoning=Reasoning(effort="high")), static)
+    assert payload.body["additionalModelRequestFields"] == {"reasoning": {"effort": "high"}}
+
+
+@pytest.mark.parametrize("model", [SONNET, SONNET_46, OPUS], ids=lambda model: model.kiro_id)
+@pytest.mark.parametrize("effort", ["low", "high", "max"])
+def test_claude_never_gets_additional_model_request_fields(
+    model: ModelInfo, effort: Effort
+) -> None:
+    """§2.4b: the 4.5 generation rejects any such field and external-IdP accounts the root
+    field, so Claude's effort goes only by `userInputMessage.reasoning` or the prompt tags."""
+    payload = build(req(user("hi"), reasoning=Reasoning(effort=effort)), model)
+    assert "additionalModelRequestFields" not in payload.body
+    assert "output_config" not in json.dumps(payload.body)
+
+
+def _gpt_listing(*efforts: str) -> ModelInfo:
+    schema = {
+        "type": "object",
+        "properties": {
+            "reasoning": {
+                "type": "object",
+                "properties": {"effort": {"type": "string", "enum": list(efforts)}},
+            }
+        },
+    }
+    [listed] = catalog_from_list_available_models(
+        [{"models": [{"modelId": "gpt-5.6-sol", "additionalModelRequestFieldsSchema": schema}]}]
+    )
+    return listed
+
+
+@pytest.mark.parametrize(
+    ("asked", "sent", "clamped"),
+    [
+        ("xhigh", "high", "xhigh>high"),
+        ("max", "high", "max>high"),
+        ("high", "high", None),
+        ("low", "low", None),
+    ],
+)
+def test_gpt_effort_is_clamped_to_what_the_catalog_entry_lists(
+    asked: Effort, sent: str, clamped: str | None
+) -> None:
+    listed = _gpt_listing("low", "medium", "high")
+    assert listed.efforts == ("low", "medium", "high")
+    payload = build(req(user("hi"), reasoning=Reasoning(effort=asked)), listed)
+    assert payload.body["additionalModelRequestFields"] == {"reasoning": {"effort": sent}}
+    assert payload.effort_clamped == clamped
+
+
+def test_an_effort_below_every_listed_one_takes_the_lowest() -> None:
+    payload = build(req(user("hi"), reasoning=Reasoning(effort="low")), _gpt_listing("high", "max"))
+    assert payload.body["additionalModelRequestFields"] == {"reasoning": {"effort": "high"}}
+    assert payload.effort_clamped == "low>high"
+
+
+def test_tag_thinking_names_its_effort_clamp() -> None:
+    three = dataclasses.replace(SONNET_46, efforts=("low", "medium", "high"))
+    payload = build(req(user("hi"), reasoning=Reasoning(effort="max")), three)
+    assert "<thinking_effort>high</thinking_effort>" in current(payload)["content"]
+    assert payload.effort_clamped == "max>high"
+    unclamped = build(req(user("hi"), reasoning=Reasoning(effort="xhigh")), SONNET_46)
+    assert "<thinking_effort>max</thinking_effort>" in current(unclamped)["content"]
+    assert unclamped.effort_clamped is None  # the tags' own spelling of xhigh, not a clamp
 
 
 def test_tag_thinking_budget_never_exceeds_the_models_output_limit() -> None:

@@ -33,6 +33,7 @@ CHAT_TRIGGER_TYPES = frozenset({"MANUAL", "DIAGNOSTIC", "INLINE_CHAT"})
 IMAGE_FORMATS = frozenset({"png", "jpeg", "gif", "webp"})
 DOCUMENT_FORMATS = frozenset({"pdf", "csv", "doc", "docx", "html", "md", "txt", "xls", "xlsx"})
 
+_COMBINATORS = ("oneOf", "anyOf", "allOf")
 _REASONING_KEY = b"fake-kiro reasoning signature key"
 _MALFORMED = {"message": "Improperly formed request.", "reason": None}
 
@@ -72,6 +73,10 @@ RULES: dict[str, Rule] = {
     "too_many_cache_points": Rule("more cachePoints than maximumCacheCheckpointsPerRequest"),
     "tool_name_too_long": Rule(f"tool name longer than {MAX_TOOL_NAME_LENGTH} characters"),
     "invalid_tool_schema": Rule("tool inputSchema with a null value or a non-string type"),
+    "tool_schema_not_object": Rule(
+        "tool inputSchema whose top level is not type object, or has a oneOf/anyOf/allOf",
+        body={"message": "Improperly formed request.", "reason": "TOOL_SCHEMA_INVALID"},
+    ),
     "tool_results_without_tools": Rule("toolResults in a request that declares no tools"),
     "duplicate_tool_result": Rule("one toolUseId twice in a message's toolResults"),
     "orphan_tool_result": Rule("toolResult not answering the preceding assistant's toolUses"),
@@ -91,6 +96,10 @@ RULES: dict[str, Rule] = {
     "misplaced_documents": Rule("documents anywhere but userInputMessage.documents"),
     "invalid_document": Rule("document without a name, a known format or base64 source.bytes"),
     "documents_unsupported": Rule("documents sent to a model whose inputs lack DOCUMENT"),
+    "output_config_on_gpt": Rule(
+        "additionalModelRequestFields.output_config for a model whose effort is `reasoning`",
+        body={"message": "Improperly formed request.", "reason": "REQUEST_BODY_INVALID"},
+    ),
     "unsupported_request_fields": Rule(
         "additionalModelRequestFields not allowed by the model's schema"
     ),
@@ -271,6 +280,8 @@ def _check_tools(tools: list[Any]) -> set[str]:
         schema = _object(_object(spec.get("inputSchema")).get("json"))
         if _has_null(schema) or not _schema_types_are_strings(schema):
             raise _Broken("invalid_tool_schema")
+        if schema.get("type") != "object" or any(key in schema for key in _COMBINATORS):
+            raise _Broken("tool_schema_not_object")  # capabilities §9
         declared.add(name.lower())
     return declared
 
@@ -426,9 +437,15 @@ def _result_has_image(result: dict[str, Any]) -> bool:
 
 
 def _check_request_fields(fields: Any, model: Model) -> None:
+    """The fields the model's schema allows; GPT-5.6 names Claude's effort field with its own
+    reason (capabilities §9)."""
     if fields is None:
         return
     schema = model.request_fields_schema
+    allowed = schema.get("properties", {}) if schema is not None else {}
+    gpt = "reasoning" in allowed and "output_config" not in allowed
+    if gpt and isinstance(fields, dict) and "output_config" in fields:
+        raise _Broken("output_config_on_gpt")
     if schema is None or not _conforms(fields, schema):
         raise _Broken("unsupported_request_fields")
 
