@@ -463,3 +463,24 @@ def test_count_tokens_judges_the_model_and_the_keys_scope(daemon: DaemonProcess)
     assert refused.status_code == 403
     unknown = call(daemon, "POST", path, {**body, "model": "llama-9-ultra"})
     assert (unknown.status_code, unknown.json()["error"]["type"]) == (404, "not_found_error")
+
+
+def test_v1_models_in_the_anthropic_sdks_shape_and_the_openais(daemon: DaemonProcess) -> None:
+    with anthropic.Anthropic(base_url=daemon.base_url, api_key=daemon.api_key, max_retries=0) as c:
+        listed = {model.id: model for model in c.models.list()}
+        one = c.models.retrieve("opus")
+    sonnet = listed["claude-sonnet-4-6"]
+    assert (sonnet.max_input_tokens, sonnet.max_tokens) == (1_000_000, 64_000)  # the fake's
+    assert (sonnet.line, sonnet.lifecycle, sonnet.display_name) == (
+        "sonnet",
+        "active",
+        "Claude Sonnet 4.6",
+    )
+    assert listed["gpt-5.6-sol"].line is None
+    assert (one.id, one.max_input_tokens, one.line) == ("claude-opus-4-8", 1_000_000, "opus")
+    with openai.OpenAI(
+        base_url=f"{daemon.base_url}/v1", api_key=daemon.api_key, max_retries=0
+    ) as o:
+        rows = {model.id: model.model_dump() for model in o.models.list()}
+    assert rows["claude-sonnet-4-6"]["owned_by"] == "anthropic"
+    assert "max_input_tokens" not in rows["claude-sonnet-4-6"]  # the OpenAI shape as before

@@ -12,6 +12,7 @@ from typing import Any
 
 from aiohttp import web
 
+from kirod.canonical.model_names import parse_name
 from kirod.canonical.models import ListedModel, ModelCatalog, public_models
 from kirod.errors import ApiError, ErrorKind
 from kirod.http.ingress import API_KEY_ID
@@ -27,9 +28,12 @@ async def _catalog(request: web.Request) -> ModelCatalog:
     return (await request.app[SERVICES].models.offers()).catalog
 
 
-def _entry(listed: ListedModel) -> dict[str, Any]:
+def _entry(listed: ListedModel, anthropic: bool) -> dict[str, Any]:
+    """One model in both SDKs' shapes; an Anthropic client (it sends `anthropic-version`) also
+    gets the fields its SDK's ModelInfo reads: `max_input_tokens`, `max_tokens`, `lifecycle`
+    and the Claude `line`."""
     owner = "anthropic" if listed.id.startswith("claude") else "kiro"
-    return {
+    entry: dict[str, Any] = {
         "id": listed.id,
         "object": "model",
         "created": CREATED,
@@ -41,6 +45,19 @@ def _entry(listed: ListedModel) -> dict[str, Any]:
         "max_output_tokens": listed.info.max_output_tokens,
         "kiro_id": listed.info.kiro_id,
     }
+    if anthropic:
+        name = parse_name(listed.info.kiro_id)
+        entry.update(
+            max_input_tokens=listed.info.context_window,
+            max_tokens=listed.info.max_output_tokens,
+            lifecycle="active",
+            line=name.line if name.vendor == "claude" else None,
+        )
+    return entry
+
+
+def _anthropic(request: web.Request) -> bool:
+    return "anthropic-version" in request.headers
 
 
 def _visible(request: web.Request, catalog: ModelCatalog) -> list[ListedModel]:
@@ -50,7 +67,8 @@ def _visible(request: web.Request, catalog: ModelCatalog) -> list[ListedModel]:
 
 
 async def list_models(request: web.Request) -> web.Response:
-    rows = [_entry(listed) for listed in _visible(request, await _catalog(request))]
+    shape = _anthropic(request)
+    rows = [_entry(listed, shape) for listed in _visible(request, await _catalog(request))]
     after = request.query.get("after_id")
     if after is not None:
         ids = [row["id"] for row in rows]
@@ -88,4 +106,4 @@ async def get_model(request: web.Request) -> web.Response:
             code="model_not_found",
             param="model",
         )
-    return web.json_response(_entry(ListedModel(info.public_id, info)))
+    return web.json_response(_entry(ListedModel(info.public_id, info), _anthropic(request)))
