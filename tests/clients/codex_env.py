@@ -35,6 +35,9 @@ only bounds a hang."""
 
 CODE_MODE_MODEL = "gpt-5.6-sol"
 """A slug Codex's bundled catalog marks `tool_mode: code_mode_only` (clients.md §2.3b)."""
+DEFAULT_MODEL = "gpt-6.2-sol"
+"""What 0.171.0 asks for with no `model` line: its catalog's first (`codex debug models`:
+priority 1, `tool_mode: code_mode_only`); Kiro offers no such model."""
 CLAUDE_MODEL = "claude-sonnet-4-6"
 """A model Codex does not know: the classic shape, top-level function tools."""
 
@@ -86,7 +89,7 @@ def _toml_value(value: Any) -> str:
 
 
 def config_toml(
-    model: str,
+    model: str | None,
     base_url: str,
     *,
     provider_name: str = "kirod",
@@ -96,11 +99,13 @@ def config_toml(
 ) -> str:
     """`config.toml` for a provider `kirod` at `base_url` (kirod's root, without `/v1`).
 
-    `provider_name` is what Codex compares with "OpenAI" to choose remote compaction;
+    `model=None` writes no `model` line, as many users do: Codex then asks for its catalog's
+    first model. `provider_name` is what Codex compares with "OpenAI" to choose remote compaction;
     `websockets=None` leaves `supports_websockets` unset; `settings` are more top-level keys
     (e.g. `model_auto_compact_token_limit`); `tables` more tables (`features`, `analytics`).
     """
-    lines = [f"model = {_toml_value(model)}", 'model_provider = "kirod"']
+    lines = [f"model = {_toml_value(model)}"] if model is not None else []
+    lines.append('model_provider = "kirod"')
     lines += [f"{key} = {_toml_value(value)}" for key, value in (settings or {}).items()]
     provider: dict[str, Any] = {
         "name": provider_name,

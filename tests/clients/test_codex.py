@@ -25,6 +25,7 @@ written by `python tests/clients/capture.py --client codex`) are sanitized and s
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 import sys
@@ -43,7 +44,7 @@ import capture
 import codex_env
 import install
 from cc_env import access_lines, wait_until
-from codex_env import CLAUDE_MODEL, CODE_MODE_MODEL, Binary, Codex
+from codex_env import CLAUDE_MODEL, CODE_MODE_MODEL, DEFAULT_MODEL, Binary, Codex
 
 CANARY = "The canary sings at 04:51 in room 7."
 FINAL = "The note is about a canary."
@@ -78,6 +79,8 @@ CODE_MODE = Shape(
     "custom_tool_call",
     "custom_tool_call_output",
 )
+DEFAULT = dataclasses.replace(CODE_MODE, model=DEFAULT_MODEL)
+"""No `model` line: code mode on Codex's default slug, served by the newest GPT of its tier."""
 CLASSIC = Shape(
     CLAUDE_MODEL,
     "claude-sonnet-4.6",
@@ -108,7 +111,7 @@ def make_codex(
     made: list[Codex] = []
 
     def make(
-        model: str,
+        model: str | None,
         *,
         websockets: bool = False,
         provider_name: str = "kirod",
@@ -193,7 +196,7 @@ def assert_tool_round_trip(
         assert current_message(body)["modelId"] == shape.upstream_model
     declared = upstream_tools(first)
     assert shape.tool in declared, sorted(declared)
-    if shape is CODE_MODE:  # a freeform tool goes to Kiro as a JSON tool with one string
+    if shape.item == "custom_tool_call":  # a freeform tool goes to Kiro as a JSON tool
         schema = declared[shape.tool]["inputSchema"]["json"]
         assert set(schema["properties"]) == {"input"}, schema
         assert schema["properties"]["input"]["type"] == "string", schema
@@ -210,7 +213,7 @@ def assert_tool_round_trip(
     calls = [item for item in rollout if item["type"] == shape.item]
     assert len(calls) == 1, [item["type"] for item in rollout]
     call = calls[0]
-    if shape is CODE_MODE:
+    if shape.item == "custom_tool_call":
         assert (call["name"], call.get("namespace"), call["input"]) == ("exec", "functions", SOURCE)
     else:
         assert call["name"] == "exec_command"
@@ -240,6 +243,25 @@ def test_tool_round_trip_over_http(
     assert [line["status"] for line in turns] == ["200", "200"], lines
     assert {line["upstream_model"] for line in turns} == {shape.upstream_model}
     assert [line for line in lines if line["method"] == "GET"] == [], "no WebSocket attempt"
+
+
+def test_no_model_line_runs_code_mode_on_codexs_default_served_by_its_tier(
+    make_codex: MakeCodex, service: FakeKiro, daemon: DaemonProcess
+) -> None:
+    """The config most users write: a provider and no `model`. Codex asks for its catalog's
+    first slug; kirod serves it with the newest offered GPT of the same tier, and says so."""
+    codex = make_codex(None)
+    (codex.workdir / "notes.txt").write_text(CANARY + "\n")
+    script_tool_round_trip(service, DEFAULT)
+    mark = len(daemon.log())
+    run = codex.run("What does notes.txt say?")
+    assert_tool_round_trip(codex, run, service, DEFAULT)
+    lines = new_access_lines(daemon, mark)
+    turns = http_turns(lines)
+    assert [line["status"] for line in turns] == ["200", "200"], show(lines)
+    assert {line["upstream_model"] for line in turns} == {"gpt-5.6-sol"}, show(lines)
+    substituted = [line for line in daemon.log().splitlines() if "model_substituted" in line]
+    assert any(f"requested={DEFAULT_MODEL} " in line and "via=tier" in line for line in substituted)
 
 
 # -- the same over WebSocket --------------------------------------------------------------------
