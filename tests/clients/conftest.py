@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 
 from kirod.testing.daemon import DaemonProcess
-from kirod.testing.fake_kiro import FakeKiro, ThreadedFake
+from kirod.testing.fake_kiro import DEFAULT_MODELS, FABLE_MODELS, FakeKiro, ThreadedFake
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "integration"))
@@ -76,7 +76,8 @@ def pytest_terminal_summary(terminalreporter: Any) -> None:
 
 @pytest.fixture(scope="module")
 def fake() -> Iterator[ThreadedFake]:
-    with ThreadedFake() as server:
+    """The fake Kiro with a catalog that also offers Fable, Claude Code's fourth line."""
+    with ThreadedFake(FakeKiro(models=DEFAULT_MODELS + FABLE_MODELS)) as server:
         yield server
 
 

@@ -44,7 +44,7 @@ MODEL = "claude-sonnet-4-6"
 """A model id Kiro offers as such (as `claude-sonnet-4.6`)."""
 DEFAULT = None
 """No `--model`: what Claude Code picks by itself (`claude-opus-5-5` in 2.1.332)."""
-FAMILY = re.compile(r"claude-(opus|sonnet|haiku)-(\d+)(?:\.(\d+))?")
+FAMILY = re.compile(r"claude-([a-z]+)-(\d+)(?:\.(\d+))?")
 
 
 def model_args(model: str | None) -> list[str]:
@@ -171,6 +171,33 @@ def test_read_tool_round_trip(
     assert [entry["toolUseId"] for entry in results] == [tool_use[0]["toolUseId"]]
     assert results[0]["status"] == "success"
     assert canary in json.dumps(results[0]["content"])
+
+
+def test_a_subagent_asked_for_fable_is_served_by_the_newest_fable(
+    claude: ClaudeCode, service: FakeKiro
+) -> None:
+    """The main model (Claude Code's default) delegates with the Agent tool's `model: fable`;
+    Claude Code sends the subagent's turn as its own fable id (`claude-fable-5-2` in 2.1.332),
+    which Kiro does not list: the newest Fable the account offers serves it."""
+    agent = {
+        "description": "Answer for me",
+        "prompt": "Reply with the word FABLED.",
+        "subagent_type": "general-purpose",
+        "model": "fable",
+        "run_in_background": False,
+    }
+    service.enqueue(
+        Reply(text="Delegating.", tool_calls=(ToolCall("Agent", agent),)),
+        Reply(text="FABLED"),
+        Reply(text="The subagent said FABLED."),
+    )
+    run = claude.run("Delegate this.", "--allowedTools", "Agent", "--max-turns", "4")
+    result = run.succeeded()
+    assert result["result"] == "The subagent said FABLED.", run.describe()
+    main, sub, back = upstream_models(service)
+    assert (main, back) == (newest(service, "opus"), newest(service, "opus"))
+    assert sub == newest(service, "fable") == "claude-fable-5.1"
+    assert "Reply with the word FABLED." in current_message(chats(service)[1])["content"]
 
 
 # -- thinking -----------------------------------------------------------------------------------
