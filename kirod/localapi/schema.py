@@ -610,7 +610,31 @@ class Substitution:
 
     requested: str
     served: str
-    via: str  # how: "alias" or "family"
+    via: str  # how: "alias", "family" (Claude line), "tier" or "newest" (GPT)
+
+
+@dataclass(frozen=True)
+class ClientModelRow:
+    """An id a supported client sends by default, and what serves it now (None: nothing)."""
+
+    client: str
+    role: str
+    id: str
+    served: str | None
+    via: str | None
+    why: str
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> ClientModelRow:
+        served, via = data.get("served"), data.get("via")
+        return cls(
+            client=str(data["client"]),
+            role=str(data["role"]),
+            id=str(data["id"]),
+            served=None if served is None else str(served),
+            via=None if via is None else str(via),
+            why=str(data.get("why") or ""),
+        )
 
 
 @dataclass(frozen=True)
@@ -624,6 +648,7 @@ class Models:
     aliases: dict[str, str]
     families: dict[str, str]  # family word → the Kiro id it resolves to
     substitutions: tuple[Substitution, ...]
+    clients: tuple[ClientModelRow, ...]
     document: dict[str, Any] = field(repr=False, compare=False)
 
     def to_json(self) -> dict[str, Any]:
@@ -641,6 +666,7 @@ class Models:
                 Substitution(str(s["requested"]), str(s["served"]), str(s["via"]))
                 for s in data.get("substitutions") or ()
             ),
+            clients=tuple(ClientModelRow.from_json(row) for row in data.get("clients") or ()),
             document=data,
         )
 

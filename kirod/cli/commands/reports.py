@@ -48,8 +48,8 @@ def _substitutes(app: App, listing: Models) -> None:
     rows += [(s.requested, s.served, f"{s.via}, served") for s in listing.substitutions]
     if listing.fallback == "family":
         app.out.print(
-            "\nIds no account offers are served by the newest model of their Claude family "
-            '(model_fallback = "family").'
+            "\nIds no account offers are served by the newest model of their Claude line, or "
+            'of their GPT tier, else the newest GPT (model_fallback = "family").'
         )
     else:
         app.out.print('\nIds no account offers are answered 404 (model_fallback = "strict").')
@@ -58,6 +58,13 @@ def _substitutes(app: App, listing: Models) -> None:
         for row in rows:
             grid.add_row(*row)
         app.out.print(grid)
+    if listing.clients:
+        app.out.print("\nWhat the clients send by default, and what serves it now:")
+        clients = render.Grid("CLIENT", "AS", "ASKS FOR", "SERVED BY", "WHY")
+        for client in listing.clients:
+            served = client.served or "404"
+            clients.add_row(client.client, client.role, client.id, served, client.why)
+        app.out.print(clients)
 
 
 def parse_since(value: str, now: float | None = None) -> float:
