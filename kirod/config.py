@@ -380,9 +380,9 @@ OPTIONS: tuple[Option, ...] = (
     Option(
         "model_fallback",
         Kind.CHOICE,
-        "How a model id no account offers is served (claude-opus-5-5, claude-sonnet-6, opus): "
-        "by the newest model of the same Claude family the account offers (family), or answered "
-        "with 404 (strict).",
+        "How a model id no account offers is served (claude-opus-5-5, fable, gpt-6.2-sol): by "
+        "the newest offered model of its Claude line, or of its GPT tier, else the newest GPT "
+        "(family), or answered with 404 (strict).",
         "family",
         choices=("family", "strict"),
     ),
