@@ -6,6 +6,9 @@ alerts for one owned task, so that no request ever waits on a webhook. Events:
 
 - `account_suspended`, `account_needs_login`, `account_needs_profile`, `account_disabled`
   (by kirod or by a person: the reason says which), `account_exhausted`;
+- `account_flagged`: Kiro flagged suspicious activity and limits the account, which rests for
+  hours (`cooling_down`, with `until`); not told again when a trial after the rest finds it
+  still flagged;
 - `account_recovered`: an account back to `active` from one of those;
 - `all_accounts_down`: no account left that serves or will by itself (a cool-down ends alone,
   so it is usable here and never alerts); `accounts_recovered`: one serves again;
@@ -36,6 +39,7 @@ from typing import Any
 import aiohttp
 
 from kirod import __version__, log
+from kirod.accounts.health import is_flagged
 from kirod.config import Webhook
 from kirod.localapi.schema import AlertDelivery, AlertTest
 from kirod.storage.accounts import AccountRecord, StatusChange
@@ -196,6 +200,8 @@ class Alerts:
         account = self._account(change)
         if change.after in ALERTING and change.after != change.before:
             self._put(ALERTING[change.after], account)
+        elif change.after == "cooling_down" and is_flagged(change.reason):
+            self._put("account_flagged", account)
         elif change.after == "active" and change.before in ALERTING:
             self._put("account_recovered", account)
         if not self._statuses:

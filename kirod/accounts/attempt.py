@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import logging
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -289,13 +290,24 @@ class Attempts:
         api_error = error.to_api_error()
         if not failure.retryable:
             return api_error
-        await self.pool.failed(
+        after = await self.pool.failed(
             lease.account_id,
             failure,
             detail=detail,
             retry_after_s=error.retry_after_s,
             rejected_token=rejected_token,
         )
+        if failure is Failure.SUSPICIOUS:
+            api_error = _resting_until(api_error, after)
         if failure is Failure.QUOTA:
             await self.probes.confirm_quota(lease.account_id)
         return Retry(api_error, failure)
+
+
+def _resting_until(error: ApiError, after: AccountRecord | None) -> ApiError:
+    """A flagged account's error, naming when its rest ends (Retry-After is left to the
+    pool: another account may be back sooner)."""
+    if after is None or after.status != "cooling_down" or after.status_until is None:
+        return error
+    when = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(after.status_until))
+    return ApiError(error.kind, f"{error.message} until {when}", code=error.code)

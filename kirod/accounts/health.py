@@ -7,16 +7,19 @@ as it is then, so a decision never overrides a newer one it did not see.
     active ──failure──▶ cooling_down (60 s * 2^(k-1), cap 24 h; 429 honours Retry-After)
        ▲                    │ until passed: one half-open trial request
        └─────success────────┘ trial failure: k+1, longer cool-down
-    402 / MONTHLY_REQUEST_COUNT ─▶ exhausted, until a usage probe shows credits again
+    429 "suspicious activity" ─▶ cooling_down 6 h (Kiro limits the account while it investigates)
+    402 / MONTHLY_REQUEST_COUNT / OVERAGE_REQUEST_LIMIT_EXCEEDED ─▶ exhausted, until a usage
+                                    probe shows credits again
     403 suspended ─▶ suspended (by hand: enable)     refresh token dead ─▶ needs_login
     5 consecutive rejections of fresh credentials ─▶ disabled
 
 Transient failures (a server error, a broken stream, the network, a capacity error without
 Retry-After) say little about the account: like Envoy's outlier detection, the breaker opens
 only after `threshold` consecutive ones (`breaker_consecutive_failures`), so one glitch never
-takes a user's only account out. Failures that are the account's (throttled, quota, suspended,
-rejected credentials, forbidden) act at once. A cool-down opened by transient failures is marked
-`transient`, which lets the pool's panic mode try it before it ends when nothing else is left.
+takes a user's only account out. Failures that are the account's (throttled, flagged for
+suspicious activity, quota, suspended, rejected credentials, forbidden) act at once. A cool-down
+opened by transient failures is marked `transient`, which lets the pool's panic mode try it
+before it ends when nothing else is left.
 Failures of the request itself (bad request, context too long, unknown model) do not touch health.
 """
 
@@ -32,6 +35,14 @@ BASE_COOLDOWN_S = 60.0
 MAX_COOLDOWN_S = 24 * 3600.0
 AUTH_FAILURE_LIMIT = 5
 DEFAULT_THRESHOLD = 3  # consecutive transient failures that open the breaker
+# Kiro's "temporary limits" on a flagged account last hours, and peers saw a day of waiting not
+# lift them (kirodotdev/Kiro#8716): a try every few hours learns when they end without adding to
+# the traffic that drew them.
+SUSPICIOUS_REST_S = 6 * 3600.0
+FLAGGED_REASON = (
+    f"rested {SUSPICIOUS_REST_S / 3600:g} h: Kiro flagged suspicious activity and limits how often "
+    "the account may send requests"
+)
 
 _TRANSIENT = frozenset({Failure.SERVER, Failure.PROTOCOL, Failure.NETWORK, Failure.TIMEOUT})
 
@@ -88,6 +99,11 @@ def is_transient(failure: Failure, retry_after_s: float | None) -> bool:
     return failure in _TRANSIENT or (failure is Failure.CAPACITY and retry_after_s is None)
 
 
+def is_flagged(reason: str | None) -> bool:
+    """Whether a cool-down's reason is a rest after Kiro flagged the account."""
+    return reason == FLAGGED_REASON
+
+
 def current_status(status: Status, until: float | None, now: float) -> Status:
     """The status as of `now`: a cool-down whose time is up is active again (its next request
     is the breaker's trial), without waiting for a request to write that down."""
@@ -129,6 +145,17 @@ def after_failure(
     if _SEVERITY[state.status] > _SEVERITY["cooling_down"]:
         return noted
     failures = state.failures + 1
+    if failure is Failure.SUSPICIOUS:
+        # Not Kiro's Retry-After (seconds, if any): the limits outlast it, and a try sooner
+        # only adds to them.
+        return dataclasses.replace(
+            noted,
+            status="cooling_down",
+            reason=FLAGGED_REASON,
+            until=now + SUSPICIOUS_REST_S,
+            failures=failures,
+            transient=False,
+        )
     auth_failures = state.auth_failures + 1 if failure is Failure.BEARER else state.auth_failures
     if auth_failures >= AUTH_FAILURE_LIMIT:
         return dataclasses.replace(

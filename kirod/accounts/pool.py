@@ -428,6 +428,9 @@ class AccountPool:
         if not states:
             code = "no_available_accounts"
             message = f"no other Kiro account is available{back}"
+        elif only == "cooling_down" and all(health.is_flagged(state.reason) for state in states):
+            code = "accounts_cooling_down"
+            message = f"all Kiro accounts are resting: Kiro flagged suspicious activity{back}"
         elif only == "cooling_down":
             code = "accounts_cooling_down"
             message = f"all Kiro accounts are cooling down after upstream failures{back}"
@@ -476,9 +479,10 @@ class AccountPool:
         detail: str,
         retry_after_s: float | None = None,
         rejected_token: str | None = None,
-    ) -> None:
-        """An attempt failed before any output. A credential rejection counts only while the
-        rejected token is still the stored one (a new login since does not inherit it)."""
+    ) -> AccountRecord | None:
+        """An attempt failed before any output; the account as it is after. A credential
+        rejection counts only while the rejected token is still the stored one (a new login
+        since does not inherit it)."""
         now = self._clock()
 
         def decide(record: AccountRecord) -> AccountState | None:
@@ -495,9 +499,10 @@ class AccountPool:
                 threshold=self._threshold,
             )
 
-        await self._update(account_id, decide)
+        record = await self._update(account_id, decide)
         if failure is Failure.THROTTLED:
             self._share_backoff(account_id, retry_after_s, now)
+        return record
 
     def _share_backoff(self, account_id: str, retry_after_s: float | None, now: float) -> None:
         """Kiro throttled one entry of a login: hold the other entries of that login too."""

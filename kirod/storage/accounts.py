@@ -6,8 +6,9 @@ overwriting a newer refresh token. State changes (`update_state`) decide on the 
 the write transaction and write it back only at that generation, so a decision never applies to
 credentials it did not see and never brings back a removed account. Removed accounts are
 tombstoned: hidden, with credentials wiped. After each committed status change (a new account,
-a state decision, a login or profile that ends `needs_login`/`needs_profile`, a removal) the
-store tells its observers (`observe`), which is how alerts learn of them.
+a state decision that changes the status or its reason, a login or profile that ends
+`needs_login`/`needs_profile`, a removal) the store tells its observers (`observe`), which is how
+alerts learn of them.
 """
 
 from __future__ import annotations
@@ -128,7 +129,8 @@ class AccountRecord:
 
 @dataclass(frozen=True, slots=True)
 class StatusChange:
-    """A committed change of an account's status, as observers (alerts) are told it."""
+    """A committed change of an account's status (or of its reason), as observers (alerts)
+    are told it."""
 
     account_id: str
     label: str
@@ -196,8 +198,12 @@ class AccountStore:
         """Call `observer` after each committed status change (it must not block or raise)."""
         self._observers.append(observer)
 
-    def _changed(self, record: AccountRecord, before: Status | None) -> None:
-        if before == record.status:
+    def _changed(
+        self, record: AccountRecord, before: Status | None, reason: str | None = None
+    ) -> None:
+        """Tell of a new status, or of a new reason for the same one (`reason`: the one before):
+        a cool-down that turns into a rest after Kiro flagged the account alerts too."""
+        if before == record.status and reason == record.status_reason:
             return
         self._tell(
             StatusChange(
@@ -300,9 +306,10 @@ class AccountStore:
 
         unchanged = False
         before: Status | None = None
+        reason: str | None = None
 
         async def transaction(conn: aiosqlite.Connection) -> AccountRecord | None:
-            nonlocal unchanged, before
+            nonlocal unchanged, before, reason
             cursor = await conn.execute(
                 "SELECT * FROM accounts WHERE id = ? AND removed_at IS NULL", (account_id,)
             )
@@ -310,7 +317,7 @@ class AccountStore:
             if row is None:
                 return None
             record = _record(row)
-            before = record.status
+            before, reason = record.status, record.status_reason
             state = decide(record)
             if state is None or state == record.state:
                 unchanged = True
@@ -350,7 +357,7 @@ class AccountStore:
             if not unchanged:  # a decision that wrote nothing leaves the pool's view current
                 self.revision += 1
         if updated is not None and not unchanged:
-            self._changed(updated, before)
+            self._changed(updated, before, reason)
         return updated
 
     async def set_profile(

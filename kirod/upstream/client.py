@@ -127,6 +127,14 @@ def _retry_after(value: str | None) -> float | None:
     return None
 
 
+# The allowance is used up: the month's credits, or the overage limit on top of them.
+_QUOTA_REASONS = frozenset({"MONTHLY_REQUEST_COUNT", "OVERAGE_REQUEST_LIMIT_EXCEEDED"})
+# A 403 saying the account is locked: "temporarily is suspended. We've locked your account as a
+# security precaution" (kiro-protocol §4.2), or "... locked it as a security precaution"
+# (kirodotdev/Kiro#4963).
+_LOCKED_WORDS = ("suspended", "locked your account", "security precaution")
+
+
 def classify(status: int, headers: Mapping[str, str], body: bytes) -> UpstreamHttpError:
     """Turn an error response into a classified `UpstreamHttpError` (kiro-protocol §4)."""
     try:
@@ -152,7 +160,10 @@ def classify(status: int, headers: Mapping[str, str], body: bytes) -> UpstreamHt
     retry_after = _retry_after(headers.get("Retry-After"))
 
     failure: Failure
-    if status == 400:
+    if status == 402 or reason in _QUOTA_REASONS:
+        # Before the 400s: peers saw the overage limit come as a 400 as well as a 402.
+        failure = Failure.QUOTA
+    elif status == 400:
         if reason == "TOOL_SCHEMA_INVALID":  # capabilities §9, whatever the message says
             failure = Failure.BAD_REQUEST
         elif (
@@ -170,12 +181,14 @@ def classify(status: int, headers: Mapping[str, str], body: bytes) -> UpstreamHt
     elif status == 401 or (status == 403 and "bearer token" in lowered):
         failure = Failure.BEARER
     elif status == 403:
-        suspended = reason == "TEMPORARILY_SUSPENDED" or "suspended" in lowered
+        suspended = reason == "TEMPORARILY_SUSPENDED" or any(w in lowered for w in _LOCKED_WORDS)
         failure = Failure.SUSPENDED if suspended else Failure.FORBIDDEN
-    elif status == 402 or reason in ("MONTHLY_REQUEST_COUNT", "OVERAGE_REQUEST_LIMIT_EXCEEDED"):
-        failure = Failure.QUOTA
     elif reason in ("INSUFFICIENT_MODEL_CAPACITY", "MODEL_TEMPORARILY_UNAVAILABLE"):
         failure = Failure.CAPACITY
+    elif status == 429 and "suspicious activity" in lowered:
+        # "Due to suspicious activity, we are imposing temporary limits on how frequently your
+        # account ... can send a request" (capabilities §9): the account's, and for hours.
+        failure = Failure.SUSPICIOUS
     elif status == 429:
         failure = Failure.THROTTLED
     else:

@@ -41,8 +41,9 @@ class Failure(enum.Enum):
     SUSPENDED = "suspended"  # the account is locked; do not retry on it
     FORBIDDEN = "forbidden"  # not authorized (profile/region mismatch, feature)
     PROFILE_REQUIRED = "profile_required"  # the call needs a (valid) profile ARN this one lacks
-    QUOTA = "quota"  # monthly credits exhausted
+    QUOTA = "quota"  # monthly credits (or the overage limit on top) used up
     THROTTLED = "throttled"  # rate limited; honour Retry-After
+    SUSPICIOUS = "suspicious_activity"  # Kiro flagged the account and limits it: rest for hours
     CAPACITY = "capacity"  # the model is overloaded
     SERVER = "server"  # 5xx from Kiro
     NETWORK = "network"  # connection refused, reset, DNS
@@ -215,6 +216,12 @@ _RENDERINGS: dict[Failure, _Rendering] = {
         "Kiro is rate limiting this account; retry later",
         "upstream_rate_limited",
         retry=True,
+    ),
+    Failure.SUSPICIOUS: _Rendering(
+        ErrorKind.RATE_LIMIT,
+        "Kiro flagged suspicious activity on the Kiro account and limits how often it may send "
+        "requests; kirod rests the account",
+        "account_flagged",
     ),
     Failure.CAPACITY: _Rendering(
         ErrorKind.OVERLOADED,

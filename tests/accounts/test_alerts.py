@@ -24,6 +24,7 @@ from aiohttp import web
 
 from kirod import __version__
 from kirod.accounts.alerts import Alerts
+from kirod.accounts.health import FLAGGED_REASON
 from kirod.config import Webhook, load_settings
 from kirod.errors import ConfigError
 from kirod.log import FIELDS_ATTR
@@ -157,6 +158,24 @@ async def test_which_changes_alert_and_when_all_accounts_are_down() -> None:
     bodies = [json.loads(body) for _, body in receiver.received]
     assert bodies[0]["account"]["reason"] == "disabled by the user"
     assert bodies[4]["account"]["id"] == "a1"
+
+
+async def test_a_flagged_account_alerts_when_its_rest_begins() -> None:
+    async with Receiver() as receiver, Alerts([Webhook(receiver.url)]) as alerts:
+        seeded(alerts, a1="active", a2="active")
+        alerts.changed(change("active", "cooling_down", "a1", reason=FLAGGED_REASON))
+        throttled = "rate limited by Kiro (1 consecutive failure)"
+        alerts.changed(change("active", "cooling_down", "a2", reason=throttled))  # routine
+        # A throttle's cool-down that Kiro's next answer turns into a rest (the store tells
+        # a new reason for the same status).
+        alerts.changed(change("cooling_down", "cooling_down", "a2", reason=FLAGGED_REASON))
+        await receiver.wait_for(2)
+        await asyncio.sleep(0.1)  # a rest is usable later: no "all accounts down"
+    assert receiver.events() == ["account_flagged", "account_flagged"]
+    bodies = [json.loads(body) for _, body in receiver.received]
+    assert [body["account"]["id"] for body in bodies] == ["a1", "a2"]
+    assert bodies[0]["account"]["status"] == "cooling_down"
+    assert bodies[0]["account"]["reason"].startswith("rested 6 h: Kiro flagged suspicious")
 
 
 async def test_a_failing_webhook_is_retried_with_backoff_until_it_takes_the_alert(
@@ -297,6 +316,10 @@ async def test_the_store_tells_its_observer_each_committed_status_change(tmp_pat
         )
         await store.update_state(record.id, lambda r: AccountState("needs_login", "rejected"))
         await store.update_state(record.id, lambda r: None)  # no decision, no change
+        await store.update_state(record.id, lambda r: AccountState("needs_login", "again"))
+        await store.update_state(  # the same status and reason: nothing to tell
+            record.id, lambda r: AccountState("needs_login", "again", failures=1)
+        )
         fresh = await store.get(record.id)
         assert fresh is not None
         await store.update_credentials(record.id, {"refresh_token": "new"}, fresh.generation)
@@ -308,6 +331,7 @@ async def test_the_store_tells_its_observer_each_committed_status_change(tmp_pat
     assert seen == [
         (None, "active", None),
         ("active", "needs_login", "rejected"),
+        ("needs_login", "needs_login", "again"),  # a new reason is told too
         ("needs_login", "active", None),
         ("active", "needs_profile", "none"),
         ("needs_profile", "active", None),

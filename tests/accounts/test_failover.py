@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -27,6 +28,8 @@ RECOVERABLE = [
     (Script(fault=Fault.INTERNAL_500), "server", "active"),
     (Script(fault=Fault.SUSPENDED_403), "suspended", "suspended"),
     (Script(fault=Fault.QUOTA_402), "quota", "active"),  # the usage probe finds credits
+    (Script(fault=Fault.OVERAGE_400), "quota", "active"),  # a 400, yet the account's quota
+    (Script(fault=Fault.SUSPICIOUS_429), "suspicious_activity", "cooling_down"),
     (Script(fault=Fault.MIDSTREAM_EXCEPTION, fault_at=0), "throttled", "cooling_down"),
     (Script(fault=Fault.EMPTY_STREAM), "server", "active"),
     (Script(fault=Fault.CONNECTION_CUT, fault_at=0), "protocol", "active"),
@@ -220,6 +223,68 @@ async def test_no_panic_for_an_account_out_for_its_own_reasons(tmp_path: Path) -
         assert again.value.code == "accounts_cooling_down"
         assert int(again.value.headers["Retry-After"]) in (29, 30)
         assert len(env.chats()) == 1
+
+
+FLAGGED = (
+    "rested 6 h: Kiro flagged suspicious activity and limits how often the account may send "
+    "requests"
+)
+SIX_HOURS = 6 * 3600
+
+
+async def test_a_flagged_account_rests_for_hours_while_the_other_serves(tmp_path: Path) -> None:
+    async with pool_env(tmp_path) as env:
+        first, second = await env.add_accounts(2)
+        env.fake.enqueue(
+            Script(fault=Fault.SUSPICIOUS_429, retry_after_s=2), account_id=env.fake_ids[first.id]
+        )
+        events = await env.complete()
+        assert "".join(e.text for e in events if isinstance(e, TextDelta))
+        assert env.chats() == [first.id, second.id]
+        rested = await env.state(first.id)
+        assert (rested.status, rested.status_reason) == ("cooling_down", FLAGGED)
+        assert rested.status_until is not None
+        assert rested.status_until - env.clock() == pytest.approx(SIX_HOURS, abs=5)  # not 2 s
+        assert rested.last_error == "suspicious_activity: HTTP 429"
+        # Hours later the flagged account is still left alone, panic mode or not.
+        env.clock.advance(SIX_HOURS - 60)
+        env.fake.clear_requests()
+        for _ in range(2):
+            await env.complete()
+        assert env.chats() == [second.id, second.id]
+        assert (await env.state(first.id)).status == "cooling_down"
+
+
+async def test_the_only_account_flagged_tells_the_client_it_rests_and_until_when(
+    tmp_path: Path,
+) -> None:
+    async with pool_env(tmp_path) as env:
+        account = await env.add_account()
+        env.fake.enqueue(Script(fault=Fault.SUSPICIOUS_429, retry_after_s=2))
+        with pytest.raises(ApiError) as error:
+            await env.complete()
+        until = (await env.state(account.id)).status_until
+        assert until is not None
+        when = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(until))
+        assert (error.value.kind, error.value.code) == (ErrorKind.RATE_LIMIT, "account_flagged")
+        assert error.value.message == (
+            "Kiro flagged suspicious activity on the Kiro account and limits how often it may "
+            f"send requests; kirod rests the account until {when}"
+        )
+        assert int(error.value.headers["Retry-After"]) in (SIX_HOURS - 1, SIX_HOURS)
+        # The next request is refused without asking Kiro, and says why.
+        with pytest.raises(ApiError) as again:
+            await env.complete()
+        assert again.value.code == "accounts_cooling_down"
+        assert again.value.message.startswith(
+            "all Kiro accounts are resting: Kiro flagged suspicious activity; the first is back"
+        )
+        assert int(again.value.headers["Retry-After"]) in (SIX_HOURS - 1, SIX_HOURS)
+        assert len(env.chats()) == 1
+        refused, flagged = await env.oplog.entries()  # the newest first
+        assert (flagged.status, flagged.error) == (429, "account_flagged")
+        assert [a.outcome for a in flagged.attempts] == ["suspicious_activity"]
+        assert (refused.error, refused.attempts) == ("accounts_cooling_down", ())
 
 
 async def test_bearer_rejection_refreshes_once_on_the_same_account(tmp_path: Path) -> None:

@@ -115,6 +115,32 @@ def test_throttling_honours_retry_after() -> None:
     assert without.until == NOW + 60
 
 
+def test_a_flagged_account_rests_for_hours_whatever_kiro_s_retry_after() -> None:
+    for state in (ACTIVE, AccountState(failures=2), AccountState("cooling_down", "x", NOW - 1)):
+        rested = fail(state, Failure.SUSPICIOUS, retry_after_s=2)
+        assert rested is not None
+        assert (rested.status, rested.until, rested.transient) == (
+            "cooling_down",
+            NOW + 6 * 3600,
+            False,  # the account's own: panic mode does not try it early
+        )
+        assert rested.reason == (
+            "rested 6 h: Kiro flagged suspicious activity and limits how often the account may "
+            "send requests"
+        )
+        assert health.is_flagged(rested.reason)
+        assert rested.failures == state.failures + 1
+        assert eligibility(rested, NOW + 6 * 3600 - 1) is Eligibility.NO
+        assert eligibility(rested, NOW + 6 * 3600) is Eligibility.TRIAL
+    assert not health.is_flagged("rate limited by Kiro (1 consecutive failure)")
+    assert not health.is_flagged(None)
+    for status in ("exhausted", "suspended", "disabled"):
+        state = AccountState(status, "why")  # type: ignore[arg-type]
+        after = fail(state, Failure.SUSPICIOUS)
+        assert after is not None
+        assert (after.status, after.reason) == (status, "why")
+
+
 def test_a_success_below_the_threshold_resets_the_count() -> None:
     noted = fail(ACTIVE, Failure.NETWORK)
     assert noted is not None

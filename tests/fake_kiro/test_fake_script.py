@@ -35,6 +35,8 @@ MODELS = {model.model_id: model for model in DEFAULT_MODELS}
 WEATHER = ToolCall("get_weather", {"city": "Paris", "unit": "C"})
 HTTP_FAULTS = {
     Fault.QUOTA_402,
+    Fault.OVERAGE_400,
+    Fault.SUSPICIOUS_429,
     Fault.THROTTLE_429,
     Fault.THROTTLE_429_NO_RETRY_AFTER,
     Fault.CAPACITY_429,
@@ -410,7 +412,9 @@ def test_only_http_faults_fail_before_streaming() -> None:
     ("fault", "status", "error_type", "reason"),
     [
         (Fault.QUOTA_402, 402, "ServiceQuotaExceededException", "MONTHLY_REQUEST_COUNT"),
+        (Fault.OVERAGE_400, 400, "ServiceQuotaExceededException", "OVERAGE_REQUEST_LIMIT_EXCEEDED"),
         (Fault.THROTTLE_429, 429, "ThrottlingException", None),
+        (Fault.SUSPICIOUS_429, 429, "ThrottlingException", None),
         (Fault.THROTTLE_429_NO_RETRY_AFTER, 429, "ThrottlingException", None),
         (Fault.CAPACITY_429, 429, "ThrottlingException", "INSUFFICIENT_MODEL_CAPACITY"),
         (Fault.SUSPENDED_403, 403, "AccessDeniedException", "TEMPORARILY_SUSPENDED"),
@@ -422,12 +426,23 @@ def test_http_fault_bodies(fault: Fault, status: int, error_type: str, reason: s
     result = failure(fault)
     assert (result.status, result.error_type, result.body["reason"]) == (status, error_type, reason)
     assert result.body["message"]
-    assert dict(result.headers) == ({"Retry-After": "7"} if fault is Fault.THROTTLE_429 else {})
+    retried = fault in (Fault.THROTTLE_429, Fault.SUSPICIOUS_429)
+    assert dict(result.headers) == ({"Retry-After": "7"} if retried else {})
 
 
 def test_suspension_names_the_user() -> None:
     message = failure(Fault.SUSPENDED_403).body["message"]
     assert "Your User ID (d-123.user) temporarily is suspended" in message
+
+
+def test_the_limits_on_a_flagged_account_name_it() -> None:
+    message = failure(Fault.SUSPICIOUS_429).body["message"]
+    assert message.startswith("Due to suspicious activity, we are imposing temporary limits")
+    assert "your account (d-123.user) can send a request" in message
+
+
+def test_the_overage_limit_says_so() -> None:
+    assert failure(Fault.OVERAGE_400).body["message"] == "You have reached the limit for overages."
 
 
 def test_bearer_invalid_body() -> None:

@@ -295,7 +295,9 @@ async def test_account_queues_come_first(served: Served, session: aiohttp.Client
     ("fault", "status", "retry_after"),
     [
         (Fault.QUOTA_402, 402, None),
+        (Fault.OVERAGE_400, 400, None),
         (Fault.THROTTLE_429, 429, "3"),
+        (Fault.SUSPICIOUS_429, 429, "3"),
         (Fault.THROTTLE_429_NO_RETRY_AFTER, 429, None),
         (Fault.CAPACITY_429, 429, None),
         (Fault.SUSPENDED_403, 403, None),

@@ -1,12 +1,15 @@
 """Alerts through the real daemon: its one account is suspended by the fake Kiro, the webhook (a
 real HTTP server on loopback) hears of it and of all accounts being down, re-enabling the account
-sends the recovery, and `kiroctl alerts test` reports each webhook's answer."""
+sends the recovery, and `kiroctl alerts test` reports each webhook's answer. An account Kiro
+flags for suspicious activity rests for hours: the client, the webhook and `kiroctl accounts
+list` are told why, and another account serves."""
 
 from __future__ import annotations
 
 import hashlib
 import hmac
 import json
+import re
 import shutil
 import socket
 import sys
@@ -181,3 +184,57 @@ def test_kiroctl_alerts_test_fails_when_a_webhook_is_down(
         assert "a webhook did not take the test alert" in shown.stderr
     finally:
         assert proc.stop() == 0
+
+
+def test_a_flagged_account_rests_alerts_and_says_why_then_another_serves(
+    fake: ThreadedFake, module_tmp: Path
+) -> None:
+    with Webhook() as hook:
+        hooks = json.dumps([{"url": hook.url}])
+        proc = start_daemon(module_tmp / "flagged", fake, {"KIROD_ALERTS_WEBHOOKS": hooks})
+        try:
+            flagged = import_account(proc, fake.fake.issue_social_account())
+            fake.fake.enqueue(Script(fault=Fault.SUSPICIOUS_429, retry_after_s=2))
+            with (
+                anthropic.Anthropic(
+                    base_url=proc.base_url, api_key=proc.api_key, max_retries=0
+                ) as claude,
+                pytest.raises(anthropic.RateLimitError) as refused,
+            ):
+                claude.messages.create(
+                    model=MODEL, max_tokens=50, messages=[{"role": "user", "content": "hi"}]
+                )
+            error = refused.value
+            assert isinstance(error.body, dict)
+            assert error.body["error"]["type"] == "rate_limit_error"
+            message = error.body["error"]["message"]
+            assert "Kiro flagged suspicious activity" in message
+            assert re.search(
+                r"kirod rests the account until \d{4}-\d\d-\d\d \d\d:\d\d UTC$", message
+            )
+            assert "investigate" not in message  # Kiro's own words (with the user id) stay out
+            assert int(error.response.headers["retry-after"]) in (6 * 3600 - 1, 6 * 3600)
+
+            [body] = hook.wait_for("account_flagged")  # a rest ends alone: nothing is "down"
+            assert body["account"]["id"] == flagged["id"]
+            assert body["account"]["status"] == "cooling_down"
+            assert body["account"]["until"] - time.time() == pytest.approx(6 * 3600, abs=60)
+
+            listed = kiroctl(proc, "accounts", "list")
+            assert listed.exit_code == 0, listed.output
+            assert "rested 6 h: Kiro flagged suspicious activity" in listed.output
+
+            # A second account serves what the first may not, and the first is left to rest.
+            other = fake.fake.issue_social_account()
+            import_account(proc, other)
+            fake.fake.clear_requests()
+            with anthropic.Anthropic(
+                base_url=proc.base_url, api_key=proc.api_key, max_retries=0
+            ) as claude:
+                answer = claude.messages.create(
+                    model=MODEL, max_tokens=50, messages=[{"role": "user", "content": "hi"}]
+                )
+            assert answer.content
+            assert [r.account_id for r in fake.fake.requests("chat")] == [other.account_id]
+        finally:
+            assert proc.stop() == 0

@@ -97,6 +97,25 @@ VARIANTS: tuple[Variant, ...] = (
         after="active",  # the usage probe that confirms a 402 found credits left
     ),
     Variant(
+        "overage_400",
+        Script(fault=Fault.OVERAGE_400),
+        "http",
+        "quota",  # a 400, yet the account's allowance, not the request's fault
+        ErrorKind.RATE_LIMIT,
+        "quota_exhausted",
+        after="active",  # the usage probe that confirms it found credits left
+    ),
+    Variant(
+        "suspicious_429",
+        Script(fault=Fault.SUSPICIOUS_429, retry_after_s=2),
+        "http",
+        "suspicious_activity",
+        ErrorKind.RATE_LIMIT,
+        "account_flagged",
+        retry_after=(6 * 3600 - 1, 6 * 3600),  # the account's rest, not Kiro's 2 s
+        after="cooling_down",
+    ),
+    Variant(
         "throttle_429_retry_after",
         Script(fault=Fault.THROTTLE_429, retry_after_s=2),
         "http",

@@ -31,7 +31,13 @@ from kirod.testing.fake_kiro import (
     running_fake,
 )
 from kirod.upstream import auth, login
-from kirod.upstream.client import ClientOptions, Endpoints, KiroClient, UpstreamAccount
+from kirod.upstream.client import (
+    ClientOptions,
+    Endpoints,
+    KiroClient,
+    UpstreamAccount,
+    classify,
+)
 from kirod.upstream.credentials import AuthKind, Credentials
 from kirod.upstream.errors import (
     Failure,
@@ -126,7 +132,9 @@ async def test_chat_stream_decodes_to_the_scripted_reply(
     ("fault", "failure", "retry_after"),
     [
         (Fault.QUOTA_402, Failure.QUOTA, None),
+        (Fault.OVERAGE_400, Failure.QUOTA, None),
         (Fault.THROTTLE_429, Failure.THROTTLED, 2.0),
+        (Fault.SUSPICIOUS_429, Failure.SUSPICIOUS, 2.0),
         (Fault.THROTTLE_429_NO_RETRY_AFTER, Failure.THROTTLED, None),
         (Fault.CAPACITY_429, Failure.CAPACITY, None),
         (Fault.SUSPENDED_403, Failure.SUSPENDED, None),
@@ -149,12 +157,76 @@ async def test_error_statuses_are_classified(
         await collect(client, account_from(tokens), chat_body("hi", tokens))
     assert error.value.failure is failure
     if retry_after is None:
-        assert fault is Fault.THROTTLE_429 or error.value.retry_after_s is None
+        assert error.value.retry_after_s is None
     else:
         assert error.value.retry_after_s == retry_after
     api = error.value.to_api_error()
     assert tokens.access_token not in api.message
     assert api.status != 401  # never the client's key
+
+
+def body(document: dict[str, object]) -> bytes:
+    return json.dumps(document).encode()
+
+
+SUSPICIOUS = (
+    "Due to suspicious activity, we are imposing temporary limits on how frequently your account "
+    "(d-9067c98495.1) can send a request to Kiro while we investigate."
+)
+LOCKED = (
+    "Your User ID (d-1) temporarily is suspended. We detected unusual user activity and locked it "
+    "as a security precaution."
+)
+
+
+@pytest.mark.parametrize(
+    ("status", "document", "failure"),
+    [
+        (429, {"message": SUSPICIOUS, "reason": None}, Failure.SUSPICIOUS),
+        (429, {"message": SUSPICIOUS.upper()}, Failure.SUSPICIOUS),
+        (429, {"error": {"message": SUSPICIOUS}}, Failure.SUSPICIOUS),
+        (
+            429,
+            {"message": "Too many requests, please wait before trying again."},
+            Failure.THROTTLED,
+        ),
+        (403, {"message": f"Suspended after {SUSPICIOUS}"}, Failure.SUSPENDED),  # not a 429
+        (500, {"message": SUSPICIOUS}, Failure.SERVER),
+        (
+            400,
+            {
+                "message": "You have reached the limit for overages.",
+                "reason": "OVERAGE_REQUEST_LIMIT_EXCEEDED",
+            },
+            Failure.QUOTA,
+        ),
+        (402, {"reason": "OVERAGE_REQUEST_LIMIT_EXCEEDED"}, Failure.QUOTA),
+        (429, {"error": {"reason": "OVERAGE_REQUEST_LIMIT_EXCEEDED"}}, Failure.QUOTA),
+        (400, {"message": "Improperly formed request.", "reason": None}, Failure.BAD_REQUEST),
+        (403, {"message": "Your account has been suspended."}, Failure.SUSPENDED),
+        (
+            403,
+            {"message": "We've locked your account as a security precaution."},
+            Failure.SUSPENDED,
+        ),
+        (403, {"message": LOCKED, "reason": None}, Failure.SUSPENDED),
+        (403, {"message": "User is not authorized to make this call."}, Failure.FORBIDDEN),
+    ],
+)
+def test_error_bodies_are_classified(
+    status: int, document: dict[str, object], failure: Failure
+) -> None:
+    assert classify(status, {}, body(document)).failure is failure
+
+
+def test_a_flagged_account_reads_as_resting_not_as_a_retry_after() -> None:
+    error = classify(429, {"Retry-After": "2"}, body({"message": SUSPICIOUS, "reason": None}))
+    api = error.to_api_error()
+    assert (api.status, api.code) == (429, "account_flagged")
+    assert "Retry-After" not in api.headers  # the rest is the pool's to tell, not Kiro's seconds
+    assert "suspicious activity" in api.message
+    assert "d-9067c98495" not in api.message  # Kiro's words, with the user id, stay out
+    assert error.detail == "HTTP 429"
 
 
 async def test_rejections_are_classified(fake: tuple[FakeKiro, str], client: KiroClient) -> None:

@@ -33,9 +33,11 @@ class Fault(enum.Enum):
     """Scriptable upstream misbehaviours; the value says what the client receives."""
 
     QUOTA_402 = "402 MONTHLY_REQUEST_COUNT"
+    OVERAGE_400 = "400 ServiceQuotaExceededException OVERAGE_REQUEST_LIMIT_EXCEEDED"
     THROTTLE_429 = "429 ThrottlingException with Retry-After"
     THROTTLE_429_NO_RETRY_AFTER = "429 ThrottlingException without Retry-After"
     CAPACITY_429 = "429 INSUFFICIENT_MODEL_CAPACITY"
+    SUSPICIOUS_429 = "429 suspicious activity: the account is limited (`retry_after_s` sent)"
     SUSPENDED_403 = "403 AccessDeniedException TEMPORARILY_SUSPENDED"
     BEARER_INVALID_403 = "403 bearer token invalid (server-side expiry)"
     SERVER_500 = "500 MODEL_TEMPORARILY_UNAVAILABLE"
@@ -333,6 +335,17 @@ def http_failure(script: Script, user_id: str) -> HttpFailure | None:
     if fault is Fault.QUOTA_402:
         body = {"message": "You have reached the limit.", "reason": "MONTHLY_REQUEST_COUNT"}
         return HttpFailure(402, body, "ServiceQuotaExceededException")
+    if fault is Fault.OVERAGE_400:
+        # Peers saw it as a 400 as well as a 402: the 400 is the one a status misreads.
+        body = {
+            "message": "You have reached the limit for overages.",
+            "reason": "OVERAGE_REQUEST_LIMIT_EXCEEDED",
+        }
+        return HttpFailure(400, body, "ServiceQuotaExceededException")
+    if fault is Fault.SUSPICIOUS_429:
+        # With a Retry-After, as throttling may carry (§4.2), which the account's rest outlasts.
+        retry = {"Retry-After": str(script.retry_after_s)}
+        return HttpFailure(429, suspicious_body(user_id), "ThrottlingException", retry)
     if fault in (Fault.THROTTLE_429, Fault.THROTTLE_429_NO_RETRY_AFTER):
         body = {"message": "Too many requests, please wait before trying again.", "reason": None}
         retry = {"Retry-After": str(script.retry_after_s)} if fault is Fault.THROTTLE_429 else {}
@@ -374,6 +387,17 @@ def suspended_body(user_id: str) -> dict[str, Any]:
         "message": f"Your User ID ({user_id}) temporarily is suspended. We've locked your account "
         "as a security precaution. To restore access, please contact our support team.",
         "reason": "TEMPORARILY_SUSPENDED",
+    }
+
+
+def suspicious_body(user_id: str) -> dict[str, Any]:
+    """Kiro's limits on an account it flagged (kirodotdev/Kiro#8786, decolua/9router#1389)."""
+    return {
+        "message": "Due to suspicious activity, we are imposing temporary limits on how "
+        f"frequently your account ({user_id}) can send a request to Kiro while we investigate. "
+        "If you need assistance, please contact support at "
+        "https://app.kiro.dev/account/usage?support_form.",
+        "reason": None,
     }
 
 
