@@ -15,36 +15,26 @@ from kirod.testing.fake_kiro import (
     LAUNCH_DAY_MODELS,
     FakeKiro,
     Model,
-    running_fake,
 )
-from kirod.upstream.client import ClientOptions, Endpoints, KiroClient, UpstreamAccount
-from kirod.upstream.credentials import AuthKind, Credentials
+from kirod.upstream.client import KiroClient, UpstreamAccount
+
+Loopback = tuple[FakeKiro, KiroClient, UpstreamAccount]  # the `loopback` fixture's
 
 FAMILY = ModelPolicy()
 
 
-async def _listed(models: tuple[Model, ...]) -> ModelCatalog:
+async def _listed(loopback: Loopback, models: tuple[Model, ...]) -> ModelCatalog:
     """The catalog kirod builds from what the fake lists (paged, as the real service pages)."""
-    async with running_fake(FakeKiro(models=models, models_page_size=3)) as (service, base):
-        tokens = service.issue_social_account()
-        account = UpstreamAccount(
-            id=tokens.account_id,
-            region=tokens.region,
-            auth_region=tokens.region,
-            auth_kind=AuthKind.SOCIAL,
-            profile_arn=tokens.profile_arn,
-            credentials=Credentials(tokens.access_token, tokens.refresh_token, tokens.expires_at),
-        )
-        endpoints = Endpoints(kiro=base, auth=base, oidc=base)
-        async with KiroClient(endpoints, ClientOptions(idle_timeout_s=2.0)) as client:
-            pages = await client.list_models(account)
+    service, client, account = loopback
+    service.set_models(models)
+    pages = await client.list_models(account)
     assert len(pages) > 1
     return catalog_from_list_available_models(pages)
 
 
 @pytest.fixture
-async def launch_day() -> ModelCatalog:
-    return await _listed(DEFAULT_MODELS + FABLE_MODELS + LAUNCH_DAY_MODELS)
+async def launch_day(loopback: Loopback) -> ModelCatalog:
+    return await _listed(loopback, DEFAULT_MODELS + FABLE_MODELS + LAUNCH_DAY_MODELS)
 
 
 async def test_a_future_models_limits_inputs_and_caching_come_from_the_listing(
@@ -130,13 +120,17 @@ async def test_the_lines_offered_are_the_catalogs_own(launch_day: ModelCatalog) 
     }
 
 
-async def test_without_gpt_models_a_gpt_name_is_a_404_and_strict_refuses_tiers() -> None:
-    catalog = await _listed(tuple(m for m in DEFAULT_MODELS if m.provider != "openai"))
+async def test_without_gpt_models_a_gpt_name_is_a_404_and_strict_refuses_tiers(
+    loopback: Loopback,
+) -> None:
+    catalog = await _listed(loopback, tuple(m for m in DEFAULT_MODELS if m.provider != "openai"))
     with pytest.raises(ApiError) as caught:
         resolve("gpt-6.2-sol", catalog, FAMILY)
     assert (caught.value.status, caught.value.code) == (404, "model_not_found")
     with pytest.raises(ApiError):
-        resolve("gpt-6.2-sol", await _listed(DEFAULT_MODELS), ModelPolicy(fallback="strict"))
+        resolve(
+            "gpt-6.2-sol", await _listed(loopback, DEFAULT_MODELS), ModelPolicy(fallback="strict")
+        )
 
 
 def test_name_rules_alone_give_a_future_model_sensible_traits() -> None:

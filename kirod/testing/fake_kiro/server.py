@@ -273,6 +273,11 @@ class FakeKiro:
         with self._lock:
             return list(self._models.values())
 
+    def set_models(self, models: Iterable[Model]) -> None:
+        """Replace the whole catalog (e.g. one with models no kirod release knows of)."""
+        with self._lock:
+            self._models = {model.model_id: model for model in models}
+
     def set_model(self, model: Model) -> None:
         """Add or replace a catalog entry (e.g. a tiny context window for overflow tests)."""
         with self._lock:
