@@ -222,6 +222,11 @@ class Maintenance:
         """
         return await self._probes.probe(account_id)
 
+    async def set_overage(self, account_id: str, enabled: bool) -> AccountRecord | None:
+        """Turn the account's overage on or off at Kiro and probe its usage; None if there is
+        no such account. Raises the `UpstreamError` or `RefreshError` of the switch."""
+        return await self._probes.set_overage(account_id, enabled)
+
     async def refresh_now(self, account_id: str) -> AccountRecord | None:
         """Refresh one account's access token now, due or not; None if there is no such account.
 

@@ -1,5 +1,5 @@
 """The accounts as the control plane manages them: list, import, remove, enable, disable, refresh,
-probe. `kirod.localapi` parses a request, makes one call here, and answers its JSON.
+probe, overage. `kirod.localapi` parses a request, makes one call here, and answers its JSON.
 
 An import of a login kirod already holds updates that account's credentials instead of adding a
 duplicate. Removing an account also closes its upstream connections. Failures are raised as the
@@ -20,14 +20,19 @@ from kirod.accounts import profiles
 from kirod.accounts.health import current_status
 from kirod.accounts.maintenance import Maintenance
 from kirod.accounts.pool import AccountPool
-from kirod.errors import ControlNotFound, ControlUpstreamFailed, InvalidControlRequest
+from kirod.errors import (
+    ControlError,
+    ControlNotFound,
+    ControlUpstreamFailed,
+    InvalidControlRequest,
+)
 from kirod.localapi.schema import AccountCounts
 from kirod.storage.accounts import AccountRecord, AccountStore
 from kirod.upstream import auth
 from kirod.upstream.auth import registration_expired
 from kirod.upstream.client import KiroClient, UpstreamAccount
 from kirod.upstream.credentials import Credentials
-from kirod.upstream.errors import CredentialImportError, RefreshError, UpstreamError
+from kirod.upstream.errors import CredentialImportError, Failure, RefreshError, UpstreamError
 from kirod.upstream.importers import ImportedAccount, ImportLimits, parse_api_key, parse_upload
 from kirod.upstream.proxies import ProxyUrlError, check_proxy_url
 from kirod.upstream.regions import RegionError, api_region
@@ -262,6 +267,37 @@ class AccountRegistry:
     async def probe(self, account_id: str) -> dict[str, Any]:
         """Read the usage limits now and store them."""
         return await self._operate(account_id, "probed", self._maintenance.probe_usage)
+
+    async def set_overage(self, account_id: str, enabled: bool) -> dict[str, Any]:
+        """Turn overage on or off at Kiro (capabilities §9), then read the usage back.
+
+        Kiro's 403 (a plan without overage, such as Free) is the `overage_unavailable` refusal.
+        """
+        try:
+            record = await self._maintenance.set_overage(account_id, enabled)
+        except RefreshError as exc:
+            raise ControlUpstreamFailed("refresh_failed", str(exc)) from None
+        except UpstreamError as exc:
+            if exc.failure is Failure.FORBIDDEN:
+                raise await self._overage_refused(account_id) from None
+            raise ControlUpstreamFailed(
+                "upstream_failed", f"Kiro did not answer the overage change: {exc}"
+            ) from None
+        if record is None:
+            raise ControlNotFound("account")
+        return shown(record, time.time())
+
+    async def _overage_refused(self, account_id: str) -> ControlError:
+        """Kiro says only 403; the last probe says whether the plan is why."""
+        record = await self._store.get(account_id)
+        usage = record.usage if record is not None and record.usage else {}
+        plan = usage.get("subscription")
+        log.event(logger, "overage_refused", account=account_id, plan=plan)
+        if usage.get("overage_capable") is True:
+            message = "Kiro refused to change this account's overage (403)"
+        else:
+            message = f"this account's plan{f' ({plan})' if plan else ''} cannot use overage"
+        return ControlError(403, "overage_unavailable", message)
 
     async def _operate(self, account_id: str, name: str, operation: Operation) -> dict[str, Any]:
         try:

@@ -109,6 +109,8 @@ def refused(exc: ControlError) -> CliError:
         "name_taken": "choose another name, or revoke the old key with `kiroctl keys revoke`",
         "invalid_proxy": "give http://, https://, socks5:// or socks5h://[user:pass@]host:port, "
         "`direct` or `none`",
+        "overage_unavailable": "overage needs a paid Kiro plan; `kiroctl accounts list` shows "
+        "n/a under OVERAGE for the accounts that cannot use it",
     }
     code = NOT_FOUND if exc.status == 404 else FAILED
     return CliError(code, str(exc), hints.get(exc.code))

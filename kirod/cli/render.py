@@ -1,5 +1,5 @@
 """Rendering for kiroctl: consoles that drop colour off a terminal or under NO_COLOR, JSON output,
-and the small formats tables share (times, durations, credit bars).
+and the small formats tables share (times, durations, credit bars, the overage switch).
 
 rich is imported by the functions that make its objects, so a command that prints only JSON
 starts without it (rich takes some 25 ms to import).
@@ -213,6 +213,15 @@ def credits_bar(usage: Usage | None) -> Text:
     bar.append("░" * (BAR_WIDTH - filled), style="dim")
     bar.append(f" {remaining:g}/{limit:g}")
     return bar
+
+
+def overage(usage: Usage | None) -> str:
+    """`on`, `off`, `n/a` (the plan cannot use it), or a dash before Kiro has said."""
+    if usage is not None and usage.overage_capable is False:
+        return "n/a"
+    if usage is None or usage.overage is None:
+        return DASH
+    return {"enabled": "on", "disabled": "off"}.get(usage.overage, DASH)
 
 
 STATE_STYLES = {

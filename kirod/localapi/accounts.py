@@ -1,6 +1,6 @@
 """Control routes for accounts: list, get, import, remove, enable, disable, set the proxy, refresh,
-probe, and device-code logins. Each parses its request, calls `AccountRegistry` or `Logins` once,
-and answers JSON. Secrets never leave the daemon."""
+probe, overage, and device-code logins. Each parses its request, calls `AccountRegistry` or
+`Logins` once, and answers JSON. Secrets never leave the daemon."""
 
 from __future__ import annotations
 
@@ -128,6 +128,17 @@ async def refresh_account(request: web.Request) -> web.Response:
 async def probe_account(request: web.Request) -> web.Response:
     return web.json_response(
         await request.app[CONTROL].accounts.probe(request.match_info["account_id"])
+    )
+
+
+async def set_account_overage(request: web.Request) -> web.Response:
+    """Body: {"enabled": true | false}: overage on or off at Kiro; answers the account probed."""
+    body = await json_body(request)
+    enabled = body.get("enabled")
+    if not isinstance(enabled, bool):
+        raise InvalidControlRequest("give enabled: true or false")
+    return web.json_response(
+        await request.app[CONTROL].accounts.set_overage(request.match_info["account_id"], enabled)
     )
 
 

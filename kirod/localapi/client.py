@@ -270,6 +270,16 @@ class LocalClient:
     def probe_account(self, account_id: str) -> Account:
         return self._act(account_id, "probe", UPSTREAM_TIMEOUT_S)
 
+    def set_account_overage(self, account_id: str, enabled: bool) -> Account:
+        """Turn the account's overage on or off at Kiro; the account as probed right after."""
+        answer = self.request(
+            "POST",
+            f"/accounts/{account_id}/overage",
+            {"enabled": enabled},
+            timeout=UPSTREAM_TIMEOUT_S,
+        )
+        return Account.from_json(answer)
+
     def _act(self, account_id: str, action: str, timeout: float | None = None) -> Account:
         answer = self.request("POST", f"/accounts/{account_id}/{action}", timeout=timeout)
         return Account.from_json(answer)

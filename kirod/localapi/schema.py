@@ -425,14 +425,19 @@ class Usage:
     limit: float | None
     resets_at: float | None
     subscription: str | None  # e.g. "KIRO PRO"
+    overage: str | None = None  # "enabled" or "disabled" at Kiro; None: not said
+    overage_capable: bool | None = None  # False: the plan cannot use overage (Free)
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> Usage:
+        capable = data.get("overage_capable")
         return cls(
             remaining=_number(data.get("remaining")),
             limit=_number(data.get("limit")),
             resets_at=_number(data.get("resets_at")),
             subscription=_text(data.get("subscription")),
+            overage=_text(data.get("overage")),
+            overage_capable=capable if isinstance(capable, bool) else None,
         )
 
 

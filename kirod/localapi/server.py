@@ -206,6 +206,7 @@ ROUTES: tuple[tuple[str, str, Handler], ...] = (
     ("POST", "/accounts/{account_id}/profile", accounts.set_account_profile),
     ("POST", "/accounts/{account_id}/refresh", accounts.refresh_account),
     ("POST", "/accounts/{account_id}/probe", accounts.probe_account),
+    ("POST", "/accounts/{account_id}/overage", accounts.set_account_overage),
     ("POST", "/logins", accounts.start_login),
     ("GET", "/logins/{login_id}", accounts.get_login),
     ("DELETE", "/logins/{login_id}", accounts.cancel_login),

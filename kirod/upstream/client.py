@@ -467,6 +467,29 @@ class KiroClient:
         session = self._session(account.id, base, account.proxy_url)
         return await self._json(session, "GET", url, headers=headers)
 
+    async def set_overage(self, account: UpstreamAccount, enabled: bool) -> None:
+        """setUserPreference with the overage switch Kiro IDE's settings flip (capabilities §9):
+        past the plan's credits, Kiro goes on serving and bills the overage while it is on. A
+        plan that cannot use overage (Free) is answered 403, raised as `Failure.FORBIDDEN`.
+
+        The answer carries nothing kirod reads: getUsageLimits reports the status.
+        """
+        base = self.endpoints.kiro_url(account.region)
+        status = "ENABLED" if enabled else "DISABLED"
+        body: dict[str, Any] = {"overageConfiguration": {"overageStatus": status}}
+        if account.profile_arn:
+            body["profileArn"] = account.profile_arn
+        headers = self._api_headers(account, "codewhispererruntime")
+        session = self._session(account.id, base, account.proxy_url)
+        response = await self._send(
+            session,
+            "POST",
+            f"{base}/setUserPreference",
+            headers=headers,
+            data=json.dumps(body).encode(),
+        )
+        response.release()  # an answer not yet read to its end closes the connection
+
     async def list_models(
         self, account: UpstreamAccount, max_pages: int = 20
     ) -> list[dict[str, Any]]:

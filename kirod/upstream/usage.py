@@ -1,7 +1,9 @@
 """Usage limits: what an account has left this billing window (kiro-protocol §6.1).
 
 Remaining credits = base (limit - used) + an ACTIVE free trial + ACTIVE bonuses, taken from the
-`CREDIT` entry of `usageBreakdownList`.
+`CREDIT` entry of `usageBreakdownList`. The answer also says whether overage is on
+(`overageConfiguration.overageStatus`) and whether the plan allows it at all
+(`subscriptionInfo.overageCapability`), so a change made in Kiro IDE shows at the next probe.
 """
 
 from __future__ import annotations
@@ -20,6 +22,8 @@ class UsageSnapshot:
     resets_at: float | None  # epoch seconds
     subscription: str | None  # e.g. "KIRO PRO"
     email: str | None
+    overage: str | None = None  # "enabled" or "disabled"; None when Kiro did not say
+    overage_capable: bool | None = None  # False: the plan cannot use overage (Free)
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -73,4 +77,18 @@ def parse_usage_limits(doc: dict[str, Any]) -> UsageSnapshot:
         if isinstance(subscription, dict) and subscription.get("subscriptionTitle")
         else None,
         email=str(user["email"]) if isinstance(user, dict) and user.get("email") else None,
+        overage=_overage_status(doc.get("overageConfiguration")),
+        overage_capable=_overage_capable(subscription),
     )
+
+
+def _overage_status(configuration: object) -> str | None:
+    status = configuration.get("overageStatus") if isinstance(configuration, dict) else None
+    return status.lower() if status in ("ENABLED", "DISABLED") else None
+
+
+def _overage_capable(subscription: object) -> bool | None:
+    """`OVERAGE_CAPABLE`, or another value (`OVERAGE_INCAPABLE` on Free plans; peers also list
+    `NOT_OVERAGE_CAPABLE`, `NOT_AVAILABLE`) that means the plan cannot."""
+    capability = subscription.get("overageCapability") if isinstance(subscription, dict) else None
+    return capability == "OVERAGE_CAPABLE" if isinstance(capability, str) else None

@@ -481,6 +481,62 @@ async def test_usage_limits_cli_persona(served: Served, session: aiohttp.ClientS
         assert response.status == 403
 
 
+async def usage_of(session: aiohttp.ClientSession, url: str, account: TokenSet) -> dict[str, Any]:
+    async with session.get(url + "/getUsageLimits", headers=auth(account)) as response:
+        assert response.status == 200
+        usage: dict[str, Any] = await response.json()
+        return usage
+
+
+async def set_overage(
+    session: aiohttp.ClientSession, url: str, account: TokenSet, status: object
+) -> tuple[int, dict[str, Any]]:
+    data = {"overageConfiguration": {"overageStatus": status}, "profileArn": account.profile_arn}
+    async with session.post(
+        url + "/setUserPreference", json=data, headers=auth(account)
+    ) as response:
+        return response.status, await response.json()
+
+
+async def test_the_overage_switch_is_kept_and_reported(
+    served: Served, session: aiohttp.ClientSession
+) -> None:
+    fake, url = served
+    account = fake.issue_social_account(subscription="KIRO PRO")
+    before = await usage_of(session, url, account)
+    assert before["overageConfiguration"]["overageStatus"] == "DISABLED"
+    assert before["subscriptionInfo"]["overageCapability"] == "OVERAGE_CAPABLE"
+    assert await set_overage(session, url, account, "ENABLED") == (200, {})
+    assert fake.account(account.account_id).usage.overage_status == "ENABLED"
+    after = await usage_of(session, url, account)
+    assert after["overageConfiguration"] == {"overageStatus": "ENABLED", "overageLimit": None}
+    assert (await set_overage(session, url, account, "DISABLED"))[0] == 200
+    assert fake.account(account.account_id).usage.overage_status == "DISABLED"
+    [recorded, _] = fake.requests("preference")
+    assert recorded.json["overageConfiguration"] == {"overageStatus": "ENABLED"}
+
+
+async def test_the_overage_switch_is_refused_where_kiro_refuses_it(
+    served: Served, session: aiohttp.ClientSession
+) -> None:
+    fake, url = served
+    free = fake.issue_social_account(subscription="KIRO FREE")
+    assert (await usage_of(session, url, free))["subscriptionInfo"][
+        "overageCapability"
+    ] == "OVERAGE_INCAPABLE"
+    status, answer = await set_overage(session, url, free, "ENABLED")
+    assert (status, answer["message"]) == (403, "User is not authorized to access this feature.")
+    assert fake.account(free.account_id).usage.overage_status == "DISABLED"
+    pro = fake.issue_social_account()
+    assert (await set_overage(session, url, pro, "ON"))[0] == 400
+    other = {"overageConfiguration": {"overageStatus": "ENABLED"}, "profileArn": free.profile_arn}
+    async with session.post(url + "/setUserPreference", json=other, headers=auth(pro)) as answer:
+        assert answer.status == 403  # another account's profile
+    async with session.post(url + "/setUserPreference", json={}) as answer:
+        assert answer.status == 403  # no bearer
+    assert fake.account(pro.account_id).usage.overage_status == "DISABLED"
+
+
 async def list_models(
     session: aiohttp.ClientSession, url: str, account: TokenSet, **params: str
 ) -> tuple[list[str], int]:

@@ -353,6 +353,46 @@ async def test_usage_and_models(fake: tuple[FakeKiro, str], client: KiroClient) 
     assert catalog.get("claude-sonnet-4.5") is not None
 
 
+async def test_the_overage_switch_goes_as_kiro_ide_sends_it(
+    fake: tuple[FakeKiro, str], client: KiroClient
+) -> None:
+    service, _ = fake
+    account = account_from(service.issue_social_account(subscription="KIRO PRO"))
+    assert parse_usage_limits(await client.usage_limits(account)).overage == "disabled"
+    await client.set_overage(account, True)
+    snapshot = parse_usage_limits(await client.usage_limits(account))
+    assert (snapshot.overage, snapshot.overage_capable) == ("enabled", True)
+    [sent] = service.requests("preference")
+    [probe] = service.requests("usage")[-1:]
+    assert (sent.method, sent.path) == ("POST", "/setUserPreference")
+    assert sent.json == {
+        "overageConfiguration": {"overageStatus": "ENABLED"},
+        "profileArn": account.profile_arn,
+    }
+    # The IDE persona of getUsageLimits: the same headers, but for the body's type.
+    varying = {"amz-sdk-invocation-id", "content-length", "content-type"}
+    assert {k: v for k, v in sent.headers.items() if k not in varying} == {
+        k: v for k, v in probe.headers.items() if k not in varying
+    }
+    assert "api/codewhispererruntime#" in sent.headers["user-agent"]
+    assert sent.headers["content-type"] == "application/json"
+    await client.set_overage(account, False)
+    assert parse_usage_limits(await client.usage_limits(account)).overage == "disabled"
+
+
+async def test_a_free_plan_cannot_switch_overage_on(
+    fake: tuple[FakeKiro, str], client: KiroClient
+) -> None:
+    service, _ = fake
+    account = account_from(service.issue_social_account(subscription="KIRO FREE"))
+    snapshot = parse_usage_limits(await client.usage_limits(account))
+    assert (snapshot.overage, snapshot.overage_capable) == ("disabled", False)
+    with pytest.raises(UpstreamHttpError) as refused:
+        await client.set_overage(account, True)
+    assert (refused.value.status, refused.value.failure) == (403, Failure.FORBIDDEN)
+    assert account.credentials.access_token not in str(refused.value)
+
+
 async def test_social_and_oidc_refresh(fake: tuple[FakeKiro, str], client: KiroClient) -> None:
     service, _ = fake
     social = service.issue_social_account()

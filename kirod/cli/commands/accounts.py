@@ -1,4 +1,5 @@
-"""`kiroctl accounts …`: list, login, import, remove, enable, disable, set-proxy, refresh, probe.
+"""`kiroctl accounts …`: list, login, import, remove, enable, disable, set-proxy, refresh, probe,
+overage.
 
 An ACCOUNT argument is an account's id or label, or at least 4 leading characters of just one
 account's id (as `accounts list` shows it) or label, in any case.
@@ -43,7 +44,7 @@ def resolve(app: App, ref: str) -> Account:
 @json_option
 @pass_app
 def list_(app: App, as_json: bool) -> None:
-    """List the accounts with their state, credits and token expiry."""
+    """List the accounts with their state, credits, overage and token expiry."""
     listed = app.call(lambda kirod: kirod.accounts())
     if as_json:
         render.print_json({"accounts": [account.to_json() for account in listed]})
@@ -63,6 +64,7 @@ def list_(app: App, as_json: bool) -> None:
         "WHY",
         "UNTIL",
         "CREDITS LEFT",
+        "OVERAGE",
         "TOKEN EXPIRES",
         *(("PROXY",) if proxies else ()),
     )
@@ -74,6 +76,7 @@ def list_(app: App, as_json: bool) -> None:
             render.state(account.status),
             *render.why_and_until(account, pacing.of(account.id)),
             render.credits_bar(account.usage),
+            render.overage(account.usage),
             render.ago(account.expires_at),
             # The daemon masks a proxy's password before the URL leaves it.
             *((render.printable(account.proxy_url or "global"),) if proxies else ()),
@@ -165,6 +168,25 @@ def probe(app: App, account: str) -> None:
     usage = updated.usage
     app.out.print(f"{render.shown(updated.label)}: ", render.credits_bar(usage), end="")
     app.out.print(f", resets {render.date(usage.resets_at if usage else None)}")
+
+
+@accounts.command()
+@click.argument("account")
+@click.argument("switch", metavar="on|off", type=click.Choice(["on", "off"], case_sensitive=False))
+@pass_app
+def overage(app: App, account: str, switch: str) -> None:
+    """Let Kiro go on serving ACCOUNT past its plan's credits, billing the overage (on), or not.
+
+    The same switch as Kiro IDE's settings; plans without overage (Free) are refused.
+    """
+    account_id = resolve(app, account).id
+    enabled = switch.lower() == "on"
+    updated = app.call(lambda kirod: kirod.set_account_overage(account_id, enabled))
+    name = f"{render.shown(updated.label)} ({render.short_id(updated.id)})"
+    said = updated.usage.overage if updated.usage else None
+    confirmed = said == ("enabled" if enabled else "disabled")
+    note = "" if confirmed else " (Kiro accepted it; its usage does not show it yet)"
+    app.out.print(f"Overage {switch.lower()} for {name}{note}.")
 
 
 @accounts.command()

@@ -8,7 +8,7 @@ import time
 from dataclasses import dataclass
 
 from kirod.localapi.control import Control
-from kirod.localapi.schema import Account, Pool, PoolAccount, Stats, Status, Traffic
+from kirod.localapi.schema import Account, Pool, PoolAccount, Stats, Status, Traffic, Usage
 
 SNAPSHOT_TTL_S = 1.0  # however many pages are open, the services are asked at most this often
 
@@ -76,6 +76,7 @@ def card_fields(card: Card) -> dict[str, str]:
         key + "usage_pct": f"{min(100.0, 100 * used / limit):.0f}"
         if limit and used is not None
         else "0",
+        key + "overage": _overage(usage),
         key + "resets": ""
         if usage is None or usage.resets_at is None
         else f"{usage.resets_at:.0f}",
@@ -83,6 +84,15 @@ def card_fields(card: Card) -> dict[str, str]:
         + "today": f"{credits_text(card.credits_today)} credits, {card.requests_today} requests",
         key + "error": (pool.last_error if pool else account.last_error) or "none",
     }
+
+
+def _overage(usage: Usage | None) -> str:
+    """The overage switch as the last usage probe found it (Kiro IDE may have changed it)."""
+    if usage is not None and usage.overage_capable is False:
+        return "not available on this plan"
+    if usage is None or usage.overage not in ("enabled", "disabled"):
+        return "not probed yet"
+    return "on" if usage.overage == "enabled" else "off"
 
 
 def _usage(pool: PoolAccount | None, account: Account) -> tuple[float | None, float | None]:

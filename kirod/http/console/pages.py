@@ -136,6 +136,7 @@ def account_card(card: Card) -> str:
                 f"</progress> {_field(key + 'usage', values[key + 'usage'])}"
                 f" · resets {_countdown(key + 'resets', values[key + 'resets'])}",
             ),
+            ("Overage", _field(key + "overage", values[key + "overage"])),
             ("Today", _field(key + "today", values[key + "today"])),
             ("Last error", _field(key + "error", values[key + "error"])),
         ]

@@ -534,6 +534,34 @@ async def _usage(fake: FakeKiro, request: web.Request, record: RecordedRequest) 
     return web.json_response(account.usage.to_json(email=email, user_id=account.user_id, now=now))
 
 
+OVERAGE_REFUSED_BODY = {"message": "User is not authorized to access this feature."}
+"""A Free plan's setUserPreference answer. Peers report only its status (capabilities §9); the
+body is the one of getUsageLimits' 403 (kiro-protocol §6.1)."""
+
+
+async def _preference(
+    fake: FakeKiro, request: web.Request, record: RecordedRequest
+) -> web.Response:
+    """setUserPreference: the overage switch, kept per account and reported by getUsageLimits."""
+    account = _authenticate(fake, request)
+    if account is None:
+        return _bearer_invalid()
+    record.account_id = account.account_id
+    body = _json_object(record.body)
+    status = _dict(body.get("overageConfiguration")).get("overageStatus")
+    if status not in ("ENABLED", "DISABLED"):
+        invalid = {"message": "overageStatus must be ENABLED or DISABLED."}
+        return _error(400, invalid, "ValidationException")
+    profile_arn = body.get("profileArn")
+    if profile_arn is not None and profile_arn != account.profile_arn:
+        other = {"message": "User is not authorized to make this call."}
+        return _error(403, other, "AccessDeniedException")
+    if not account.usage.overage_capable:
+        return _error(403, OVERAGE_REFUSED_BODY, "AccessDeniedException")
+    fake.set_usage(account.account_id, overage_status=status)
+    return web.json_response({})
+
+
 async def _models(fake: FakeKiro, request: web.Request, record: RecordedRequest) -> web.Response:
     account = _authenticate(fake, request)
     if account is None:
@@ -704,6 +732,7 @@ _HANDLERS: dict[str, tuple[Handler, frozenset[str]]] = {
     "profiles": (_profiles, _GET_POST),
     "profile": (_profile, _POST),
     "mcp": (_mcp, _POST),
+    "preference": (_preference, _POST),
     "social_refresh": (_auth_handler(auth.social_refresh), _POST),
     "social_login": (_auth_handler(auth.social_login), _GET),
     "social_token": (_auth_handler(auth.social_token), _POST),
@@ -730,6 +759,7 @@ _PATH_OPERATIONS = (
     ("/ListAvailableModels", "models"),
     ("/ListAvailableProfiles", "profiles"),
     ("/mcp", "mcp"),
+    ("/setUserPreference", "preference"),
     ("/refreshToken", "social_refresh"),
     ("/login", "social_login"),
     (EXTERNAL_IDP_TOKEN_PATH, "external_idp_token"),

@@ -1,7 +1,8 @@
 """An account's plan and credit usage, as getUsageLimits reports it (kiro-protocol.md §6.1).
 
 Successful chats consume their metered credits, and an account with nothing left is refused
-with 402 MONTHLY_REQUEST_COUNT, so quota exhaustion happens on its own in long tests.
+with 402 MONTHLY_REQUEST_COUNT, so quota exhaustion happens on its own in long tests. The
+overage switch (setUserPreference) is kept here and reported back; a Free plan cannot use it.
 """
 
 from __future__ import annotations
@@ -59,6 +60,11 @@ class Usage:
     bonuses: tuple[Bonus, ...] = ()
     free_trial: FreeTrial | None = None
     overage_rate: float = 0.04
+    overage_status: str = "DISABLED"  # or ENABLED, as setUserPreference last set it
+
+    @property
+    def overage_capable(self) -> bool:
+        return "FREE" not in self.subscription
 
     @classmethod
     def for_plan(cls, subscription: str, now: float) -> Usage:
@@ -103,11 +109,14 @@ class Usage:
             "daysUntilReset": days,
             "limits": [],
             "nextDateReset": self.next_date_reset,
-            "overageConfiguration": {"overageStatus": "DISABLED", "overageLimit": None},
+            "overageConfiguration": {"overageStatus": self.overage_status, "overageLimit": None},
             "subscriptionInfo": {
                 "subscriptionTitle": self.subscription,
                 "type": subscription_type,
-                "overageCapability": "OVERAGE_CAPABLE",
+                # What peers' captures of Free accounts show.
+                "overageCapability": "OVERAGE_CAPABLE"
+                if self.overage_capable
+                else "OVERAGE_INCAPABLE",
                 "upgradeCapability": "UPGRADE_CAPABLE",
                 "subscriptionManagementTarget": "MANAGE",
             },
