@@ -302,10 +302,7 @@ def _block_tokens(block: Block) -> int:
 
 def estimate_image_tokens(image: ImageBlock) -> int:
     """Anthropic's image formula on the dimensions in the header, else its maximum."""
-    data = image.data_base64
-    size = _image_size(data[:_IMAGE_SHORT_CHARS])  # PNG, GIF and WebP say it at once
-    if size is None and data.startswith(_JPEG_BASE64):
-        size = _image_size(data[:_IMAGE_HEADER_CHARS])
+    size = image_size(image)
     if size is None:
         return IMAGE_MAX_TOKENS
     width, height = size
@@ -322,6 +319,17 @@ def estimate_document_tokens(document: DocumentBlock) -> int:
     if document.format == "pdf":
         return max(1, len(_PDF_PAGE.findall(data))) * PDF_PAGE_TOKENS
     return max(1, math.ceil(len(data) / _OFFICE_BYTES_PER_TOKEN))
+
+
+def image_size(image: ImageBlock) -> tuple[int, int] | None:
+    """(width, height) as the image's header says, read from its first bytes; None if no PNG,
+    GIF, JPEG or WebP header is there (a JPEG's frame header is looked for in its first 192 KiB).
+    """
+    data = image.data_base64
+    size = _image_size(data[:_IMAGE_SHORT_CHARS])  # PNG, GIF and WebP say it at once
+    if size is None and data.startswith(_JPEG_BASE64):
+        size = _image_size(data[:_IMAGE_HEADER_CHARS])
+    return size
 
 
 def _image_size(prefix: str) -> tuple[int, int] | None:

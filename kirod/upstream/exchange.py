@@ -11,6 +11,9 @@ caller, which owns the account logic (choice, lease, bearer retry, failover), ca
 elsewhere. After it yields, `batches()` carries the rest, one list of events per network chunk,
 and a failure becomes the stream's terminal `ErrorEvent`.
 
+Images beyond Kiro's limits are resized first (`kirod.upstream.images`), in a worker thread
+when one may have to change; an image that cannot be is refused with no call to Kiro.
+
 A search-only call (Claude Code's WebSearch side call) is answered from Kiro's MCP search
 without a chat (`kirod.upstream.websearch`); a request with a hosted web search has the search
 tool declared to the model.
@@ -21,6 +24,7 @@ truncated answer): `kirod.upstream.turn` joins them into one message.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import dataclasses
 import logging
@@ -41,6 +45,7 @@ from kirod.upstream.errors import (
     UpstreamStreamError,
 )
 from kirod.upstream.frames import Frame
+from kirod.upstream.images import fit_images, needs_fitting
 from kirod.upstream.payload import ParameterPolicy, build_payload
 from kirod.upstream.translate import ToolDelivery, Translator, Truncation
 from kirod.upstream.websearch import SEARCH_TOOL, answer_search
@@ -140,6 +145,9 @@ async def open_exchange(
         return
     if request.server_tools:
         request = dataclasses.replace(request, tools=(*request.tools, SEARCH_TOOL))
+    if model.supports_images and needs_fitting(request):
+        # Decoding and resampling take up to a few hundred milliseconds an image (capabilities §9).
+        request = await asyncio.to_thread(fit_images, request)
     payload = build_payload(
         request,
         model,

@@ -22,7 +22,8 @@ Rule 16 is checked twice: first on a lower bound of the payload's size, before a
 or any tool schema cleaned — every text the client sent (messages, tool results, system), each
 role change's history entry, and the tool schemas as sent (cleaning drops only nulls, `$schema`,
 malformed keywords and what the branches of a top-level union repeat, so a schema far above the
-limit does not come under it) — then on the encoded body. A request far too large for Kiro is
+limit does not come under it) — then on the encoded body, less its images' base64
+(`_image_bytes`). A request far too large for Kiro is
 refused at the cost of adding up lengths.
 
 The builder is pure: no I/O, no clock, no randomness; the caller supplies the conversation id.
@@ -218,7 +219,7 @@ def build_payload(
     if fields:
         body["additionalModelRequestFields"] = fields
     encoded = wirejson.dumps(body)
-    _check_size(len(encoded), max_payload_bytes)
+    _check_size(len(encoded) - _image_bytes(turns), max_payload_bytes)
     return BuiltPayload(
         body=body,
         tool_names=ToolNameMap({short: orig for orig, short in names.items() if short != orig}),
@@ -277,6 +278,13 @@ def _check_size(size: int, limit: int, *, at_least: bool = False) -> None:
             "conversation or remove large attachments and retry",
             code="request_too_large",
         )
+
+
+def _image_bytes(turns: Sequence[_Turn]) -> int:
+    """Rule 16 leaves images out: Kiro bounds each image by itself (capabilities §9), and images
+    of 6.7 and 13 MB of base64 reached the model's own check through it (kirodotdev/KiroCrew#1941,
+    kirodotdev/Kiro#11497), so the ~600 KB limit is not on them."""
+    return sum(len(image.data_base64) for turn in turns for image in turn.images)
 
 
 def _least_size(request: CanonicalRequest) -> int:

@@ -2,18 +2,24 @@
 
 from __future__ import annotations
 
+import base64
 import dataclasses
+import io
 import json
 import random
+import struct
+import zlib
 from typing import Any
 
 import pytest
 from fake_bodies import PNG, SONNET, assistant, body, encode, result, tool, use, user
+from PIL import Image
 
 from kirod.testing.fake_kiro.catalog import DEFAULT_MODELS
 from kirod.testing.fake_kiro.script import ChatRequest, Latency, Script, plan_stream
 from kirod.testing.fake_kiro.validate import (
     MAX_BODY_BYTES,
+    MAX_IMAGE_BASE64,
     RULES,
     estimate_tokens,
     reasoning_signature,
@@ -39,6 +45,34 @@ def sized(size: int) -> bytes:
     skeleton = encode(body(user("", model="auto")))
     filler = "a" * (size - len(skeleton))
     return encode(body(user(filler, model="auto")))
+
+
+def png(width: int, height: int) -> dict[str, Any]:
+    """A Kiro `images[]` item holding a real PNG of that size."""
+    out = io.BytesIO()
+    Image.new("L", (width, height)).save(out, format="PNG")
+    return {"format": "png", "source": {"bytes": base64.b64encode(out.getvalue()).decode()}}
+
+
+def bomb(side: int) -> dict[str, Any]:
+    """A PNG whose header claims `side` x `side` pixels, with next to no data behind it."""
+
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        return (
+            struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
+        )
+
+    header = struct.pack(">IIBBBBB", side, side, 8, 0, 0, 0, 0)
+    data = b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", header) + chunk(b"IDAT", zlib.compress(b"\0" * 64))
+    return {
+        "format": "png",
+        "source": {"bytes": base64.b64encode(data + chunk(b"IEND", b"")).decode()},
+    }
+
+
+def raw(chars: int) -> dict[str, Any]:
+    """An image item of `chars` base64 characters that no decoder reads as an image."""
+    return {"format": "png", "source": {"bytes": "A" * chars}}
 
 
 def reasoning(content: dict[str, Any]) -> dict[str, Any]:
@@ -68,6 +102,12 @@ def without_trigger() -> dict[str, Any]:
 # (rule, case id, accepted body, rejected body); bodies are dicts or raw bytes.
 CASES: list[tuple[str, str, Any, Any]] = [
     ("body_too_large", "600000 bytes", sized(MAX_BODY_BYTES), sized(MAX_BODY_BYTES + 1)),
+    (
+        "body_too_large",
+        "images not counted",
+        body(user(images=[raw(MAX_BODY_BYTES)])),
+        body(user("a" * MAX_BODY_BYTES, images=[raw(8)])),
+    ),
     ("malformed_json", "not json", body(), b'{"conversationState":'),
     ("malformed_json", "array", body(), b"[]"),
     ("malformed_field", "content not a string", body(user("Hi")), body(user(42))),
@@ -324,6 +364,25 @@ CASES: list[tuple[str, str, Any, Any]] = [
         "text-only model",
         body(user(model="deepseek-3.2")),
         body(user(model="deepseek-3.2", images=[PNG])),
+    ),
+    (
+        "image_too_large",
+        "5 MiB of base64",
+        body(user(images=[raw(MAX_IMAGE_BASE64)])),
+        body(user(images=[raw(MAX_IMAGE_BASE64 + 4)])),
+    ),
+    (
+        "image_too_wide",
+        "8000 pixels",
+        body(user(images=[png(8000, 1)])),
+        body(user(images=[png(1, 8001)])),
+    ),
+    ("image_too_wide", "bomb header", body(user(images=[PNG])), body(user(images=[bomb(100_000)]))),
+    (
+        "many_images_too_wide",
+        "20 images are not many, 21 are",
+        body(user(images=[png(2000, 1)]), [user(images=[png(8000, 1)] * 19), assistant()]),
+        body(user(images=[png(2001, 1)]), [user(images=[PNG] * 20), assistant()]),
     ),
     (
         "misplaced_documents",

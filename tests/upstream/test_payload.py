@@ -586,6 +586,14 @@ def test_rule_16_limit_is_configurable() -> None:
         build(req(user("x" * 1_000)), max_payload_bytes=1_000)
 
 
+def test_rule_16_leaves_images_out() -> None:
+    """Kiro bounds images one by one (capabilities §9); the body limit is on the rest."""
+    screenshot = ImageBlock("image/png", "A" * 2_000_000)
+    build(req(user("x" * 1_000, screenshot)), max_payload_bytes=2_000)
+    with pytest.raises(ApiError):
+        build(req(user("x" * 2_000, screenshot)), max_payload_bytes=2_000)
+
+
 # -- rule 17: images -------------------------------------------------------------------------------
 
 

@@ -4,6 +4,12 @@ Each rule is one 400 that peers hit and documented (kiro-protocol.md §2.3, §2.
 fake enforces all of them so that kirod's payload builder is tested against the same walls. Most
 produce the service's famously unhelpful `{"message":"Improperly formed request.","reason":null}`.
 
+Images are checked as the model behind Kiro checks them (capabilities §9): at most
+`MAX_IMAGE_BASE64` characters of base64 each, at most `MAX_IMAGE_SIDE` pixels a side, and at most
+`MANY_IMAGES_SIDE` when the request holds more than `MANY_IMAGES`; their size is read by Pillow
+from the header alone, and an image it cannot read is not judged. The body limit does not count
+the images' base64, which reaches that per-image check through Kiro.
+
 Token estimate: every character of every string (keys included) in `conversationState`, images
 and documents excluded, divided by 4 and rounded up. Crude, but deterministic and in the right
 order of magnitude for English text and JSON.
@@ -12,8 +18,10 @@ order of magnitude for English text and JSON.
 from __future__ import annotations
 
 import base64
+import binascii
 import hashlib
 import hmac
+import io
 import itertools
 import json
 import math
@@ -21,10 +29,16 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from PIL import Image
+
 from kirod.testing.fake_kiro.catalog import Model
 
 MAX_BODY_BYTES = 600_000
-"""Bodies above this fail (jwadow measured failures above ~615 KB)."""
+"""Bodies above this, less their images' base64, fail (jwadow measured failures above ~615 KB)."""
+MAX_IMAGE_BASE64 = 5 * 1024 * 1024
+MAX_IMAGE_SIDE = 8_000
+MANY_IMAGES = 20
+MANY_IMAGES_SIDE = 2_000
 
 MAX_TOOL_NAME_LENGTH = 64
 THINKING_TAG = "<thinking_mode>"
@@ -49,7 +63,7 @@ class Rule:
 
 
 RULES: dict[str, Rule] = {
-    "body_too_large": Rule(f"body larger than {MAX_BODY_BYTES} bytes"),
+    "body_too_large": Rule(f"body larger than {MAX_BODY_BYTES} bytes, images not counted"),
     "malformed_json": Rule("body is not a JSON object"),
     "malformed_field": Rule("a field has the wrong JSON type or a history entry is not one role"),
     "missing_current_message": Rule("no conversationState.currentMessage.userInputMessage"),
@@ -93,6 +107,26 @@ RULES: dict[str, Rule] = {
     "misplaced_images": Rule("images anywhere but userInputMessage.images"),
     "invalid_image": Rule("image without a known format or base64 source.bytes"),
     "images_unsupported": Rule("images sent to a text-only model"),
+    "image_too_large": Rule(
+        f"an image of more than {MAX_IMAGE_BASE64} base64 characters",
+        body={"message": f"image exceeds 5 MB maximum: {MAX_IMAGE_BASE64} bytes", "reason": None},
+    ),
+    "image_too_wide": Rule(
+        f"an image with a side above {MAX_IMAGE_SIDE} pixels",
+        body={
+            "message": "At least one of the image dimensions exceed max allowed size: "
+            f"{MAX_IMAGE_SIDE} pixels",
+            "reason": None,
+        },
+    ),
+    "many_images_too_wide": Rule(
+        f"more than {MANY_IMAGES} images and one with a side above {MANY_IMAGES_SIDE} pixels",
+        body={
+            "message": "At least one of the image dimensions exceed max allowed size for "
+            f"many-image requests: {MANY_IMAGES_SIDE} pixels",
+            "reason": None,
+        },
+    ),
     "misplaced_documents": Rule("documents anywhere but userInputMessage.documents"),
     "invalid_document": Rule("document without a name, a known format or base64 source.bytes"),
     "documents_unsupported": Rule("documents sent to a model whose inputs lack DOCUMENT"),
@@ -157,14 +191,16 @@ class _Broken(Exception):
 
 
 def _check(body: bytes, models: Mapping[str, Model]) -> None:
-    if len(body) > MAX_BODY_BYTES:
-        raise _Broken("body_too_large")
     try:
         root = json.loads(body)
     except (ValueError, RecursionError):
-        raise _Broken("malformed_json") from None
+        raise _Broken(
+            "body_too_large" if len(body) > MAX_BODY_BYTES else "malformed_json"
+        ) from None
     if not isinstance(root, dict):
         raise _Broken("malformed_json")
+    if len(body) - _image_chars(root) > MAX_BODY_BYTES:
+        raise _Broken("body_too_large")
     state = root.get("conversationState")
     current = state.get("currentMessage") if isinstance(state, dict) else None
     if not isinstance(state, dict) or not isinstance(current, dict):
@@ -396,6 +432,47 @@ def _check_images(turns: list[tuple[str, dict[str, Any]]], model: Model) -> None
         known = isinstance(image_format, str) and image_format in IMAGE_FORMATS
         if not known or not isinstance(source.get("bytes"), str):
             raise _Broken("invalid_image")
+    side = MANY_IMAGES_SIDE if len(images) > MANY_IMAGES else MAX_IMAGE_SIDE
+    for image in images:
+        data = image["source"]["bytes"]
+        if len(data) > MAX_IMAGE_BASE64:
+            raise _Broken("image_too_large")
+        size = _image_size(data)
+        if size is not None and max(size) > side:
+            raise _Broken("image_too_wide" if side == MAX_IMAGE_SIDE else "many_images_too_wide")
+
+
+def _image_size(data: str) -> tuple[int, int] | None:
+    """(width, height) from the image's header (Pillow decodes no pixels for it); None when
+    Pillow cannot read one. A header past Pillow's decompression-bomb bound is far too wide."""
+    try:
+        with Image.open(io.BytesIO(base64.b64decode(data))) as image:
+            return image.size
+    except (Image.DecompressionBombError, Image.DecompressionBombWarning):
+        return (MAX_IMAGE_SIDE + 1, MAX_IMAGE_SIDE + 1)
+    except (OSError, SyntaxError, ValueError, binascii.Error):
+        return None
+
+
+def _image_chars(root: dict[str, Any]) -> int:
+    """The base64 characters of the body's images, wherever they are (a misplaced one too)."""
+
+    def walk(value: Any) -> int:
+        if isinstance(value, dict):
+            found = value.get("images")
+            own = sum(_image_bytes(image) for image in found) if isinstance(found, list) else 0
+            return own + sum(walk(item) for key, item in value.items() if key != "images")
+        if isinstance(value, list):
+            return sum(walk(item) for item in value)
+        return 0
+
+    return walk(root)
+
+
+def _image_bytes(image: Any) -> int:
+    source = image.get("source") if isinstance(image, dict) else None
+    data = source.get("bytes") if isinstance(source, dict) else None
+    return len(data) if isinstance(data, str) else 0
 
 
 def _check_documents(turns: list[tuple[str, dict[str, Any]]], model: Model) -> None:
