@@ -107,6 +107,15 @@ class SingleFlight(Generic[K, T]):
             task.add_done_callback(lambda done: self._forget(key, done))
         return await asyncio.shield(task)
 
+    async def do_fresh(self, key: K, work: Callable[[], Coroutine[Any, Any, T]]) -> T:
+        """`work()`'s result from a task started after this call: the one in flight for `key`
+        may have read the state before the caller changed it, so it is waited out first (its
+        outcome belongs to its own callers)."""
+        task = self._running.get(key)
+        if task is not None:
+            await asyncio.wait({task})
+        return await self.do(key, work)
+
     def _forget(self, key: K, task: asyncio.Task[T]) -> None:
         if self._running.get(key) is task:
             del self._running[key]

@@ -67,6 +67,22 @@ async def test_keys_run_independently() -> None:
         assert await a == "one"
 
 
+async def test_do_fresh_waits_out_the_run_in_flight_and_starts_its_own() -> None:
+    async with TaskOwner("test") as tasks:
+        flight: SingleFlight[str, str] = SingleFlight(tasks, "job")
+        stale, fresh = Work("read before the change"), Work("read after it")
+        joined = asyncio.create_task(flight.do("a", stale))
+        await stale.running.wait()
+        asker = asyncio.create_task(flight.do_fresh("a", fresh))
+        await asyncio.sleep(0.01)
+        assert fresh.started == 0  # not while the earlier run may hold the old state
+        stale.release.set()
+        fresh.release.set()
+        assert await asker == "read after it"
+        assert await joined == "read before the change"
+        assert (stale.started, fresh.started) == (1, 1)
+
+
 async def test_a_cancelled_caller_leaves_the_work_to_the_others() -> None:
     async with TaskOwner("test") as tasks:
         flight: SingleFlight[str, str] = SingleFlight(tasks, "job")

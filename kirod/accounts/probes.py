@@ -73,7 +73,7 @@ class UsageProbes:
         await self._with_token(record, lambda account: self._client.set_overage(account, enabled))
         log.event(logger, "overage_set", account=account_id, enabled=enabled)
         try:
-            return await self.probe(account_id)
+            return await self._probes.do_fresh(account_id, lambda: self._probe(account_id))
         except KirodError as exc:
             log.event(
                 logger,

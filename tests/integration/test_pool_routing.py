@@ -67,6 +67,8 @@ def test_opus_goes_only_to_the_account_whose_plan_lists_it(
             assert ask(proc, OPUS, f"opus {n}").content
         chats = fake.fake.requests("chat")
         assert [r.account_id for r in chats] == [pro_tokens.account_id] * 3
+        # The fake records a stream's status once its handler returns, after the last byte left.
+        wait_for(lambda: all(r.status is not None for r in chats), "the chats' statuses")
         assert all(r.rejected_by is None and r.status == 200 for r in chats)
 
         # Without the Pro account no account offers Opus: a 404 naming what is available.
