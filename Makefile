@@ -51,8 +51,9 @@ types: $(STAMP_TEST)
 
 check: lint types
 
-# The real coding clients tests/clients drives (Claude Code, Codex and opencode from npm, at the
-# versions in tests/clients/versions.json), installed once into .cache/clients with `npm ci`.
+# The real clients tests/clients drives, at the versions in tests/clients/versions.json: Claude
+# Code, Codex, opencode, Kilo Code, Cline, Continue and Copilot CLI from npm (`npm ci`), aider and
+# llm from PyPI (a venv each, `pip --require-hashes`), installed once into .cache/clients.
 clients: $(STAMP_TEST)
 	$(BIN)/python tests/clients/install.py
 
@@ -61,8 +62,8 @@ clients: $(STAMP_TEST)
 clients-best-effort: $(STAMP_TEST)
 	-@$(BIN)/python tests/clients/install.py --best-effort
 
-# The client tests against the newest published Claude Code, Codex and opencode, and how their
-# requests differ from the pinned ones' captures (not part of `make test`).
+# The client tests against the newest published version of each client, and how Claude Code's,
+# Codex's and opencode's requests differ from the pinned ones' captures (not part of `make test`).
 clients-latest: $(STAMP_TEST)
 	$(BIN)/python tests/clients/latest.py
 

@@ -1,11 +1,12 @@
-"""Fixtures for the client tests: the real Claude Code, Codex and opencode binaries, and a
-daemon they talk to.
+"""Fixtures for the client tests: the real client binaries (Claude Code, Codex, opencode, Kilo
+Code, Cline, Continue, Copilot CLI, aider, llm), and a daemon they talk to.
 
 The binaries come from `.cache/clients` (`make clients`). Not installed: every test that needs
 one skips, naming why (the installer's recorded failure, or "run `make clients`"). Installed (or
 named by `KIROD_TEST_CLAUDE_BIN` / `KIROD_TEST_CLIENT_VERSION`, `KIROD_TEST_CODEX_BIN` /
-`KIROD_TEST_CODEX_VERSION`, `KIROD_TEST_OPENCODE_BIN` / `KIROD_TEST_OPENCODE_VERSION`) but broken:
-those tests fail.
+`KIROD_TEST_CODEX_VERSION`, `KIROD_TEST_OPENCODE_BIN` / `KIROD_TEST_OPENCODE_VERSION`, and for
+the others `KIROD_TEST_<CLIENT>_BIN` / `KIROD_TEST_<CLIENT>_VERSION`, e.g.
+`KIROD_TEST_KILO_CODE_BIN`) but broken: those tests fail.
 """
 
 from __future__ import annotations
@@ -67,6 +68,44 @@ def codex_binary() -> Binary:
 def opencode_binary() -> Binary:
     # "1.18.34"
     return _binary("opencode", opencode_env.locate(), lambda said, asked: said == asked)
+
+
+def _pinned(client: str, name: str) -> Binary:
+    """The binary of `client` (a key of versions.json), named by `KIROD_TEST_<CLIENT>_BIN` or
+    `KIROD_TEST_<CLIENT>_VERSION` (`make clients-latest`), else its pin; its `--version` names
+    the version."""
+    found = install.locate(client, *install.env_names(client))
+    return _binary(name, found, lambda said, asked: asked in said)
+
+
+@pytest.fixture(scope="session")
+def kilo_binary() -> Binary:
+    return _pinned("kilo-code", "Kilo Code")
+
+
+@pytest.fixture(scope="session")
+def cline_binary() -> Binary:
+    return _pinned("cline", "Cline")
+
+
+@pytest.fixture(scope="session")
+def continue_binary() -> Binary:
+    return _pinned("continue", "Continue")
+
+
+@pytest.fixture(scope="session")
+def copilot_binary() -> Binary:
+    return _pinned("copilot", "Copilot CLI")
+
+
+@pytest.fixture(scope="session")
+def aider_binary() -> Binary:
+    return _pinned("aider", "aider")
+
+
+@pytest.fixture(scope="session")
+def llm_binary() -> Binary:
+    return _pinned("llm", "llm")
 
 
 def pytest_terminal_summary(terminalreporter: Any) -> None:

@@ -1,4 +1,4 @@
-"""Install the coding clients the client tests drive, from npm, into `.cache/clients/`.
+"""Install the coding clients the client tests drive, from npm or PyPI, into `.cache/clients/`.
 
 Standard library only.
 
@@ -7,12 +7,16 @@ Standard library only.
     python tests/clients/install.py --latest         # the newest published version of each
     python tests/clients/install.py --relock         # package.json + lockfile from versions.json
 
-A pinned install copies `npm/<client>/package.json` and its `package-lock.json` (committed,
+A pinned npm client copies `npm/<client>/package.json` and its `package-lock.json` (committed,
 written by `--relock` with `omit-lockfile-registry-resolved`, so it names no registry host but
 keeps every `integrity`) into `.cache/clients/<client>-<version>/` and runs `npm ci` there. A
-stamp file makes a second run a no-op; a changed lockfile reinstalls. When an install fails,
-`<client>-<version>.failed` says why, and the tests skip with that reason. Installs of older
-versions stay in `.cache/clients` (about 400 MB each for Claude Code) until removed by hand.
+pinned PyPI client (aider, llm) gets a virtual environment of its own there (its dependencies,
+such as aider's exact `openai`, must not meet the suite's), filled from `pypi/<client>/
+requirements.txt`: every distribution at the version `--relock` found, with its sha256, installed
+with `--require-hashes`. A stamp file makes a second run a no-op; a changed lockfile reinstalls.
+When an install fails, `<client>-<version>.failed` says why, and the tests skip with that
+reason. Installs of older versions stay in `.cache/clients` (about 400 MB each for Claude Code)
+until removed by hand.
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ import fcntl
 import hashlib
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -35,11 +40,24 @@ HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
 VERSIONS_FILE = HERE / "versions.json"
 NPM_DIR = HERE / "npm"
-TESTED_CLIENTS = ("claude-code", "codex", "opencode")
+PYPI_DIR = HERE / "pypi"
+TESTED_CLIENTS = (
+    "claude-code",
+    "codex",
+    "opencode",
+    "kilo-code",
+    "cline",
+    "continue",
+    "copilot",
+    "aider",
+    "llm",
+)
 """The clients `tests/clients` drives (every one versions.json pins)."""
 
 STAMP = ".kirod-installed.json"
 NPM_CI_TIMEOUT_S = 900.0
+VENV_PYTHON = "python3"
+"""What makes a PyPI client's virtual environment (aider wants a Python below 3.13)."""
 PING_TIMEOUT_S = 30.0
 LOCK_WAIT_S = NPM_CI_TIMEOUT_S + 60.0
 LOG_TAIL_LINES = 15
@@ -57,17 +75,37 @@ class Pin:
     bin: str
     path: str | None = None
     """The binary under `node_modules` when the package declares no `bin` (opencode's)."""
+    registry: str = "npm"
+    """`npm` or `pypi`."""
+    plugins: tuple[str, ...] = ()
+    """PyPI distributions installed beside the package (`llm-anthropic==0.30`)."""
 
     @property
     def binary(self) -> str:
-        """The binary's path under `node_modules`."""
-        return self.path or f".bin/{self.bin}"
+        """The binary's path under the install folder."""
+        if self.registry == "pypi":
+            return f"venv/bin/{self.bin}"
+        return f"node_modules/{self.path or f'.bin/{self.bin}'}"
+
+    @property
+    def lockfile(self) -> Path:
+        if self.registry == "pypi":
+            return PYPI_DIR / self.client / "requirements.txt"
+        return NPM_DIR / self.client / "package-lock.json"
 
 
 def pins() -> dict[str, Pin]:
     data = json.loads(VERSIONS_FILE.read_text())
     return {
-        name: Pin(name, entry["package"], entry["version"], entry["bin"], entry.get("path"))
+        name: Pin(
+            name,
+            entry["package"],
+            entry["version"],
+            entry["bin"],
+            entry.get("path"),
+            entry.get("registry", "npm"),
+            tuple(entry.get("plugins", ())),
+        )
         for name, entry in data.items()
     }
 
@@ -93,11 +131,11 @@ def failure_file(client: str, version: str) -> Path:
 
 
 def binary_path(client: str, version: str) -> Path:
-    return install_dir(client, version) / "node_modules" / pin(client).binary
+    return install_dir(client, version) / pin(client).binary
 
 
 def lock_digest(client: str) -> str:
-    return hashlib.sha256((NPM_DIR / client / "package-lock.json").read_bytes()).hexdigest()
+    return hashlib.sha256(pin(client).lockfile.read_bytes()).hexdigest()
 
 
 def _stamp_for(client: str, version: str) -> dict[str, str]:
@@ -137,7 +175,8 @@ def _npm() -> str:
 
 
 def _run(args: list[str], cwd: Path, log: Path, timeout_s: float) -> None:
-    """Run npm with its output in `log`; raise with the log's tail if it fails or times out."""
+    """Run npm (or pip) with its output in `log`; raise with the log's tail if it fails or
+    times out."""
     with log.open("ab") as out:
         out.write(f"\n$ {' '.join(args)}  (in {cwd})\n".encode())
         out.flush()
@@ -152,7 +191,8 @@ def _run(args: list[str], cwd: Path, log: Path, timeout_s: float) -> None:
     output = log.read_text(errors="replace")
     what = f"timed out after {timeout_s:.0f} s" if code is None else f"exited with {code}"
     tail = "\n".join(output.splitlines()[-LOG_TAIL_LINES:])
-    raise InstallError(f"`npm {args[1]}` {what}: {_npm_error(output)} (log: {log})\n{tail}")
+    tool = f"{Path(args[0]).name} {args[1]}"
+    raise InstallError(f"`{tool}` {what}: {_npm_error(output)} (log: {log})\n{tail}")
 
 
 def check_registry(timeout_s: float = PING_TIMEOUT_S) -> None:
@@ -176,12 +216,13 @@ def check_registry(timeout_s: float = PING_TIMEOUT_S) -> None:
 
 
 def _npm_error(output: str) -> str:
-    """The telling lines of npm's error output (its code and reason, not the boilerplate)."""
+    """The telling lines of npm's (or pip's) error output: its code and reason, not the
+    boilerplate."""
     boilerplate = ("A complete log", "behind a proxy", "npm help config")
     lines = [
-        line.removeprefix("npm error").strip()
+        line.removeprefix("npm error").removeprefix("ERROR:").strip()
         for line in output.splitlines()
-        if line.startswith("npm error") and not any(text in line for text in boilerplate)
+        if line.startswith(("npm error", "ERROR:")) and not any(t in line for t in boilerplate)
     ]
     telling = [line for line in lines if line and not line.startswith(("at ", "{", "}"))]
     return " / ".join(telling[:4])[:300] or "npm failed without a message"
@@ -259,11 +300,20 @@ def install(
 
 
 def _install(pinned: Pin, version: str, root: Path, timeout_s: float) -> Path:
-    npm = _npm()
     final = install_dir(pinned.client, version)
-    staging = root / f".{final.name}.staging"
     log = root / f"{final.name}.log"
     log.unlink(missing_ok=True)
+    if pinned.registry == "pypi":
+        _install_pypi(pinned, version, final, log, timeout_s)
+    else:
+        _install_npm(pinned, version, final, log, timeout_s)
+    (final / STAMP).write_text(json.dumps(_stamp_for(pinned.client, version)) + "\n")
+    return binary_path(pinned.client, version)
+
+
+def _install_npm(pinned: Pin, version: str, final: Path, log: Path, timeout_s: float) -> None:
+    npm = _npm()
+    staging = final.parent / f".{final.name}.staging"
     shutil.rmtree(staging, ignore_errors=True)
     staging.mkdir(parents=True)
     if version == pinned.version:
@@ -274,21 +324,52 @@ def _install(pinned: Pin, version: str, root: Path, timeout_s: float) -> Path:
         (staging / "package.json").write_text(_package_json(pinned, version))
         command = [npm, "install", "--no-audit", "--no-fund", "--save-exact"]
     _run(command, staging, log, timeout_s)
-    binary = staging / "node_modules" / pinned.binary
+    _check_binary(staging / pinned.binary, version, log)
+    shutil.rmtree(final, ignore_errors=True)
+    staging.rename(final)
+
+
+def _install_pypi(pinned: Pin, version: str, final: Path, log: Path, timeout_s: float) -> None:
+    """A virtual environment in `final` (made in place: a venv's scripts name its absolute path,
+    so it cannot be staged and renamed; the stamp, written last, marks it complete)."""
+    shutil.rmtree(final, ignore_errors=True)
+    pip = _venv(final / "venv", log)
+    if version == pinned.version:
+        command = [*pip, "--require-hashes", "--no-deps", "-r", str(pinned.lockfile)]
+    else:
+        command = [*pip, *_requirements(pinned, version)]
+    _run(command, final, log, timeout_s)
+    _check_binary(final / pinned.binary, version, log)
+
+
+def _venv(folder: Path, log: Path) -> list[str]:
+    """A new virtual environment at `folder`; the pip install command of its Python."""
+    python = shutil.which(VENV_PYTHON)
+    if python is None:
+        raise InstallError(f"{VENV_PYTHON} is not on PATH (the PyPI clients need it)")
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    _run([python, "-m", "venv", str(folder)], folder.parent, log, 120.0)
+    return [str(folder / "bin" / "python"), "-m", "pip", "install", "--quiet", "--no-input"]
+
+
+def _requirements(pinned: Pin, version: str) -> list[str]:
+    return [f"{pinned.package}=={version}", *pinned.plugins]
+
+
+def _check_binary(binary: Path, version: str, log: Path) -> None:
     if not binary.exists():
-        raise InstallError(f"npm finished but {binary} is missing; {log}")
+        raise InstallError(f"the install finished but {binary} is missing; {log}")
     reported = binary_version(binary)
     if version not in reported:
         raise InstallError(f"{binary} --version says {reported!r}, expected {version}")
-    shutil.rmtree(final, ignore_errors=True)
-    staging.rename(final)
-    (final / STAMP).write_text(json.dumps(_stamp_for(pinned.client, version)) + "\n")
-    return binary_path(pinned.client, version)
 
 
 def latest_version(client: str, timeout_s: float = 60.0) -> str:
-    """The newest published version (`npm view <package> version`)."""
-    package = pin(client).package
+    """The newest published version (`npm view <package> version`, or PyPI's JSON API)."""
+    pinned = pin(client)
+    package = pinned.package
+    if pinned.registry == "pypi":
+        return _latest_on_pypi(package, timeout_s)
     try:
         answer = subprocess.run(
             [_npm(), "view", package, "version"],
@@ -305,9 +386,28 @@ def latest_version(client: str, timeout_s: float = 60.0) -> str:
     return version
 
 
+def _latest_on_pypi(package: str, timeout_s: float) -> str:
+    """`pip index versions`, which reads the index pip is configured for (a mirror too)."""
+    command = [sys.executable, "-m", "pip", "index", "versions", package]
+    try:
+        answer = subprocess.run(
+            command, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=timeout_s
+        )
+    except subprocess.TimeoutExpired:
+        raise InstallError(f"`pip index versions {package}` timed out") from None
+    found = re.search(rf"^{re.escape(package)} \(([^)]+)\)", answer.stdout, re.MULTILINE)
+    if answer.returncode != 0 or found is None:
+        raise InstallError(f"`pip index versions {package}` failed: {answer.stderr.strip()}")
+    return found.group(1)
+
+
 def relock(client: str, timeout_s: float = 300.0) -> Path:
-    """Write `npm/<client>/package.json` from versions.json and regenerate its lockfile."""
+    """Regenerate the client's committed lockfile from versions.json: for npm, `package.json`
+    and `package-lock.json`; for PyPI, `requirements.txt` with every distribution pip resolves
+    (on this platform and Python) and its sha256."""
     pinned = pin(client)
+    if pinned.registry == "pypi":
+        return _relock_pypi(pinned, timeout_s)
     folder = NPM_DIR / client
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "package.json").write_text(_package_json(pinned, pinned.version))
@@ -324,6 +424,31 @@ def relock(client: str, timeout_s: float = 300.0) -> Path:
     ]
     _run(command, folder, log, timeout_s)
     return folder / "package-lock.json"
+
+
+def _relock_pypi(pinned: Pin, timeout_s: float) -> Path:
+    work = cache_root() / f".relock-{pinned.client}"
+    shutil.rmtree(work, ignore_errors=True)
+    log = cache_root() / f"relock-{pinned.client}.log"
+    pip = _venv(work / "venv", log)
+    report = work / "report.json"
+    resolve = ["--dry-run", "--ignore-installed", "--report", str(report)]
+    _run([*pip, *resolve, *_requirements(pinned, pinned.version)], work, log, timeout_s)
+    chosen = json.loads(report.read_text())["install"]
+    lines = [
+        f"{item['metadata']['name']}=={item['metadata']['version']} "
+        f"--hash=sha256:{item['download_info']['archive_info']['hashes']['sha256']}"
+        for item in chosen
+    ]
+    header = (
+        f"# {pinned.package}=={pinned.version} {' '.join(pinned.plugins)}".rstrip()
+        + f" for kirod's client tests, resolved by `install.py --relock {pinned.client}`\n"
+    )
+    lockfile = pinned.lockfile
+    lockfile.parent.mkdir(parents=True, exist_ok=True)
+    lockfile.write_text(header + "\n".join(sorted(lines, key=str.lower)) + "\n")
+    shutil.rmtree(work, ignore_errors=True)
+    return lockfile
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -384,6 +509,14 @@ class Located:
     why: str  # why there is no binary
     requested: bool  # named by an environment variable (so its absence is an error)
     version: str | None  # the version it must report, if known
+
+
+def env_names(client: str) -> tuple[str, str]:
+    """The variables that name a binary or a version of `client` to drive instead of its pin:
+    `KIROD_TEST_KILO_CODE_BIN`, `KIROD_TEST_KILO_CODE_VERSION` (the clients driven before these
+    keep their own names: see their `*_env` modules)."""
+    stem = f"KIROD_TEST_{client.upper().replace('-', '_')}"
+    return f"{stem}_BIN", f"{stem}_VERSION"
 
 
 def locate(client: str, bin_env: str, version_env: str) -> Located:

@@ -2,9 +2,11 @@
 
     python tests/clients/latest.py [pytest arguments…]
 
-Installs the newest published `@anthropic-ai/claude-code`, `@openai/codex` and opencode (its
-Linux x64 package) into `.cache/clients/`, runs `tests/clients` against them
-(`KIROD_TEST_CLIENT_VERSION`, `KIROD_TEST_CODEX_VERSION`, `KIROD_TEST_OPENCODE_VERSION`),
+Installs the newest published version of every client versions.json pins (`@anthropic-ai/
+claude-code`, `@openai/codex`, opencode's Linux x64 package, Kilo Code, Cline, Continue, Copilot
+CLI, aider, llm) into `.cache/clients/`, runs `tests/clients` against them
+(`KIROD_TEST_CLIENT_VERSION`, `KIROD_TEST_CODEX_VERSION`, `KIROD_TEST_OPENCODE_VERSION`,
+`KIROD_TEST_<CLIENT>_VERSION` for the others),
 captures Claude Code's default `-p hello` request, Codex's first `codex exec hello` request (once
 per model of `capture.CODEX_MODELS`) and opencode's `run hello` requests into
 `.cache/clients/captures/` and prints how each differs from the pinned version's capture (for
@@ -33,20 +35,29 @@ CLIENTS = {
     CLIENT: VERSION_ENV,
     codex_env.CLIENT: codex_env.VERSION_ENV,
     opencode_env.CLIENT: opencode_env.VERSION_ENV,
+    **{
+        client: install.env_names(client)[1]
+        for client in install.TESTED_CLIENTS
+        if client not in (CLIENT, codex_env.CLIENT, opencode_env.CLIENT)
+    },
 }
 """Each client `make clients-latest` tries, and the variable that points the tests at it."""
 
 
 def main(argv: list[str]) -> int:
     newest: dict[str, str] = {}
+    uninstallable = []
     for client in CLIENTS:
+        pinned = install.pin(client).version
         try:
             version = install.latest_version(client)
             binary = install.install(client, version)
         except install.InstallError as exc:
+            # Its tests run at the pin; the exit status still says the newest failed.
             print(f"cannot install the newest {client}: {exc}", file=sys.stderr)
-            return 1
-        pinned = install.pin(client).version
+            uninstallable.append(client)
+            newest[client] = pinned
+            continue
         print(f"newest {client}: {version} (pinned: {pinned}) at {binary}", flush=True)
         newest[client] = version
     tests = subprocess.run(
@@ -106,9 +117,12 @@ def main(argv: list[str]) -> int:
         "capture": code,
         "codex": {"version": codex_version, "capture": codex_code},
         "opencode": {"version": opencode_version, "capture": opencode_code},
+        "newest": newest,
+        "not_installed": uninstallable,
     }
     print(f"clients-latest: {json.dumps(summary)}")
-    return tests.returncode or (1 if code or codex_code or opencode_code else 0)
+    failed = code or codex_code or opencode_code or uninstallable
+    return tests.returncode or (1 if failed else 0)
 
 
 if __name__ == "__main__":

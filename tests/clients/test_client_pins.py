@@ -33,14 +33,43 @@ def all_keys(value: Any) -> Iterator[str]:
             yield from all_keys(item)
 
 
+NPM_PINS = sorted(name for name, pin in PINS.items() if pin.registry == "npm")
+PYPI_PINS = sorted(name for name, pin in PINS.items() if pin.registry == "pypi")
+
+
 def test_versions_file_pins_the_clients() -> None:
-    assert set(PINS) == {"claude-code", "codex", "opencode"}
-    assert set(install.TESTED_CLIENTS) <= set(PINS)
+    assert set(install.TESTED_CLIENTS) == set(PINS)
+    assert set(NPM_PINS) == {
+        "claude-code",
+        "codex",
+        "opencode",
+        "kilo-code",
+        "cline",
+        "continue",
+        "copilot",
+    }
+    assert set(PYPI_PINS) == {"aider", "llm"}
     for pin in PINS.values():
-        assert re.fullmatch(r"\d+\.\d+\.\d+", pin.version), pin
+        assert re.fullmatch(r"\d+\.\d+(\.\d+)?", pin.version), pin
 
 
-@pytest.mark.parametrize("client", sorted(PINS))
+@pytest.mark.parametrize("client", PYPI_PINS)
+def test_requirements_match_the_pin(client: str) -> None:
+    """Every distribution pinned with its sha256 (`pip --require-hashes`), the package and its
+    plugins at their pins."""
+    pin = PINS[client]
+    lines = [line for line in pin.lockfile.read_text().splitlines() if not line.startswith("#")]
+    pinned = {}
+    for line in lines:
+        found = re.fullmatch(r"([A-Za-z0-9_.-]+)==(\S+) --hash=sha256:[0-9a-f]{64}", line)
+        assert found, line
+        pinned[found.group(1).lower().replace("_", "-")] = found.group(2)
+    for requirement in (f"{pin.package}=={pin.version}", *pin.plugins):
+        name, version = requirement.split("==")
+        assert pinned[name] == version, requirement
+
+
+@pytest.mark.parametrize("client", NPM_PINS)
 def test_lockfile_matches_the_pin(client: str) -> None:
     pin = PINS[client]
     folder = install.NPM_DIR / client
