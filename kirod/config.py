@@ -777,8 +777,6 @@ def _origin(option: Option, item: str, number: int, source: str) -> str:
         or not host
         or parts.username is not None
         or parts.path
-        or parts.query
-        or parts.fragment
         or "?" in text
         or "#" in text
         or port == 0
