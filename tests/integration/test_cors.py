@@ -5,7 +5,7 @@ test_cors_browser.py checks the same in a real browser."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterator, Mapping
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping
 from pathlib import Path
 
 import aiohttp
@@ -150,25 +150,39 @@ async def test_a_malformed_header_list_is_400_without_cors_headers(
         assert b"invalid_preflight" in body
 
 
-def sdk_clients(
-    daemon: DaemonProcess, origin: str, key: str | None = None
-) -> tuple[anthropic.Anthropic, openai.OpenAI]:
-    """The official SDKs, sending `Origin` as a page's fetch would."""
-    headers = {"Origin": origin}
-    key = key or daemon.api_key
-    claude = anthropic.Anthropic(
-        base_url=daemon.base_url, api_key=key, max_retries=0, default_headers=headers
-    )
-    gpt = openai.OpenAI(
-        base_url=daemon.base_url + "/v1", api_key=key, max_retries=0, default_headers=headers
-    )
-    return claude, gpt
+SdkClients = Callable[..., tuple[anthropic.Anthropic, openai.OpenAI]]
+
+
+@pytest.fixture
+def sdk_clients() -> Iterator[SdkClients]:
+    """`sdk_clients(daemon, origin, key=None)`: the official SDKs, sending `Origin` as a page's
+    fetch would; closed after the test."""
+    made: list[anthropic.Anthropic | openai.OpenAI] = []
+
+    def make(
+        daemon: DaemonProcess, origin: str, key: str | None = None
+    ) -> tuple[anthropic.Anthropic, openai.OpenAI]:
+        headers = {"Origin": origin}
+        key = key or daemon.api_key
+        claude = anthropic.Anthropic(
+            base_url=daemon.base_url, api_key=key, max_retries=0, default_headers=headers
+        )
+        gpt = openai.OpenAI(
+            base_url=daemon.base_url + "/v1", api_key=key, max_retries=0, default_headers=headers
+        )
+        made.extend((claude, gpt))
+        return claude, gpt
+
+    try:
+        yield make
+    finally:
+        for client in made:
+            client.close()
 
 
 def test_answers_to_a_listed_origin_carry_cors_headers(
-    daemon: DaemonProcess, fake: ThreadedFake
+    daemon: DaemonProcess, service: FakeKiro, sdk_clients: SdkClients
 ) -> None:
-    service: FakeKiro = fake.fake
     claude, gpt = sdk_clients(daemon, LISTED)
     service.enqueue(Reply(text="from the page"))
     raw = claude.messages.with_raw_response.create(
@@ -186,8 +200,9 @@ def test_answers_to_a_listed_origin_carry_cors_headers(
     assert_allowed(models.headers, LISTED)
 
 
-def test_streamed_answers_carry_cors_headers(daemon: DaemonProcess, fake: ThreadedFake) -> None:
-    service: FakeKiro = fake.fake
+def test_streamed_answers_carry_cors_headers(
+    daemon: DaemonProcess, service: FakeKiro, sdk_clients: SdkClients
+) -> None:
     claude, gpt = sdk_clients(daemon, ALSO_LISTED)
     service.enqueue(Script(reply=Reply(text="one two three"), chunk_size=4))
     with claude.messages.stream(
@@ -207,7 +222,9 @@ def test_streamed_answers_carry_cors_headers(daemon: DaemonProcess, fake: Thread
     assert text == "four five six"
 
 
-def test_errors_to_a_listed_origin_carry_cors_headers(daemon: DaemonProcess) -> None:
+def test_errors_to_a_listed_origin_carry_cors_headers(
+    daemon: DaemonProcess, sdk_clients: SdkClients
+) -> None:
     claude, gpt = sdk_clients(daemon, LISTED, key="sk-not-a-kirod-key-0123456789")
     with pytest.raises(anthropic.AuthenticationError) as refused:
         claude.messages.create(
