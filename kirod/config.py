@@ -13,6 +13,7 @@ import ipaddress
 import json
 import math
 import os
+import re
 import ssl
 import sys
 import tomllib
@@ -37,6 +38,7 @@ class Kind(enum.Enum):
     BOOL = "boolean"
     PATH = "path"
     LIST = "list of strings"
+    ORIGINS = "list of origins (scheme://host[:port])"
     CHOICE = "one of"
     URL = "http(s) URL"
     MAP = "table of strings"
@@ -457,6 +459,15 @@ OPTIONS: tuple[Option, ...] = (
         False,
     ),
     Option(
+        "cors_origins",
+        Kind.ORIGINS,
+        "Web pages allowed to call the API (/v1/..., /api/...) from the browser, as LobeChat's "
+        "client-side mode does, by their origin: their CORS preflights are answered and their "
+        "answers carry CORS headers. Exact origins only: '*' is refused, since requests carry "
+        "API keys. Empty: CORS off.",
+        (),
+    ),
+    Option(
         "console",
         Kind.BOOL,
         "Serve the web console under /console/ (entered with `kiroctl console`).",
@@ -584,6 +595,7 @@ class Settings:
     proxy_url: str | None = dataclasses.field(repr=False)
     ca_file: Path | None
     allow_remote: bool
+    cors_origins: tuple[str, ...]
     console: bool
     console_remote: bool
     console_idle_s: float
@@ -683,6 +695,12 @@ def coerce(option: Option, value: object, source: str) -> Any:
         if isinstance(value, list | tuple) and all(isinstance(v, str) for v in value):
             return _long_enough(option, tuple(value), source)
         raise _bad(option, value, source)
+    elif kind is Kind.ORIGINS:
+        if isinstance(value, str):
+            value = [part.strip() for part in value.split(",") if part.strip()]
+        if not isinstance(value, list | tuple) or not all(isinstance(v, str) for v in value):
+            raise _bad(option, value, source)
+        return tuple(_origin(option, item, number, source) for number, item in enumerate(value, 1))
     elif kind is Kind.MAP:
         return _table(option, value, source)
     elif kind is Kind.WEBHOOKS:
@@ -723,6 +741,58 @@ def _long_enough(option: Option, items: tuple[str, ...], source: str) -> tuple[s
                 "can be guessed; make one with `kiroctl keys create NAME`)"
             )
     return items
+
+
+_SCHEME = re.compile(r"[a-z][a-z0-9+.-]*")
+_HOST = re.compile(r"[a-z0-9_-]+(\.[a-z0-9_-]+)*")
+_DEFAULT_PORTS = {"http": 80, "https": 443}
+
+
+def _origin(option: Option, item: str, number: int, source: str) -> str:
+    """`item` as browsers write an origin in `Origin` (lower case, no default port), or a
+    ConfigError saying why it is none. One trailing slash is forgiven: it is how origins get
+    pasted from an address bar."""
+    where = f"invalid value for {option.name!r} from {source}: item {number} ({item!r})"
+    if item.strip() == "null":
+        raise ConfigError(
+            f"{where}: the opaque origin 'null' is not allowed: every sandboxed frame and local "
+            "file sends it"
+        )
+    if "*" in item:
+        raise ConfigError(
+            f"{where}: wildcards are not allowed; name each origin (every request carries an "
+            "API key, so only pages you trust may call kirod)"
+        )
+    shape = "expected scheme://host[:port], as the page's address bar shows it, without a path"
+    text = item.removesuffix("/")
+    try:
+        parts = urlsplit(text)
+        port = parts.port
+    except ValueError:  # a port that is no number, a bracketed host that is no address
+        raise ConfigError(f"{where}: {shape}") from None
+    host = parts.hostname
+    scheme = parts.scheme.lower()
+    if (
+        not _SCHEME.fullmatch(scheme)
+        or not host
+        or parts.username is not None
+        or parts.path
+        or "?" in text
+        or "#" in text
+        or port == 0
+    ):
+        raise ConfigError(f"{where}: {shape}")
+    try:
+        if ":" in host:  # browsers write an IPv6 address compressed, in brackets
+            host = f"[{ipaddress.IPv6Address(host).compressed}]"
+        else:
+            host = host.encode("idna").decode("ascii")  # and a name in its ASCII form
+    except (ValueError, UnicodeError):
+        raise ConfigError(f"{where}: {shape}") from None
+    if not host.startswith("[") and not _HOST.fullmatch(host):
+        raise ConfigError(f"{where}: {shape}")
+    shown_port = "" if port is None or port == _DEFAULT_PORTS.get(scheme) else f":{port}"
+    return f"{scheme}://{host}{shown_port}"
 
 
 def default_value(

@@ -38,6 +38,7 @@ _METAVARS = {
     Kind.BOOL: "BOOL",
     Kind.PATH: "PATH",
     Kind.LIST: "KEY,...",
+    Kind.ORIGINS: "ORIGIN,...",
     Kind.URL: "URL",
     Kind.MAP: "ID=MODEL,...",
     Kind.WEBHOOKS: "JSON",

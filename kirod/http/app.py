@@ -9,6 +9,7 @@ from aiohttp import web
 from aiohttp.typedefs import Middleware
 
 from kirod.http import websocket
+from kirod.http.cors import add_cors_headers, make_cors
 from kirod.http.ingress import API_KEY_ID, Handler, add_request_id_header, make_ingress
 from kirod.http.routes import chat, compact, health, messages, models, responses, usage
 from kirod.http.services import SERVICES, Services
@@ -74,8 +75,10 @@ async def _drain_streams(app: web.Application) -> None:
 
 
 def build_public_app(services: Services, extra_routes: tuple[Route, ...] = ()) -> web.Application:
+    origins = services.settings.cors_origins
+    middlewares = [make_ingress(), *([make_cors(origins)] if origins else []), _gate()]
     app = web.Application(
-        middlewares=[make_ingress(), _gate()],
+        middlewares=middlewares,
         client_max_size=services.settings.max_request_body_bytes,
         # keepalive_timeout also bounds how long a new connection may take to send its headers:
         # aiohttp arms it when the connection is made and does not re-arm it as bytes trickle in.
@@ -88,6 +91,8 @@ def build_public_app(services: Services, extra_routes: tuple[Route, ...] = ()) -
     app[STREAMS] = Streams()
     app.on_shutdown.append(_drain_streams)
     app.on_response_prepare.append(add_request_id_header)
+    if origins:
+        app.on_response_prepare.append(add_cors_headers)
     websocket.install(app)
     add_routes(app, ROUTES + extra_routes)
     return app

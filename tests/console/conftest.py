@@ -1,4 +1,5 @@
-"""The browser harness for the web console's tests: Debian's Chromium driven by Playwright.
+"""The browser harness for the web console's tests (and test_cors_browser.py, the public API's
+CORS seen by a page): Debian's Chromium driven by Playwright.
 
 Chromium is Debian's package (`make browser` installs it, best effort), launched through
 Playwright's `executable_path`; `playwright install` is never used (its CDN is unreachable from

@@ -151,6 +151,64 @@ def test_short_api_keys_are_refused_with_a_reason(tmp_path: Path, where: str, ra
     assert settings_from(tmp_path, where, "api_keys", accepted[where]) == ("0123456789abcdef",)
 
 
+@pytest.mark.parametrize(
+    ("where", "raw"),
+    [
+        ("flag", "--cors-origins=http://localhost:3210/,HTTPS://Chat.Example.com:443"),
+        ("env", "http://localhost:3210/, HTTPS://Chat.Example.com:443"),
+        ("file", '["http://localhost:3210/", "HTTPS://Chat.Example.com:443"]'),
+    ],
+)
+def test_cors_origins_are_written_as_browsers_send_them(
+    tmp_path: Path, where: str, raw: str
+) -> None:
+    assert settings_from(tmp_path, where, "cors_origins", raw) == (
+        "http://localhost:3210",
+        "https://chat.example.com",
+    )
+
+
+@pytest.mark.parametrize(
+    ("raw", "expected"),
+    [
+        ("http://[0:0::1]:8080", "http://[::1]:8080"),
+        ("http://bücher.example", "http://xn--bcher-kva.example"),
+        ("chrome-extension://abcdefghijklmnop", "chrome-extension://abcdefghijklmnop"),
+        ("http://127.0.0.1:80", "http://127.0.0.1"),
+    ],
+)
+def test_cors_origins_of_other_shapes(tmp_path: Path, raw: str, expected: str) -> None:
+    assert settings_from(tmp_path, "env", "cors_origins", raw) == (expected,)
+
+
+@pytest.mark.parametrize(
+    ("raw", "reason"),
+    [
+        ("*", "wildcards are not allowed"),
+        ("https://*.example.com", "wildcards are not allowed"),
+        ("null", "opaque origin 'null'"),
+        ("http://localhost:3210/chat", "without a path"),
+        ("http://localhost:3210?x=1", "without a path"),
+        ("localhost:3210", "scheme://host"),
+        ("http://user@localhost", "scheme://host"),
+        ("http://localhost:99999", "scheme://host"),
+        ("http://local host", "scheme://host"),
+        ("file:///home/me/page.html", "scheme://host"),
+    ],
+)
+def test_cors_origins_refuse_what_is_no_exact_origin(tmp_path: Path, raw: str, reason: str) -> None:
+    for where, value in (
+        ("env", f"http://ok.example, {raw}"),
+        ("file", f'["http://ok.example", "{raw}"]'),
+    ):
+        with pytest.raises(ConfigError) as refused:
+            settings_from(tmp_path, where, "cors_origins", value)
+        message = str(refused.value)
+        assert message.startswith("invalid value for 'cors_origins' from "), message
+        assert f"item 2 ({raw!r})" in message
+        assert reason in message
+
+
 def test_first_start_says_where_things_are_and_warns_of_unknown_variables(
     short_tmp: Path,
 ) -> None:
