@@ -61,12 +61,12 @@ def plain(stream: TextIO) -> bool:
     return not terminal or bool(os.environ.get("NO_COLOR")) or os.environ.get("TERM") == "dumb"
 
 
-ASCII = str.maketrans({"—": "-", "█": "#", "░": ".", "…": "...", "·": "-", "≥": ">="})
+ASCII = str.maketrans({"—": "-", "█": "#", "░": ".", "…": "...", "·": "-", "≥": ">=", "→": "->"})
 
 
 class Ascii:
     """A text stream that writes what it is given with the few non-ASCII characters kiroctl
-    draws (dashes, bars, ellipses, dots) replaced by ASCII."""
+    draws (dashes, bars, ellipses, dots, arrows) replaced by ASCII."""
 
     def __init__(self, stream: TextIO) -> None:
         self._stream = stream

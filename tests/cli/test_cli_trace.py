@@ -136,6 +136,7 @@ def test_a_failover_is_explained_by_the_trace(daemon: DaemonProcess, failed_over
     text = kiroctl(daemon, "trace", failed_over)
     assert text.exit_code == 0, text.output
     no_content(text.stdout)
+    assert text.stdout.isascii(), text.stdout  # piped: "->" for the arrow, "-" for the dots
     lines = text.stdout.splitlines()
     assert failed_over in lines[0]
     assert "200" in lines[0]
