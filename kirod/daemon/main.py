@@ -85,6 +85,14 @@ DEMO_FLAGS = ("config", "enable_chat_completions")
 so it takes only the setting it shares with a real one."""
 
 
+class _Paragraphs(argparse.HelpFormatter):
+    """argparse's help, with the description's blank lines kept between its paragraphs."""
+
+    def _fill_text(self, text: str, width: int, indent: str) -> str:
+        fill = super()._fill_text
+        return "\n\n".join(fill(part, width, indent) for part in text.split("\n\n"))
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="kirod",
@@ -139,14 +147,6 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-class _Paragraphs(argparse.HelpFormatter):
-    """argparse's help, with the description's blank lines kept between its paragraphs."""
-
-    def _fill_text(self, text: str, width: int, indent: str) -> str:
-        fill = super()._fill_text
-        return "\n\n".join(fill(part, width, indent) for part in text.split("\n\n"))
-
-
 def _demo_at(arguments: Sequence[str]) -> int | None:
     """Where the `demo` command is: the first `demo` that is not the value of a flag."""
     takes_value = {"--config"} | {o.flag for o in OPTIONS if o.kind is not Kind.BOOL}
@@ -163,9 +163,9 @@ def _demo_at(arguments: Sequence[str]) -> int | None:
 def _demo(parser: argparse.ArgumentParser, before: list[str], after: list[str]) -> int:
     args = vars(parser.parse_args(before))
     given = {name: value for name, value in args.items() if value is not None}
-    ignored = [name for name in given if name not in DEMO_FLAGS]
-    if ignored:
-        flags = ", ".join(OPTIONS_BY_NAME[name].flag for name in ignored)
+    unused = [name for name in given if name not in DEMO_FLAGS]
+    if unused:
+        flags = ", ".join(OPTIONS_BY_NAME[name].flag for name in unused)
         parser.error(
             f"kirod demo runs its own kirod on temporary paths and a free port: {flags} would "
             "not reach it. Before `demo` it reads only --enable-chat-completions (and --config "
