@@ -30,7 +30,8 @@ run: $(STAMP_RUN)
 
 # The fake Kiro service and a kirod on temporary paths, with a demo account and key, and what to
 # point curl, the SDKs, Claude Code, Codex and opencode at; Ctrl-C ends it. The same as `kirod demo`
-# (runtime dependencies only); `make demo ARGS=--check` answers one request and exits.
+# (runtime dependencies only); `make demo ARGS=--check` answers one request and exits, and
+# `ARGS=--chat-completions` serves Chat Completions too and prints an IDE's settings.
 demo: $(STAMP_RUN)
 	$(BIN)/kirod demo $(ARGS)
 

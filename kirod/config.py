@@ -961,6 +961,49 @@ def is_loopback(host: str) -> bool:
         return False
 
 
+def _config_file(
+    env: Mapping[str, str], config_path: Path | None, platform: str
+) -> tuple[Path, dict[str, Any] | None]:
+    """The config file to read and its values; None when the default file does not exist."""
+    explicit = config_path or (Path(env[CONFIG_ENV]) if env.get(CONFIG_ENV) else None)
+    file_path = explicit or paths.config_file(env, platform)
+    if explicit is None and not file_path.exists():
+        return file_path, None
+    return file_path, read_config_file(file_path)
+
+
+def _value(
+    option: Option,
+    flags: Mapping[str, object],
+    env: Mapping[str, str],
+    file_path: Path,
+    file_values: Mapping[str, Any],
+    platform: str,
+) -> Any:
+    """One option's value: flag > environment > config file > default."""
+    if flags.get(option.name) is not None:
+        return coerce(option, flags[option.name], option.flag)
+    if option.env in env:
+        return coerce(option, env[option.env], option.env)
+    if option.name in file_values:
+        return coerce(option, file_values[option.name], str(file_path))
+    return default_value(option, env, platform)
+
+
+def load_option(
+    name: str,
+    flags: Mapping[str, object] | None = None,
+    env: Mapping[str, str] | None = None,
+    config_path: Path | None = None,
+    platform: str = sys.platform,
+) -> Any:
+    """One option resolved as `load_settings` resolves it, the others left unchecked: for
+    `kirod demo`, which runs its own kirod and takes only a setting or two from the user's."""
+    env = os.environ if env is None else env
+    file_path, file_values = _config_file(env, config_path, platform)
+    return _value(OPTIONS_BY_NAME[name], flags or {}, env, file_path, file_values or {}, platform)
+
+
 def load_settings(
     flags: Mapping[str, object] | None = None,
     env: Mapping[str, str] | None = None,
@@ -971,29 +1014,12 @@ def load_settings(
     env = dict(os.environ) if env is None else dict(env)
     flags = dict(flags or {})
     _check_known(list(flags), "command-line flags")
-
-    explicit = config_path or (Path(env[CONFIG_ENV]) if env.get(CONFIG_ENV) else None)
-    file_path = explicit or paths.config_file(env, platform)
-    file_values: dict[str, Any] = {}
-    if explicit is not None or file_path.exists():
-        file_values = read_config_file(file_path)
-
-    values: dict[str, Any] = {}
-    for option in OPTIONS:
-        if option.name in flags and flags[option.name] is not None:
-            values[option.name] = coerce(option, flags[option.name], option.flag)
-        elif option.env in env:
-            values[option.name] = coerce(option, env[option.env], option.env)
-        elif option.name in file_values:
-            values[option.name] = coerce(option, file_values[option.name], str(file_path))
-        elif option.default_factory is not None:
-            values[option.name] = option.default_factory(env, platform)
-        else:
-            values[option.name] = option.default
-
-    settings = Settings(
-        **values, config_path=file_path if (explicit or file_path.exists()) else None
-    )
+    file_path, file_values = _config_file(env, config_path, platform)
+    values = {
+        option.name: _value(option, flags, env, file_path, file_values or {}, platform)
+        for option in OPTIONS
+    }
+    settings = Settings(**values, config_path=file_path if file_values is not None else None)
     if not settings.allow_remote and not is_loopback(settings.host):
         raise ConfigError(
             f"host {settings.host!r} is not a loopback address; set allow_remote = true to expose "

@@ -13,6 +13,7 @@ from kirod.config import (
     OPTIONS,
     REMOVED,
     Settings,
+    load_option,
     load_service_env,
     load_settings,
 )
@@ -157,6 +158,26 @@ def test_lists_and_booleans_from_env(tmp_path: Path) -> None:
     assert settings.enable_chat_completions is True
     assert "key-alpha-0123456789" not in repr(settings)
     assert settings.redacted()["api_keys"] == ["<redacted>"] * 3
+
+
+def test_one_option_resolves_as_the_settings_do_without_judging_the_others(
+    tmp_path: Path,
+) -> None:
+    """`kirod demo` reads the user's `enable_chat_completions` alone: a setting it does not use
+    (a host that would need allow_remote) is no error there."""
+    name = "enable_chat_completions"
+    config = write_config(tmp_path, "enable_chat_completions = true\n")
+    env = env_for(tmp_path, KIROD_HOST="0.0.0.0")
+    assert load_option(name, env=env) is False
+    assert load_option(name, env=env, config_path=config) is True
+    assert load_option(name, env={**env, "KIROD_CONFIG": str(config)}) is True
+    off = {**env, "KIROD_ENABLE_CHAT_COMPLETIONS": "off"}
+    assert load_option(name, env=off, config_path=config) is False  # env over file
+    assert load_option(name, {name: "yes"}, env=off, config_path=config) is True  # flag first
+    with pytest.raises(ConfigError, match="KIROD_ENABLE_CHAT_COMPLETIONS"):
+        load_option(name, env={**env, "KIROD_ENABLE_CHAT_COMPLETIONS": "maybe"})
+    with pytest.raises(ConfigError, match="does not exist"):
+        load_option(name, env=env, config_path=tmp_path / "missing.toml")
 
 
 @pytest.mark.parametrize("host", ["0.0.0.0", "192.168.1.10", "::", "example.com"])

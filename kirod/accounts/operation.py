@@ -25,7 +25,7 @@ from kirod.canonical.events import (
 )
 from kirod.canonical.request import CanonicalRequest
 from kirod.errors import ApiError
-from kirod.storage.oplog import UNKNOWN_MODEL, Attempt, OpEntry
+from kirod.storage.oplog import Attempt, OpEntry
 from kirod.upstream.exchange import Exchange
 
 _UNNOTED = (TextDelta, ThinkingDelta, ToolInputDelta)
@@ -125,8 +125,7 @@ class Operation:
             request_id=self.request.request_id,
             key_id=self.tenant,
             protocol=self.request.protocol.value,
-            # A name no account serves is the client's invention: logged as a marker.
-            model=UNKNOWN_MODEL if error == "model_not_found" else self.request.model,
+            model=self.request.model,  # as asked: a trace of a 404 shows the name that failed
             stream=self.request.stream,
             account_id=self.account_id,
             attempts=tuple(attempts),

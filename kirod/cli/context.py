@@ -88,7 +88,7 @@ def matching(
     if not exact and matches and len(ref) < MIN_PREFIX:
         raise exits.CliError(
             exits.USAGE,
-            f"{ref!r} is too short to name a {what}",
+            f"{ref!r} is too short to name {article(what)} {what}",
             f"give its whole id or label, or at least {MIN_PREFIX} characters of one "
             f"(see `{listing}`)",
         )
@@ -102,6 +102,11 @@ def matching(
             "give more characters of the id",
         )
     return matches[0]
+
+
+def article(noun: str) -> str:
+    """`a` or `an` before `noun` (the nouns kiroctl names: account, key, login)."""
+    return "an" if noun[:1].lower() in "aeiou" else "a"
 
 
 def confirm(question: str, yes: bool) -> None:

@@ -61,12 +61,12 @@ def plain(stream: TextIO) -> bool:
     return not terminal or bool(os.environ.get("NO_COLOR")) or os.environ.get("TERM") == "dumb"
 
 
-ASCII = str.maketrans({"—": "-", "█": "#", "░": ".", "…": "...", "·": "-", "≥": ">="})
+ASCII = str.maketrans({"—": "-", "█": "#", "░": ".", "…": "...", "·": "-", "≥": ">=", "→": "->"})
 
 
 class Ascii:
     """A text stream that writes what it is given with the few non-ASCII characters kiroctl
-    draws (dashes, bars, ellipses, dots) replaced by ASCII."""
+    draws (dashes, bars, ellipses, dots, arrows) replaced by ASCII."""
 
     def __init__(self, stream: TextIO) -> None:
         self._stream = stream
@@ -108,17 +108,24 @@ class Grid:
         self._rows.append(cells)
 
     def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        from rich.cells import cell_len
         from rich.text import Text
 
         header = tuple(Text(name, style="bold") for name in self._headers)
         rows = [header, *(tuple(_text(cell) for cell in row) for row in self._rows)]
-        widths = [max(row[i].cell_len for row in rows) for i in range(len(header))]
-        for row in rows:
+        # Measured as written: off a terminal, `Ascii` turns one `…` into three dots.
+        ascii_out = isinstance(console.file, Ascii)
+        lengths = [
+            [cell_len(cell.plain.translate(ASCII)) if ascii_out else cell.cell_len for cell in row]
+            for row in rows
+        ]
+        widths = [max(row[i] for row in lengths) for i in range(len(header))]
+        for row, sizes in zip(rows, lengths, strict=True):
             line = Text()
             for i, cell in enumerate(row):
                 line.append_text(cell)
                 if i < len(row) - 1:
-                    line.append(" " * (widths[i] - cell.cell_len) + self.GAP)
+                    line.append(" " * (widths[i] - sizes[i]) + self.GAP)
             yield line
 
 

@@ -14,6 +14,7 @@ from kirod import __version__, log
 from kirod.config import (
     CONFIG_ENV,
     OPTIONS,
+    OPTIONS_BY_NAME,
     Kind,
     Option,
     default_config_file,
@@ -79,13 +80,34 @@ def option_help(option: Option) -> str:
     return text.replace("%", "%%")  # argparse formats help strings with %
 
 
+DEMO = "demo"
+DEMO_FLAGS = ("config", "enable_chat_completions")
+"""What `kirod` reads before `demo`: the demo runs its own kirod on temporary paths and a free port,
+so it takes only the setting it shares with a real one."""
+
+
+class _Paragraphs(argparse.HelpFormatter):
+    """argparse's help, with the description's blank lines kept between its paragraphs."""
+
+    def _fill_text(self, text: str, width: int, indent: str) -> str:
+        fill = super()._fill_text
+        return "\n\n".join(fill(part, width, indent) for part in text.split("\n\n"))
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="kirod",
-        description="Serve your Kiro accounts as local Anthropic and OpenAI APIs.",
+        usage="%(prog)s [--config PATH] [OPTION ...]\n"
+        "       %(prog)s [--enable-chat-completions] demo [--chat-completions] [--check]",
+        description="Serve your Kiro accounts as local Anthropic and OpenAI APIs.\n\n"
+        "kirod demo: no Kiro account needed. It runs a fake Kiro service and a kirod on "
+        "temporary paths, and prints the settings for curl, the SDKs, Claude Code, Codex, "
+        "opencode and OpenAI-compatible IDEs (--chat-completions); `kirod demo --check` "
+        "answers one request and exits. See `kirod demo --help`.",
         epilog="Precedence: flag > KIROD_* environment variable > config file > default. "
         "A boolean takes 1, true, yes, on or 0, false, no, off (any case) everywhere; "
         "--no-FLAG is false. See kirod(8) and kirod.toml(5).",
+        formatter_class=_Paragraphs,
     )
     parser.add_argument("--version", action="version", version=f"kirod {__version__}")
     parser.add_argument(
@@ -126,15 +148,45 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _demo_at(arguments: Sequence[str]) -> int | None:
+    """Where the `demo` command is: the first `demo` that is not the value of a flag."""
+    takes_value = {"--config"} | {o.flag for o in OPTIONS if o.kind is not Kind.BOOL}
+    index = 0
+    while index < len(arguments):
+        if arguments[index] == DEMO:
+            return index
+        if arguments[index] == "--":
+            return None
+        index += 2 if arguments[index] in takes_value else 1
+    return None
+
+
+def _demo(parser: argparse.ArgumentParser, before: list[str], after: list[str]) -> int:
+    args = vars(parser.parse_args(before))
+    given = {name: value for name, value in args.items() if value is not None}
+    unused = [name for name in given if name not in DEMO_FLAGS]
+    if unused:
+        flags = ", ".join(OPTIONS_BY_NAME[name].flag for name in unused)
+        parser.error(
+            f"kirod demo runs its own kirod on temporary paths and a free port: {flags} would "
+            "not reach it. Before `demo` it reads only --enable-chat-completions (and --config "
+            "for that setting); after it, --chat-completions and --check (see `kirod demo --help`)"
+        )
+    # The fake Kiro and a kirod on temporary paths; imported only here, so that the daemon itself
+    # never loads the testing package.
+    from kirod.testing.demo import main as demo_main
+
+    config_path = given.pop("config", None)
+    return demo_main(after, flags=given, config_path=config_path)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     arguments = list(sys.argv[1:] if argv is None else argv)
-    if arguments[:1] == ["demo"]:
-        # The fake Kiro and a kirod on temporary paths; imported only here, so that the daemon
-        # itself never loads the testing package.
-        from kirod.testing.demo import main as demo_main
-
-        return demo_main(arguments[1:])
-    args = vars(build_parser().parse_args(arguments))
+    parser = build_parser()
+    demo = _demo_at(arguments)
+    if demo is not None:
+        return _demo(parser, arguments[:demo], arguments[demo + 1 :])
+    args = vars(parser.parse_args(arguments))
     config_path = args.pop("config")
     flags = {name: value for name, value in args.items() if value is not None}
     try:

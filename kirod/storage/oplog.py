@@ -4,9 +4,10 @@ A row says who asked (the API key's id, never the key), for which model over whi
 accounts were tried and how each attempt ended, and how the request went: status, error class,
 stop reason, tokens, credits, time to first byte and total time. Prompts, outputs and tool content
 are never part of it. Retention is bounded by age and row count, and every row by size: the model
-is the one string a client chooses, kept to `MAX_MODEL_CHARS` (the decoders refuse longer names)
-and stored as `UNKNOWN_MODEL` when no account serves it, so a flood of invented names neither
-fills the disk nor `kiroctl stats`; every other field is kirod's own (ids, codes, numbers).
+is the one string a client chooses, kept to `MAX_MODEL_CHARS` (the decoders refuse longer names),
+so that `kiroctl trace` shows the name a client asked for even when no account serves it; the
+statistics count such names as one `UNKNOWN_MODEL`, so a flood of invented names never fills
+`kiroctl stats`. Every other field is kirod's own (ids, codes, numbers).
 
 Rows are written behind the request (`kirod.storage.behind`): in one transaction per
 `FLUSH_DELAY_S` or `FLUSH_ROWS`, flushed before any read and at shutdown.
@@ -43,7 +44,8 @@ FLUSH_ROWS = 256
 MAX_MODEL_CHARS = 128
 MAX_TRACE_ROWS = 200  # rows one trace answer holds
 UNKNOWN_MODEL = "(unknown)"
-"""The model of a request refused because no account serves the name it gave."""
+"""How the statistics name the model of a request refused because no account serves it."""
+_STATS_MODEL = f"CASE WHEN error = 'model_not_found' THEN '{UNKNOWN_MODEL}' ELSE model END"
 
 _INSERT = (
     "INSERT INTO oplog (at, request_id, key_id, protocol, model, stream, account_id, attempts,"
@@ -106,7 +108,7 @@ class OpEntry:
     request_id: str
     key_id: str
     protocol: str
-    model: str  # as the client named it (at most MAX_MODEL_CHARS), or UNKNOWN_MODEL
+    model: str  # as the client named it (at most MAX_MODEL_CHARS)
     stream: bool
     account_id: str | None  # the account that answered, or the last one tried
     attempts: tuple[Attempt, ...]
@@ -170,7 +172,7 @@ class OpLog:
         none, the newest in the log), to pass as `after` to follow the log from there.
         """
         await self.flush()
-        limit = max(1, min(last, MAX_TRACE_ROWS))
+        limit = max(0, min(last, MAX_TRACE_ROWS))  # 0: none, only the cursor (--follow)
         if request_id is not None:
             rows = await self._db.read(
                 "SELECT * FROM oplog WHERE request_id = ? ORDER BY id LIMIT ?",
@@ -246,7 +248,7 @@ class OpLog:
             credits=round(totals[4], 6),
             ttfb_ms=await self._ttfb(start),
             accounts=await self._groups("account_id", start),
-            models=await self._groups("model", start),
+            models=await self._groups(_STATS_MODEL, start),
             keys=await self._groups("key_id", start),
             errors={row[0]: row[1] for row in errors},
             truncated=totals[5],

@@ -6,8 +6,13 @@ SDK one-liners, ready configs for Claude Code, Codex and opencode, the fake's UR
 stop. Ctrl-C (or SIGTERM) stops both and removes the temporary directory. The fake answers every
 prompt by echoing it back.
 
-`--check` starts the same pair, sends one request through the real daemon, stops, and exits 0
-when the answer came back (1 otherwise): the smoke test of an install.
+Chat Completions, the API of OpenAI-compatible IDE providers, is off unless `--chat-completions`
+or the user's own `enable_chat_completions` setting (a `KIROD_*` variable or the config file) turns
+it on, as in a real kirod; the demo then prints the base URL, key and model an IDE needs.
+
+`--check` starts the same pair, sends one request through the real daemon (through
+/v1/chat/completions when that is on, else /v1/messages), stops, and exits 0 when the answer came
+back (1 otherwise): the smoke test of an install.
 
 Only the runtime dependencies are needed (the fake is aiohttp); the SDK lines say how to install
 an SDK this Python lacks.
@@ -27,14 +32,15 @@ import sys
 import tempfile
 import threading
 import time
-import urllib.error
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from types import FrameType
+from typing import Any
 
-from kirod.errors import KirodError
+from kirod.config import CONFIG_ENV, OPTIONS_BY_NAME, default_config_file, load_option
+from kirod.errors import ConfigError, KirodError
 from kirod.testing.daemon import DaemonProcess
 from kirod.testing.fake_kiro import ThreadedFake
 
@@ -42,6 +48,8 @@ MODEL = "claude-sonnet-4-6"
 CODE_MODE_MODEL = "gpt-5.6-sol"
 KEY_ENV = "KIROD_API_KEY"
 CHECK_TIMEOUT_S = 30.0
+CHAT_COMPLETIONS = OPTIONS_BY_NAME["enable_chat_completions"]
+EXIT_USAGE = 2
 
 
 @dataclass(frozen=True)
@@ -53,6 +61,7 @@ class Demo:
     fake_url: str
     key: str
     socket: Path
+    chat_completions: bool = False
 
     @property
     def codex_home(self) -> Path:
@@ -150,6 +159,7 @@ def instructions(demo: Demo) -> str:
         *(f"  {line}".rstrip() for line in codex_config(base_url).splitlines()),
         f"opencode (config in {demo.opencode_config}):",
         f"  OPENCODE_CONFIG={demo.opencode_config} {KEY_ENV}={key} opencode run hello",
+        *chat_completions_lines(demo),
         "kiroctl:",
         f"  KIROD_SOCKET_PATH={demo.socket} {kiroctl} status",
         "The fake Kiro service (every answer echoes the prompt):",
@@ -160,8 +170,31 @@ def instructions(demo: Demo) -> str:
     return "\n".join(lines)
 
 
+def chat_completions_lines(demo: Demo) -> list[str]:
+    """What an OpenAI-compatible IDE provider needs, or how to turn Chat Completions on."""
+    if not demo.chat_completions:
+        config = os.environ.get(CONFIG_ENV) or default_config_file()
+        return [
+            "Chat Completions (/v1/chat/completions, the API of OpenAI-compatible IDE providers) "
+            "is off, as in a real kirod; to try it:",
+            f"  kirod demo --chat-completions   (or {CHAT_COMPLETIONS.env}=1, or "
+            f"{CHAT_COMPLETIONS.name} = true in {config})",
+        ]
+    body = json.dumps({"model": MODEL, "messages": [{"role": "user", "content": "Hello!"}]})
+    return [
+        "OpenAI-compatible IDE provider (Chat Completions: JetBrains AI Assistant, Zed, "
+        "Continue, Cline, ...):",
+        f"  base URL  {demo.base_url}/v1",
+        f"  API key   {demo.key}",
+        f"  model     {MODEL}",
+        "curl (Chat Completions):",
+        f"  curl -s {demo.base_url}/v1/chat/completions -H 'authorization: Bearer {demo.key}' "
+        f"-H 'content-type: application/json' -d {shlex.quote(body)}",
+    ]
+
+
 @contextlib.contextmanager
-def running_demo() -> Iterator[Demo]:
+def running_demo(*, chat_completions: bool = False) -> Iterator[Demo]:
     """The fake and a kirod on a temporary root, with a demo account and key; removed after."""
     root = Path(tempfile.mkdtemp(prefix="kirod-demo-"))
     try:
@@ -172,7 +205,10 @@ def running_demo() -> Iterator[Demo]:
                     "KIROD_KIRO_ENDPOINT": fake.base_url,
                     "KIROD_KIRO_AUTH_ENDPOINT": fake.base_url,
                     "KIROD_OIDC_ENDPOINT": fake.base_url,
-                    "KIROD_LOG_LEVEL": "warning",
+                    # A real kirod's default: `kiroctl logs` shows each request's access line.
+                    # The log goes to a file in the demo's directory, never to the terminal.
+                    "KIROD_LOG_LEVEL": "info",
+                    CHAT_COMPLETIONS.env: "1" if chat_completions else "0",
                 },
             )
             try:
@@ -180,7 +216,9 @@ def running_demo() -> Iterator[Demo]:
                 account = fake.fake.issue_api_key_account()
                 daemon.client.request("POST", "/accounts/import", {"api_key": account.access_token})
                 key = daemon.client.request("POST", "/keys", {"name": "demo"})["secret"]
-                demo = Demo(root, daemon.base_url, fake.base_url, key, daemon.socket_path)
+                demo = Demo(
+                    root, daemon.base_url, fake.base_url, key, daemon.socket_path, chat_completions
+                )
                 demo.codex_home.mkdir(mode=0o700)
                 (demo.codex_home / "config.toml").write_text(codex_config(demo.base_url))
                 demo.opencode_config.write_text(opencode_config(demo.base_url))
@@ -191,41 +229,56 @@ def running_demo() -> Iterator[Demo]:
         shutil.rmtree(root, ignore_errors=True)
 
 
-def ask(demo: Demo, prompt: str = "Hello, Kiro!") -> str:
-    """One Anthropic Messages request through kirod; the answer's text."""
-    body = {"model": MODEL, "max_tokens": 200, "messages": [{"role": "user", "content": prompt}]}
+def _post(url: str, body: dict[str, object], headers: dict[str, str]) -> Any:
     request = urllib.request.Request(  # noqa: S310 (a loopback http URL we built)
-        f"{demo.base_url}/v1/messages",
+        url,
         data=json.dumps(body).encode(),
-        headers={
-            "x-api-key": demo.key,
-            "anthropic-version": "2023-06-01",
-            "content-type": "application/json",
-        },
+        headers={**headers, "content-type": "application/json"},
         method="POST",
     )
     with urllib.request.urlopen(request, timeout=CHECK_TIMEOUT_S) as response:  # noqa: S310
-        answer = json.load(response)
+        return json.load(response)
+
+
+def ask(demo: Demo, prompt: str = "Hello, Kiro!") -> str:
+    """One Anthropic Messages request through kirod; the answer's text."""
+    answer = _post(
+        f"{demo.base_url}/v1/messages",
+        {"model": MODEL, "max_tokens": 200, "messages": [{"role": "user", "content": prompt}]},
+        {"x-api-key": demo.key, "anthropic-version": "2023-06-01"},
+    )
     return "".join(block.get("text", "") for block in answer.get("content", []))
 
 
-def check() -> int:
+def ask_chat(demo: Demo, prompt: str = "Hello, Kiro!") -> str:
+    """One Chat Completions request through kirod, as an IDE's provider sends it; its text."""
+    answer = _post(
+        f"{demo.base_url}/v1/chat/completions",
+        {"model": MODEL, "messages": [{"role": "user", "content": prompt}]},
+        {"authorization": f"Bearer {demo.key}"},
+    )
+    return "".join(choice["message"].get("content") or "" for choice in answer["choices"])
+
+
+def check(*, chat_completions: bool = False) -> int:
     started = time.monotonic()
+    route = "/v1/chat/completions" if chat_completions else "/v1/messages"
     try:
-        with running_demo() as demo:
-            text = ask(demo)
-    except (KirodError, OSError, RuntimeError, ValueError, urllib.error.URLError) as exc:
-        print(f"kirod demo --check: failed: {exc}", file=sys.stderr, flush=True)
+        with running_demo(chat_completions=chat_completions) as demo:
+            text = ask_chat(demo) if chat_completions else ask(demo)
+    # LookupError, TypeError: an answer of another shape
+    except (KirodError, OSError, RuntimeError, ValueError, LookupError, TypeError) as exc:
+        print(f"kirod demo --check: failed through {route}: {exc}", file=sys.stderr, flush=True)
         return 1
     if "Hello, Kiro!" not in text:
         print(f"kirod demo --check: unexpected answer {text!r}", file=sys.stderr, flush=True)
         return 1
     elapsed = time.monotonic() - started
-    print(f"kirod demo --check: ok ({text!r}, {elapsed:.1f} s)", flush=True)
+    print(f"kirod demo --check: ok through {route} ({text!r}, {elapsed:.1f} s)", flush=True)
     return 0
 
 
-def serve() -> int:
+def serve(*, chat_completions: bool = False) -> int:
     stop = threading.Event()
 
     def on_signal(signum: int, frame: FrameType | None) -> None:
@@ -233,26 +286,49 @@ def serve() -> int:
 
     signal.signal(signal.SIGINT, on_signal)
     signal.signal(signal.SIGTERM, on_signal)
-    with running_demo() as demo:
+    with running_demo(chat_completions=chat_completions) as demo:
         print(instructions(demo), flush=True)
         stop.wait()
     print("Stopped; the demo's files are removed.", flush=True)
     return 0
 
 
-def main(argv: list[str] | None = None) -> int:
+def main(
+    argv: list[str] | None = None,
+    flags: Mapping[str, object] | None = None,
+    config_path: Path | None = None,
+) -> int:
+    """`flags` and `config_path`: what `kirod` was given before `demo` (its own flags)."""
     parser = argparse.ArgumentParser(
         prog="kirod demo",
         description="Run the fake Kiro service and a kirod on temporary paths, and print how to "
-        "point curl, the SDKs, Claude Code, Codex and opencode at it.",
+        "point curl, the SDKs, Claude Code, Codex, opencode and OpenAI-compatible IDEs at it.",
     )
     parser.add_argument(
         "--check",
         action="store_true",
-        help="start both, answer one request through kirod, stop; exit 0 if it worked, else 1",
+        help="start both, answer one request through kirod (through /v1/chat/completions when "
+        "it is on), stop; exit 0 if it worked, else 1",
+    )
+    parser.add_argument(
+        "--chat-completions",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help=f"serve /v1/chat/completions, off by default as in a real kirod [default: "
+        f"{CHAT_COMPLETIONS.env}, or {CHAT_COMPLETIONS.name} in the config file]",
     )
     args = parser.parse_args(argv)
-    return check() if args.check else serve()
+    given = dict(flags or {})
+    if args.chat_completions is not None:
+        given[CHAT_COMPLETIONS.name] = args.chat_completions
+    try:
+        chat_completions = bool(load_option(CHAT_COMPLETIONS.name, given, config_path=config_path))
+    except ConfigError as exc:
+        print(f"kirod demo: configuration error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    if args.check:
+        return check(chat_completions=chat_completions)
+    return serve(chat_completions=chat_completions)
 
 
 if __name__ == "__main__":

@@ -71,6 +71,30 @@ def as_json(result: Result) -> Any:
     return json.loads(result.stdout)
 
 
+def piped(daemon: DaemonProcess, *args: str) -> str:
+    """kiroctl's output through a real pipe, as `kiroctl … | less` reads it."""
+    result = subprocess.run(
+        [*KIROCTL, "--socket", str(daemon.socket_path), *args],
+        capture_output=True,  # pipes, not a terminal
+        text=True,
+        timeout=30,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    return result.stdout
+
+
+def assert_aligned(table: str) -> None:
+    """Each column's cells start where its header does, two spaces after the column before."""
+    header, *rows = table.splitlines()
+    starts = [match.start() for match in re.finditer(r"(?<!\S)\S+(?: \S+)*", header)]
+    assert rows, table
+    for row in rows:
+        for start in starts[1:]:
+            assert row[start - 2 : start] == "  ", (start, table)
+            assert row[start] != " ", (start, table)
+
+
 def test_status_without_accounts_is_degraded(daemon: DaemonProcess) -> None:
     result = kiroctl(daemon, "status")
     assert result.exit_code == 4
@@ -246,6 +270,7 @@ def test_remove_asks_on_a_terminal_and_needs_yes_elsewhere(
     assert "--yes" in piped.stderr
     short = kiroctl(daemon, "accounts", "remove", spare["id"][:3], "--yes")
     assert short.exit_code == 2
+    assert "is too short to name an account" in short.stderr
     assert "at least 4 characters" in short.stderr
 
     code, seen = ask_on_a_terminal(daemon, "n", "accounts", "remove", "spare")
@@ -300,10 +325,12 @@ def test_keys_create_list_revoke(daemon: DaemonProcess) -> None:
     text = kiroctl(daemon, "keys", "list").stdout
     assert "claude-haiku-*, claude-sonnet-4-6, claude-opus-*" in text
     assert created["secret"] not in text
+    assert_aligned(piped(daemon, "keys", "list"))
 
     assert kiroctl(daemon, "keys", "revoke", "ci").exit_code == 2  # not a terminal: --yes
     too_short = kiroctl(daemon, "keys", "revoke", "de", "--yes")  # "dev" and "default"
     assert too_short.exit_code == 2
+    assert "is too short to name a key" in too_short.stderr
     assert "at least 4 characters" in too_short.stderr
     assert kiroctl(daemon, "keys", "revoke", "ci", "--yes").exit_code == 0
     names = {key["name"] for key in as_json(kiroctl(daemon, "keys", "list", "--json"))["keys"]}

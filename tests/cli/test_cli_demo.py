@@ -1,8 +1,11 @@
-"""`kirod demo` / `make demo`: what it prints works, `--check` answers, Ctrl-C leaves nothing."""
+"""`kirod demo` / `make demo`: what it prints works, `--check` answers, Ctrl-C leaves nothing;
+Chat Completions is off as in a real kirod, and on with `--chat-completions` or the user's own
+`enable_chat_completions` (flag before `demo`, environment, config file)."""
 
 from __future__ import annotations
 
 import json
+import os
 import queue
 import re
 import shutil
@@ -16,19 +19,35 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+import openai
 import pytest
 
 from kirod.testing import demo as demo_module
 
 DEMO = [sys.executable, "-m", "kirod.testing.demo"]
+KIROD = [sys.executable, "-m", "kirod"]
 README = Path(__file__).parents[2] / "README.md"
 
 
+@pytest.fixture
+def user_env(tmp_path: Path) -> dict[str, str]:
+    """The environment of a user with no kirod settings: none of ours, an empty config home."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("KIROD_")}
+    return {**env, "XDG_CONFIG_HOME": str(tmp_path / "config")}
+
+
 @contextmanager
-def demo() -> Iterator[tuple[subprocess.Popen[str], queue.Queue[str]]]:
+def demo(
+    *args: str, env: dict[str, str] | None = None
+) -> Iterator[tuple[subprocess.Popen[str], queue.Queue[str]]]:
     """The demo running, with a thread queueing its output lines so every wait is bounded."""
     with subprocess.Popen(
-        DEMO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True
+        [*DEMO, *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,
+        env=env,
     ) as proc:
         assert proc.stdout is not None
         lines: queue.Queue[str] = queue.Queue()
@@ -64,23 +83,58 @@ def readme_codex_provider() -> dict[str, object]:
     return provider
 
 
-def test_the_demo_prints_commands_and_configs_that_work_and_cleans_up() -> None:
-    with demo() as (proc, lines):
+def pasted(command: str) -> subprocess.CompletedProcess[str]:
+    """`command` run as the user would: pasted into a shell."""
+    return subprocess.run(
+        ["/bin/sh", "-c", command], capture_output=True, text=True, timeout=60, check=False
+    )
+
+
+def shown_commands(shown: str) -> dict[str, str]:
+    """Each `Title:` line of the demo's output and the first indented line under it."""
+    return dict(re.findall(r"^(\S[^\n]*):\n  (.+)$", shown, re.MULTILINE))
+
+
+def test_the_demo_prints_commands_and_configs_that_work_and_cleans_up(
+    user_env: dict[str, str],
+) -> None:
+    with demo(env=user_env) as (proc, lines):
         shown = read_until(lines, "Press Ctrl-C")
-        commands = dict(re.findall(r"^(\S[^\n]*):\n  (.+)$", shown, re.MULTILINE))
+        commands = shown_commands(shown)
         base_url = re.findall(r"serves the fake Kiro service on (\S+) ", shown)[0]
         checks = [("Anthropic SDK", "You said: Hello, Kiro!"), ("kiroctl", "healthy")]
         if shutil.which("curl"):
             checks.append(("curl", '"text": "You said: Hello!"'))
         for name, expected in checks:
-            result = subprocess.run(  # as the user would: pasted into a shell
-                ["/bin/sh", "-c", commands[name]],
-                capture_output=True,
-                text=True,
-                timeout=60,
-                check=False,
-            )
+            result = pasted(commands[name])
             assert expected in result.stdout, (name, result.stdout, result.stderr)
+
+        # The demo logs as a real kirod does: `kiroctl logs` shows each request's access line.
+        logs = pasted(commands["kiroctl"].replace(" status", " logs"))
+        assert re.search(r" request method=POST path=/v1/messages status=200 ", logs.stdout), (
+            logs.stdout,
+            logs.stderr,
+        )
+        tail = json.loads(pasted(commands["kiroctl"].replace(" status", " logs --json")).stdout)
+        assert any("path=/v1/messages status=200" in line for line in tail["lines"])
+        assert tail["next"] >= len(tail["lines"])
+
+        # Chat Completions is off, as in a real kirod: the demo says how to turn it on, and the
+        # 404 names the setting.
+        off = next(title for title in commands if title.startswith("Chat Completions"))
+        assert "is off" in off
+        assert commands[off].startswith("kirod demo --chat-completions ")
+        assert "KIROD_ENABLE_CHAT_COMPLETIONS=1" in commands[off]
+        assert f"enable_chat_completions = true in {user_env['XDG_CONFIG_HOME']}" in commands[off]
+        key = re.findall(r"\(API key (\S+)\)", shown)[0]
+        with (
+            openai.OpenAI(base_url=f"{base_url}/v1", api_key=key, max_retries=0) as client,
+            pytest.raises(openai.NotFoundError) as refused,
+        ):
+            client.chat.completions.create(
+                model=demo_module.MODEL, messages=[{"role": "user", "content": "Hello!"}]
+            )
+        assert "enable_chat_completions = true" in str(refused.value)
 
         # Codex, both model families, with the README's provider at the demo's address.
         code_mode = commands["Codex with gpt-5.6-sol (code mode)"]
@@ -111,13 +165,113 @@ def test_the_demo_prints_commands_and_configs_that_work_and_cleans_up() -> None:
     assert not root.exists()
 
 
-def test_check_answers_one_request_and_stops() -> None:
+def test_check_answers_one_request_and_stops(user_env: dict[str, str]) -> None:
     result = subprocess.run(
-        [*DEMO, "--check"], capture_output=True, text=True, timeout=60, check=False
+        [*DEMO, "--check"], capture_output=True, text=True, timeout=60, check=False, env=user_env
     )
     assert result.returncode == 0, result.stderr
-    assert "ok" in result.stdout
+    assert "ok through /v1/messages" in result.stdout
     assert "You said: Hello, Kiro!" in result.stdout
+
+
+def test_chat_completions_in_the_demo_give_an_ide_its_settings(user_env: dict[str, str]) -> None:
+    """`kirod demo --chat-completions`: what an OpenAI-compatible IDE provider asks for, which
+    the official SDK then uses as the IDE would."""
+    with demo("--chat-completions", env=user_env) as (proc, lines):
+        shown = read_until(lines, "Press Ctrl-C")
+        assert "Chat Completions (/v1/chat/completions" not in shown  # no "is off" hint
+        ide = shown.split("OpenAI-compatible IDE provider", 1)[1].split("\n", 1)[1]
+        settings = dict(re.findall(r"^  (base URL|API key|model) +(\S+)$", ide, re.MULTILINE))
+        base_url = re.findall(r"serves the fake Kiro service on (\S+) ", shown)[0]
+        assert settings["base URL"] == f"{base_url}/v1"
+        assert settings["API key"] == re.findall(r"\(API key (\S+)\)", shown)[0]
+        with openai.OpenAI(
+            base_url=settings["base URL"], api_key=settings["API key"], max_retries=0
+        ) as client:
+            listed = [model.id for model in client.models.list()]
+            assert settings["model"] in listed
+            answer = client.chat.completions.create(
+                model=settings["model"], messages=[{"role": "user", "content": "Hello, IDE!"}]
+            )
+        assert answer.choices[0].message.content == "You said: Hello, IDE!"
+        if shutil.which("curl"):
+            curl = pasted(shown_commands(shown)["curl (Chat Completions)"])
+            assert '"content": "You said: Hello!"' in curl.stdout, (curl.stdout, curl.stderr)
+        proc.send_signal(signal.SIGINT)
+        read_until(lines, "Stopped")
+        assert proc.wait(timeout=30) == 0
+
+
+@pytest.mark.parametrize(
+    "how",
+    ["--chat-completions", "flag before demo", "environment", "config file"],
+)
+def test_check_answers_through_chat_completions_when_it_is_on(
+    how: str, user_env: dict[str, str], tmp_path: Path
+) -> None:
+    """`kirod demo --chat-completions --check`, and the demo honouring the user's own setting."""
+    command, env = [*KIROD, "demo", "--check", "--chat-completions"], user_env
+    if how == "flag before demo":
+        command = [*KIROD, "--enable-chat-completions", "demo", "--check"]
+    elif how == "environment":
+        command, env = [*KIROD, "demo", "--check"], {**env, "KIROD_ENABLE_CHAT_COMPLETIONS": "1"}
+    elif how == "config file":
+        config = Path(user_env["XDG_CONFIG_HOME"]) / "kirod" / "config.toml"
+        config.parent.mkdir(parents=True)
+        config.write_text("enable_chat_completions = true\n")
+        command = [*KIROD, "demo", "--check"]
+    result = subprocess.run(
+        command, capture_output=True, text=True, timeout=60, check=False, env=env
+    )
+    assert result.returncode == 0, result.stderr
+    assert "ok through /v1/chat/completions" in result.stdout
+    assert "You said: Hello, Kiro!" in result.stdout
+
+
+def test_a_daemon_flag_before_demo_says_where_the_flags_go(user_env: dict[str, str]) -> None:
+    result = subprocess.run(
+        [*KIROD, "--port", "9", "demo", "--check"],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=False,
+        env=user_env,
+    )
+    assert result.returncode == 2
+    assert "--port would not reach it" in result.stderr
+    assert "reads only --enable-chat-completions" in result.stderr
+    assert "--chat-completions and --check" in result.stderr
+    assert result.stdout == ""
+
+
+def test_a_bad_setting_for_the_demo_is_a_configuration_error(user_env: dict[str, str]) -> None:
+    env = {**user_env, "KIROD_ENABLE_CHAT_COMPLETIONS": "maybe"}
+    result = subprocess.run(
+        [*KIROD, "demo", "--check"],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=False,
+        env=env,
+    )
+    assert result.returncode == 2
+    assert "KIROD_ENABLE_CHAT_COMPLETIONS" in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_kirod_help_lists_demo() -> None:
+    result = subprocess.run(
+        [*KIROD, "--help"], capture_output=True, text=True, timeout=30, check=False
+    )
+    assert result.returncode == 0, result.stderr
+    usage = result.stdout.split("\n\n", 1)[0]
+    assert "kirod [--enable-chat-completions] demo [--chat-completions] [--check]" in usage
+    assert "kirod demo: no Kiro account needed." in result.stdout
+    demo_help = subprocess.run(
+        [*KIROD, "demo", "--help"], capture_output=True, text=True, timeout=30, check=False
+    )
+    assert "--chat-completions" in demo_help.stdout
+    assert "KIROD_ENABLE_CHAT_COMPLETIONS" in demo_help.stdout
 
 
 def test_a_missing_sdk_line_says_how_to_install_it(

@@ -2,14 +2,17 @@
 
 Offline and quick: setuptools' own backend without build isolation, a venv without pip, and the
 runtime dependencies taken from the running environment through a `.pth` line — with the test
-extras (the SDKs, pytest, orjson, …) blocked in that venv, so it behaves like `pipx install kirod`
+extras (the SDKs, pytest, orjson, …) blocked in that venv, so it behaves like `pipx install .`
 without them. In it: `kirod --version`, `kiroctl --help`, the demo's `--check` (the fake Kiro and
-a kirod, one request, stop), the man pages where `man` finds them, and each page rendered.
+a kirod, one request, stop), the man pages where `man` finds them, and each page rendered, and the
+example config and service files. The wheel the README's `pipx install .` builds from a clone holds
+the same files as the one built from the sdist.
 """
 
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -51,7 +54,9 @@ TEST_ONLY = (
     "mypy",
     "setuptools",
 )
-"""The test extras a `pipx install kirod` lacks; importing any of them fails in the fresh venv."""
+"""The test extras a `pipx install .` lacks; importing any of them fails in the fresh venv."""
+CONTRIB_DOCS = ("kirod.toml", "kirod.service", "dev.kirod.plist")
+"""What a packager installs from `contrib/`: in the wheel's `share/doc/kirod/` too."""
 
 
 def build(kind: str, source: Path, *, warnings: str = "default") -> Path:
@@ -119,6 +124,7 @@ def test_sdist_and_wheel_install_into_a_fresh_venv(tmp_path: Path) -> None:
         "packaging/arch/PKGBUILD",
         "kirod/py.typed",
         "kirod/testing/demo.py",
+        *readme_pictures(),  # the README, unpacked from the sdist, shows them
     ):
         assert shipped in names
     wheel = build("wheel", tmp_path / "unpacked" / f"kirod-{__version__}")
@@ -128,6 +134,11 @@ def test_sdist_and_wheel_install_into_a_fresh_venv(tmp_path: Path) -> None:
     assert f"kirod-{__version__}.dist-info/licenses/LICENSE" in files
     for page in MAN_PAGES.values():
         assert f"kirod-{__version__}.data/data/share/man/{page}" in files
+    for name in CONTRIB_DOCS:
+        assert f"kirod-{__version__}.data/data/share/doc/kirod/{name}" in files
+    # `pipx install .` in a clone builds the wheel from the tree, not from the sdist.
+    with zipfile.ZipFile(build("wheel", source)) as archive:
+        assert set(archive.namelist()) == files
     for field in ("License-Expression: MIT", "Project-URL: Homepage", "Classifier: ", "Keywords: "):
         assert field in metadata
 
@@ -177,6 +188,16 @@ def test_sdist_and_wheel_install_into_a_fresh_venv(tmp_path: Path) -> None:
     for page in MAN_PAGES.values():
         assert (man_dir / page).read_text() == (ROOT / "man" / Path(page).name).read_text()
     check_man_pages(man_dir, cwd=elsewhere)
+    for name in CONTRIB_DOCS:
+        installed = venv / "share" / "doc" / "kirod" / name
+        assert installed.read_text() == (ROOT / "contrib" / name).read_text()
+
+
+def readme_pictures() -> list[str]:
+    """The files the README's images name: paths in the checkout (no host serves them yet)."""
+    pictures = re.findall(r"!\[[^\]]*\]\(([^)\s]+)\)", (ROOT / "README.md").read_text())
+    assert pictures
+    return pictures
 
 
 def check_man_pages(man_dir: Path, *, cwd: Path) -> None:

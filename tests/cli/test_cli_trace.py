@@ -136,6 +136,7 @@ def test_a_failover_is_explained_by_the_trace(daemon: DaemonProcess, failed_over
     text = kiroctl(daemon, "trace", failed_over)
     assert text.exit_code == 0, text.output
     no_content(text.stdout)
+    assert text.stdout.isascii(), text.stdout  # piped: "->" for the arrow, "-" for the dots
     lines = text.stdout.splitlines()
     assert failed_over in lines[0]
     assert "200" in lines[0]
@@ -183,8 +184,35 @@ def test_last_and_unknown_request(daemon: DaemonProcess, failed_over: str) -> No
     missing = kiroctl(daemon, "trace", "req_not_there")
     assert missing.exit_code == 5
     assert "no request" in missing.stderr
+    assert "(oplog_retention_s, oplog_max_rows)" in " ".join(missing.stderr.split())
     both = kiroctl(daemon, "trace", "req_x", "--last", "2")
     assert both.exit_code == 2
+    none = kiroctl(daemon, "trace", "--last", "0")  # asked for none: none, and no "yet"
+    assert none.exit_code == 0, none.output
+    assert none.output == ""
+    assert json.loads(kiroctl(daemon, "trace", "--last", "0", "--json").stdout)["requests"] == []
+
+
+def test_a_trace_of_an_unknown_model_shows_the_model_asked_for(
+    daemon: DaemonProcess, claude: anthropic.Anthropic
+) -> None:
+    asked = "claude-sonnet-9-nonexistent"
+    with pytest.raises(anthropic.NotFoundError) as refused:
+        claude.messages.create(
+            model=asked, max_tokens=16, messages=[{"role": "user", "content": "hi"}]
+        )
+    request_id = refused.value.response.headers["x-request-id"]
+    [row] = json.loads(kiroctl(daemon, "trace", request_id, "--json").stdout)["requests"]
+    assert (row["model"], row["status"], row["error"]) == (asked, 404, "model_not_found")
+    text = kiroctl(daemon, "trace", request_id)
+    assert text.exit_code == 0, text.output
+    assert f" - {asked} - " in text.stdout.splitlines()[0]  # piped: ASCII dots
+    # The statistics still count invented names as one.
+    models = {
+        group["key"] for group in json.loads(kiroctl(daemon, "stats", "--json").stdout)["models"]
+    }
+    assert "(unknown)" in models
+    assert asked not in models
 
 
 @contextlib.contextmanager
@@ -239,6 +267,27 @@ def test_logs_follow_tails_new_lines(daemon: DaemonProcess, claude: anthropic.An
         new = ask(claude)
         seen = read_until(proc, f"request_id={new}")
         no_content(seen)
+
+
+def test_logs_json_prints_the_page_and_with_follow_one_document_a_line(
+    daemon: DaemonProcess, claude: anthropic.Anthropic
+) -> None:
+    done = ask(claude)
+    page = json.loads(kiroctl(daemon, "logs", "--lines", "1000", "--json").stdout)
+    assert set(page) == {"lines", "next", "missed", "more"}
+    access = [line for line in page["lines"] if " request " in line and done in line]
+    assert len(access) == 1
+    assert "path=/v1/messages status=200" in access[0]
+    with following(daemon, "logs", "-n", "0", "--follow", "--json", "--interval", "0.2") as proc:
+        first = json.loads(read_until(proc, '"next"'))
+        assert first["lines"] == []
+        time.sleep(0.5)
+        new = ask(claude)
+        line = read_until(proc, f"request_id={new}").splitlines()[-1]
+        batch = json.loads(line)
+        assert batch["next"] > first["next"]
+        assert any(f"request_id={new}" in logged for logged in batch["lines"])
+        no_content(line)
 
 
 def usage(daemon: DaemonProcess, key: str | None) -> tuple[int, Any]:

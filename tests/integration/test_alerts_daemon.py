@@ -165,6 +165,7 @@ def test_kiroctl_alerts_test_without_webhooks_says_so(fake: ThreadedFake, module
         shown = kiroctl(proc, "alerts", "test")
         assert shown.exit_code == 0, shown.output
         assert "No webhook is configured" in shown.output
+        assert "add [[alerts.webhook]] tables (url, secret)" in shown.output  # not rich markup
     finally:
         assert proc.stop() == 0
 

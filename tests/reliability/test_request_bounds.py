@@ -233,14 +233,15 @@ def test_a_huge_model_name_is_refused_and_never_stored(
     assert _store_bytes(daemon) - before < MIB
 
 
-def test_an_unknown_model_is_logged_as_a_marker(
+def test_an_unknown_model_is_traced_as_asked_and_counted_as_a_marker(
     daemon: DaemonProcess, transcript: Transcript
 ) -> None:
-    """A model name within the bound that no account serves is a 404, and the operation log
-    keeps a marker for it, not the client's string."""
+    """A model name within the bound that no account serves is a 404; the operation log keeps
+    the name for its trace, and the statistics count every such name as one marker."""
+    asked = "no-such-model-" + "q" * 100
     for protocol in ("messages", "responses", "chat"):
         body = request_body(protocol, False)
-        body["model"] = "no-such-model-" + "q" * 100
+        body["model"] = asked
         host, port = daemon.address.rsplit(":", 1)
         connection = http.client.HTTPConnection(host, int(port), timeout=30)
         headers = {"Authorization": f"Bearer {daemon.api_key}"}
@@ -253,7 +254,7 @@ def test_an_unknown_model_is_logged_as_a_marker(
         assert response.status == 404, answer
         assert request_id is not None
         row = oplog_row(daemon, request_id)
-        assert row["model"] == "(unknown)"
+        assert row["model"] == asked
         assert row["error"] == "model_not_found"
     # a model that is served keeps its name
     status, _ = post_raw(
@@ -266,6 +267,7 @@ def test_an_unknown_model_is_logged_as_a_marker(
     models = {group["key"] for group in daemon.client.request("GET", "/stats")["models"]}
     assert MODEL in models
     assert "(unknown)" in models
+    assert asked not in models
     assert all(len(model) <= 128 for model in models)
 
 

@@ -118,7 +118,8 @@ async def test_last_and_after_follow_the_log(db: Database) -> None:
         log.append(dataclasses.replace(ROW, request_id=f"req_{n}", at=1000.0 + n))
     last = await log.trace(last=2)
     assert [row.request_id for row in last.requests] == ["req_3", "req_4"]  # oldest first
-    empty = await log.trace(last=0)  # 0 is taken as 1: the cursor is what matters
+    empty = await log.trace(last=0)  # no row, only the cursor to follow the log from
+    assert empty.requests == ()
     assert empty.cursor == last.cursor
     assert (await log.trace(after=last.cursor)).requests == ()
     assert (await log.trace(after=last.cursor)).cursor == last.cursor

@@ -33,6 +33,7 @@ def test(app: App, as_json: bool) -> None:
         app.out.print(
             "No webhook is configured: add [[alerts.webhook]] tables (url, secret) to the "
             "config file and restart kirod.",
+            markup=False,  # the brackets are TOML's, not rich markup
             highlight=False,
         )
     else:
@@ -46,6 +47,6 @@ def test(app: App, as_json: bool) -> None:
             )
         app.out.print(grid)
     if answer.desktop is not None and not as_json:
-        app.out.print(f"Desktop notification: {answer.desktop}", highlight=False)
+        app.out.print(f"Desktop notification: {answer.desktop}", markup=False, highlight=False)
     if not all(hook.delivered for hook in answer.webhooks):
         raise exits.CliError(exits.FAILED, "a webhook did not take the test alert")

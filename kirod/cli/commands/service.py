@@ -97,7 +97,7 @@ def kirod_executable() -> str:
         raise exits.CliError(
             exits.FAILED,
             "cannot find the kirod executable",
-            "install kirod, e.g. `pipx install kirod`",
+            "install kirod, e.g. `pipx install .` in a clone of kirod",
         )
     return str(Path(found).resolve())
 

@@ -196,7 +196,8 @@ def trace(
             raise exits.CliError(
                 exits.NOT_FOUND,
                 f"no request {request_id!r} in the operation log",
-                "see `kiroctl trace --last 10`; old rows are pruned (oplog_retention_days)",
+                "see `kiroctl trace --last 10`; older rows are pruned (oplog_retention_s, "
+                "oplog_max_rows)",
             )
         if as_json:
             render.print_json(doc)
@@ -212,7 +213,7 @@ def trace(
             render.print_json(doc)
         elif current.requests:
             _show(app, current.requests, labels)
-        else:
+        elif count:  # `--last 0` asked for none
             app.out.print("No requests in the operation log yet.")
         return
     if as_json:
@@ -249,15 +250,26 @@ def trace(
 @click.option("--follow", "-f", is_flag=True, help="Then print new lines as kirod logs them.")
 @interval_option
 @max_seconds_option
+@json_option
 @pass_app
-def logs(app: App, lines: int, follow: bool, interval: float, max_seconds: float | None) -> None:
+def logs(
+    app: App,
+    lines: int,
+    follow: bool,
+    interval: float,
+    max_seconds: float | None,
+    as_json: bool,
+) -> None:
     """Print kirod's newest log lines (its in-memory tail), and with --follow the new ones.
 
     The lines are those kirod writes to stderr, as its service manager keeps them, for as long as
     the daemon runs (the tail holds about 1 MiB). Add `log_level = "debug"` for request shapes.
+    --json prints them as one JSON document; with --follow, one compact document a line for
+    each batch of new lines.
     """
+    write = _write_json_line if follow and as_json else _write_json if as_json else _write
     first = _page(app, None, lines)
-    _write(app, first)
+    write(app, first)
     if not follow:
         return
     position = first.next
@@ -266,7 +278,8 @@ def logs(app: App, lines: int, follow: bool, interval: float, max_seconds: float
         nonlocal position
         for _ in range(MAX_LOG_PAGES):  # the byte bound splits a burst into pages
             page = _page(app, position)
-            _write(app, page)
+            if page.lines or page.missed:
+                write(app, page)
             position = page.next
             if not page.more:
                 return
@@ -276,6 +289,14 @@ def logs(app: App, lines: int, follow: bool, interval: float, max_seconds: float
 
 def _page(app: App, after: int | None, lines: int | None = None) -> LogLines:
     return app.call(lambda kirod: kirod.logs(after, lines=lines))
+
+
+def _write_json(app: App, page: LogLines) -> None:
+    render.print_json(page.to_json())
+
+
+def _write_json_line(app: App, page: LogLines) -> None:
+    render.print_json_line(page.to_json())
 
 
 def _write(app: App, page: LogLines) -> None:
