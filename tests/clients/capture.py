@@ -5,6 +5,7 @@
     python tests/clients/capture.py --bin PATH --out FILE   # any claude binary
     python tests/clients/capture.py --client codex          # the pinned codex, once per model
     python tests/clients/capture.py --client codex --model gpt-5.6-sol --compare FILE
+    python tests/clients/capture.py --client continue       # or copilot: the pinned one, `-p hello`
 
 The server (127.0.0.1 only) answers every request with a 400 Anthropic error and
 `x-should-retry: false`, so the client gives up at once. The capture keeps each request's method,
@@ -26,6 +27,11 @@ opencode (`--client opencode`): `opencode run --format json hello` in a private 
 directory holds the README's `opencode.json` (the `@ai-sdk/anthropic` provider) pointed at the
 server; `captures/opencode-<version>-default.json`. Session ids (`ses_…`) become
 `OPENCODE_SESSION_PLACEHOLDER`; `--compare` reads it as it reads Claude Code's.
+
+Continue (`--client continue`): `cn -p --config kirod.yaml hello`, the README's `config.yaml`
+(provider `anthropic`) in a private HOME. Copilot CLI (`--client copilot`): `copilot -p hello`
+with the README's variables (`COPILOT_OFFLINE=true`, provider type `anthropic`). Each writes
+`captures/<client>-<version>-default.json`; `--compare` reads them as it reads Claude Code's.
 """
 
 from __future__ import annotations
@@ -46,12 +52,14 @@ from aiohttp import web
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import codex_env
+import continue_env
+import copilot_env
 import install
 import opencode_env
 import runs
 
 CLIENT = "claude-code"
-CLIENTS = (CLIENT, codex_env.CLIENT, opencode_env.CLIENT)
+CLIENTS = (CLIENT, codex_env.CLIENT, opencode_env.CLIENT, continue_env.CLIENT, copilot_env.CLIENT)
 CODEX_MODELS = (codex_env.CODE_MODE_MODEL, codex_env.CLAUDE_MODEL)
 PROMPT = "hello"
 RUN_TIMEOUT_S = 60.0
@@ -290,6 +298,87 @@ def capture_opencode(binary: Path) -> dict[str, Any]:
     root = Path(tempfile.mkdtemp(prefix="kd-capture-"))
     try:
         return asyncio.run(_capture_opencode(binary, root))
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
+async def _capture_continue(binary: Path, root: Path) -> dict[str, Any]:
+    home, workdir = root / "home", root / "work"
+    home.mkdir(parents=True)
+    workdir.mkdir()
+    config_file = home / "kirod.yaml"
+    argv = continue_env.command(PROMPT, str(config_file))
+    records: list[dict[str, Any]] = []
+
+    async def run(base_url: str) -> int:
+        config_file.write_text(continue_env.config(base_url))
+        env = continue_env.client_env(home, TOKEN)
+        code, _ = await _run_client([str(binary), *argv[1:]], workdir, env)
+        return code
+
+    exit_code = await _record_all(records, run)
+    capture = {
+        "client": continue_env.CLIENT,
+        "version": install.binary_version(binary),
+        "command": argv,
+        "config_yaml": continue_env.config("<base_url>"),
+        "environment": {
+            "HOME": HOME_PLACEHOLDER,
+            continue_env.KEY_ENV: "<token>",
+            **continue_env.OFFLINE,
+        },
+        "server_answer": {"status": 400, "headers": {"x-should-retry": "false"}, "body": REFUSAL},
+        "exit_code": exit_code,
+        "requests": records,
+    }
+    sanitized: dict[str, Any] = sanitize(capture, workdir=workdir, home=home, token=TOKEN)
+    return sanitized
+
+
+def capture_continue(binary: Path) -> dict[str, Any]:
+    """Run `cn -p --config kirod.yaml hello` (the README's configuration) once against the
+    refusing server; the sanitized capture."""
+    root = Path(tempfile.mkdtemp(prefix="kd-capture-"))
+    try:
+        return asyncio.run(_capture_continue(binary, root))
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
+async def _capture_copilot(binary: Path, root: Path) -> dict[str, Any]:
+    home, workdir = root / "home", root / "work"
+    home.mkdir(parents=True)
+    workdir.mkdir()
+    argv = copilot_env.command(PROMPT)
+    records: list[dict[str, Any]] = []
+
+    async def run(base_url: str) -> int:
+        provider = copilot_env.provider_env(base_url, TOKEN)
+        env = copilot_env.client_env(home, provider)
+        code, _ = await _run_client([str(binary), *argv[1:]], workdir, env)
+        return code
+
+    exit_code = await _record_all(records, run)
+    provider = copilot_env.provider_env("http://127.0.0.1:<port>", "<token>")
+    capture = {
+        "client": copilot_env.CLIENT,
+        "version": copilot_env.reported_version(install.binary_version(binary)),
+        "command": argv,
+        "environment": {"HOME": HOME_PLACEHOLDER, **copilot_env.OFFLINE, **provider},
+        "server_answer": {"status": 400, "headers": {"x-should-retry": "false"}, "body": REFUSAL},
+        "exit_code": exit_code,
+        "requests": records,
+    }
+    sanitized: dict[str, Any] = sanitize(capture, workdir=workdir, home=home, token=TOKEN)
+    return sanitized
+
+
+def capture_copilot(binary: Path) -> dict[str, Any]:
+    """Run `copilot -p hello` with the README's variables (provider type `anthropic`) once
+    against the refusing server; the sanitized capture."""
+    root = Path(tempfile.mkdtemp(prefix="kd-capture-"))
+    try:
+        return asyncio.run(_capture_copilot(binary, root))
     finally:
         shutil.rmtree(root, ignore_errors=True)
 
@@ -547,6 +636,11 @@ def opencode_output(version: str) -> Path:
     return CAPTURES / f"{opencode_env.CLIENT}-{version}-default.json"
 
 
+def client_output(client: str, version: str) -> Path:
+    """The capture of a client with one default run (opencode, Continue, Copilot CLI)."""
+    return CAPTURES / f"{client}-{version}-default.json"
+
+
 @dataclass(frozen=True)
 class Recorded:
     """One API request of the committed capture of a pinned client: what tests replay."""
@@ -607,6 +701,10 @@ def main(argv: list[str] | None = None) -> int:
     if args.client == opencode_env.CLIENT:
         result = capture_opencode(binary)
         out = args.out or opencode_output(result["version"])
+    elif args.client in (continue_env.CLIENT, copilot_env.CLIENT):
+        capture_client = capture_continue if args.client == continue_env.CLIENT else capture_copilot
+        result = capture_client(binary)
+        out = args.out or client_output(args.client, result["version"])
     else:
         result = capture(binary)
         out = args.out or default_output(result["version"])

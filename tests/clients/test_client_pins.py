@@ -17,6 +17,8 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import capture
+import continue_env
+import copilot_env
 import install
 import opencode_env
 
@@ -95,8 +97,8 @@ def test_lockfile_matches_the_pin(client: str) -> None:
 def pinned_capture(client: str = capture.CLIENT) -> dict[str, Any]:
     version = PINS[client].version
     path = capture.default_output(version)
-    if client == opencode_env.CLIENT:
-        path = capture.opencode_output(version)
+    if client != capture.CLIENT:
+        path = capture.client_output(client, version)
     document: dict[str, Any] = json.loads(path.read_text())
     return document
 
@@ -123,7 +125,37 @@ def test_the_opencode_capture_names_its_client_and_command() -> None:
         assert request["headers"]["x-session-affinity"] == capture.OPENCODE_SESSION_PLACEHOLDER
 
 
-@pytest.mark.parametrize("client", [capture.CLIENT, opencode_env.CLIENT])
+def test_the_continue_capture_names_its_client_and_command() -> None:
+    """Continue's `cn -p` with the README's `config.yaml`: one Messages request, no session id."""
+    document = pinned_capture(continue_env.CLIENT)
+    assert document["version"] == PINS[continue_env.CLIENT].version
+    assert document["command"][:3] == ["cn", "-p", "--config"]
+    assert "provider: anthropic" in document["config_yaml"]
+    (request,) = document["requests"]
+    assert (request["method"], request["path"]) == ("POST", "/v1/messages")
+    assert request["headers"]["user-agent"] == "node-fetch"
+    assert request["body"]["model"] == continue_env.MODEL
+    assert continue_env.READ_TOOL in {tool["name"] for tool in request["body"]["tools"]}
+
+
+def test_the_copilot_capture_names_its_client_and_command() -> None:
+    """Copilot CLI with the README's variables: one Messages request from the Anthropic SDK,
+    no session id (its session lives only in the local state path of the system prompt)."""
+    document = pinned_capture(copilot_env.CLIENT)
+    assert document["version"] == PINS[copilot_env.CLIENT].version
+    assert document["command"] == ["copilot", "-p", "hello"]
+    assert document["environment"]["COPILOT_PROVIDER_TYPE"] == copilot_env.ANTHROPIC
+    (request,) = document["requests"]
+    assert (request["method"], request["path"]) == ("POST", "/v1/messages")
+    assert request["headers"]["user-agent"].startswith("Anthropic/JS ")
+    assert request["headers"]["x-initiator"] == "user"
+    assert request["body"]["model"] == copilot_env.MODEL
+    assert copilot_env.READ_TOOL in {tool["name"] for tool in request["body"]["tools"]}
+
+
+@pytest.mark.parametrize(
+    "client", [capture.CLIENT, opencode_env.CLIENT, continue_env.CLIENT, copilot_env.CLIENT]
+)
 def test_the_pinned_capture_holds_no_secret_or_local_detail(client: str) -> None:
     document = pinned_capture(client)
     text = json.dumps(document)
