@@ -28,7 +28,7 @@ directory holds the README's `opencode.json` (the `@ai-sdk/anthropic` provider) 
 server; `captures/opencode-<version>-default.json`. Session ids (`ses_…`) become
 `OPENCODE_SESSION_PLACEHOLDER`; `--compare` reads it as it reads Claude Code's.
 
-Continue (`--client continue`): `cn -p --config kirod.yaml hello`, the README's `config.yaml`
+Continue (`--client continue`): `cn -p --config ~/kirod.yaml hello`, the README's `config.yaml`
 (provider `anthropic`) in a private HOME. Copilot CLI (`--client copilot`): `copilot -p hello`
 with the README's variables (`COPILOT_OFFLINE=true`, provider type `anthropic`). Each writes
 `captures/<client>-<version>-default.json`; `--compare` reads them as it reads Claude Code's.
@@ -336,7 +336,7 @@ async def _capture_continue(binary: Path, root: Path) -> dict[str, Any]:
 
 
 def capture_continue(binary: Path) -> dict[str, Any]:
-    """Run `cn -p --config kirod.yaml hello` (the README's configuration) once against the
+    """Run `cn -p --config ~/kirod.yaml hello` (the README's configuration) once against the
     refusing server; the sanitized capture."""
     root = Path(tempfile.mkdtemp(prefix="kd-capture-"))
     try:

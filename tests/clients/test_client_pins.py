@@ -125,6 +125,16 @@ def test_the_opencode_capture_names_its_client_and_command() -> None:
         assert request["headers"]["x-session-affinity"] == capture.OPENCODE_SESSION_PLACEHOLDER
 
 
+SESSION_HINTS = ("session", "affinity", "thread", "conversation")
+
+
+def sends_no_session_id(request: dict[str, Any]) -> bool:
+    """No header that could name a conversation, and no `metadata` in the body (what kirod
+    reads for affinity over Messages)."""
+    named = [name for name in request["headers"] if any(hint in name for hint in SESSION_HINTS)]
+    return not named and "metadata" not in request["body"]
+
+
 def test_the_continue_capture_names_its_client_and_command() -> None:
     """Continue's `cn -p` with the README's `config.yaml`: one Messages request, no session id."""
     document = pinned_capture(continue_env.CLIENT)
@@ -134,6 +144,7 @@ def test_the_continue_capture_names_its_client_and_command() -> None:
     (request,) = document["requests"]
     assert (request["method"], request["path"]) == ("POST", "/v1/messages")
     assert request["headers"]["user-agent"] == "node-fetch"
+    assert sends_no_session_id(request)
     assert request["body"]["model"] == continue_env.MODEL
     assert continue_env.READ_TOOL in {tool["name"] for tool in request["body"]["tools"]}
 
@@ -149,6 +160,7 @@ def test_the_copilot_capture_names_its_client_and_command() -> None:
     assert (request["method"], request["path"]) == ("POST", "/v1/messages")
     assert request["headers"]["user-agent"].startswith("Anthropic/JS ")
     assert request["headers"]["x-initiator"] == "user"
+    assert sends_no_session_id(request)
     assert request["body"]["model"] == copilot_env.MODEL
     assert copilot_env.READ_TOOL in {tool["name"] for tool in request["body"]["tools"]}
 
