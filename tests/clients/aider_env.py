@@ -13,8 +13,9 @@ files itself.
 
 Offline: `--no-check-update` and `--no-show-release-notes` (PyPI), `--no-analytics` (PostHog),
 `LITELLM_LOCAL_MODEL_COST_MAP` (litellm's price list from GitHub) and a model metadata file in
-HOME naming the model: without it aider downloads litellm's price list from GitHub at every
-start to learn the model's context window. With these, a run's only connection is to kirod.
+HOME naming the model: without it aider downloads litellm's price list from GitHub (kept a day
+in `~/.aider/caches`: in a fresh HOME, at every run) to learn the model's context window. With
+these, a run's only connection is to kirod.
 """
 
 from __future__ import annotations

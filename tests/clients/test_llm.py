@@ -193,3 +193,19 @@ def test_the_endpoint_lists_kirods_models(llm: LLM, daemon: DaemonProcess, api_k
     assert run.exit_code == 0, run.describe()
     listed = run.stdout.split()
     assert {"claude-sonnet-4-6", "claude-sonnet-4-5"} <= set(listed), run.describe()
+
+
+def test_the_endpoints_chat_completions_while_off_say_how_to_turn_them_on(
+    llm: LLM, service: FakeKiro, daemon: DaemonProcess, api_key: str
+) -> None:
+    """Without `--responses` the endpoint command speaks Chat Completions, off by default:
+    llm exits 1 showing kirod's 404, which names the setting; nothing reaches Kiro."""
+    mark = len(daemon.log())
+    url = f"{daemon.base_url}/v1"
+    run = llm.openai_endpoint(url, "hello", "-m", llm_env.MODEL, "--key", api_key)
+    assert run.exit_code == 1, run.describe()
+    assert run.stderr.startswith("Error: Error code: 404 - "), run.describe()
+    assert "enable_chat_completions = true" in run.stderr
+    lines = new_access_lines(daemon, mark)
+    assert [(line["path"], line["status"]) for line in lines] == [("/v1/chat/completions", "404")]
+    assert service.requests("chat") == []
