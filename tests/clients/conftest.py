@@ -95,7 +95,7 @@ def continue_binary() -> Binary:
 
 @pytest.fixture(scope="session")
 def copilot_binary() -> Binary:
-    return _pinned("copilot", "Copilot CLI")
+    return _pinned("copilot", "GitHub Copilot CLI")
 
 
 @pytest.fixture(scope="session")
@@ -110,7 +110,10 @@ def llm_binary() -> Binary:
 
 def pytest_terminal_summary(terminalreporter: Any) -> None:
     for name, binary in _driven:
-        terminalreporter.write_line(f"client tests drove {name} {binary.version} ({binary.path})")
+        # Some clients name themselves in `--version` ("aider 0.86.2", "GitHub Copilot CLI …").
+        said = binary.version.rstrip(".")
+        shown = said if said.lower().startswith(name.lower()) else f"{name} {said}"
+        terminalreporter.write_line(f"client tests drove {shown} ({binary.path})")
 
 
 @pytest.fixture(scope="module")
