@@ -26,6 +26,7 @@ from aiohttp import web
 from kirod.canonical.models import ModelInfo
 from kirod.config import is_loopback
 from kirod.errors import ApiError, ErrorKind
+from kirod.http.ingress import is_ollama_path
 from kirod.http.ratelimit import RateWindows, retry_after_header
 from kirod.storage.keys import UNRESTRICTED, KeyScope, KeyStore, UsableKey, hash_key
 
@@ -75,16 +76,16 @@ def local_caller(request: web.Request) -> bool:
     return host is not None and is_loopback(host_name(host)) and "Origin" not in request.headers
 
 
-def _missing_key(keyless_route: bool, keyless: bool) -> ApiError:
+def _missing_key(request: web.Request, keyless_route: bool, keyless: bool) -> ApiError:
     message = "missing API key: send it as 'Authorization: Bearer <key>' or 'x-api-key'"
-    if keyless_route:
-        # What a local client that cannot send a key (VS Code's Ollama provider) needs to know.
+    # What a local client that cannot send a key (VS Code's Ollama provider) needs to know.
+    if keyless_route and keyless:
         message += (
             "; requests without one are accepted only from a local program on a loopback "
             "address (no Origin header)"
-            if keyless
-            else "; to let a local client that sends none in, set ollama_keyless_loopback = true"
         )
+    elif keyless_route and is_ollama_path(request.path):
+        message += "; to let a local client that sends none in, set ollama_keyless_loopback = true"
     return ApiError(
         ErrorKind.AUTHENTICATION,
         message,
@@ -164,7 +165,7 @@ class KeyGate:
         if not keys:
             if keyless_route and self._keyless and local_caller(request):
                 return KEYLESS_TENANT
-            raise _missing_key(keyless_route, self._keyless)
+            raise _missing_key(request, keyless_route, self._keyless)
         key_id = next((found for key in keys if (found := self.match(key)) is not None), None)
         if key_id is None:
             raise _invalid_key()

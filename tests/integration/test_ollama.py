@@ -275,6 +275,7 @@ def test_thinking_and_images(client: ollama.Client, service: FakeKiro) -> None:
         (b"{not json", "request body is not valid JSON"),
         (b"[]", "must be a JSON object"),
         (json.dumps({"model": MODEL}).encode(), "'messages'"),
+        (json.dumps({"model": f"{MODEL}:latest", "messages": []}).encode(), "'messages'"),
         (
             json.dumps({"model": MODEL, "messages": [{"role": "robot", "content": "x"}]}).encode(),
             "'messages[0].role'",
@@ -362,6 +363,16 @@ def test_vscode_discovery_without_a_key_is_refused_by_default(daemon: DaemonProc
     assert {answer.status for answer in answers.values()} == {401}
     for answer in answers.values():
         assert "ollama_keyless_loopback = true" in answer.json()["error"]
+    step = CAPTURE["chat"]
+    chat = send(
+        daemon,
+        step["method"],
+        step["path"],
+        {**CAPTURE["headers"], **step["headers"]},
+        json.dumps(fill(step["body"], MODEL)).encode(),
+    )
+    assert chat.status == 401
+    assert chat.json()["error"]["code"] == "missing_api_key"  # OpenAI's envelope on its route
 
 
 def test_vscode_discovers_and_chats_keyless_from_loopback(

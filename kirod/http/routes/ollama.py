@@ -31,6 +31,7 @@ from kirod.protocols.ollama import (
     decode_ollama_chat,
     decode_show,
     ollama_chat_json,
+    requested_model,
     show_json,
     tags_entry,
 )
@@ -81,7 +82,10 @@ async def chat(request: web.Request) -> web.StreamResponse:
         timeout_s=services.settings.client_body_timeout_s,
     )
     canonical = await decode_model_first(
-        services, body, lambda: decode_ollama_chat(body, request_id=request[REQUEST_ID])
+        services,
+        body,
+        lambda: decode_ollama_chat(body, request_id=request[REQUEST_ID]),
+        requested_model,
     )
     async with services.dispatcher.open(
         canonical, tenant=request[API_KEY_ID], cache=asks_cache(request)

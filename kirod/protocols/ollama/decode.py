@@ -81,6 +81,12 @@ def ollama_model(value: object, param: str = "model") -> str:
     return model_name(value, param).removesuffix(DEFAULT_TAG)
 
 
+def requested_model(body: Mapping[str, Any]) -> object:
+    """The `model` of a body, unchecked, without the default tag."""
+    value = body.get("model")
+    return value.removesuffix(DEFAULT_TAG) if isinstance(value, str) else value
+
+
 def decode_show(body: object) -> str:
     """The model an `/api/show` body names: `model`, or the older `name`."""
     if not isinstance(body, dict):
