@@ -437,6 +437,22 @@ OPTIONS: tuple[Option, ...] = (
         False,
     ),
     Option(
+        "enable_ollama_api",
+        Kind.BOOL,
+        "Serve Ollama's API under /api/ (version, tags, show, chat) for clients that speak "
+        "only Ollama, such as VS Code Copilot's Ollama provider.",
+        False,
+    ),
+    Option(
+        "ollama_keyless_loopback",
+        Kind.BOOL,
+        "Let a local client in without an API key (VS Code's Ollama provider sends an empty "
+        "Bearer header) on /api/* and /v1/chat/completions: only from a loopback address, "
+        "naming a loopback Host, with no Origin header; needs enable_ollama_api. Such "
+        "requests are logged under the tenant keyless-loopback.",
+        False,
+    ),
+    Option(
         "proxy_url",
         Kind.URL,
         "HTTP(S) proxy for every upstream call.",
@@ -592,6 +608,8 @@ class Settings:
     response_cache_ttl_s: float
     response_cache_max_bytes: int
     enable_chat_completions: bool
+    enable_ollama_api: bool
+    ollama_keyless_loopback: bool
     proxy_url: str | None = dataclasses.field(repr=False)
     ca_file: Path | None
     allow_remote: bool

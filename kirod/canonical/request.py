@@ -22,6 +22,7 @@ class ClientProtocol(enum.Enum):
     ANTHROPIC_MESSAGES = "anthropic_messages"
     OPENAI_RESPONSES = "openai_responses"
     OPENAI_CHAT = "openai_chat"
+    OLLAMA_CHAT = "ollama_chat"
 
 
 class Role(enum.Enum):

@@ -284,7 +284,11 @@ async def run(
             accounts.observe(alerts.changed)
             alerts.seed(await accounts.list())
             keys = KeyStore(db)
-            gate = KeyGate(settings.api_keys, keys)
+            gate = KeyGate(
+                settings.api_keys,
+                keys,
+                keyless=settings.enable_ollama_api and settings.ollama_keyless_loopback,
+            )
             await ensure_api_key(settings, keys, gate)
             client = await stack.enter_async_context(
                 KiroClient(

@@ -10,8 +10,14 @@ from aiohttp.typedefs import Middleware
 
 from kirod.http import websocket
 from kirod.http.cors import add_cors_headers, make_cors
-from kirod.http.ingress import API_KEY_ID, Handler, add_request_id_header, make_ingress
-from kirod.http.routes import chat, compact, health, messages, models, responses, usage
+from kirod.http.ingress import (
+    API_KEY_ID,
+    Handler,
+    add_request_id_header,
+    is_ollama_path,
+    make_ingress,
+)
+from kirod.http.routes import chat, compact, health, messages, models, ollama, responses, usage
 from kirod.http.services import SERVICES, Services
 from kirod.http.streaming import STREAMS, Streams
 
@@ -19,6 +25,7 @@ from kirod.http.streaming import STREAMS, Streams
 # and API keys do not open it.
 OPEN_PATHS = frozenset({"/health"})
 CONSOLE_PREFIX = "/console"
+CHAT_COMPLETIONS = "/v1/chat/completions"
 
 
 @dataclass(frozen=True)
@@ -42,10 +49,14 @@ ROUTES: tuple[Route, ...] = (
         {"GET": responses.get_response, "DELETE": responses.delete_response},
     ),
     Route("/v1/responses/{response_id}/input_items", {"GET": responses.input_items}),
-    Route("/v1/chat/completions", {"POST": chat.create_chat_completion}),
+    Route(CHAT_COMPLETIONS, {"POST": chat.create_chat_completion}),
     Route("/v1/models", {"GET": models.list_models}),
     Route("/v1/models/{model_id}", {"GET": models.get_model}),
     Route("/v1/usage", {"GET": usage.get_usage}),
+    Route("/api/version", {"GET": ollama.version, "HEAD": ollama.version}),
+    Route("/api/tags", {"GET": ollama.tags, "HEAD": ollama.tags}),
+    Route("/api/show", {"POST": ollama.show}),
+    Route("/api/chat", {"POST": ollama.chat}),
 )
 
 
@@ -56,7 +67,15 @@ def _gate() -> Middleware:
         if path not in OPEN_PATHS and not (
             path == CONSOLE_PREFIX or path.startswith(CONSOLE_PREFIX + "/")
         ):
-            request[API_KEY_ID] = await request.app[SERVICES].gate.admit(request)
+            services = request.app[SERVICES]
+            ollama_path = is_ollama_path(path)
+            if ollama_path:
+                ollama.require_enabled(services.settings)  # the 404 says more than a 401
+            # `ollama_keyless_loopback` lets a local client in without a key on the Ollama
+            # routes, and on Chat Completions, which VS Code's Ollama provider chats over.
+            request[API_KEY_ID] = await services.gate.admit(
+                request, keyless_route=ollama_path or path == CHAT_COMPLETIONS
+            )
         return await handler(request)
 
     return gate

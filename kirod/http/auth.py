@@ -6,22 +6,34 @@ entry, so an alias can never reach a model outside the key's patterns. The respo
 decided later than the rate (after the body and the extensions), so a hit's admission is
 taken back (`refund`): hits never use up a key's window, though a key already at its limit is
 refused before its body is read.
+
+With `ollama_keyless_loopback`, a request that offers no key on a route an Ollama client calls
+(VS Code's Ollama provider sends `Authorization: Bearer ` with nothing after it) is admitted as
+`KEYLESS_TENANT` when it is a local program's (`local_caller`): from a loopback peer, naming a
+loopback Host (a web page on a rebinding domain names its own), and carrying no Origin (browsers
+send one with every POST and every cross-origin fetch). A key that is offered is always checked.
 """
 
 from __future__ import annotations
 
 import fnmatch
 import hmac
+import ipaddress
 from collections.abc import Iterable
 
 from aiohttp import web
 
 from kirod.canonical.models import ModelInfo
+from kirod.config import is_loopback
 from kirod.errors import ApiError, ErrorKind
+from kirod.http.ingress import is_ollama_path
 from kirod.http.ratelimit import RateWindows, retry_after_header
 from kirod.storage.keys import UNRESTRICTED, KeyScope, KeyStore, UsableKey, hash_key
 
 BEARER = "bearer "
+KEYLESS_TENANT = "keyless-loopback"
+"""The tenant of every request admitted without a key: unrestricted, never answered from the
+response cache, counted in the operation log as one more key."""
 
 
 def presented_keys(request: web.Request) -> list[str]:
@@ -36,6 +48,50 @@ def presented_keys(request: web.Request) -> list[str]:
         if token:
             keys.append(token)
     return keys
+
+
+def loopback_address(host: str) -> bool:
+    try:
+        address = ipaddress.ip_address(host.partition("%")[0])
+    except ValueError:
+        return False
+    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
+        return address.ipv4_mapped.is_loopback
+    return address.is_loopback
+
+
+def host_name(host: str) -> str:
+    """The name in a `Host` value, without its port (`[::1]:5476` → `::1`)."""
+    if host.startswith("["):
+        return host[1:].partition("]")[0]
+    return host.rpartition(":")[0] if host.count(":") == 1 else host
+
+
+def local_caller(request: web.Request) -> bool:
+    """Whether the request is a program's on this machine rather than a web page's."""
+    peer = request.transport.get_extra_info("peername") if request.transport else None
+    if not isinstance(peer, tuple) or not peer or not loopback_address(str(peer[0])):
+        return False
+    host = request.headers.get("Host")
+    return host is not None and is_loopback(host_name(host)) and "Origin" not in request.headers
+
+
+def _missing_key(request: web.Request, keyless_route: bool, keyless: bool) -> ApiError:
+    message = "missing API key: send it as 'Authorization: Bearer <key>' or 'x-api-key'"
+    # What a local client that cannot send a key (VS Code's Ollama provider) needs to know.
+    if keyless_route and keyless:
+        message += (
+            "; requests without one are accepted only from a local program on a loopback "
+            "address (no Origin header)"
+        )
+    elif keyless_route and is_ollama_path(request.path):
+        message += "; to let a local client that sends none in, set ollama_keyless_loopback = true"
+    return ApiError(
+        ErrorKind.AUTHENTICATION,
+        message,
+        code="missing_api_key",
+        headers={"WWW-Authenticate": "Bearer"},
+    )
 
 
 def _invalid_key() -> ApiError:
@@ -59,17 +115,26 @@ class KeyGate:
         config_keys: Iterable[str] = (),
         store: KeyStore | None = None,
         rates: RateWindows | None = None,
+        *,
+        keyless: bool = False,
     ) -> None:
         digests = [hash_key(key) for key in config_keys]
         self._config = [UsableKey(f"config-{d[:12]}", d, UNRESTRICTED) for d in digests]
-        self._keys: list[UsableKey] = list(self._config)
-        self._scopes: dict[str, KeyScope] = {key.id: key.scope for key in self._keys}
+        self._keyless = keyless
+        self._keys: list[UsableKey] = []
+        self._scopes: dict[str, KeyScope] = {}
+        self._index(self._config)
         self._store = store
         self._rates = rates or RateWindows()
 
+    def _index(self, keys: list[UsableKey]) -> None:
+        self._keys = keys
+        self._scopes = {key.id: key.scope for key in keys}
+        if self._keyless:
+            self._scopes[KEYLESS_TENANT] = UNRESTRICTED
+
     def load(self, stored: Iterable[UsableKey]) -> None:
-        self._keys = [*self._config, *stored]
-        self._scopes = {key.id: key.scope for key in self._keys}
+        self._index([*self._config, *stored])
         self._rates.keep_only(set(self._scopes))
 
     async def reload(self) -> None:
@@ -90,16 +155,17 @@ class KeyGate:
                 found = known.id
         return found
 
-    def check(self, request: web.Request) -> str:
-        """The id of the presented key, within its rate; raises a 401 or 429 `ApiError`."""
+    def check(self, request: web.Request, *, keyless_route: bool = False) -> str:
+        """The id of the presented key, within its rate; raises a 401 or 429 `ApiError`.
+
+        On a `keyless_route`, a request offering no key is `KEYLESS_TENANT`'s when the gate was
+        built `keyless` and the caller is local.
+        """
         keys = presented_keys(request)
         if not keys:
-            raise ApiError(
-                ErrorKind.AUTHENTICATION,
-                "missing API key: send it as 'Authorization: Bearer <key>' or 'x-api-key'",
-                code="missing_api_key",
-                headers={"WWW-Authenticate": "Bearer"},
-            )
+            if keyless_route and self._keyless and local_caller(request):
+                return KEYLESS_TENANT
+            raise _missing_key(request, keyless_route, self._keyless)
         key_id = next((found for key in keys if (found := self.match(key)) is not None), None)
         if key_id is None:
             raise _invalid_key()
@@ -113,10 +179,14 @@ class KeyGate:
             )
         return key_id
 
-    async def admit(self, request: web.Request) -> str:
+    async def admit(self, request: web.Request, *, keyless_route: bool = False) -> str:
         """`check`, then note the key's use for `kiroctl keys list`."""
-        key_id = self.check(request)
-        if self._store is not None and not key_id.startswith("config-"):
+        key_id = self.check(request, keyless_route=keyless_route)
+        if (
+            self._store is not None
+            and not key_id.startswith("config-")
+            and key_id != KEYLESS_TENANT
+        ):
             await self._store.touch(key_id)
         return key_id
 

@@ -13,8 +13,8 @@ blocks that the event loop, and every stream on it, would otherwise wait for.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
-from typing import TypeVar
+from collections.abc import Callable, Mapping
+from typing import Any, TypeVar
 
 from kirod.errors import ApiError
 from kirod.http.body import off_loop
@@ -23,12 +23,23 @@ from kirod.http.services import Services
 T = TypeVar("T")
 
 
-async def decode_model_first(services: Services, body: object, decode: Callable[[], T]) -> T:
+def _model_field(body: Mapping[str, Any]) -> object:
+    return body.get("model")
+
+
+async def decode_model_first(
+    services: Services,
+    body: object,
+    decode: Callable[[], T],
+    model_of: Callable[[Mapping[str, Any]], object] = _model_field,
+) -> T:
+    """`decode()`; `model_of` reads the model a body names as its codec does (Ollama's drops a
+    tag)."""
     try:
         if off_loop():
             return await asyncio.to_thread(decode)
         return decode()
     except ApiError as invalid:
         if invalid.param != "model" and isinstance(body, dict):
-            await services.models.check(body.get("model"))
+            await services.models.check(model_of(body))
         raise

@@ -32,8 +32,18 @@ def new_request_id() -> str:
     return "req_" + secrets.token_hex(12)
 
 
+OLLAMA_PREFIX = "/api"
+
+
+def is_ollama_path(path: str) -> bool:
+    return path == OLLAMA_PREFIX or path.startswith(OLLAMA_PREFIX + "/")
+
+
 def family_for(request: web.Request) -> Family:
-    """Anthropic routes, and shared routes asked in Anthropic's dialect, get its envelope."""
+    """Anthropic routes, and shared routes asked in Anthropic's dialect, get its envelope; the
+    Ollama routes get Ollama's."""
+    if is_ollama_path(request.path):
+        return Family.OLLAMA
     if request.path.startswith("/v1/messages") or "anthropic-version" in request.headers:
         return Family.ANTHROPIC
     return Family.OPENAI

@@ -1,4 +1,5 @@
-"""Writing a canonical event stream to a client as SSE, and folding it for non-streaming replies.
+"""Writing a canonical event stream to a client as SSE (or NDJSON, Ollama's framing), and folding
+it for non-streaming replies.
 
 The stream arrives in batches, one per upstream network chunk (one Kiro chunk often carries a
 block start and its first delta, or the last block's stop, the usage and the end). Each batch is
@@ -16,7 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from typing import Any
 
 from aiohttp import web
@@ -33,6 +34,7 @@ SSE_HEADERS = {
     "Cache-Control": "no-cache",
     "X-Accel-Buffering": "no",
 }
+NDJSON_HEADERS = {**SSE_HEADERS, "Content-Type": "application/x-ndjson"}
 
 
 class SSEResponse(web.StreamResponse):
@@ -139,15 +141,18 @@ async def stream_sse(
     finish: Callable[[], Sequence[bytes]] | None = None,
     heartbeat: bytes,
     heartbeat_s: float = DEFAULT_HEARTBEAT_S,
+    headers: Mapping[str, str] = SSE_HEADERS,
 ) -> web.StreamResponse:
     """Send `start`, then each batch of events as `encode` renders them, then `finish()`.
+
+    `headers` name the framing `encode` writes: SSE unless told otherwise (`NDJSON_HEADERS`).
 
     If the client goes away, the handler is cancelled here and the pending step of `batches` is
     cancelled with it; the caller's context then aborts the upstream response. If the daemon is
     shutting down and its drain ran out, the stream still ends with its protocol's terminal error
     event, so the client knows the answer was cut rather than complete.
     """
-    response = SSEResponse(status=200, headers=SSE_HEADERS)
+    response = SSEResponse(status=200, headers=headers)
     response.enable_chunked_encoding()
     await response.prepare(request)
     streams, task = request.app.get(STREAMS), asyncio.current_task()

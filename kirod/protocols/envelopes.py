@@ -1,7 +1,9 @@
-"""Error envelopes of the two API families, rendered from protocol-neutral `ApiError`s.
+"""Error envelopes of the API families, rendered from protocol-neutral `ApiError`s.
 
 Anthropic: `{"type":"error","error":{"type","message"},"request_id"}`.
 OpenAI (Responses and Chat): `{"error":{"message","type","param","code"},"request_id"}`.
+Ollama: `{"error": message}` (its clients read that string and nothing else; the request id
+is in the `x-request-id` header of every answer).
 Both codecs of the OpenAI family share one envelope, so it lives here rather than in either.
 """
 
@@ -16,6 +18,7 @@ from kirod.errors import ApiError, ErrorKind
 class Family(enum.Enum):
     ANTHROPIC = "anthropic"
     OPENAI = "openai"
+    OLLAMA = "ollama"
 
 
 _ANTHROPIC_TYPES: dict[ErrorKind, str] = {
@@ -69,7 +72,13 @@ def openai_error(error: ApiError, request_id: str) -> dict[str, Any]:
     }
 
 
+def ollama_error(error: ApiError) -> dict[str, Any]:
+    return {"error": error.message}
+
+
 def render(family: Family, error: ApiError, request_id: str) -> dict[str, Any]:
     if family is Family.ANTHROPIC:
         return anthropic_error(error, request_id)
+    if family is Family.OLLAMA:
+        return ollama_error(error)
     return openai_error(error, request_id)

@@ -28,6 +28,8 @@ from kiro_env import import_account, start_daemon
 EXAMPLES = 400
 ANTHROPIC_ROUTES = ("/v1/messages", "/v1/messages/count_tokens")
 OPENAI_ROUTES = ("/v1/responses", "/v1/chat/completions")
+OLLAMA_ROUTES = ("/api/chat", "/api/show")
+ROUTES = (*ANTHROPIC_ROUTES, *OPENAI_ROUTES, *OLLAMA_ROUTES)
 
 VALID: dict[str, dict[str, Any]] = {
     "/v1/messages": {
@@ -44,6 +46,12 @@ VALID: dict[str, dict[str, Any]] = {
         "model": "claude-sonnet-4-6",
         "messages": [{"role": "user", "content": "hi"}],
     },
+    "/api/chat": {
+        "model": "claude-sonnet-4-6",
+        "messages": [{"role": "user", "content": "hi"}],
+        "stream": False,
+    },
+    "/api/show": {"model": "claude-sonnet-4-6"},
 }
 
 json_values = st.recursive(
@@ -88,7 +96,11 @@ def daemon(module_tmp: Path) -> Iterator[DaemonProcess]:
         proc = start_daemon(
             root,
             fake,
-            {"KIROD_ENABLE_CHAT_COMPLETIONS": "true", "KIROD_MAX_REQUEST_BODY_BYTES": "65536"},
+            {
+                "KIROD_ENABLE_CHAT_COMPLETIONS": "true",
+                "KIROD_ENABLE_OLLAMA_API": "true",
+                "KIROD_MAX_REQUEST_BODY_BYTES": "65536",
+            },
         )
         import_account(proc, fake.fake.issue_social_account())
         try:
@@ -134,7 +146,8 @@ class Client:
             if response.getheader("Connection", "").lower() == "close":
                 self._conn.close()
                 self._conn = None
-            if response.getheader("Content-Type", "").startswith("text/event-stream"):
+            streamed = ("text/event-stream", "application/x-ndjson")
+            if response.getheader("Content-Type", "").startswith(streamed):
                 return response.status, None
             return response.status, json.loads(raw) if raw else None
         raise AssertionError("unreachable")
@@ -155,6 +168,10 @@ def check(route: str, status: int, body: Any) -> None:
     assert status < 500, (route, status, body)
     if status < 400:
         return
+    if route in OLLAMA_ROUTES:
+        assert set(body) == {"error"}
+        assert isinstance(body["error"], str)
+        return
     if route in ANTHROPIC_ROUTES:
         assert body["type"] == "error"
         assert set(body["error"]) == {"type", "message"}
@@ -171,7 +188,7 @@ FUZZ = settings(
 )
 
 
-@pytest.mark.parametrize("route", [*ANTHROPIC_ROUTES, *OPENAI_ROUTES])
+@pytest.mark.parametrize("route", ROUTES)
 @FUZZ
 @given(data=st.data())
 def test_random_and_mutated_json(client: Client, route: str, data: st.DataObject) -> None:
@@ -182,7 +199,7 @@ def test_random_and_mutated_json(client: Client, route: str, data: st.DataObject
 
 @FUZZ
 @given(
-    route=st.sampled_from([*ANTHROPIC_ROUTES, *OPENAI_ROUTES]),
+    route=st.sampled_from(ROUTES),
     raw=st.one_of(
         st.binary(max_size=300),
         st.builds(lambda depth: b"[" * depth + b"]" * depth, st.integers(1, 20_000)),
@@ -473,6 +490,43 @@ RICH: dict[str, dict[str, Any]] = {
         "user": "u1",
     },
 }
+RICH["/api/chat"] = {
+    "model": "claude-sonnet-4-6:latest",
+    "stream": False,
+    "messages": [
+        {"role": "system", "content": "be brief"},
+        {"role": "user", "content": "hi", "images": [PNG, f"data:image/png;base64,{PNG}"]},
+        {
+            "role": "assistant",
+            "content": "calling",
+            "thinking": "hmm",
+            "tool_calls": [
+                {"id": "c1", "function": {"index": 0, "name": "f", "arguments": {"a": 1}}},
+                {"function": {"name": "g", "arguments": '{"b": ["x"]}'}},
+            ],
+        },
+        {"role": "tool", "content": "ok", "tool_call_id": "c1"},
+        {"role": "tool", "content": "done", "tool_name": "g", "images": [PNG]},
+        {"role": "user", "content": "go on"},
+    ],
+    "tools": [
+        {"type": "function", "function": {"name": "f", "description": "d", "parameters": SCHEMA}},
+        {"function": {"name": "g", "parameters": {"type": "object"}}},
+    ],
+    "think": "high",
+    "format": "",
+    "logprobs": False,
+    "keep_alive": "5m",
+    "options": {
+        "num_predict": 64,
+        "temperature": 0.5,
+        "top_p": 0.9,
+        "top_k": 5,
+        "stop": ["STOP"],
+        "num_ctx": 8192,
+    },
+}
+RICH["/api/show"] = {"model": "claude-sonnet-4-6", "verbose": False}
 RICH["/v1/messages/count_tokens"] = {
     key: value for key, value in RICH["/v1/messages"].items() if key not in ("max_tokens", "stream")
 }
@@ -552,6 +606,9 @@ NAMES = sorted(
         "value",
         "thinking_turns",
         "generate_summary",
+        "json",
+        "tool_name",
+        "tool_call_id",
     }
 )
 SENTINEL = "\x00hostile\x00"
@@ -613,6 +670,7 @@ def field_client(module_tmp: Path) -> Iterator[Client]:
             fake,
             {
                 "KIROD_ENABLE_CHAT_COMPLETIONS": "true",
+                "KIROD_ENABLE_OLLAMA_API": "true",
                 "KIROD_MAX_REQUEST_BODY_BYTES": str(FIELD_LIMIT),
             },
         )

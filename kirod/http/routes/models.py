@@ -24,7 +24,7 @@ CREATED_AT = "2025-01-01T00:00:00Z"
 MAX_LIMIT = 1000
 
 
-async def _catalog(request: web.Request) -> ModelCatalog:
+async def offered_catalog(request: web.Request) -> ModelCatalog:
     return (await request.app[SERVICES].models.offers()).catalog
 
 
@@ -60,7 +60,7 @@ def _anthropic(request: web.Request) -> bool:
     return "anthropic-version" in request.headers
 
 
-def _visible(request: web.Request, catalog: ModelCatalog) -> list[ListedModel]:
+def visible_models(request: web.Request, catalog: ModelCatalog) -> list[ListedModel]:
     """The listed models this request's API key may use."""
     gate, key_id = request.app[SERVICES].gate, request[API_KEY_ID]
     return [listed for listed in public_models(catalog) if gate.allows(key_id, listed.info)]
@@ -68,7 +68,9 @@ def _visible(request: web.Request, catalog: ModelCatalog) -> list[ListedModel]:
 
 async def list_models(request: web.Request) -> web.Response:
     shape = _anthropic(request)
-    rows = [_entry(listed, shape) for listed in _visible(request, await _catalog(request))]
+    rows = [
+        _entry(listed, shape) for listed in visible_models(request, await offered_catalog(request))
+    ]
     after = request.query.get("after_id")
     if after is not None:
         ids = [row["id"] for row in rows]
@@ -97,7 +99,7 @@ async def list_models(request: web.Request) -> web.Response:
 
 async def get_model(request: web.Request) -> web.Response:
     services = request.app[SERVICES]
-    catalog = await _catalog(request)
+    catalog = await offered_catalog(request)
     info = services.models.lookup(request.match_info["model_id"], catalog).info
     if not services.gate.allows(request[API_KEY_ID], info):
         raise ApiError(

@@ -38,12 +38,10 @@ from kirod.canonical.request import (
     ToolChoice,
     ToolChoiceMode,
     ToolResultBlock,
-    ToolSpec,
     ToolUseBlock,
 )
 from kirod.protocols.fields import (
     MAX_MESSAGES,
-    MAX_TOOLS,
     BlockBudget,
     at_most,
     boolean_field,
@@ -59,6 +57,7 @@ from kirod.protocols.fields import (
     unsupported,
 )
 from kirod.protocols.fields import model_name as model_field
+from kirod.protocols.function_tools import function_tools
 
 _EFFORTS: Final[Mapping[str, Effort]] = {
     "minimal": "low",
@@ -68,7 +67,6 @@ _EFFORTS: Final[Mapping[str, Effort]] = {
     "xhigh": "xhigh",
     "max": "max",
 }
-_EMPTY_SCHEMA: Final[Mapping[str, Any]] = {"type": "object", "properties": {}}
 _MAX_STOP_SEQUENCES: Final = 4
 _UNSUPPORTED_FIELDS: Final[Mapping[str, str]] = {
     "functions": "the legacy 'functions' API is not supported; declare 'tools' instead",
@@ -108,7 +106,7 @@ def decode_chat(body: object, headers: Mapping[str, str], *, request_id: str) ->
         model=model,
         messages=messages,
         system=system,
-        tools=_tools(body.get("tools")),
+        tools=function_tools(body.get("tools")),
         tool_choice=_tool_choice(body.get("tool_choice")),
         reasoning=_reasoning(body.get("reasoning_effort")),
         max_output_tokens=max_tokens,
@@ -301,44 +299,6 @@ def _tool_calls(value: object, path: str, budget: BlockBudget) -> list[Block]:
 
 
 # -- tools and options ---------------------------------------------------------------------------
-
-
-def _tools(value: object) -> tuple[ToolSpec, ...]:
-    """Function tools; `strict` is accepted but not enforced (the model sees the schema)."""
-    if value is None:
-        return ()
-    if not isinstance(value, list):
-        raise invalid("tools", "must be a list", "invalid_type")
-    at_most(len(value), MAX_TOOLS, "tools", "tools")
-    specs: list[ToolSpec] = []
-    names: set[str] = set()
-    for index, tool in enumerate(value):
-        path = f"tools[{index}]"
-        if not isinstance(tool, Mapping):
-            raise invalid(path, "each tool must be an object", "invalid_type")
-        if tool.get("type") != "function":
-            raise unsupported(
-                f"{path}.type", f"tool type {quoted(tool.get('type'))} is not supported"
-            )
-        function = tool.get("function")
-        if not isinstance(function, Mapping):
-            raise invalid(f"{path}.function", "is required", "missing_required_parameter")
-        name = string_field(function, "name", f"{path}.function", required=True)
-        if not name:
-            raise invalid(f"{path}.function.name", "must be a non-empty string")
-        if name in names:
-            raise invalid(f"{path}.function.name", f"tool name {quoted(name)} is declared twice")
-        names.add(name)
-        description = string_field(function, "description", f"{path}.function") or ""
-        parameters = function.get("parameters")
-        if parameters is None:
-            parameters = _EMPTY_SCHEMA
-        elif not isinstance(parameters, Mapping):
-            raise invalid(
-                f"{path}.function.parameters", "must be a JSON schema object", "invalid_type"
-            )
-        specs.append(ToolSpec(name, description, parameters))
-    return tuple(specs)
 
 
 def _tool_choice(value: object) -> ToolChoice:
