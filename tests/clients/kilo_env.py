@@ -1,0 +1,111 @@
+"""Driving the real Kilo Code CLI (`kilo`, an opencode fork) against a kirod: its configuration,
+its environment, one run.
+
+Imported by the Kilo Code tests and by `agent_capture.py` (not a test module itself).
+
+Kilo reads opencode's provider format from `kilo.json`. The file goes in the user's global
+configuration folder (`$XDG_CONFIG_HOME/kilo/kilo.json`, i.e. `~/.config/kilo/kilo.json`): 7.7.7
+refuses `{env:…}` references in a project's own `kilo.json` ("environment references are not
+allowed in project config") and then ignores the whole file. `enabled_providers` names only kirod,
+so Kilo does not ask its own gateway (api.kilo.ai) for models; the environment turns off the
+rest that would leave the machine (telemetry to PostHog unless `KILO_TELEMETRY_LEVEL` is `all`,
+models.dev, updates, default plugins, LSP downloads). Measured with strace on 7.7.7: with all of
+these a run resolves no host name and connects only to the base URL.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import install
+import runs
+from opencode_env import Run  # `kilo run --format json` prints opencode's events
+
+CLIENT = "kilo-code"
+KEY_ENV = "KIROD_API_KEY"
+MODEL = "claude-sonnet-4-6"
+PROVIDER = "kirod"
+RUN_TIMEOUT_S = 60.0
+"""One `kilo run`: 8 to 20 s on two busy cores, most of it before the first request; this only
+bounds a hang."""
+
+ANTHROPIC = "@ai-sdk/anthropic"
+"""The README's provider package: the Messages API."""
+OPENAI = "@ai-sdk/openai"
+"""The Responses API."""
+OPENAI_COMPATIBLE = "@ai-sdk/openai-compatible"
+"""Chat Completions."""
+OFFLINE = {
+    "KILO_TELEMETRY_LEVEL": "off",
+    "KILO_DISABLE_MODELS_FETCH": "1",
+    "KILO_DISABLE_AUTOUPDATE": "1",
+    "KILO_DISABLE_DEFAULT_PLUGINS": "1",
+    "KILO_DISABLE_LSP_DOWNLOAD": "1",
+}
+
+Binary = install.Binary
+
+
+def config(base_url: str, npm: str = ANTHROPIC, models: Iterable[str] = (MODEL,)) -> dict[str, Any]:
+    """A `kilo.json` with one provider, `kirod`, at `base_url` (kirod's, without `/v1`)."""
+    names = list(models)
+    return {
+        "$schema": "https://app.kilo.ai/config.json",
+        "enabled_providers": [PROVIDER],
+        "provider": {
+            PROVIDER: {
+                "npm": npm,
+                "name": "kirod",
+                "options": {"baseURL": f"{base_url}/v1", "apiKey": f"{{env:{KEY_ENV}}}"},
+                "models": {name: {"name": name} for name in names},
+            }
+        },
+        "model": f"{PROVIDER}/{names[0]}",
+    }
+
+
+def client_env(home: Path, token: str) -> dict[str, str]:
+    """A private HOME (and XDG folders in it), the key in KIROD_API_KEY, no other hosts."""
+    env = runs.private_env(home)
+    env.update(OFFLINE)
+    env[KEY_ENV] = token
+    return env
+
+
+def config_path(env: Mapping[str, str]) -> Path:
+    """Where Kilo reads the user's `kilo.json` in `env`."""
+    return Path(env["XDG_CONFIG_HOME"]) / "kilo" / "kilo.json"
+
+
+def command(prompt: str, extra: Iterable[str] = ()) -> list[str]:
+    return ["kilo", "run", "--format", "json", *extra, prompt]
+
+
+class KiloCode:
+    """Kilo Code in a private HOME and working directory, with the key of one kirod."""
+
+    def __init__(self, binary: Binary, token: str, root: Path) -> None:
+        self.binary = binary
+        self.home = root / "home"
+        self.workdir = root / "work"
+        self.home.mkdir(parents=True, exist_ok=True)
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        self.env = client_env(self.home, token)
+
+    @property
+    def config_file(self) -> Path:
+        return config_path(self.env)
+
+    def configure(self, document: Mapping[str, Any]) -> None:
+        """Make `document` the `kilo.json` the next runs read."""
+        self.config_file.parent.mkdir(parents=True, exist_ok=True)
+        self.config_file.write_text(json.dumps(document, indent=2) + "\n")
+
+    def run(self, prompt: str, *args: str, timeout_s: float = RUN_TIMEOUT_S) -> Run:
+        argv = [str(self.binary.path), *command(prompt, args)[1:]]
+        return runs.run(Run, argv, self.workdir, self.env, timeout_s)

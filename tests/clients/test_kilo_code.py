@@ -1,0 +1,163 @@
+"""The real Kilo Code CLI (`kilo`, from npm) → the real kirod daemon → the fake Kiro service.
+
+`make test` installs the pinned binary (`tests/clients/versions.json`: the Linux x64 package)
+and runs these; they skip, saying why, when it could not be installed.
+`KIROD_TEST_KILO_CODE_BIN=/path/to/kilo` drives any other binary.
+
+Each test runs `kilo run --format json …` in a private HOME whose `~/.config/kilo/kilo.json` is
+the README's (the `@ai-sdk/anthropic` provider), or the Responses variant. What 7.7.7 sends is in
+`captures/kilo-code-7.7.7-default.json` (`agent_capture.py --client kilo-code`): one streamed
+`POST /v1/messages` per model turn, with `x-api-key` and Kilo's session id as
+`x-session-affinity` (the header kirod reads for affinity) and `x-session-id`, and no title
+request while only kirod is enabled.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from kirod.testing.daemon import DaemonProcess
+from kirod.testing.fake_kiro import FakeKiro, Reply, Script, ToolCall
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import agent_capture
+import capture
+import install
+import kilo_env
+from kilo_env import KiloCode
+from test_opencode import chats, current, new_access_lines, tool_names, tool_results
+
+README = Path(__file__).resolve().parents[2] / "README.md"
+README_PORT = "http://127.0.0.1:5476"
+KIRO_MODEL = "claude-sonnet-4.6"
+"""What Kiro calls `claude-sonnet-4-6`, the README's model."""
+
+pytestmark = pytest.mark.timeout(90)  # a run takes 8 to 20 s on two busy cores
+
+
+@pytest.fixture
+def kilo(
+    kilo_binary: kilo_env.Binary, daemon: DaemonProcess, api_key: str, short_tmp: Path
+) -> KiloCode:
+    """Kilo Code with a fresh HOME, configured as the README says, at the module's daemon."""
+    client = KiloCode(kilo_binary, api_key, short_tmp)
+    client.configure(readme_config(daemon.base_url))
+    return client
+
+
+def readme_config(base_url: str) -> dict[str, Any]:
+    """The README's `kilo.json`, pointed at `base_url` instead of the default port."""
+    text = README.read_text()
+    (block,) = re.findall(r"\*\*Kilo Code CLI\*\*.*?```json\n(.*?)```", text, re.DOTALL)
+    assert README_PORT in block
+    document: dict[str, Any] = json.loads(block.replace(README_PORT, base_url))
+    return document
+
+
+def test_hello_with_the_readme_configuration(
+    kilo: KiloCode, service: FakeKiro, daemon: DaemonProcess
+) -> None:
+    """The README's `kilo.json` as written: `kilo run` answers what the fake said, through
+    `POST /v1/messages`, from the model the file names, with Kilo's own tools declared."""
+    answer = "Hello from the fake Kiro, Kilo Code edition."
+    service.default_script = Script(reply=Reply(text=answer))
+    mark = len(daemon.log())
+    run = kilo.run("hello there")
+    assert run.succeeded() == answer
+    (body,) = chats(service)
+    assert current(body)["modelId"] == KIRO_MODEL
+    assert "hello there" in current(body)["content"]
+    assert {"bash", "read", "edit", "write"} <= tool_names(body)
+    (line,) = new_access_lines(daemon, mark)
+    assert (line["path"], line["status"], line["upstream_model"]) == (
+        "/v1/messages",
+        "200",
+        KIRO_MODEL,
+    )
+
+
+def test_read_tool_round_trip_on_one_conversation(
+    kilo: KiloCode, service: FakeKiro, daemon: DaemonProcess
+) -> None:
+    """The model asks for Kilo's `read`; Kilo reads the file and sends its content back as a
+    tool result; the model's answer after it is the run's last text. Both turns carry Kilo's
+    session id in `x-session-affinity`, so kirod keeps them in one Kiro conversation."""
+    note = kilo.workdir / "notes.txt"
+    canary = "The canary sings at 04:51 in room 7."
+    note.write_text(canary + "\n")
+    final = "The note is about a canary."
+    service.default_script = Script(
+        reply=Reply(text=final), call_first=ToolCall("read", {"filePath": str(note)})
+    )
+    mark = len(daemon.log())
+    run = kilo.run("What does notes.txt say?")
+    assert run.succeeded().endswith(final)
+    (used,) = [part for part in run.parts("tool_use") if part["tool"] == "read"]
+    assert used["state"]["status"] == "completed", used
+    assert canary in used["state"]["output"]
+    bodies = chats(service)
+    assert len(bodies) == 2
+    (result,) = tool_results(bodies[1])
+    assert result["status"] == "success"
+    assert canary in json.dumps(result["content"])
+    assert "read" in tool_names(bodies[1])
+    assert len({body["conversationState"]["conversationId"] for body in bodies}) == 1
+    assert [line["status"] for line in new_access_lines(daemon, mark)] == ["200", "200"]
+
+
+def test_the_responses_provider(kilo: KiloCode, service: FakeKiro, daemon: DaemonProcess) -> None:
+    """`@ai-sdk/openai` instead: Kilo speaks the Responses API, and it works the same."""
+    kilo.configure(kilo_env.config(daemon.base_url, kilo_env.OPENAI))
+    answer = "Hello over Responses."
+    service.default_script = Script(reply=Reply(text=answer))
+    mark = len(daemon.log())
+    assert kilo.run("hello there").succeeded() == answer
+    lines = new_access_lines(daemon, mark)
+    assert [(line["path"], line["status"]) for line in lines] == [("/v1/responses", "200")]
+    assert {current(body)["modelId"] for body in chats(service)} == {KIRO_MODEL}
+
+
+def test_a_wrong_key_is_refused_once_and_clearly(
+    kilo_binary: kilo_env.Binary, service: FakeKiro, daemon: DaemonProcess, short_tmp: Path
+) -> None:
+    """A key kirod never issued: a 401 in Anthropic's envelope, which Kilo shows and does not
+    retry; nothing reaches Kiro and the key is nowhere in kirod's log."""
+    wrong = "sk-kirod-" + "x" * 43
+    client = KiloCode(kilo_binary, wrong, short_tmp)
+    client.configure(kilo_env.config(daemon.base_url))
+    mark = len(daemon.log())
+    error = client.run("hello there").failed()
+    assert error["name"] == "APIError"
+    data = error["data"]
+    assert (data["statusCode"], data["isRetryable"]) == (401, False)
+    assert data["message"] == "invalid API key"
+    assert json.loads(data["responseBody"])["error"]["type"] == "authentication_error"
+    assert [line["status"] for line in new_access_lines(daemon, mark)] == ["401"]
+    assert service.requests("chat") == []
+    assert wrong not in daemon.log()
+
+
+def test_the_capture_names_its_version_and_configuration() -> None:
+    """The committed capture is of the pinned version, run with the README's provider, and
+    shows the session id kirod reads for affinity."""
+    document = agent_capture.pinned(kilo_env.CLIENT)
+    assert document["client"] == kilo_env.CLIENT
+    assert document["version"] == install.pin(kilo_env.CLIENT).version
+    assert document["command"] == ["kilo", "run", "--format", "json", "hello"]
+    assert document["kilo_json"]["provider"]["kirod"]["npm"] == kilo_env.ANTHROPIC
+    assert document["requests"]
+    for request in document["requests"]:
+        assert (request["method"], request["path"]) == ("POST", "/v1/messages")
+        headers = request["headers"]
+        assert headers["user-agent"].startswith(f"Kilo-Code/{document['version']} ")
+        assert headers["x-session-affinity"] == capture.OPENCODE_SESSION_PLACEHOLDER
+
+
+def test_the_capture_holds_no_secret_or_local_detail() -> None:
+    assert agent_capture.local_details(agent_capture.pinned(kilo_env.CLIENT)) == []
