@@ -27,10 +27,7 @@ from kirod.testing.daemon import DaemonProcess
 from kirod.testing.fake_kiro import FakeKiro, Reply, Script, ToolCall
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-import agent_capture
-import capture
 import cline_env
-import install
 from cline_env import Cline
 from test_opencode import chats, current, new_access_lines, tool_names, tool_results
 
@@ -164,26 +161,3 @@ def test_a_wrong_key_is_refused_once_and_clearly(
     assert [line["status"] for line in new_access_lines(daemon, mark)] == ["401"]
     assert service.requests("chat") == []
     assert wrong not in daemon.log()
-
-
-def test_the_capture_names_its_version_and_configuration() -> None:
-    """The committed capture is of the pinned version, run with the README's provider; it
-    carries no session id for kirod to read."""
-    document = agent_capture.pinned(cline_env.CLIENT)
-    assert document["client"] == cline_env.CLIENT
-    assert document["version"] == install.pin(cline_env.CLIENT).version
-    data_dir = f"{capture.HOME_PLACEHOLDER}/.cline/data"
-    assert document["command"] == ["cline", "--json", "--data-dir", data_dir, "say hello"]
-    settings = document["providers_json"]["providers"][cline_env.ANTHROPIC]["settings"]
-    assert settings["baseUrl"] == f"{agent_capture.BASE_URL_PLACEHOLDER}/v1"
-    assert document["requests"]
-    for request in document["requests"]:
-        assert (request["method"], request["path"]) == ("POST", "/v1/messages")
-        headers = request["headers"]
-        assert headers["user-agent"].startswith("ai-sdk/anthropic/")
-        assert not [name for name in headers if "session" in name or "affinity" in name]
-        assert "metadata" not in request["body"]
-
-
-def test_the_capture_holds_no_secret_or_local_detail() -> None:
-    assert agent_capture.local_details(agent_capture.pinned(cline_env.CLIENT)) == []

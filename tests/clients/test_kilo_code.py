@@ -26,9 +26,6 @@ from kirod.testing.daemon import DaemonProcess
 from kirod.testing.fake_kiro import FakeKiro, Reply, Script, ToolCall
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-import agent_capture
-import capture
-import install
 import kilo_env
 from kilo_env import KiloCode
 from test_opencode import chats, current, new_access_lines, tool_names, tool_results
@@ -141,23 +138,3 @@ def test_a_wrong_key_is_refused_once_and_clearly(
     assert [line["status"] for line in new_access_lines(daemon, mark)] == ["401"]
     assert service.requests("chat") == []
     assert wrong not in daemon.log()
-
-
-def test_the_capture_names_its_version_and_configuration() -> None:
-    """The committed capture is of the pinned version, run with the README's provider, and
-    shows the session id kirod reads for affinity."""
-    document = agent_capture.pinned(kilo_env.CLIENT)
-    assert document["client"] == kilo_env.CLIENT
-    assert document["version"] == install.pin(kilo_env.CLIENT).version
-    assert document["command"] == ["kilo", "run", "--format", "json", "hello"]
-    assert document["kilo_json"]["provider"]["kirod"]["npm"] == kilo_env.ANTHROPIC
-    assert document["requests"]
-    for request in document["requests"]:
-        assert (request["method"], request["path"]) == ("POST", "/v1/messages")
-        headers = request["headers"]
-        assert headers["user-agent"].startswith(f"Kilo-Code/{document['version']} ")
-        assert headers["x-session-affinity"] == capture.OPENCODE_SESSION_PLACEHOLDER
-
-
-def test_the_capture_holds_no_secret_or_local_detail() -> None:
-    assert agent_capture.local_details(agent_capture.pinned(kilo_env.CLIENT)) == []
