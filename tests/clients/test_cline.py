@@ -4,12 +4,12 @@
 and runs these; they skip, saying why, when it could not be installed.
 `KIROD_TEST_CLINE_BIN=/path/to/cline` drives any other binary.
 
-Each test runs `cline --json "…"` in a private HOME whose `~/.cline/data/settings/
-providers.json` is the README's (Anthropic at kirod's base URL), or what `cline auth` writes for
-its OpenAI modes. What 3.0.65 sends is in `captures/cline-3.0.65-default.json`
-(`agent_capture.py --client cline`): one streamed `POST /v1/messages` per model turn with
-`x-api-key`, and no session, conversation or thread id in a header or the body, so kirod has
-nothing to keep a task on one account with.
+Each test runs `cline --json --data-dir ~/.cline/data "…"` in a private HOME whose
+`~/.cline/data/settings/providers.json` is the README's (Anthropic at kirod's base URL), or what
+`cline auth` writes for its OpenAI modes. What 3.0.65 sends is in
+`captures/cline-3.0.65-default.json` (`agent_capture.py --client cline`): one streamed
+`POST /v1/messages` per model turn with `x-api-key`, and no session, conversation or thread id in
+a header or the body, so kirod has nothing to keep a task on one account with.
 """
 
 from __future__ import annotations
@@ -43,7 +43,7 @@ def cline(
     cline_binary: cline_env.Binary, daemon: DaemonProcess, api_key: str, short_tmp: Path
 ) -> Iterator[Cline]:
     """Cline with a fresh HOME, configured as the README says, at the module's daemon; no hub
-    daemon of its outlives the test."""
+    daemon of its own outlives the test."""
     client = Cline(cline_binary, short_tmp)
     client.configure(readme_providers(daemon.base_url, api_key))
     try:
