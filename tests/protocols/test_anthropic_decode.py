@@ -31,7 +31,7 @@ from kirod.canonical.request import (
 )
 from kirod.errors import ApiError, ErrorKind
 from kirod.protocols.anthropic import ThinkingSigner, decode_count_tokens, decode_messages
-from kirod.protocols.anthropic.decode import EMPTY_SCHEMA
+from kirod.protocols.anthropic.tools import EMPTY_SCHEMA
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "clients"))
 import capture

@@ -18,7 +18,7 @@ from kirod.canonical.events import (
 )
 from kirod.protocols.anthropic import MessagesStreamEncoder, ThinkingSigner
 from kirod.protocols.chat.encode import usage_json as chat_usage
-from kirod.protocols.responses.encode import usage_json as responses_usage
+from kirod.protocols.responses.response import usage_json as responses_usage
 
 CACHED = Usage(9100, 7, credits=0.5, cache_read_tokens=8000, cache_write_tokens=1000)
 UNREPORTED = Usage(9100, 7, credits=0.5)

@@ -24,8 +24,9 @@ from kirod.canonical.request import (
     ToolUseBlock,
 )
 from kirod.errors import ApiError, ErrorKind
-from kirod.protocols.responses.decode import DecodedResponses, decode_responses, flat_tool_name
+from kirod.protocols.responses.decode import DecodedResponses, decode_responses
 from kirod.protocols.responses.reasoning import ReasoningBox
+from kirod.protocols.responses.tools import flat_tool_name
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "clients"))
 import capture

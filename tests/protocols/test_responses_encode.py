@@ -18,13 +18,9 @@ from kirod.canonical.events import CanonicalEvent, ErrorEvent, StopReason, Usage
 from kirod.canonical.request import Message, RedactedThinkingBlock, Role, ThinkingBlock
 from kirod.errors import ErrorKind
 from kirod.protocols.responses.decode import decode_responses
-from kirod.protocols.responses.encode import (
-    ResponseEcho,
-    ResponsesStreamEncoder,
-    response_items,
-    response_json,
-)
+from kirod.protocols.responses.encode import ResponsesStreamEncoder
 from kirod.protocols.responses.reasoning import ReasoningBox
+from kirod.protocols.responses.response import ResponseEcho, response_items, response_json
 
 EVENTS: TypeAdapter[Any] = TypeAdapter(ResponseStreamEvent)
 BOX = ReasoningBox(bytes(range(32)))

@@ -20,7 +20,7 @@ from kirod.http.services import SERVICES
 from kirod.http.streaming import collect
 from kirod.protocols.responses import response_items
 from kirod.protocols.responses.compaction import retained_user_messages
-from kirod.protocols.responses.encode import usage_json
+from kirod.protocols.responses.response import usage_json
 
 
 async def compact_response(request: web.Request) -> web.Response:

@@ -3,14 +3,11 @@
 Talks only to `kirod.canonical`; the HTTP layer owns routing, storage and dispatch.
 """
 
-from kirod.protocols.responses.decode import DecodedResponses, decode_responses, flat_tool_name
-from kirod.protocols.responses.encode import (
-    ResponseEcho,
-    ResponsesStreamEncoder,
-    response_items,
-    response_json,
-)
+from kirod.protocols.responses.decode import DecodedResponses, decode_responses
+from kirod.protocols.responses.encode import ResponsesStreamEncoder
 from kirod.protocols.responses.reasoning import ReasoningBox
+from kirod.protocols.responses.response import ResponseEcho, response_items, response_json
+from kirod.protocols.responses.tools import flat_tool_name
 
 __all__ = [
     "DecodedResponses",

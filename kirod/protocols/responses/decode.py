@@ -7,42 +7,15 @@ and replayable `reasoning` items become canonical blocks, consecutive blocks of 
 into one message. Reasoning replays only when its `encrypted_content` was sealed by this
 install's `ReasoningBox`; anything else is dropped (and counted for the log line).
 
-Tools. `function` tools map one to one. A `namespace` tool (Codex: `{type: "namespace", name,
-description, tools: [function tools]}`) is flattened into its functions named
-`<namespace>__<function>` (Codex's own flattening: trailing `_` of the namespace and leading `_`
-of the function trimmed); `ResponseEcho.tool_names` maps each flat name back, and the encoder
-emits such calls as `function_call` items with `namespace` and `name` split again, which is how
-Codex routes them. An input `function_call` carrying a `namespace` is flattened the same way.
-
-Code mode. Codex declares its tools in an `additional_tools` input item (`{type, role:
-"developer", tools: [...]}`) instead of top-level `tools`; every such item, wherever it stands in
-`input` or in the stored history, declares tools exactly as top-level `tools` does.
-
-Freeform (`custom`) tools take a raw string, not JSON arguments. Kiro only knows JSON tools, so
-each is declared upstream as a tool with one string parameter, `input`, whose description is the
-client's own: the tool's description, then its input format (for a grammar, its syntax and
-definition, as the client declared them). The model's call comes back as a `custom_tool_call`
-item carrying that string; a `custom_tool_call` / `custom_tool_call_output` pair in the input
-goes upstream as that tool's use and result.
-
-Built-in tools the client runs (`local_shell`, `shell` with a local environment, `apply_patch`)
-are never hosted tools: `client_tools.py` declares each upstream as a JSON tool of its own name
-and maps its `*_call` / `*_call_output` items both ways.
+Items by family, each in its own module: message content (`messages.py`), function and freeform
+tool calls and their outputs (`calls.py`, `freeform.py`), the typed calls of client-run built-in
+tools (`client_tools.py`), reasoning (`reasoning.py`), web search (`web_search.py`) and
+compaction (`compaction.py`). `tools.py` reads the declared tools (top-level `tools` and Codex's
+`additional_tools` items) and `tool_choice`.
 
 Compaction: a `compaction_trigger` item turns the request into the summarisation turn of
 `compaction.py` (tools and reasoning off), answered with one `compaction` item; a kirod-sealed
 `compaction` item in the input stands for the summary it holds.
-
-Web search: a top-level `web_search` tool (also `web_search_preview`) is run by kirod inside the
-turn through Kiro's MCP search (`kirod.upstream.websearch`) and shown as `web_search_call` items;
-such items sent back in the input go upstream as text.
-
-Other hosted tools (the tools a server would run: `file_search`, `code_interpreter`,
-`image_generation`, `mcp`, …) cannot run behind Kiro. The rule: a hosted tool is dropped — named in
-`dropped_tools` for the log line — when the request declares at least one function tool (plain
-or namespaced) and `tool_choice` does not force a tool (forcing is rejected anyway); this is the
-shape Codex always sends (`web_search` beside its function tools). A request whose only tools
-are hosted gets a 400 naming the type, because dropping would leave it with no tools at all.
 
 What cannot be honoured structurally is a 400, never approximated (DESIGN §1): forced
 `tool_choice`, `text.format` json_object/json_schema, image URLs and file ids, file URLs, item
@@ -68,32 +41,20 @@ from kirod.canonical.request import (
     Block,
     CanonicalRequest,
     ClientProtocol,
-    DocumentBlock,
-    Effort,
-    ImageBlock,
     Message,
-    Reasoning,
     Role,
     Sampling,
     TextBlock,
     ToolChoice,
     ToolChoiceMode,
-    ToolResultBlock,
-    ToolSpec,
-    ToolUseBlock,
-    WebSearch,
 )
 from kirod.protocols.fields import (
     MAX_MESSAGES,
-    MAX_TOOLS,
     BlockBudget,
     at_most,
     boolean_field,
-    data_url_document,
-    data_url_image,
     invalid,
     is_object,
-    json_arguments,
     number_field,
     positive_integer,
     quoted,
@@ -102,33 +63,24 @@ from kirod.protocols.fields import (
     unsupported,
 )
 from kirod.protocols.fields import model_name as model_field
-from kirod.protocols.responses.client_tools import (
-    CALL_TYPES,
-    CLIENT_TOOLS,
-    OUTPUT_TYPES,
-    runs_on_client,
-)
+from kirod.protocols.responses.calls import call_output, custom_tool_call, function_call
+from kirod.protocols.responses.client_tools import CALL_TYPES, OUTPUT_TYPES
 from kirod.protocols.responses.compaction import ITEM_TYPES as COMPACTION_ITEMS
 from kirod.protocols.responses.compaction import SUMMARY_INSTRUCTION
 from kirod.protocols.responses.compaction import TRIGGER as COMPACTION_TRIGGER
-from kirod.protocols.responses.encode import CUSTOM_INPUT, ResponseEcho, ToolNames
-from kirod.protocols.responses.reasoning import ReasoningBox
-from kirod.protocols.search import history_text
+from kirod.protocols.responses.messages import content_parts
+from kirod.protocols.responses.reasoning import ReasoningBox, reasoning_options
+from kirod.protocols.responses.response import ResponseEcho
+from kirod.protocols.responses.tools import (
+    DeclaredTools,
+    FlatNames,
+    ToolNames,
+    additional_tools,
+    tool_choice,
+)
+from kirod.protocols.responses.web_search import search_history
 
 ENCRYPTED_REASONING: Final = "reasoning.encrypted_content"
-NAMESPACE_DELIMITER: Final = "__"
-
-_EFFORTS: Final[Mapping[str, Effort]] = {
-    "minimal": "low",
-    "low": "low",
-    "medium": "medium",
-    "high": "high",
-    "xhigh": "xhigh",
-    "max": "max",
-}
-_SUMMARIES: Final = frozenset({"auto", "concise", "detailed"})
-_TEXT_TYPES: Final = frozenset({"input_text", "output_text", "refusal"})
-_EMPTY_SCHEMA: Final[Mapping[str, Any]] = {"type": "object", "properties": {}}
 _SESSION_FIELDS: Final = ("session_id", "thread_id")
 _UNSUPPORTED_FIELDS: Final[Mapping[str, str]] = {
     "background": "background responses are not supported; omit 'background'",
@@ -194,19 +146,19 @@ def decode_responses(
             raise unsupported(name, message)
     model = model_field(body.get("model"))
     instructions = string_field(body, "instructions", "")
-    tool_choice, choice_echo = _tool_choice(body.get("tool_choice"))
-    reasoning, reasoning_echo, summary = _reasoning(body.get("reasoning"))
+    choice, choice_echo = tool_choice(body.get("tool_choice"))
+    reasoning, reasoning_echo, summary = reasoning_options(body.get("reasoning"))
     _check_text(body.get("text"))
     metadata = string_metadata(body.get("metadata"))
     prompt_cache_key = string_field(body, "prompt_cache_key", "")
     previous_response_id = string_field(body, "previous_response_id", "")
 
     items = _normalize_input(body.get("input"), len(history))
-    tools = _Tools(
+    tools = DeclaredTools(
         body.get("tools"),
         [
-            *_additional_tools(history, "previous_response_id"),
-            *_additional_tools(items, "input"),
+            *additional_tools(history, "previous_response_id"),
+            *additional_tools(items, "input"),
         ],
     )
     conversation = _Conversation(reasoning_box, tools.flat_names)
@@ -231,7 +183,7 @@ def decode_responses(
         messages=messages,
         system=tuple(conversation.system),
         tools=() if compacting else tuple(tools.specs),
-        tool_choice=ToolChoice(ToolChoiceMode.NONE) if compacting else tool_choice,
+        tool_choice=ToolChoice(ToolChoiceMode.NONE) if compacting else choice,
         reasoning=None if compacting else reasoning,
         max_output_tokens=positive_integer(body, "max_output_tokens"),
         sampling=Sampling(
@@ -282,7 +234,7 @@ def decode_responses(
 class _Conversation:
     """Folds Responses items into system text and role-merged canonical messages."""
 
-    def __init__(self, box: ReasoningBox, flat_names: Mapping[tuple[str, str], str]) -> None:
+    def __init__(self, box: ReasoningBox, flat_names: FlatNames) -> None:
         self._box = box
         self._flat_names = flat_names
         self.system: list[str] = []
@@ -305,13 +257,13 @@ class _Conversation:
         if kind == "message":
             self._message(item, path)
         elif kind == "function_call":
-            self._append(Role.ASSISTANT, [self._function_call(item, path)])
+            self._append(Role.ASSISTANT, [function_call(item, path, self._flat_names)])
         elif kind in ("function_call_output", "custom_tool_call_output"):
-            self._append(Role.USER, [_function_call_output(item, path, self.budget)])
+            self._append(Role.USER, [call_output(item, path, self.budget)])
         elif kind == "custom_tool_call":
-            self._append(Role.ASSISTANT, [self._custom_tool_call(item, path)])
+            self._append(Role.ASSISTANT, [custom_tool_call(item, path, self._flat_names)])
         elif kind == "web_search_call":
-            self._append(Role.ASSISTANT, [_search_history(item)])
+            self._append(Role.ASSISTANT, [search_history(item)])
         elif kind in CALL_TYPES:
             self._append(Role.ASSISTANT, [CALL_TYPES[kind].tool_use(item, path)])
         elif kind in OUTPUT_TYPES:
@@ -341,7 +293,7 @@ class _Conversation:
 
     def _message(self, item: Mapping[str, Any], path: str) -> None:
         role = string_field(item, "role", path, required=True)
-        parts = _content_parts(
+        parts = content_parts(
             item.get("content"), f"{path}.content", self.budget, attachments=role == "user"
         )
         if role in ("system", "developer"):
@@ -355,23 +307,6 @@ class _Conversation:
                 f"{path}.role",
                 f"role {quoted(role)} is not one of user, assistant, system, developer",
             )
-
-    def _function_call(self, item: Mapping[str, Any], path: str) -> ToolUseBlock:
-        call_id, name, arguments = self._call(item, path, "arguments")
-        return ToolUseBlock(call_id, name, json_arguments(arguments, f"{path}.arguments"))
-
-    def _call(self, item: Mapping[str, Any], path: str, field: str) -> tuple[str, str, str]:
-        """A tool call item's id, upstream (flattened) name, and its `field` string."""
-        call_id = string_field(item, "call_id", path, required=True)
-        name = string_field(item, "name", path, required=True)
-        namespace = string_field(item, "namespace", path)
-        value = string_field(item, field, path, required=True)
-        assert call_id is not None
-        assert name is not None
-        assert value is not None
-        if namespace is not None:
-            name = self._flat_names.get((namespace, name)) or flat_tool_name(namespace, name)
-        return call_id, name, value
 
     def _compaction(self, item: Mapping[str, Any], path: str) -> None:
         """A compaction item kirod sealed stands for the conversation it summarised."""
@@ -390,10 +325,6 @@ class _Conversation:
         """End the conversation with the request to summarise it (compaction.py)."""
         self._append(Role.USER, [TextBlock(SUMMARY_INSTRUCTION)])
 
-    def _custom_tool_call(self, item: Mapping[str, Any], path: str) -> ToolUseBlock:
-        call_id, name, text = self._call(item, path, "input")
-        return ToolUseBlock(call_id, name, {CUSTOM_INPUT: text})
-
     def _reasoning(self, item: Mapping[str, Any], path: str) -> None:
         token = string_field(item, "encrypted_content", path)
         block = self._box.open_block(token) if token else None
@@ -401,99 +332,6 @@ class _Conversation:
             self.dropped_reasoning += 1
         else:
             self._append(Role.ASSISTANT, [block])
-
-
-def _content_parts(
-    content: object, path: str, budget: BlockBudget, *, attachments: bool
-) -> list[TextBlock | ImageBlock | DocumentBlock]:
-    """Text parts (and images and files where `attachments`); empty texts are skipped."""
-    if isinstance(content, str):
-        budget.spend(1, path)
-        return [TextBlock(content)] if content else []
-    if not isinstance(content, list):
-        raise invalid(path, "content must be a string or a list of content parts", "invalid_type")
-    budget.spend(len(content), path)
-    blocks: list[TextBlock | ImageBlock | DocumentBlock] = []
-    for index, part in enumerate(content):
-        if part.__class__ is dict:  # the usual part, a text, read before its path is made
-            kind = part.get("type")
-            if kind.__class__ is str and kind in _TEXT_TYPES:
-                text = part.get("refusal" if kind == "refusal" else "text")
-                if text.__class__ is str:
-                    if text:
-                        blocks.append(TextBlock(text))
-                    continue
-        part_path = f"{path}[{index}]"
-        if not is_object(part):
-            raise invalid(part_path, "each content part must be an object", "invalid_type")
-        kind = part.get("type")
-        if not isinstance(kind, str):
-            raise invalid(f"{part_path}.type", "must be a string", "invalid_type")
-        if kind in _TEXT_TYPES:
-            field = "refusal" if kind == "refusal" else "text"
-            text = string_field(part, field, part_path, required=True)
-            if text:
-                blocks.append(TextBlock(text))
-        elif kind == "input_image" and attachments:
-            blocks.append(_image(part, part_path))
-        elif kind == "input_file" and attachments:
-            blocks.append(_file(part, part_path))
-        else:
-            raise invalid(
-                f"{part_path}.type", f"content part type {quoted(kind)} is not allowed here"
-            )
-    return blocks
-
-
-def _image(part: Mapping[str, Any], path: str) -> ImageBlock:
-    if part.get("file_id") is not None:
-        raise unsupported(
-            f"{path}.file_id",
-            "file ids are not supported; send the image inline as a base64 data URL",
-        )
-    url = string_field(part, "image_url", path, required=True)
-    assert url is not None
-    return data_url_image(url, f"{path}.image_url")
-
-
-def _file(part: Mapping[str, Any], path: str) -> DocumentBlock:
-    """An inline `file_data` data URL; `detail` is accepted and has no effect."""
-    for key in ("file_id", "file_url"):
-        if part.get(key) is not None:
-            raise unsupported(
-                f"{path}.{key}",
-                "kirod cannot fetch files; send the file inline as file_data "
-                "(data:application/pdf;base64,…) with a filename",
-            )
-    data = string_field(part, "file_data", path, required=True)
-    assert data is not None
-    return data_url_document(data, part.get("filename"), f"{path}.file_data", f"{path}.filename")
-
-
-def _search_history(item: Mapping[str, Any]) -> TextBlock:
-    """A web search of an earlier turn, as text: Kiro has no search items (`history_text`)."""
-    action = item.get("action")
-    action = action if isinstance(action, Mapping) else {}
-    query = action.get("query")
-    sources = action.get("sources")
-    urls = [
-        (source["url"], source["url"], "")
-        for source in (sources if isinstance(sources, list) else [])[:100]
-        if isinstance(source, Mapping) and isinstance(source.get("url"), str)
-    ]
-    return TextBlock(history_text(query if isinstance(query, str) else None, urls))
-
-
-def _function_call_output(
-    item: Mapping[str, Any], path: str, budget: BlockBudget
-) -> ToolResultBlock:
-    call_id = string_field(item, "call_id", path, required=True)
-    assert call_id is not None
-    output = item.get("output")
-    if output is None:
-        raise invalid(f"{path}.output", "is required", "missing_required_parameter")
-    parts = _content_parts(output, f"{path}.output", budget, attachments=True)
-    return ToolResultBlock(call_id, tuple(parts))
 
 
 def _normalize_input(value: object, stored: int) -> list[dict[str, Any]]:
@@ -520,261 +358,7 @@ def _normalize_input(value: object, stored: int) -> list[dict[str, Any]]:
     return items
 
 
-# -- tools -------------------------------------------------------------------------------------
-
-
-def flat_tool_name(namespace: str, name: str) -> str:
-    """The upstream name of function `name` in `namespace` (Codex's `canonical_flat_name`)."""
-    return f"{namespace.rstrip('_')}{NAMESPACE_DELIMITER}{name.lstrip('_')}"
-
-
-def _additional_tools(items: Sequence[Mapping[str, Any]], where: str) -> list[tuple[str, object]]:
-    """The tool lists of the `additional_tools` items among `items`, with their paths."""
-    found: list[tuple[str, object]] = []
-    for index, item in enumerate(items):
-        if is_object(item) and item.get("type") == "additional_tools":
-            path = f"{where}[{index}].tools"
-            tools = item.get("tools")
-            if not isinstance(tools, list):
-                raise invalid(path, "must be a list of tools", "invalid_type")
-            found.append((path, tools))
-    return found
-
-
-class _Tools:
-    """Function, custom and namespace tools, flattened; hosted tools dropped or refused by the
-    rule. `additional` are the tool lists of `additional_tools` input items (code mode)."""
-
-    def __init__(self, value: object, additional: Sequence[tuple[str, object]] = ()) -> None:
-        self.specs: list[ToolSpec] = []
-        self.echo: list[dict[str, Any]] = []
-        self.names: dict[str, tuple[str, str]] = {}
-        self.flat_names: dict[tuple[str, str], str] = {}
-        self.custom: set[str] = set()
-        self.client: set[str] = set()  # client-run built-in tools (client_tools.py)
-        self.search: WebSearch | None = None  # the hosted web search, which kirod runs
-        self._index: dict[str, int] = {}  # position of each name in `specs`
-        self._redeclaring = False
-        hosted: list[tuple[str, str]] = []
-        if value is None:
-            value = []
-        if not isinstance(value, list):
-            raise invalid("tools", "must be a list", "invalid_type")
-        for where, tools in [("tools", value), *additional]:
-            echo = self.echo if where == "tools" else []
-            # A later additional_tools item may declare a tool again (a stored turn and the new
-            # input both carry it; tools change mid-conversation): the last declaration wins.
-            self._redeclaring = where != "tools"
-            assert isinstance(tools, list)
-            for index, tool in enumerate(tools):
-                self._declare(tool, f"{where}[{index}]", echo, hosted, where)
-        if self.search is not None and WebSearch.TOOL_NAME in self._index:
-            raise invalid("tools", "a function named 'web_search' beside the web search tool")
-        if hosted and not self.specs and self.search is None:
-            where, kind = hosted[0]
-            raise unsupported(
-                where,
-                f"tool type {quoted(kind)} is not supported: Kiro runs no hosted tools. Remove it "
-                "(it is ignored when declared beside function tools)",
-            )
-        self.dropped = tuple(kind for _, kind in hosted)
-
-    def _declare(
-        self,
-        tool: object,
-        path: str,
-        echo: list[dict[str, Any]],
-        hosted: list[tuple[str, str]],
-        where: str = "tools",
-    ) -> None:
-        if not is_object(tool):
-            raise invalid(path, "each tool must be an object", "invalid_type")
-        kind = string_field(tool, "type", path, required=True)
-        if kind == "function":
-            spec, echoed = _function_tool(tool, path)
-            self._add(spec, path)
-            echo.append(echoed)
-        elif kind == "custom":
-            spec, echoed = _custom_tool(tool, path)
-            self._add(spec, path)
-            self.custom.add(spec.name)
-            echo.append(echoed)
-        elif kind == "namespace":
-            echo.append(self._namespace(tool, path, hosted))
-        elif kind in _WEB_SEARCH_TYPES and where == "tools":
-            if self.search is not None:
-                raise invalid(f"{path}.type", "a web search tool is declared twice")
-            self.search = _web_search(tool, path)
-            echo.append(dict(tool))
-        elif kind is not None and runs_on_client(tool):
-            self._add(CLIENT_TOOLS[kind].spec, path)
-            self.client.add(kind)
-            echo.append(dict(tool))
-        else:
-            at_most(len(hosted) + 1, MAX_TOOLS, "tools", "tools")
-            hosted.append((f"{path}.type", str(kind)[:64]))
-
-    def _add(self, spec: ToolSpec, path: str) -> None:
-        index = self._index.get(spec.name)
-        if index is not None:
-            if not self._redeclaring:
-                raise invalid(f"{path}.name", f"tool name {quoted(spec.name)} is declared twice")
-            self.specs[index] = spec
-            return
-        at_most(len(self.specs) + 1, MAX_TOOLS, "tools", "tools")
-        self._index[spec.name] = len(self.specs)
-        self.specs.append(spec)
-
-    def _namespace(
-        self, tool: Mapping[str, Any], path: str, hosted: list[tuple[str, str]]
-    ) -> dict[str, Any]:
-        namespace = string_field(tool, "name", path, required=True)
-        assert namespace is not None
-        description = string_field(tool, "description", path) or ""
-        nested = tool.get("tools")
-        if not isinstance(nested, list):
-            raise invalid(f"{path}.tools", "must be a list of tools", "invalid_type")
-        echoed = []
-        for index, inner in enumerate(nested):
-            inner_path = f"{path}.tools[{index}]"
-            if not is_object(inner):
-                raise invalid(inner_path, "each tool must be an object", "invalid_type")
-            kind = string_field(inner, "type", inner_path, required=True)
-            if kind == "function":
-                spec, echo = _function_tool(inner, inner_path)
-            elif kind == "custom":
-                spec, echo = _custom_tool(inner, inner_path)
-            else:
-                at_most(len(hosted) + 1, MAX_TOOLS, "tools", "tools")
-                hosted.append((f"{inner_path}.type", f"{namespace[:64]}.{str(kind)[:64]}"))
-                continue
-            flat = flat_tool_name(namespace, spec.name)
-            self._add(ToolSpec(flat, _namespaced(description, spec), spec.input_schema), inner_path)
-            if kind == "custom":
-                self.custom.add(flat)
-            self.names[flat] = (namespace, spec.name)
-            self.flat_names[(namespace, spec.name)] = flat
-            echoed.append(echo)
-        return {"type": "namespace", "name": namespace, "description": description, "tools": echoed}
-
-
-_WEB_SEARCH_TYPES: Final = frozenset({"web_search", "web_search_preview", "web_search_2025_08_26"})
-
-
-def _web_search(tool: Mapping[str, Any], path: str) -> WebSearch:
-    """The hosted web search: `filters.allowed_domains` honoured; `user_location`,
-    `search_context_size` and Codex's `external_web_access` accepted without effect."""
-    filters = tool.get("filters")
-    allowed: list[str] = []
-    if isinstance(filters, Mapping) and isinstance(filters.get("allowed_domains"), list):
-        for index, domain in enumerate(filters["allowed_domains"][:100]):
-            if not isinstance(domain, str) or not domain:
-                raise invalid(f"{path}.filters.allowed_domains[{index}]", "must be a domain")
-            allowed.append(domain)
-    return WebSearch(allowed_domains=tuple(allowed))
-
-
-def _namespaced(namespace_description: str, spec: ToolSpec) -> str:
-    """The namespace's description is the model's only context for its functions: keep it."""
-    if not namespace_description:
-        return spec.description
-    return f"{namespace_description}\n\n{spec.description}".strip()
-
-
-def _function_tool(tool: Mapping[str, Any], path: str) -> tuple[ToolSpec, dict[str, Any]]:
-    """A function tool; `strict` is accepted but not enforced (the model sees the schema)."""
-    name = string_field(tool, "name", path, required=True)
-    if not name:
-        raise invalid(f"{path}.name", "must be a non-empty string")
-    description = string_field(tool, "description", path) or ""
-    parameters = tool.get("parameters")
-    if parameters is None:
-        parameters = _EMPTY_SCHEMA
-    elif not is_object(parameters):
-        raise invalid(f"{path}.parameters", "must be a JSON schema object", "invalid_type")
-    strict = tool.get("strict")
-    if strict is not None and not isinstance(strict, bool):
-        raise invalid(f"{path}.strict", "must be a boolean", "invalid_type")
-    echo = {
-        "type": "function",
-        "name": name,
-        "description": description,
-        "parameters": dict(parameters),
-        "strict": strict,
-    }
-    return ToolSpec(name, description, parameters), echo
-
-
-def _custom_tool(tool: Mapping[str, Any], path: str) -> tuple[ToolSpec, dict[str, Any]]:
-    """A freeform tool as Kiro can call it: one string parameter carrying the raw input."""
-    name = string_field(tool, "name", path, required=True)
-    if not name:
-        raise invalid(f"{path}.name", "must be a non-empty string")
-    description = string_field(tool, "description", path) or ""
-    fmt = tool.get("format")
-    if fmt is not None and not isinstance(fmt, Mapping):
-        raise invalid(f"{path}.format", "must be an object", "invalid_type")
-    schema = {
-        "type": "object",
-        "properties": {
-            CUSTOM_INPUT: {"type": "string", "description": _input_format(fmt, f"{path}.format")}
-        },
-        "required": [CUSTOM_INPUT],
-    }
-    echo: dict[str, Any] = {"type": "custom", "name": name, "description": description}
-    if fmt is not None:
-        echo["format"] = dict(fmt)
-    return ToolSpec(name, description, schema), echo
-
-
-def _input_format(fmt: Mapping[str, Any] | None, path: str) -> str:
-    """The client's declared input format, as the description of the one string parameter."""
-    if fmt is None or fmt.get("type") in (None, "text"):
-        return "The raw input text."
-    if fmt.get("type") != "grammar":
-        raise invalid(f"{path}.type", "must be 'text' or 'grammar'")
-    syntax = string_field(fmt, "syntax", path) or "lark"
-    definition = string_field(fmt, "definition", path, required=True)
-    return f"The raw input text, in this {syntax} grammar:\n{definition}"
-
-
-def _tool_choice(value: object) -> tuple[ToolChoice, str]:
-    """auto and none are honoured; Kiro cannot force a tool, so forcing is a 400."""
-    if value is None or value == "auto":
-        return ToolChoice(ToolChoiceMode.AUTO), "auto"
-    if value == "none":
-        return ToolChoice(ToolChoiceMode.NONE), "none"
-    if value == "required" or isinstance(value, Mapping):
-        raise unsupported(
-            "tool_choice",
-            "forcing a tool call is not supported by Kiro; use tool_choice auto or none",
-        )
-    raise invalid("tool_choice", "must be 'auto', 'none', 'required' or a tool choice object")
-
-
 # -- other fields ------------------------------------------------------------------------------
-
-
-def _reasoning(value: object) -> tuple[Reasoning | None, dict[str, Any] | None, bool]:
-    """`reasoning` → canonical Reasoning (None for effort `none`), its echo, summary wanted."""
-    if value is None:
-        return None, None, False
-    if not isinstance(value, Mapping):
-        raise invalid("reasoning", "must be an object", "invalid_type")
-    effort = string_field(value, "effort", "reasoning")
-    if effort is not None and effort != "none" and effort not in _EFFORTS:
-        raise invalid(
-            "reasoning.effort", "must be one of none, minimal, low, medium, high, xhigh, max"
-        )
-    summary = string_field(value, "summary", "reasoning")
-    summary = summary or string_field(value, "generate_summary", "reasoning")
-    if summary is not None and summary not in _SUMMARIES:
-        raise invalid("reasoning.summary", "must be one of auto, concise, detailed")
-    echo = {"effort": effort, "summary": summary}
-    if effort == "none":
-        return None, echo, False
-    canonical = Reasoning(effort=_EFFORTS[effort] if effort else None, summary=summary)
-    return canonical, echo, summary is not None
 
 
 def _check_text(value: object) -> None:

@@ -1,13 +1,12 @@
-"""Canonical events → OpenAI Responses: the SSE stream, the Response object, stored items.
+"""Canonical events → the OpenAI Responses SSE stream (`ResponsesStreamEncoder`).
 
 Every canonical block becomes one output item at the same index: text → `message`, thinking and
 redacted thinking → `reasoning`, tool use → `function_call`, or `custom_tool_call` for a freeform
 tool (its raw input decoded from the one-parameter JSON it was declared upstream with, and
 streamed as `response.custom_tool_call_input.delta`), or the typed call of a client-run built-in
 tool (`local_shell_call`, `shell_call`, `apply_patch_call`: sent whole once its arguments are
-complete, as these items have no delta events). Item ids derive from the response id and
-that index (`msg_<r>_<i>`, `rs_<r>_<i>`, `fc_<r>_<i>`, `ctc_<r>_<i>`), so the streamed items, the
-non-streaming Response and the stored history agree without sharing state.
+complete, as these items have no delta events). The items' shapes and ids, and the Response
+object, are those of the non-streaming answer (`response.py`).
 
 Stream order is the one the openai SDK's `responses.stream` enforces (clients.md §2.5):
 `response.created`, `response.in_progress`, then per item `output_item.added` → its part and delta
@@ -26,15 +25,8 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
 from typing import Any, Final
 
-from kirod.canonical.assemble import (
-    CanonicalCompletion,
-    OutputBlock,
-    SearchResultsBlock,
-    ServerToolUseBlock,
-)
 from kirod.canonical.events import (
     BlockKind,
     BlockStart,
@@ -44,7 +36,6 @@ from kirod.canonical.events import (
     MessageStart,
     MessageStop,
     RedactedThinking,
-    SearchHit,
     SearchResults,
     ServerToolUse,
     SignatureDelta,
@@ -54,65 +45,28 @@ from kirod.canonical.events import (
     ToolInputDelta,
     Usage,
 )
-from kirod.canonical.request import (
-    RedactedThinkingBlock,
-    TextBlock,
-    ThinkingBlock,
-    ToolUseBlock,
-)
-from kirod.canonical.tokens import estimate_text_tokens
 from kirod.errors import ErrorKind
+from kirod.protocols.responses.calls import custom_tool_call_item, function_call_item
 from kirod.protocols.responses.client_tools import CLIENT_TOOLS, ClientTool
 from kirod.protocols.responses.compaction import compaction_item
-from kirod.protocols.responses.freeform import InputReader
-from kirod.protocols.responses.reasoning import ReasoningBox
+from kirod.protocols.responses.freeform import CUSTOM_INPUT, InputReader
+from kirod.protocols.responses.messages import message_item, text_part
+from kirod.protocols.responses.reasoning import ReasoningBox, reasoning_item
+from kirod.protocols.responses.response import (
+    ResponseEcho,
+    item_id,
+    response_object,
+    terminal_status,
+    usage_json,
+)
+from kirod.protocols.responses.web_search import web_search_done, web_search_item
 from kirod.protocols.sse import encode_event
-
-CUSTOM_INPUT: Final = "input"  # the one parameter a freeform tool is declared with upstream
-ToolNames = Mapping[str, tuple[str, str]]
-"""Flattened tool name sent upstream → (namespace, function name) the client declared."""
 
 _FAILED_CODES: Final[Mapping[ErrorKind, str]] = {
     ErrorKind.RATE_LIMIT: "rate_limit_exceeded",
     ErrorKind.INVALID_REQUEST: "invalid_prompt",
 }
 """`Response.error.code` is a closed set; anything else is reported as `server_error`."""
-
-
-@dataclass(frozen=True, slots=True)
-class ResponseEcho:
-    """What a Response object repeats from its request, and the output options it asked for.
-
-    Built by the decoder; the encoder never reads the request itself. `tools` are the client's
-    function and namespace tools as accepted (hosted tools kirod dropped are not echoed).
-    """
-
-    model: str
-    instructions: str | None = None
-    tools: tuple[Mapping[str, Any], ...] = ()
-    tool_choice: str = "auto"
-    parallel_tool_calls: bool = True
-    reasoning: Mapping[str, Any] | None = None
-    metadata: Mapping[str, str] = field(default_factory=dict)
-    store: bool = True
-    previous_response_id: str | None = None
-    max_output_tokens: int | None = None
-    temperature: float | None = None
-    top_p: float | None = None
-    truncation: str = "disabled"
-    prompt_cache_key: str | None = None
-    user: str | None = None
-    include_encrypted: bool = False
-    summary: bool = False
-    tool_names: ToolNames = field(default_factory=dict)
-    custom_tools: frozenset[str] = frozenset()  # upstream names of freeform tools
-    client_tools: frozenset[str] = frozenset()  # client-run built-in tools (client_tools.py)
-    compaction: bool = False  # a summarisation turn: answered with one compaction item
-
-
-def item_id(prefix: str, response_id: str, index: int) -> str:
-    """The id of output item `index` of `response_id` (`msg`, `rs` or `fc` prefix)."""
-    return f"{prefix}_{response_id.removeprefix('resp_')}_{index}"
 
 
 class ResponsesStreamEncoder:
@@ -208,7 +162,7 @@ class ResponsesStreamEncoder:
             case BlockKind.TEXT:
                 item = message_item(item_id("msg", self._id, index), None, "in_progress")
                 opened = _OpenItem(start.kind, index, item)
-                part = _text_part("")
+                part = text_part("")
                 return [
                     self._added(opened),
                     self._event("response.content_part.added", **opened.at(), part=part),
@@ -320,7 +274,7 @@ class ResponsesStreamEncoder:
         out: list[bytes] = []
         match opened.kind:
             case BlockKind.TEXT:
-                part = _text_part(text)
+                part = text_part(text)
                 out.append(
                     self._event("response.output_text.done", **opened.at(), text=text, logprobs=[])
                 )
@@ -528,76 +482,6 @@ class _OpenItem:
         return reasoning_item(self.item["id"], None, None)
 
 
-# -- item and object shapes (shared by the stream and the non-streaming path) -------------------
-
-
-def _text_part(text: str) -> dict[str, Any]:
-    return {"type": "output_text", "text": text, "annotations": [], "logprobs": []}
-
-
-def message_item(msg_id: str, text: str | None, status: str) -> dict[str, Any]:
-    """An assistant message with one output_text part (none yet when `text` is None)."""
-    return {
-        "id": msg_id,
-        "type": "message",
-        "role": "assistant",
-        "status": status,
-        "content": [] if text is None else [_text_part(text)],
-    }
-
-
-def reasoning_item(rs_id: str, summary: str | None, encrypted: str | None) -> dict[str, Any]:
-    """A reasoning item; the summary is the thinking text, shown only when one was requested."""
-    item: dict[str, Any] = {
-        "id": rs_id,
-        "type": "reasoning",
-        "summary": [{"type": "summary_text", "text": summary}] if summary else [],
-    }
-    if encrypted is not None:
-        item["encrypted_content"] = encrypted
-    return item
-
-
-def function_call_item(
-    fc_id: str, call_id: str, name: str, arguments: str, status: str, tool_names: ToolNames
-) -> dict[str, Any]:
-    """A function call with its JSON `arguments`."""
-    return _call_item(
-        "function_call", fc_id, call_id, name, "arguments", arguments, status, tool_names
-    )
-
-
-def custom_tool_call_item(
-    ctc_id: str, call_id: str, name: str, text: str, status: str, tool_names: ToolNames
-) -> dict[str, Any]:
-    """A freeform tool call with its raw `input`."""
-    return _call_item("custom_tool_call", ctc_id, call_id, name, "input", text, status, tool_names)
-
-
-def _call_item(
-    kind: str,
-    call_item_id: str,
-    call_id: str,
-    name: str,
-    field: str,
-    value: str,
-    status: str,
-    tool_names: ToolNames,
-) -> dict[str, Any]:
-    """A tool call item; flattened namespace tools get their namespace and own name back."""
-    item: dict[str, Any] = {
-        "id": call_item_id,
-        "type": kind,
-        "call_id": call_id,
-        "name": name,
-        field: value,
-        "status": status,
-    }
-    if name in tool_names:
-        item["namespace"], item["name"] = tool_names[name]
-    return item
-
-
 def _arguments(text: str) -> Mapping[str, Any]:
     """A typed call's arguments; what is not a JSON object leaves the action's fields empty."""
     try:
@@ -605,190 +489,3 @@ def _arguments(text: str) -> Mapping[str, Any]:
     except (ValueError, RecursionError):
         return {}
     return value if isinstance(value, dict) else {}
-
-
-def terminal_status(stop_reason: StopReason) -> tuple[str, dict[str, str] | None]:
-    """The Response status and incomplete_details for how generation stopped."""
-    if stop_reason is StopReason.MAX_TOKENS:
-        return "incomplete", {"reason": "max_output_tokens"}
-    if stop_reason is StopReason.REFUSAL:
-        return "incomplete", {"reason": "content_filter"}
-    return "completed", None
-
-
-def usage_json(usage: Usage, reasoning_text: str) -> dict[str, Any]:
-    """Responses usage; reasoning tokens are estimated (Kiro reports none) and within output.
-
-    `input_tokens` is the whole prompt, cached part included, as OpenAI counts it; the cache
-    counts are Kiro's own (`metadataEvent.tokenUsage`) or 0, never simulated.
-    """
-    reasoning = min(estimate_text_tokens(reasoning_text), usage.output_tokens)
-    return {
-        "input_tokens": usage.input_tokens,
-        "input_tokens_details": {
-            "cached_tokens": usage.cache_read_tokens,
-            "cache_write_tokens": usage.cache_write_tokens,
-        },
-        "output_tokens": usage.output_tokens,
-        "output_tokens_details": {"reasoning_tokens": reasoning},
-        "total_tokens": usage.input_tokens + usage.output_tokens,
-    }
-
-
-def response_object(
-    response_id: str,
-    echo: ResponseEcho,
-    created_at: int,
-    *,
-    status: str,
-    output: list[dict[str, Any]],
-    usage: dict[str, Any] | None,
-    incomplete: dict[str, str] | None = None,
-    error: dict[str, str] | None = None,
-) -> dict[str, Any]:
-    reasoning = dict(echo.reasoning) if echo.reasoning is not None else None
-    return {
-        "id": response_id,
-        "object": "response",
-        "created_at": created_at,
-        "status": status,
-        "background": False,
-        "error": error,
-        "incomplete_details": incomplete,
-        "instructions": echo.instructions,
-        "max_output_tokens": echo.max_output_tokens,
-        "metadata": dict(echo.metadata),
-        "model": echo.model,
-        "output": output,
-        "parallel_tool_calls": echo.parallel_tool_calls,
-        "previous_response_id": echo.previous_response_id,
-        "prompt_cache_key": echo.prompt_cache_key,
-        "reasoning": reasoning,
-        "store": echo.store,
-        "temperature": echo.temperature,
-        "text": {"format": {"type": "text"}},
-        "tool_choice": echo.tool_choice,
-        "tools": [dict(tool) for tool in echo.tools],
-        "top_p": echo.top_p,
-        "truncation": echo.truncation,
-        "usage": usage,
-        "user": echo.user,
-    }
-
-
-# -- non-streaming ------------------------------------------------------------------------------
-
-
-def response_items(
-    completion: CanonicalCompletion,
-    *,
-    response_id: str,
-    echo: ResponseEcho,
-    reasoning_box: ReasoningBox,
-    include_encrypted: bool = True,
-) -> list[dict[str, Any]]:
-    """The output items of a completed response; by default the stored form (always sealed)."""
-    if echo.compaction:
-        summary = "".join(b.text for b in completion.content if isinstance(b, TextBlock))
-        return [compaction_item(item_id("cmp", response_id, 0), reasoning_box, summary)]
-    items: list[dict[str, Any]] = []
-    for block in completion.content:
-        if isinstance(block, SearchResultsBlock):
-            # A search and its results are one item, as the stream shows them.
-            if items and items[-1]["type"] == "web_search_call":
-                items[-1] = web_search_done(items[-1], block.hits, block.error_code)
-            continue
-        index = len(items)
-        items.append(_item(block, index, response_id, echo, reasoning_box, include_encrypted))
-    return items
-
-
-def web_search_item(ws_id: str, query: str, status: str) -> dict[str, Any]:
-    return {
-        "id": ws_id,
-        "type": "web_search_call",
-        "status": status,
-        "action": {"type": "search", "query": query},
-    }
-
-
-def web_search_done(
-    item: Mapping[str, Any], hits: tuple[SearchHit, ...], error_code: str | None
-) -> dict[str, Any]:
-    """The search item once its results are in: completed with its sources, or failed."""
-    action = {**item["action"], "sources": [{"type": "url", "url": hit.url} for hit in hits]}
-    return {**item, "status": "failed" if error_code else "completed", "action": action}
-
-
-def _item(
-    block: OutputBlock,
-    index: int,
-    response_id: str,
-    echo: ResponseEcho,
-    box: ReasoningBox,
-    include_encrypted: bool,
-) -> dict[str, Any]:
-    match block:
-        case TextBlock():
-            return message_item(item_id("msg", response_id, index), block.text, "completed")
-        case ThinkingBlock():
-            sealed = box.seal(block.thinking, block.signature) if include_encrypted else None
-            summary = block.thinking if echo.summary else None
-            return reasoning_item(item_id("rs", response_id, index), summary, sealed)
-        case RedactedThinkingBlock():
-            sealed = box.seal_redacted(block.data) if include_encrypted else None
-            return reasoning_item(item_id("rs", response_id, index), None, sealed)
-        case ServerToolUseBlock() | SearchResultsBlock():
-            query = block.query if isinstance(block, ServerToolUseBlock) else ""
-            return web_search_item(item_id("ws", response_id, index), query, "completed")
-        case ToolUseBlock() if block.name in echo.client_tools:
-            tool = CLIENT_TOOLS[block.name]
-            call_item_id = item_id(tool.id_prefix, response_id, index)
-            return tool.call_item(call_item_id, block.id, block.input)
-        case ToolUseBlock() if block.name in echo.custom_tools:
-            raw = block.input.get(CUSTOM_INPUT)
-            text = raw if isinstance(raw, str) else json.dumps(block.input, ensure_ascii=False)
-            return custom_tool_call_item(
-                item_id("ctc", response_id, index),
-                block.id,
-                block.name,
-                text,
-                "completed",
-                echo.tool_names,
-            )
-        case ToolUseBlock():
-            arguments = json.dumps(block.input, ensure_ascii=False, separators=(",", ":"))
-            fc_id = item_id("fc", response_id, index)
-            return function_call_item(
-                fc_id, block.id, block.name, arguments, "completed", echo.tool_names
-            )
-
-
-def response_json(
-    completion: CanonicalCompletion,
-    *,
-    response_id: str,
-    echo: ResponseEcho,
-    reasoning_box: ReasoningBox,
-    created_at: int | None = None,
-) -> dict[str, Any]:
-    """The non-streaming Response object, identical in shape and ids to the streamed one."""
-    output = response_items(
-        completion,
-        response_id=response_id,
-        echo=echo,
-        reasoning_box=reasoning_box,
-        include_encrypted=echo.include_encrypted,
-    )
-    thinking = "".join(b.thinking for b in completion.content if isinstance(b, ThinkingBlock))
-    stop = StopReason.END_TURN if echo.compaction else completion.stop_reason
-    status, incomplete = terminal_status(stop)
-    return response_object(
-        response_id,
-        echo,
-        int(time.time()) if created_at is None else created_at,
-        status=status,
-        output=output,
-        usage=usage_json(completion.usage, thinking),
-        incomplete=incomplete,
-    )

@@ -1,17 +1,29 @@
-"""A freeform tool's raw input, read as it streams out of its JSON arguments.
+"""Freeform (`custom`) tools: how each is declared to Kiro, and its raw input as it streams.
 
-Kiro calls a freeform (`custom`) tool as a JSON tool with one string parameter, and streams the
-arguments in fragments: `{"inp`, `ut": "const r = aw`, `ait tools.exec\\n…`. Clients want the raw
-string itself, streamed (`response.custom_tool_call_input.delta`). `InputReader` decodes the
-string value of that parameter incrementally: each `feed` returns the newly decoded text, never a
-half escape sequence, in time linear in the input.
+Freeform tools take a raw string, not JSON arguments. Kiro only knows JSON tools, so each is
+declared upstream as a tool with one string parameter, `input`, whose description is the client's
+own: the tool's description, then its input format (for a grammar, its syntax and definition, as
+the client declared them). The model's call comes back as a `custom_tool_call` item carrying that
+string; a `custom_tool_call` / `custom_tool_call_output` pair in the input goes upstream as that
+tool's use and result (`calls.py`).
+
+Kiro streams the arguments in fragments: `{"inp`, `ut": "const r = aw`, `ait tools.exec\\n…`.
+Clients want the raw string itself, streamed (`response.custom_tool_call_input.delta`).
+`InputReader` decodes the string value of that parameter incrementally: each `feed` returns the
+newly decoded text, never a half escape sequence, in time linear in the input.
 """
 
 from __future__ import annotations
 
 import json
 import re
-from typing import Final
+from collections.abc import Mapping
+from typing import Any, Final
+
+from kirod.canonical.request import ToolSpec
+from kirod.protocols.fields import invalid, string_field
+
+CUSTOM_INPUT: Final = "input"  # the one parameter a freeform tool is declared with upstream
 
 _ESCAPES: Final = {
     '"': '"',
@@ -23,6 +35,39 @@ _ESCAPES: Final = {
     "r": "\r",
     "t": "\t",
 }
+
+
+def custom_tool(tool: Mapping[str, Any], path: str) -> tuple[ToolSpec, dict[str, Any]]:
+    """A freeform tool as Kiro can call it: one string parameter carrying the raw input."""
+    name = string_field(tool, "name", path, required=True)
+    if not name:
+        raise invalid(f"{path}.name", "must be a non-empty string")
+    description = string_field(tool, "description", path) or ""
+    fmt = tool.get("format")
+    if fmt is not None and not isinstance(fmt, Mapping):
+        raise invalid(f"{path}.format", "must be an object", "invalid_type")
+    schema = {
+        "type": "object",
+        "properties": {
+            CUSTOM_INPUT: {"type": "string", "description": _input_format(fmt, f"{path}.format")}
+        },
+        "required": [CUSTOM_INPUT],
+    }
+    echo: dict[str, Any] = {"type": "custom", "name": name, "description": description}
+    if fmt is not None:
+        echo["format"] = dict(fmt)
+    return ToolSpec(name, description, schema), echo
+
+
+def _input_format(fmt: Mapping[str, Any] | None, path: str) -> str:
+    """The client's declared input format, as the description of the one string parameter."""
+    if fmt is None or fmt.get("type") in (None, "text"):
+        return "The raw input text."
+    if fmt.get("type") != "grammar":
+        raise invalid(f"{path}.type", "must be 'text' or 'grammar'")
+    syntax = string_field(fmt, "syntax", path) or "lark"
+    definition = string_field(fmt, "definition", path, required=True)
+    return f"The raw input text, in this {syntax} grammar:\n{definition}"
 
 
 class InputReader:

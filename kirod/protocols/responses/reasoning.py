@@ -1,6 +1,11 @@
-"""Sealed reasoning: model thinking carried through the client as `encrypted_content`.
+"""Reasoning: the request's `reasoning` options, `reasoning` output items, and sealed reasoning.
 
-A Responses client that sends `include: ["reasoning.encrypted_content"]` (Codex does, with
+The request's `reasoning.effort` maps onto the canonical efforts (`minimal` is `low`; `none`
+turns reasoning off); a `summary` asks for the thinking to be shown, as each `reasoning` item's
+summary text.
+
+Sealed reasoning is model thinking carried through the client as `encrypted_content`. A
+Responses client that sends `include: ["reasoning.encrypted_content"]` (Codex does, with
 `store: false`) keeps no server state; it replays each reasoning item verbatim on the next turn.
 Kiro can only continue a reasoning chain from the original text and its upstream signature, so
 both travel inside the item, encrypted and authenticated with a per-install key: the client can
@@ -20,18 +25,64 @@ import base64
 import binascii
 import json
 import os
-from typing import Final
+from collections.abc import Mapping
+from typing import Any, Final
 
 from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
-from kirod.canonical.request import RedactedThinkingBlock, ThinkingBlock
+from kirod.canonical.request import Effort, Reasoning, RedactedThinkingBlock, ThinkingBlock
+from kirod.protocols.fields import invalid, string_field
 
 PREFIX: Final = "krs1_"
 KEY_BYTES: Final = 32
 _ASSOCIATED_DATA: Final = b"kirod-reasoning-v1"
 _NONCE_BYTES: Final = 12
 _TAG_BYTES: Final = 16
+
+_EFFORTS: Final[Mapping[str, Effort]] = {
+    "minimal": "low",
+    "low": "low",
+    "medium": "medium",
+    "high": "high",
+    "xhigh": "xhigh",
+    "max": "max",
+}
+_SUMMARIES: Final = frozenset({"auto", "concise", "detailed"})
+
+
+def reasoning_options(value: object) -> tuple[Reasoning | None, dict[str, Any] | None, bool]:
+    """`reasoning` → canonical Reasoning (None for effort `none`), its echo, summary wanted."""
+    if value is None:
+        return None, None, False
+    if not isinstance(value, Mapping):
+        raise invalid("reasoning", "must be an object", "invalid_type")
+    effort = string_field(value, "effort", "reasoning")
+    if effort is not None and effort != "none" and effort not in _EFFORTS:
+        raise invalid(
+            "reasoning.effort", "must be one of none, minimal, low, medium, high, xhigh, max"
+        )
+    summary = string_field(value, "summary", "reasoning")
+    summary = summary or string_field(value, "generate_summary", "reasoning")
+    if summary is not None and summary not in _SUMMARIES:
+        raise invalid("reasoning.summary", "must be one of auto, concise, detailed")
+    echo = {"effort": effort, "summary": summary}
+    if effort == "none":
+        return None, echo, False
+    canonical = Reasoning(effort=_EFFORTS[effort] if effort else None, summary=summary)
+    return canonical, echo, summary is not None
+
+
+def reasoning_item(rs_id: str, summary: str | None, encrypted: str | None) -> dict[str, Any]:
+    """A reasoning item; the summary is the thinking text, shown only when one was requested."""
+    item: dict[str, Any] = {
+        "id": rs_id,
+        "type": "reasoning",
+        "summary": [{"type": "summary_text", "text": summary}] if summary else [],
+    }
+    if encrypted is not None:
+        item["encrypted_content"] = encrypted
+    return item
 
 
 class ReasoningBox:
