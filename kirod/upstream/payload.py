@@ -48,13 +48,7 @@ from kirod.canonical.request import (
     ToolResultBlock,
 )
 from kirod.errors import ApiError, ErrorKind
-from kirod.upstream.conversation import (
-    PLACEHOLDER,
-    Turn,
-    shape_turns,
-    split_current,
-    system_pair,
-)
+from kirod.upstream.conversation import PLACEHOLDER, Turn, shape_turns, split_current, system_pair
 from kirod.upstream.reasoning import (
     asked_effort,
     clamped_effort,

@@ -12,13 +12,7 @@ from aiohttp import web
 from kirod.testing.fake_kiro.catalog import InvalidNextToken, models_page
 from kirod.testing.fake_kiro.search import WEB_SEARCH_TOOL, SearchFault, search_text
 from kirod.testing.fake_kiro.tokens import Account, AuthKind
-from kirod.testing.fake_kiro.wire import (
-    as_dict,
-    authenticate,
-    bearer_invalid,
-    error,
-    json_object,
-)
+from kirod.testing.fake_kiro.wire import as_dict, authenticate, bearer_invalid, error, json_object
 
 if TYPE_CHECKING:
     from kirod.testing.fake_kiro.server import FakeKiro, RecordedRequest
