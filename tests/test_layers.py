@@ -112,7 +112,13 @@ def test_codecs_never_import_each_other() -> None:
                 assert not target.startswith(f"kirod.protocols.{other}"), (name, target)
 
 
-EXCHANGE_INTERNALS = ("kirod.upstream.payload", "kirod.upstream.frames", "kirod.upstream.translate")
+EXCHANGE_INTERNALS = (
+    "kirod.upstream.payload",
+    "kirod.upstream.conversation",
+    "kirod.upstream.reasoning",
+    "kirod.upstream.frames",
+    "kirod.upstream.translate",
+)
 
 
 def test_accounts_reach_kiros_chat_only_through_the_exchange() -> None:

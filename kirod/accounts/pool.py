@@ -10,9 +10,10 @@ dispatcher releases at the request's terminal cleanup. A request that finds ever
 full queues; queued requests are served first come, first served as slots free up, each for up to
 `queue_timeout_s`, then answered 429. A freed slot costs O(1) however many wait, and one timer
 per pool (not one per waiter) looks for cool-downs that ended. With no eligible account at all
-the answer says why, except in panic mode: when every account is out only for transient failures
-(the breaker's `transient` cool-downs), the one whose cool-down ends first takes one trial request
-at a time instead of the client hearing 429 (Envoy's panic threshold, for a pool of any size).
+the answer says why (`unavailable.py`), except in panic mode: when every account is out only for
+transient failures (the breaker's `transient` cool-downs), the one whose cool-down ends first
+takes one trial request at a time instead of the client hearing 429 (Envoy's panic threshold,
+for a pool of any size).
 
 A request may also name which accounts are eligible for it (`lease(eligible=…)`: dispatch
 passes the accounts whose model catalog lists the request's model), and `pacing.py` may hold an
@@ -20,7 +21,9 @@ account for a moment (`account_rpm`, `account_min_interval_s`, a login's shared 
 Kiro throttled it): a held account counts as busy, so the request queues rather than fails, and a
 timer wakes the queue when the first hold ends.
 
-Every state change goes through `AccountStore.update_state`, deciding on the row as stored.
+Every state change goes through `AccountStore.update_state`, deciding on the row as stored. The
+pool's report rows are `pool_status.py`'s; choosing among the accounts that can serve is
+`strategy.py`'s.
 """
 
 from __future__ import annotations
@@ -28,18 +31,19 @@ from __future__ import annotations
 import asyncio
 import collections
 import logging
-import math
 import time
 from collections.abc import Callable, Collection
 from dataclasses import dataclass
 
 from kirod import log
 from kirod.accounts import health
-from kirod.accounts.health import Eligibility, eligibility, status_eligibility
+from kirod.accounts.health import Eligibility, status_eligibility
 from kirod.accounts.pacing import Pacer, login_key
+from kirod.accounts.pool_status import pool_account
 from kirod.accounts.strategy import Candidate, Selector, Strategy
+from kirod.accounts.unavailable import unavailable
 from kirod.errors import ApiError, ErrorKind
-from kirod.localapi.schema import PacedAccount, Pacing, Pool, PoolAccount
+from kirod.localapi.schema import PacedAccount, Pacing, Pool
 from kirod.storage.accounts import AccountRecord, AccountState, AccountStore
 from kirod.upstream.errors import Failure
 from kirod.upstream.usage import UsageSnapshot
@@ -350,7 +354,7 @@ class AccountPool:
                 return None
             soonest = self._panic_account(exclude, now)
             if soonest is None:
-                return self._unavailable(exclude, now)
+                return unavailable([e.record for e in self._entries.values()], exclude, now)
             return self._panic_trial(soonest, now)
         return self._lease(self._entries[self._selector.choose(candidates, prefer).account_id], now)
 
@@ -401,66 +405,6 @@ class AccountPool:
         if lease.trial:
             entry.trial = False
         self._grant()
-
-    def _unavailable(self, exclude: frozenset[str], now: float) -> ApiError:
-        """Why no account can serve: 429 with the soonest return when one is known, else 503.
-
-        Accounts this request already tried count for the soonest return, not for the reason.
-        """
-        returns = [
-            e.record.status_until
-            for e in self._entries.values()
-            if e.record.status_until is not None and e.record.status_until > now
-        ]
-        retry_after = math.ceil(min(returns) - now) if returns else None
-        states = [e.record.state for e in self._entries.values() if e.record.id not in exclude]
-        if not states and not exclude:
-            return ApiError(
-                ErrorKind.UNAVAILABLE,
-                "no Kiro account is configured: add one with 'kiroctl accounts login' or "
-                "'kiroctl accounts import'",
-                code="no_accounts",
-                final=True,
-            )
-        counts = collections.Counter(state.status for state in states)
-        back = f"; the first is back in {retry_after} s" if retry_after is not None else ""
-        only = next(iter(counts)) if len(counts) == 1 else None
-        if not states:
-            code = "no_available_accounts"
-            message = f"no other Kiro account is available{back}"
-        elif only == "cooling_down" and all(health.is_flagged(state.reason) for state in states):
-            code = "accounts_cooling_down"
-            message = f"all Kiro accounts are resting: Kiro flagged suspicious activity{back}"
-        elif only == "cooling_down":
-            code = "accounts_cooling_down"
-            message = f"all Kiro accounts are cooling down after upstream failures{back}"
-        elif only == "exhausted":
-            code = "accounts_exhausted"
-            message = f"all Kiro accounts have used up their credits{back}"
-        elif only == "needs_login":
-            code = "accounts_need_login"
-            message = "all Kiro accounts need a new login: run 'kiroctl accounts login'"
-        elif only == "disabled":
-            code = "accounts_disabled"
-            message = "all Kiro accounts are disabled: run 'kiroctl accounts enable ACCOUNT'"
-        else:
-            code = "no_available_accounts"
-            parts = ", ".join(
-                f"{n} {status.replace('_', ' ')}" for status, n in sorted(counts.items())
-            )
-            message = f"no Kiro account is available ({parts}){back}"
-            if "needs_login" in counts:
-                message += "; run 'kiroctl accounts login'"
-        if retry_after is None:
-            # Nothing comes back by itself: retrying only delays the message the user needs.
-            final = "cooling_down" not in counts
-            return ApiError(ErrorKind.UNAVAILABLE, message, code=code, final=final)
-        return ApiError(
-            ErrorKind.RATE_LIMIT,
-            message,
-            code=code,
-            headers={"Retry-After": str(max(1, retry_after))},
-        )
 
     # -- outcomes ------------------------------------------------------------------------------
 
@@ -591,7 +535,16 @@ class AccountPool:
             strategy=self._selector.strategy.value,
             capacity_per_account=self._concurrency,
             queued=len(self._waiters),
-            accounts=tuple(self._account_status(entry, now) for entry in self._sorted()),
+            accounts=tuple(
+                pool_account(
+                    entry.record,
+                    in_flight=entry.in_flight,
+                    capacity=self._concurrency,
+                    remaining=entry.remaining(),
+                    now=now,
+                )
+                for entry in self._sorted()
+            ),
         )
 
     def pacing(self) -> Pacing:
@@ -611,34 +564,3 @@ class AccountPool:
 
     def _sorted(self) -> list[_Entry]:
         return sorted(self._entries.values(), key=lambda entry: entry.order)
-
-    def _account_status(self, entry: _Entry, now: float) -> PoolAccount:
-        record = entry.record
-        usage = record.usage or {}
-        remaining = entry.remaining()
-        return PoolAccount(
-            id=record.id,
-            label=record.label,
-            auth_kind=record.auth_kind,
-            status=record.status,
-            reason=record.status_reason,
-            since=record.status_since,
-            until=record.status_until,
-            half_open=eligibility(record.state, now) is Eligibility.TRIAL,
-            in_flight=entry.in_flight,
-            capacity=self._concurrency,
-            failures=record.failures,
-            auth_failures=record.auth_failures,
-            last_error=record.last_error,
-            last_error_at=record.last_error_at,
-            remaining_credits=None if remaining is None else round(remaining, 4),
-            usage_limit=_number(usage.get("limit")),
-            resets_at=_number(usage.get("resets_at")),
-            usage_at=record.usage_at,
-            subscription=usage.get("subscription"),
-            expires_at=_number(record.credentials.get("expires_at")),
-        )
-
-
-def _number(value: object) -> float | None:
-    return float(value) if isinstance(value, int | float) else None

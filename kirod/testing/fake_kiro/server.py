@@ -1,15 +1,14 @@
 """`FakeKiro`, the fake service's state, and the aiohttp application that serves it.
 
 One server answers every host kirod talks to (Q API, Kiro auth, SSO OIDC), so tests point all
-three base URLs at it. Routing follows kiro-protocol.md §1.3: IDE paths (`…/getUsageLimits`,
-`…/generateAssistantResponse`, …) and the CLI's `POST /` with `x-amz-target`, JSON or
-awsJson1.0 alike.
-Test controls live under `/__fake__/` (see `admin.py`) so another process can drive the fake.
+three base URLs at it. `routing.py` names the operation a request asks for (kiro-protocol.md
+§1.3); its handler is `chat.py`'s, `qapi.py`'s or `auth.py`'s, and every request is recorded
+here first. Test controls live under `/__fake__/` (see `admin.py`) so another process can drive
+the fake.
 """
 
 from __future__ import annotations
 
-import asyncio
 import collections
 import contextlib
 import dataclasses
@@ -17,42 +16,20 @@ import json
 import threading
 import time
 import urllib.parse
-import uuid
-from collections.abc import Awaitable, Callable, Iterable, Mapping
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from aiohttp import web
 
-from kirod.testing.fake_kiro import admin, auth
-from kirod.testing.fake_kiro.catalog import DEFAULT_MODELS, InvalidNextToken, Model, models_page
-from kirod.testing.fake_kiro.script import (
-    BEARER_INVALID_BODY,
-    ChatRequest,
-    Cut,
-    Fault,
-    Latency,
-    Pause,
-    Reply,
-    Script,
-    StreamPlan,
-    http_failure,
-    plan_stream,
-    suspended_body,
-)
-from kirod.testing.fake_kiro.search import WEB_SEARCH_TOOL, Search, SearchFault, search_text
-from kirod.testing.fake_kiro.tokens import (
-    EXTERNAL_IDP_TOKEN_PATH,
-    Account,
-    AuthKind,
-    DeviceFlow,
-    TokenRegistry,
-    TokenSet,
-)
+from kirod.testing.fake_kiro import admin, auth, chat, qapi
+from kirod.testing.fake_kiro.catalog import DEFAULT_MODELS, Model
+from kirod.testing.fake_kiro.routing import host_region, operation_of
+from kirod.testing.fake_kiro.script import Latency, Reply, Script
+from kirod.testing.fake_kiro.search import Search
+from kirod.testing.fake_kiro.tokens import Account, AuthKind, DeviceFlow, TokenRegistry, TokenSet
 from kirod.testing.fake_kiro.usage import Usage
-from kirod.testing.fake_kiro.validate import RULES, validate_chat
-
-EVENTSTREAM_CONTENT_TYPE = "application/vnd.amazon.eventstream"
+from kirod.testing.fake_kiro.wire import error, json_object
 
 
 @dataclass
@@ -304,7 +281,8 @@ class FakeKiro:
         with self._lock:
             return dict(self._counters)
 
-    def _count(self, *names: str) -> None:
+    def count(self, *names: str) -> None:
+        """Add one to each named counter (see `counters`)."""
         with self._lock:
             self._counters.update(names)
 
@@ -340,27 +318,14 @@ def build_app(fake: FakeKiro) -> web.Application:
     return app
 
 
-API_REGIONS = ("us-east-1", "eu-central-1")
-"""Regions the fake serves; tests tell them apart with `Endpoints(kiro=base + "/{region}")`."""
-
-
-def _host_region(path: str) -> tuple[str | None, str]:
-    """(region, rest of the path): a leading `/us-east-1` or `/eu-central-1` segment names the
-    host's region; a path without one is answered as by a host of every region."""
-    first, _, rest = path.lstrip("/").partition("/")
-    if first in API_REGIONS:
-        return first, "/" + rest
-    return None, path
-
-
 async def _dispatch(fake: FakeKiro, request: web.Request) -> web.StreamResponse:
-    region, path = _host_region(request.path)
-    operation = _operation(request, path)
+    region, path = host_region(request.path)
+    operation = operation_of(request, path)
     if operation is None:
-        return _error(404, {"message": "Unknown operation."}, "UnknownOperationException")
+        return error(404, {"message": "Unknown operation."}, "UnknownOperationException")
     handler, methods = _HANDLERS[operation]
     if request.method not in methods:
-        return _error(405, {"message": "Method not allowed."}, "MethodNotAllowedException")
+        return error(405, {"message": "Method not allowed."}, "MethodNotAllowedException")
     record = RecordedRequest(
         operation=operation,
         method=request.method,
@@ -376,7 +341,7 @@ async def _dispatch(fake: FakeKiro, request: web.Request) -> web.StreamResponse:
         response = await handler(fake, request, record)
         padding = fake._oversized(operation)
         if padding and isinstance(response, web.Response) and response.body is not None:
-            fake._count(f"oversized:{operation}")
+            fake.count(f"oversized:{operation}")
             response = await _padded(request, response, padding)
         status = response.status
         return response
@@ -405,308 +370,13 @@ async def _padded(request: web.Request, answer: web.Response, nbytes: int) -> we
     return response
 
 
-def _operation(request: web.Request, path: str) -> str | None:
-    """§1.3: the operation a request names, by `x-amz-target` on `/` or by path suffix."""
-    path = path.rstrip("/")
-    if not path:
-        target = request.headers.get("x-amz-target", "")
-        return _TARGET_OPERATIONS.get(target.rpartition(".")[2])
-    for suffix, operation in _PATH_OPERATIONS:
-        if path.endswith(suffix):
-            return operation
-    return None
-
-
-# Q API
-
-
-def _authenticate(fake: FakeKiro, request: web.Request) -> Account | None:
-    scheme, _, token = request.headers.get("Authorization", "").partition(" ")
-    if scheme.lower() != "bearer" or not token.strip():
-        return None
-    return fake.tokens.authenticate(token.strip(), request.headers.get("tokentype"))
-
-
-def _bearer_invalid() -> web.Response:
-    return _error(403, BEARER_INVALID_BODY, "AccessDeniedException")
-
-
-async def _chat(
-    fake: FakeKiro, request: web.Request, record: RecordedRequest
-) -> web.StreamResponse:
-    account = _authenticate(fake, request)
-    if account is None:
-        return _bearer_invalid()
-    record.account_id = account.account_id
-    models = {model.model_id: model for model in fake.models()}
-    rejection = validate_chat(record.body, models)
-    if rejection is not None:
-        record.rejected_by = rejection.rule
-        fake._count(f"rejected:{rejection.rule}")
-        return _error(rejection.status, rejection.body, rejection.error_type)
-    root = json.loads(record.body)
-    model = models[root["conversationState"]["currentMessage"]["userInputMessage"]["modelId"]]
-    refusal = _account_refusal(account, root, model, record.region)
-    if refusal is not None:
-        return refusal
-    script = fake.next_script(account.account_id)
-    if script.fault is not None:
-        fake._count(f"fault:{script.fault.name}")
-    failure = http_failure(script, account.user_id)
-    if failure is not None:
-        return _error(failure.status, failure.body, failure.error_type, failure.headers)
-    plan = plan_stream(script, ChatRequest.parse(root, model), fake.latency)
-    response, completed = await _stream(request, plan)
-    if completed:
-        fake._count("streams_completed")
-        fake.tokens.update_account(
-            account.account_id,
-            lambda current: dataclasses.replace(current, usage=current.usage.consume(plan.credits)),
-        )
-    return response
-
-
-def _account_refusal(
-    account: Account, root: Mapping[str, Any], model: Model, host_region: str | None
-) -> web.Response | None:
-    """What the account itself forbids: suspension, wrong region or profile, plan, quota."""
-    if account.suspended:
-        return _error(403, suspended_body(account.user_id), "AccessDeniedException")
-    profile_arn = root.get("profileArn")
-    arn_region = profile_arn.split(":")[3:4] if isinstance(profile_arn, str) else None
-    if host_region is not None and arn_region is not None and arn_region != [host_region]:
-        # A profile of another region sent to this region's host (capabilities §5.2).
-        return _error(400, {"message": "Improperly formed request."}, "ValidationException")
-    if profile_arn is None:
-        # Every login kind: the q.{region} hosts want the ARN on each chat (capabilities §5.2).
-        body = {"message": "profileArn is required for this request."}
-        return _error(400, body, "ValidationException")
-    if profile_arn != account.profile_arn:
-        body = {"message": "User is not authorized to make this call."}
-        return _error(403, body, "AccessDeniedException")
-    if model.premium and "FREE" in account.usage.subscription:
-        return _error(400, RULES["invalid_model_id"].body, "ValidationException")
-    if account.usage.remaining() <= 0:
-        failure = http_failure(Script(fault=Fault.QUOTA_402), account.user_id)
-        assert failure is not None
-        return _error(failure.status, failure.body, failure.error_type)
-    return None
-
-
-async def _stream(request: web.Request, plan: StreamPlan) -> tuple[web.StreamResponse, bool]:
-    """Write the plan's frames with its delays; return whether the body was completed."""
-    response = web.StreamResponse(headers={"x-amzn-RequestId": str(uuid.uuid4())})
-    response.content_type = EVENTSTREAM_CONTENT_TYPE
-    try:
-        await response.prepare(request)
-        for step in plan.steps:
-            if isinstance(step, Pause):
-                await asyncio.sleep(step.seconds)
-            elif isinstance(step, Cut):
-                await response.write(step.data)
-                request.protocol.force_close()
-                return response, False
-            else:
-                if step.delay_s:
-                    await asyncio.sleep(step.delay_s)
-                await response.write(step.data)
-        await response.write_eof()
-    except ConnectionError:
-        return response, False
-    return response, True
-
-
-async def _usage(fake: FakeKiro, request: web.Request, record: RecordedRequest) -> web.Response:
-    account = _authenticate(fake, request)
-    if account is None:
-        return _bearer_invalid()
-    record.account_id = account.account_id
-    params: dict[str, Any] = dict(request.query)
-    params.update(_json_object(record.body))
-    profile_arn = params.get("profileArn")
-    if request.path.rstrip("/") == "" and not profile_arn:
-        return _error(400, {"message": "Invalid profileArn."}, "ValidationException")
-    if profile_arn and profile_arn != account.profile_arn:
-        body = {"message": "User is not authorized to access this feature."}
-        return _error(403, body, "AccessDeniedException")
-    email = account.email if str(params.get("isEmailRequired")).lower() == "true" else None
-    now = fake.tokens.now()
-    return web.json_response(account.usage.to_json(email=email, user_id=account.user_id, now=now))
-
-
-OVERAGE_REFUSED_BODY = {"message": "User is not authorized to access this feature."}
-"""A Free plan's setUserPreference answer. Peers report only its status (capabilities §9); the
-body is the one of getUsageLimits' 403 (kiro-protocol §6.1)."""
-
-
-async def _preference(
-    fake: FakeKiro, request: web.Request, record: RecordedRequest
-) -> web.Response:
-    """setUserPreference: the overage switch, kept per account and reported by getUsageLimits."""
-    account = _authenticate(fake, request)
-    if account is None:
-        return _bearer_invalid()
-    record.account_id = account.account_id
-    body = _json_object(record.body)
-    status = _dict(body.get("overageConfiguration")).get("overageStatus")
-    if status not in ("ENABLED", "DISABLED"):
-        invalid = {"message": "overageStatus must be ENABLED or DISABLED."}
-        return _error(400, invalid, "ValidationException")
-    profile_arn = body.get("profileArn")
-    if profile_arn is not None and profile_arn != account.profile_arn:
-        other = {"message": "User is not authorized to make this call."}
-        return _error(403, other, "AccessDeniedException")
-    if not account.usage.overage_capable:
-        return _error(403, OVERAGE_REFUSED_BODY, "AccessDeniedException")
-    fake.set_usage(account.account_id, overage_status=status)
-    return web.json_response({})
-
-
-async def _models(fake: FakeKiro, request: web.Request, record: RecordedRequest) -> web.Response:
-    account = _authenticate(fake, request)
-    if account is None:
-        return _bearer_invalid()
-    record.account_id = account.account_id
-    params: dict[str, Any] = dict(request.query)
-    params.update(_json_object(record.body))
-    free = "FREE" in account.usage.subscription
-    models = [model for model in fake.models() if not (free and model.premium)]
-    try:
-        max_results = int(params.get("maxResults", fake.models_page_size))
-        page = models_page(models, next_token=params.get("nextToken"), max_results=max_results)
-    except (ValueError, InvalidNextToken):
-        return _error(400, {"message": "Invalid pagination parameters."}, "ValidationException")
-    return web.json_response(page)
-
-
-def _profile_name(account: Account) -> str:
-    return "Social_Default_Profile" if account.kind is AuthKind.SOCIAL else "QDefaultProfile"
-
-
-async def _profiles(fake: FakeKiro, request: web.Request, record: RecordedRequest) -> web.Response:
-    account = _authenticate(fake, request)
-    if account is None:
-        return _bearer_invalid()
-    record.account_id = account.account_id
-    if account.kind is AuthKind.API_KEY:
-        # A `ksk_` key cannot list profiles in any region; GetProfile names its one (§5.3).
-        return _error(403, {"message": "Unsupported token type"}, "AccessDeniedException")
-    name = _profile_name(account)
-    # Regional: a host lists only its own region's profiles, one per page.
-    arns = [
-        arn
-        for arn in account.profiles()
-        if record.region is None or arn.split(":")[3] == record.region
-    ]
-    start = int(token) if (token := _json_object(record.body).get("nextToken")) else 0
-    page = [
-        {"arn": arn, "profileName": name if arn == account.profile_arn else f"Profile{i}"}
-        | {"status": "ACTIVE"}
-        for i, arn in enumerate(arns[start : start + 1], start)
-    ]
-    answer: dict[str, Any] = {"profiles": page}
-    if start + 1 < len(arns):
-        answer["nextToken"] = str(start + 1)
-    return web.json_response(answer)
-
-
-async def _profile(fake: FakeKiro, request: web.Request, record: RecordedRequest) -> web.Response:
-    """GetProfile: the caller's own profile, from the host of its region (a 403 elsewhere)."""
-    account = _authenticate(fake, request)
-    if account is None:
-        return _bearer_invalid()
-    record.account_id = account.account_id
-    if record.region is not None and account.profile_arn.split(":")[3] != record.region:
-        return _error(403, {"message": "User is not authorized."}, "AccessDeniedException")
-    profile = {
-        "arn": account.profile_arn,
-        "profileName": _profile_name(account),
-        "status": "ACTIVE",
-    }
-    return web.json_response({"profile": profile})
-
-
-async def _mcp(fake: FakeKiro, request: web.Request, record: RecordedRequest) -> web.Response:
-    """JSON-RPC `tools/list`, and `tools/call` of `web_search` (`search.py`)."""
-    account = _authenticate(fake, request)
-    if account is None:
-        return _bearer_invalid()
-    record.account_id = account.account_id
-    call = _json_object(record.body)
-    profile_arn = call.get("profileArn")
-    if profile_arn is None and account.kind is AuthKind.SOCIAL:
-        body = {"message": "profileArn is required for this request.", "reason": None}
-        return _error(400, body, "ValidationException")
-    if profile_arn is not None and profile_arn != account.profile_arn:
-        return _error(403, {"message": "User is not authorized."}, "AccessDeniedException")
-    reply: dict[str, Any] = {"id": call.get("id"), "jsonrpc": "2.0"}
-    params = _dict(call.get("params"))
-    arguments = _dict(params.get("arguments"))
-    if call.get("method") == "tools/list":
-        reply["result"] = {"tools": [WEB_SEARCH_TOOL]}
-        return web.json_response(reply)
-    if call.get("method") != "tools/call" or params.get("name") != "web_search":
-        reply["error"] = {"code": -32601, "message": "Method not found"}
-        return web.json_response(reply)
-    script = fake.next_search()
-    if script.fault is not None:
-        fake._count(f"search_fault:{script.fault.value}")
-    if script.delay_s or script.fault is SearchFault.SLOW:
-        await asyncio.sleep(script.delay_s)
-    match script.fault:
-        case SearchFault.FORBIDDEN:
-            return _error(403, {"message": "User is not authorized."}, "AccessDeniedException")
-        case SearchFault.SERVER_ERROR:
-            return _error(500, {"message": "Internal error."}, "InternalServerException")
-        case SearchFault.MALFORMED:
-            return web.Response(text="<html>not json-rpc", content_type="application/json")
-        case SearchFault.RPC_ERROR:
-            reply["error"] = {"code": -32603, "message": "Internal error"}
-            return web.json_response(reply)
-    text = search_text(script, str(arguments.get("query", "")))
-    is_error = script.fault is SearchFault.TOOL_ERROR
-    reply["result"] = {"content": [{"type": "text", "text": text}], "isError": is_error}
-    fake._count("searches")
-    return web.json_response(reply)
-
-
-def _dict(value: Any) -> dict[str, Any]:
-    return value if isinstance(value, dict) else {}
-
-
-def _json_object(body: bytes) -> dict[str, Any]:
-    try:
-        value = json.loads(body) if body else {}
-    except (ValueError, RecursionError):
-        return {}
-    return _dict(value)
-
-
-def _error(
-    status: int,
-    body: Mapping[str, Any],
-    error_type: str,
-    headers: Mapping[str, str] | None = None,
-) -> web.Response:
-    """An AWS-JSON error: the code in `x-amzn-errortype`, `message`/`reason` in the body."""
-    return web.json_response(
-        dict(body),
-        status=status,
-        headers={
-            "x-amzn-errortype": error_type,
-            "x-amzn-RequestId": str(uuid.uuid4()),
-            **(headers or {}),
-        },
-    )
-
-
 def _auth_handler(
     handler: Callable[[TokenRegistry, web.Request, dict[str, Any]], Awaitable[web.Response]],
 ) -> Handler:
     async def bound(
         fake: FakeKiro, request: web.Request, record: RecordedRequest
     ) -> web.StreamResponse:
-        return await handler(fake.tokens, request, _json_object(record.body))
+        return await handler(fake.tokens, request, json_object(record.body))
 
     return bound
 
@@ -726,13 +396,13 @@ def _form_handler(
 
 
 _HANDLERS: dict[str, tuple[Handler, frozenset[str]]] = {
-    "chat": (_chat, _POST),
-    "usage": (_usage, _GET_POST),
-    "models": (_models, _GET_POST),
-    "profiles": (_profiles, _GET_POST),
-    "profile": (_profile, _POST),
-    "mcp": (_mcp, _POST),
-    "preference": (_preference, _POST),
+    "chat": (chat.generate_assistant_response, _POST),
+    "usage": (qapi.get_usage_limits, _GET_POST),
+    "models": (qapi.list_available_models, _GET_POST),
+    "profiles": (qapi.list_available_profiles, _GET_POST),
+    "profile": (qapi.get_profile, _POST),
+    "mcp": (qapi.invoke_mcp, _POST),
+    "preference": (qapi.set_user_preference, _POST),
     "social_refresh": (_auth_handler(auth.social_refresh), _POST),
     "social_login": (_auth_handler(auth.social_login), _GET),
     "social_token": (_auth_handler(auth.social_token), _POST),
@@ -741,30 +411,3 @@ _HANDLERS: dict[str, tuple[Handler, frozenset[str]]] = {
     "oidc_token": (_auth_handler(auth.oidc_token), _POST),
     "external_idp_token": (_form_handler(auth.external_idp_token), _POST),
 }
-
-_TARGET_OPERATIONS = {
-    "GenerateAssistantResponse": "chat",
-    "SendMessage": "chat",
-    "GetUsageLimits": "usage",
-    "ListAvailableModels": "models",
-    "ListAvailableProfiles": "profiles",
-    "GetProfile": "profile",
-    "InvokeMCP": "mcp",
-}
-
-# Longest suffixes first: `/oauth/token` must win over `/token`.
-_PATH_OPERATIONS = (
-    ("/generateAssistantResponse", "chat"),
-    ("/getUsageLimits", "usage"),
-    ("/ListAvailableModels", "models"),
-    ("/ListAvailableProfiles", "profiles"),
-    ("/mcp", "mcp"),
-    ("/setUserPreference", "preference"),
-    ("/refreshToken", "social_refresh"),
-    ("/login", "social_login"),
-    (EXTERNAL_IDP_TOKEN_PATH, "external_idp_token"),
-    ("/oauth/token", "social_token"),
-    ("/client/register", "oidc_register"),
-    ("/device_authorization", "oidc_device"),
-    ("/token", "oidc_token"),
-)

@@ -1,0 +1,120 @@
+"""The fake's chat (GenerateAssistantResponse): the body checked against Kiro's rules
+(`validate.py`), what the account forbids, then the next script streamed as event-stream frames.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import json
+import uuid
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from aiohttp import web
+
+from kirod.testing.fake_kiro.catalog import Model
+from kirod.testing.fake_kiro.script import (
+    ChatRequest,
+    Cut,
+    Fault,
+    Pause,
+    Script,
+    StreamPlan,
+    http_failure,
+    plan_stream,
+    suspended_body,
+)
+from kirod.testing.fake_kiro.tokens import Account
+from kirod.testing.fake_kiro.validate import RULES, validate_chat
+from kirod.testing.fake_kiro.wire import authenticate, bearer_invalid, error
+
+if TYPE_CHECKING:
+    from kirod.testing.fake_kiro.server import FakeKiro, RecordedRequest
+
+EVENTSTREAM_CONTENT_TYPE = "application/vnd.amazon.eventstream"
+
+
+async def generate_assistant_response(
+    fake: FakeKiro, request: web.Request, record: RecordedRequest
+) -> web.StreamResponse:
+    account = authenticate(fake.tokens, request)
+    if account is None:
+        return bearer_invalid()
+    record.account_id = account.account_id
+    models = {model.model_id: model for model in fake.models()}
+    rejection = validate_chat(record.body, models)
+    if rejection is not None:
+        record.rejected_by = rejection.rule
+        fake.count(f"rejected:{rejection.rule}")
+        return error(rejection.status, rejection.body, rejection.error_type)
+    root = json.loads(record.body)
+    model = models[root["conversationState"]["currentMessage"]["userInputMessage"]["modelId"]]
+    refusal = _account_refusal(account, root, model, record.region)
+    if refusal is not None:
+        return refusal
+    script = fake.next_script(account.account_id)
+    if script.fault is not None:
+        fake.count(f"fault:{script.fault.name}")
+    failure = http_failure(script, account.user_id)
+    if failure is not None:
+        return error(failure.status, failure.body, failure.error_type, failure.headers)
+    plan = plan_stream(script, ChatRequest.parse(root, model), fake.latency)
+    response, completed = await _stream(request, plan)
+    if completed:
+        fake.count("streams_completed")
+        fake.tokens.update_account(
+            account.account_id,
+            lambda current: dataclasses.replace(current, usage=current.usage.consume(plan.credits)),
+        )
+    return response
+
+
+def _account_refusal(
+    account: Account, root: Mapping[str, Any], model: Model, host_region: str | None
+) -> web.Response | None:
+    """What the account itself forbids: suspension, wrong region or profile, plan, quota."""
+    if account.suspended:
+        return error(403, suspended_body(account.user_id), "AccessDeniedException")
+    profile_arn = root.get("profileArn")
+    arn_region = profile_arn.split(":")[3:4] if isinstance(profile_arn, str) else None
+    if host_region is not None and arn_region is not None and arn_region != [host_region]:
+        # A profile of another region sent to this region's host (capabilities §5.2).
+        return error(400, {"message": "Improperly formed request."}, "ValidationException")
+    if profile_arn is None:
+        # Every login kind: the q.{region} hosts want the ARN on each chat (capabilities §5.2).
+        body = {"message": "profileArn is required for this request."}
+        return error(400, body, "ValidationException")
+    if profile_arn != account.profile_arn:
+        body = {"message": "User is not authorized to make this call."}
+        return error(403, body, "AccessDeniedException")
+    if model.premium and "FREE" in account.usage.subscription:
+        return error(400, RULES["invalid_model_id"].body, "ValidationException")
+    if account.usage.remaining() <= 0:
+        failure = http_failure(Script(fault=Fault.QUOTA_402), account.user_id)
+        assert failure is not None
+        return error(failure.status, failure.body, failure.error_type)
+    return None
+
+
+async def _stream(request: web.Request, plan: StreamPlan) -> tuple[web.StreamResponse, bool]:
+    """Write the plan's frames with its delays; return whether the body was completed."""
+    response = web.StreamResponse(headers={"x-amzn-RequestId": str(uuid.uuid4())})
+    response.content_type = EVENTSTREAM_CONTENT_TYPE
+    try:
+        await response.prepare(request)
+        for step in plan.steps:
+            if isinstance(step, Pause):
+                await asyncio.sleep(step.seconds)
+            elif isinstance(step, Cut):
+                await response.write(step.data)
+                request.protocol.force_close()
+                return response, False
+            else:
+                if step.delay_s:
+                    await asyncio.sleep(step.delay_s)
+                await response.write(step.data)
+        await response.write_eof()
+    except ConnectionError:
+        return response, False
+    return response, True
