@@ -36,7 +36,13 @@ def test_the_log_timestamp_is_strftime_of_its_second(second: int) -> None:
         max_size=2,
     ),
     st.text(max_size=20),
-    st.lists(st.dictionaries(st.text(max_size=5), st.integers()), min_size=1, max_size=3),
+    # Within 64 bits: beyond them orjson reads an integer as a float (wirejson's documented
+    # difference, which Kiro's counts never reach).
+    st.lists(
+        st.dictionaries(st.text(max_size=5), st.integers(-(2**63), 2**64 - 1)),
+        min_size=1,
+        max_size=3,
+    ),
 )
 def test_a_remembered_header_block_decodes_as_botocore_reads_it(
     extra: dict[str, str], event_type: str, payloads: list[dict[str, int]]
