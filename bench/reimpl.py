@@ -148,7 +148,7 @@ def _control_client(repeat: int) -> tuple[str, float, float, str]:
         (
             "import kirod.localapi.client",
             "import http.client, json, socket, pathlib, typing, kirod.errors, "
-            "kirod.localapi.schema",
+            "kirod.report_types, kirod.localapi.wire",
         ),
         repeat * 3,
     )

@@ -1,18 +1,32 @@
-"""The layering of DESIGN.md §2, checked on every module's imports: lower never imports higher."""
+"""The layering of DESIGN.md §2, checked on every module's imports: lower never imports higher,
+and no modules import each other in a circle."""
 
 from __future__ import annotations
 
 import ast
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-PACKAGE = Path(__file__).resolve().parent.parent / "kirod"
-BASE = {"kirod", "kirod.errors", "kirod.paths", "kirod.config", "kirod.log", "kirod.tasks"}
-# The control plane's vocabulary: stdlib-only like kirod.errors, so layers that build its reports
-# may use it.
-SCHEMA = "kirod.localapi.schema"
+ROOT = Path(__file__).resolve().parent.parent
+PACKAGE = ROOT / "kirod"
+# What the control plane reports: a stdlib-only leaf like kirod.errors, so every layer that
+# builds a report (storage, the account layer) may use it, and so may kiroctl.
+REPORT_TYPES = "kirod.report_types"
+BASE = {
+    "kirod",
+    "kirod.errors",
+    "kirod.paths",
+    "kirod.config",
+    "kirod.log",
+    "kirod.tasks",
+    REPORT_TYPES,
+}
+# The control API's prefix and error envelope, shared by its server and kiroctl's client.
+WIRE = "kirod.localapi.wire"
+STDLIB_ONLY = (REPORT_TYPES, WIRE)
 SERVER_LIBRARIES = ("aiohttp", "botocore", "aiosqlite")
 
 # What each layer may import from kirod (prefixes), besides itself.
@@ -20,8 +34,8 @@ ALLOWED: dict[str, set[str]] = {
     "kirod.canonical": BASE,
     "kirod.protocols": BASE | {"kirod.canonical"},
     "kirod.upstream": BASE | {"kirod.canonical"},
-    "kirod.storage": BASE | {SCHEMA},
-    "kirod.accounts": BASE | {"kirod.canonical", "kirod.upstream", "kirod.storage", SCHEMA},
+    "kirod.storage": BASE,
+    "kirod.accounts": BASE | {"kirod.canonical", "kirod.upstream", "kirod.storage"},
     "kirod.http": BASE
     | {"kirod.canonical", "kirod.protocols", "kirod.upstream", "kirod.storage", "kirod.accounts"},
     "kirod.localapi": BASE | {"kirod.accounts", "kirod.localapi"},
@@ -37,14 +51,15 @@ ALLOWED: dict[str, set[str]] = {
         "kirod.http",
         "kirod.localapi",
     },
-    "kirod.localapi.schema": BASE,
-    "kirod.localapi.client": BASE | {SCHEMA},
+    REPORT_TYPES: set(),
+    WIRE: set(),
+    "kirod.localapi.client": BASE | {WIRE},
     "kirod.cli": {
         "kirod",
         "kirod.errors",
         "kirod.paths",
         "kirod.localapi.client",
-        SCHEMA,
+        REPORT_TYPES,
     },
 }
 PURE = ("kirod.canonical", "kirod.protocols")
@@ -127,3 +142,30 @@ def test_accounts_reach_kiros_chat_only_through_the_exchange() -> None:
             continue
         for target in imports(path):
             assert not target.startswith(EXCHANGE_INTERNALS), (name, target)
+
+
+def test_report_types_and_the_control_wire_import_only_the_standard_library() -> None:
+    allowed = set(sys.stdlib_module_names) | {"__future__"}
+    for name, path in MODULES:
+        if not name.startswith(STDLIB_ONLY):
+            continue
+        for target in imports(path):
+            if target.startswith(REPORT_TYPES + ".") and name.startswith(REPORT_TYPES):
+                continue
+            assert target.partition(".")[0] in allowed, f"{name} imports {target}"
+
+
+def test_the_report_types_live_only_in_kirod_report_types() -> None:
+    assert not (PACKAGE / "localapi" / "schema.py").exists()
+    for tree in ("kirod", "tests", "bench", "contrib"):
+        for path in (ROOT / tree).rglob("*.py"):
+            for target in imports(path):
+                assert not target.startswith("kirod.localapi.schema"), f"{path} imports {target}"
+
+
+def test_the_store_and_the_account_layer_never_import_the_control_api() -> None:
+    for name, path in MODULES:
+        if not name.startswith(("kirod.storage", "kirod.accounts")):
+            continue
+        for target in imports(path):
+            assert not target.startswith("kirod.localapi"), f"{name} imports {target}"

@@ -41,7 +41,7 @@ import aiohttp
 from kirod import __version__, log
 from kirod.accounts.health import is_flagged
 from kirod.config import Webhook
-from kirod.localapi.schema import AlertDelivery, AlertTest
+from kirod.report_types import AlertDelivery, AlertTest
 from kirod.storage.accounts import AccountRecord, StatusChange
 from kirod.tasks import TaskOwner
 

@@ -10,7 +10,7 @@ from collections.abc import Awaitable, Callable
 
 from kirod import log
 from kirod.errors import ControlConflict, ControlNotFound
-from kirod.localapi.schema import ApiKey
+from kirod.report_types import ApiKey
 from kirod.storage.keys import ApiKeyRecord, KeyScope, KeyStore, generate_key
 
 logger = logging.getLogger("kirod.localapi")  # the control plane's log, as before the move

@@ -49,7 +49,7 @@ from kirod.canonical.request import (
     ToolResultBlock,
     ToolUseBlock,
 )
-from kirod.localapi.schema import CacheStats
+from kirod.report_types import CacheStats
 from kirod.storage.cache import CacheStore
 
 _FORMAT = f"kirod-response-cache/1/events-{SCHEMA_VERSION}"  # a new format misses every old row

@@ -56,7 +56,7 @@ from kirod.canonical.events import (
 )
 from kirod.canonical.request import CanonicalRequest
 from kirod.errors import ApiError, ConfigError, ErrorKind
-from kirod.localapi.schema import ExtensionInfo
+from kirod.report_types import ExtensionInfo
 
 GROUP = "kirod.extensions"
 DEFAULT_TIMEOUT_S = 1.0

@@ -21,7 +21,7 @@ from typing import Any
 from kirod import log
 from kirod.accounts import profiles
 from kirod.errors import ControlUpstreamFailed, InvalidControlRequest, StoreError, TooManyLogins
-from kirod.localapi.schema import Login
+from kirod.report_types import Login
 from kirod.storage.accounts import AccountStore
 from kirod.tasks import TaskOwner
 from kirod.upstream import login as device

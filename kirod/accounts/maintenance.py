@@ -34,8 +34,8 @@ from kirod.accounts.probes import UsageProbes
 from kirod.accounts.profiles import ProfileFinder
 from kirod.accounts.tokens import TokenKeeper
 from kirod.errors import KirodError
-from kirod.localapi.schema import Maintenance as MaintenanceReport
-from kirod.localapi.schema import MaintenanceResult
+from kirod.report_types import Maintenance as MaintenanceReport
+from kirod.report_types import MaintenanceResult
 from kirod.storage.accounts import AccountRecord
 from kirod.storage.oplog import OpLog
 from kirod.tasks import TaskOwner

@@ -43,7 +43,7 @@ from kirod.accounts.pool_status import pool_account
 from kirod.accounts.strategy import Candidate, Selector, Strategy
 from kirod.accounts.unavailable import unavailable
 from kirod.errors import ApiError, ErrorKind
-from kirod.localapi.schema import PacedAccount, Pacing, Pool
+from kirod.report_types import PacedAccount, Pacing, Pool
 from kirod.storage.accounts import AccountRecord, AccountState, AccountStore
 from kirod.upstream.errors import Failure
 from kirod.upstream.usage import UsageSnapshot

@@ -5,7 +5,7 @@ store holds beside what only the pool knows, in the control plane's report type.
 from __future__ import annotations
 
 from kirod.accounts.health import Eligibility, eligibility
-from kirod.localapi.schema import PoolAccount
+from kirod.report_types import PoolAccount
 from kirod.storage.accounts import AccountRecord
 
 

@@ -26,7 +26,7 @@ from kirod.errors import (
     ControlUpstreamFailed,
     InvalidControlRequest,
 )
-from kirod.localapi.schema import AccountCounts
+from kirod.report_types import AccountCounts
 from kirod.storage.accounts import AccountRecord, AccountStore
 from kirod.upstream import auth
 from kirod.upstream.auth import registration_expired

@@ -8,7 +8,7 @@ from typing import Any
 from kirod.accounts.maintenance import Maintenance as MaintenanceLoop
 from kirod.accounts.pool import AccountPool
 from kirod.errors import InvalidControlRequest
-from kirod.localapi.schema import TRAFFIC_WINDOWS, Maintenance, Pacing, Stats, Trace, Traffic
+from kirod.report_types import TRAFFIC_WINDOWS, Maintenance, Pacing, Stats, Trace, Traffic
 from kirod.storage.oplog import OpLog
 
 

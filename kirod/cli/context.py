@@ -42,7 +42,7 @@ class App:
     def call(self, use: Callable[[LocalClient], T]) -> T:
         """`use(client)`, its control API calls' failures turned into `CliError`s with a hint:
         `app.call(lambda kirod: kirod.accounts())`."""
-        # Imported here, with the schema it brings, so that `kiroctl --help` does without both.
+        # Imported here, with the report types, so that `kiroctl --help` does without both.
         from kirod.localapi.client import ControlError, DaemonUnreachable, LocalClient
 
         try:

@@ -19,7 +19,7 @@ if TYPE_CHECKING:
     from rich.console import Console, ConsoleOptions, RenderResult
     from rich.text import Text
 
-    from kirod.localapi.schema import Account, PacedAccount, Usage
+    from kirod.report_types import Account, PacedAccount, Usage
 
 BAR_WIDTH = 12
 DASH = "—"

@@ -59,11 +59,11 @@ from kirod.http.console.sessions import ConsoleSessions
 from kirod.http.ingress import new_request_id
 from kirod.http.services import Services
 from kirod.localapi.control import Control
-from kirod.localapi.schema import DaemonInfo, Listener
 from kirod.localapi.server import build_control_app
 from kirod.paths import ensure_private_dir, write_private
 from kirod.protocols.anthropic import ThinkingSigner
 from kirod.protocols.responses import ReasoningBox
+from kirod.report_types import DaemonInfo, Listener
 from kirod.storage.accounts import AccountStore
 from kirod.storage.db import Database
 from kirod.storage.keys import KeyStore, generate_key

@@ -14,8 +14,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from kirod.localapi.schema import LogLines
 from kirod.log import FIELDS_ATTR, request_id_var
+from kirod.report_types import LogLines
 
 # Quoted: separators, and every control character a client could smuggle into a value (a path
 # with ESC or CR must not rewrite a terminal or forge a log line). json.dumps escapes them all,

@@ -14,8 +14,8 @@ from pathlib import Path
 from typing import Any, BinaryIO
 
 from kirod.errors import ControlError, DaemonUnreachable
-from kirod.localapi.schema import (
-    PREFIX,
+from kirod.localapi.wire import PREFIX
+from kirod.report_types import (
     Account,
     AlertTest,
     ApiKey,
@@ -172,7 +172,7 @@ class LocalClient:
             )
         return data
 
-    # One typed method per control route, named after it; each returns the schema type of its
+    # One typed method per control route, named after it; each returns the report type of its
     # answer. The routes that answer only an acknowledgement return None.
 
     def status(self) -> Status:

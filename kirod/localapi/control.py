@@ -19,7 +19,7 @@ from kirod.accounts.registry import AccountRegistry
 from kirod.accounts.reports import LayerReports
 from kirod.config import Settings
 from kirod.errors import InvalidControlRequest
-from kirod.localapi.schema import ConsoleLink, DaemonInfo, LogLines, Status
+from kirod.report_types import ConsoleLink, DaemonInfo, LogLines, Status
 
 
 @dataclass(frozen=True)

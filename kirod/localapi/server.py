@@ -19,7 +19,8 @@ from kirod.accounts.cache import ResponseCache
 from kirod.errors import ControlError, ControlNotFound, InvalidControlRequest
 from kirod.localapi import accounts, keys, models
 from kirod.localapi.control import CONTROL, Control
-from kirod.localapi.schema import PREFIX, AlertTest, ExtensionList, error_body
+from kirod.localapi.wire import PREFIX, error_body
+from kirod.report_types import AlertTest, ExtensionList
 
 logger = logging.getLogger("kirod.localapi")
 

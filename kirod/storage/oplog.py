@@ -24,7 +24,7 @@ from typing import Any
 
 import aiosqlite
 
-from kirod.localapi.schema import (
+from kirod.report_types import (
     TRAFFIC_WINDOWS,
     CreditsDay,
     Percentiles,

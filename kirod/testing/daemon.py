@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import ClassVar
 
 from kirod.localapi.client import ControlError, DaemonUnreachable, LocalClient
-from kirod.localapi.schema import Status
+from kirod.report_types import Status
 
 # Variables of the surrounding environment that would change what the daemon does.
 _SCRUBBED_PREFIXES = ("KIROD_", "XDG_", "NOTIFY_SOCKET", "WATCHDOG_")

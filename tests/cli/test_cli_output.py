@@ -128,7 +128,7 @@ def test_a_full_disk_is_one_error_line(daemon: DaemonProcess) -> None:
 
 def test_only_a_non_active_account_shows_its_reason_and_until() -> None:
     from kirod.cli import render
-    from kirod.localapi.schema import Account, PacedAccount
+    from kirod.report_types import Account, PacedAccount
 
     now = time.time()
     named = {"id": "a1", "label": "x", "auth_kind": "social"}

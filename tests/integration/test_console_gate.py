@@ -22,7 +22,7 @@ from kiro_env import kiro_ide_token_file, start_daemon
 from kirod.cli.main import cli
 from kirod.errors import ControlError
 from kirod.http.console.sessions import MAX_STREAMS_PER_SESSION
-from kirod.localapi.schema import ApiKey
+from kirod.report_types import ApiKey
 from kirod.testing.daemon import DaemonProcess
 from kirod.testing.fake_kiro import ThreadedFake
 

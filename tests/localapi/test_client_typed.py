@@ -1,4 +1,4 @@
-"""`LocalClient`'s typed methods on a live daemon: each route's answer reads into its schema type,
+"""`LocalClient`'s typed methods on a live daemon: each route's answer reads into its report type,
 and the views kiroctl prints with --json give back the document kirod sent, unchanged."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from kirod.localapi.client import LocalClient
-from kirod.localapi.schema import Account, Config, Imported, Models, Pool, PoolAccount, Usage
+from kirod.report_types import Account, Config, Imported, Models, Pool, PoolAccount, Usage
 from kirod.testing.daemon import DaemonProcess
 from kirod.testing.fake_kiro import ThreadedFake
 

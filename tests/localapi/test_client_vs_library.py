@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 
 from kirod.localapi.client import ControlError, LocalClient
-from kirod.localapi.schema import PREFIX
+from kirod.localapi.wire import PREFIX
 
 ANSWERS: dict[str, tuple[int, bytes, bool]] = {
     # path: status, body, whether a Content-Length is sent

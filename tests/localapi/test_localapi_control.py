@@ -16,7 +16,7 @@ import anthropic
 import pytest
 
 from kirod.localapi.client import ControlError
-from kirod.localapi.schema import Pacing, Stats, Status
+from kirod.report_types import Pacing, Stats, Status
 from kirod.testing.daemon import DaemonProcess
 from kirod.testing.fake_kiro import Fault, Script, ThreadedFake
 

@@ -10,7 +10,7 @@ import anthropic
 import pytest
 
 from kirod.localapi.client import ControlError, logs_path, trace_path
-from kirod.localapi.schema import LogLines, Trace
+from kirod.report_types import LogLines, Trace
 from kirod.testing.daemon import DaemonProcess
 from kirod.testing.fake_kiro import ThreadedFake
 

@@ -12,7 +12,7 @@ import anthropic
 import pytest
 
 from kirod.localapi.client import ControlError, traffic_path
-from kirod.localapi.schema import TRAFFIC_WINDOWS, Traffic
+from kirod.report_types import TRAFFIC_WINDOWS, Traffic
 from kirod.testing.daemon import DaemonProcess
 from kirod.testing.fake_kiro import ThreadedFake
 

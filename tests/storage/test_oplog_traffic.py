@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from kirod.localapi.schema import TRAFFIC_WINDOWS, CreditsDay, Traffic
+from kirod.report_types import TRAFFIC_WINDOWS, CreditsDay, Traffic
 from kirod.storage.db import Database
 from kirod.storage.oplog import Attempt, OpEntry, OpLog
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from kirod.localapi.schema import Stats
+from kirod.report_types import Stats
 from kirod.storage.affinity import AffinityStore
 from kirod.storage.db import Database
 from kirod.storage.oplog import FLUSH_ROWS, Attempt, OpEntry, OpLog, Percentiles

@@ -15,7 +15,7 @@ from kirod.cli import render
 from kirod.cli.commands import importing, login
 from kirod.cli.context import App, confirm, json_option, matching, pass_app, yes_option
 from kirod.localapi.client import LocalClient
-from kirod.localapi.schema import Account
+from kirod.report_types import Account
 
 
 @click.group()

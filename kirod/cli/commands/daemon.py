@@ -7,7 +7,7 @@ import click
 from kirod import __version__
 from kirod.cli import exits, render
 from kirod.cli.context import App, json_option, pass_app
-from kirod.localapi.schema import DEGRADED, DOWN, HEALTHY, Account, Status
+from kirod.report_types import DEGRADED, DOWN, HEALTHY, Account, Status
 
 HEALTH_STYLES = {HEALTHY: "bold green", DEGRADED: "bold yellow", DOWN: "bold red"}
 

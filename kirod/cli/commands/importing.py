@@ -21,8 +21,8 @@ import click
 from kirod.cli import exits, render
 from kirod.cli.context import App, json_option, pass_app
 from kirod.localapi.client import LocalClient
-from kirod.localapi.schema import Imported
 from kirod.paths import credential_files
+from kirod.report_types import Imported
 
 SQLITE_MAGIC = b"SQLite format 3\x00"
 AUTO_SOURCES = ("kiro-ide", "kiro-cli", "opencode-kiro-auth", "opencode-kiro-auth-legacy")

@@ -10,7 +10,7 @@ import click
 
 from kirod.cli import render
 from kirod.cli.context import App, confirm, json_option, matching, pass_app, yes_option
-from kirod.localapi.schema import ApiKey
+from kirod.report_types import ApiKey
 
 
 @click.group()

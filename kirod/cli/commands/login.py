@@ -18,7 +18,7 @@ import click
 
 from kirod.cli import exits, render
 from kirod.cli.context import App, json_option, pass_app
-from kirod.localapi.schema import Login
+from kirod.report_types import Login
 
 POLL_WAIT_S = 5.0  # each poll returns as soon as the login ends, or after this long
 EXPIRY_GRACE_S = 30.0

@@ -11,7 +11,7 @@ import click
 from kirod.cli import render
 from kirod.cli.context import App, json_option, pass_app
 from kirod.localapi.client import stats_path
-from kirod.localapi.schema import Models, StatsGroup
+from kirod.report_types import Models, StatsGroup
 
 _RELATIVE = re.compile(r"(\d+(?:\.\d+)?)\s*([smhdw])")
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}

@@ -24,7 +24,7 @@ import click
 from kirod.cli import exits, render
 from kirod.cli.context import App, json_option, pass_app
 from kirod.localapi.client import stats_path
-from kirod.localapi.schema import (
+from kirod.report_types import (
     ATTENTION_STATES,
     DEGRADED,
     DOWN,

@@ -19,7 +19,7 @@ import click
 from kirod.cli import exits, render
 from kirod.cli.context import App, json_option, pass_app
 from kirod.localapi.client import trace_path
-from kirod.localapi.schema import LogLines, Trace, TraceAttempt, TraceRequest
+from kirod.report_types import LogLines, Trace, TraceAttempt, TraceRequest
 
 MAX_LAST = 200  # as the control API answers at most
 MAX_LOG_PAGES = 64  # pages of log lines read back to back before the next wait

@@ -19,7 +19,7 @@ from kirod.http.console.overview import Snapshots, TrafficCache, read_overview
 from kirod.http.console.sessions import LINK_TTL_S, ConsoleSessions, Session
 from kirod.localapi import accounts, keys, models
 from kirod.localapi.control import CONTROL, Control
-from kirod.localapi.schema import ApiKey, ConsoleLink, Models
+from kirod.report_types import ApiKey, ConsoleLink, Models
 
 PREFIX = "/console"
 GUARD = web.AppKey("console_guard", Guard)

@@ -8,7 +8,7 @@ import time
 from dataclasses import dataclass
 
 from kirod.localapi.control import Control
-from kirod.localapi.schema import Account, Pool, PoolAccount, Stats, Status, Traffic, Usage
+from kirod.report_types import Account, Pool, PoolAccount, Stats, Status, Traffic, Usage
 
 SNAPSHOT_TTL_S = 1.0  # however many pages are open, the services are asked at most this often
 

@@ -10,7 +10,7 @@ from html import escape
 
 from kirod.http.console import charts
 from kirod.http.console.overview import Card, Overview, card_fields, credits_text
-from kirod.localapi.schema import (
+from kirod.report_types import (
     TRAFFIC_WINDOWS,
     ApiKey,
     Models,
