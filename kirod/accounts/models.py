@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from kirod import log
 from kirod.accounts.account import to_upstream
 from kirod.accounts.tokens import TokenKeeper
+from kirod.canonical.client_models import CLIENT_MODELS
 from kirod.canonical.model_names import parse_name
 from kirod.canonical.models import (
     STATIC_CATALOG,
@@ -42,6 +43,7 @@ from kirod.canonical.resolution import (
     unknown_model,
 )
 from kirod.errors import ApiError
+from kirod.report_types import ClientModelRow
 from kirod.storage.accounts import AccountRecord, AccountStore
 from kirod.tasks import SingleFlight, TaskOwner
 from kirod.upstream.client import KiroClient, UpstreamAccount
@@ -337,6 +339,24 @@ class ModelDirectory:
     def family_defaults(self, catalog: ModelCatalog) -> dict[str, str]:
         """Each Claude line word offered (`opus`, `fable`) → the Kiro id it is served by now."""
         return line_defaults(catalog) if self.policy.fallback == "family" else {}
+
+    def client_defaults(self, catalog: ModelCatalog) -> tuple[ClientModelRow, ...]:
+        """What serves each id the supported clients send by default, and why (`kiroctl models`).
+
+        Looked up, not resolved: nothing is served, so no substitution is recorded.
+        """
+        rows = []
+        for asked in CLIENT_MODELS:
+            served: str | None = None
+            via: str | None = None
+            try:
+                resolution = self.lookup(asked.id, catalog)
+            except ApiError:
+                why = "no account offers a model of its kind"
+            else:
+                served, via, why = resolution.info.kiro_id, resolution.via, resolution.why
+            rows.append(ClientModelRow(asked.client, asked.role, asked.id, served, via, why))
+        return tuple(rows)
 
     async def offers(self) -> Offers:
         """Every active account's catalog (fetched when stale), or the static one if none."""

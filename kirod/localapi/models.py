@@ -3,19 +3,17 @@
 The same list as the public `/v1/models` (each active account's catalog, fetched when stale, or
 the static one before any is known), with which accounts offer each model, the configured
 aliases, what the family words resolve to, what serves each id the supported clients send by
-default (`client_models`), and the substitutions made since start.
+default (`ModelDirectory.client_defaults`), and the substitutions made since start.
 """
 
 from __future__ import annotations
 
+from dataclasses import asdict
 from typing import Any
 
 from aiohttp import web
 
 from kirod.accounts.models import ModelDirectory, Offer
-from kirod.canonical.client_models import CLIENT_MODELS
-from kirod.canonical.models import ModelCatalog
-from kirod.errors import ApiError
 from kirod.localapi.control import CONTROL
 
 
@@ -43,27 +41,12 @@ async def document(directory: ModelDirectory) -> dict[str, Any]:
         "fallback": policy.fallback,
         "aliases": dict(policy.aliases),
         "families": directory.family_defaults(offers.catalog),
-        "clients": _clients(directory, offers.catalog),
+        "clients": [asdict(row) for row in directory.client_defaults(offers.catalog)],
         "substitutions": [
             {"requested": s.requested, "served": s.served, "via": s.via}
             for s in directory.substitutions()
         ],
     }
-
-
-def _clients(directory: ModelDirectory, catalog: ModelCatalog) -> list[dict[str, Any]]:
-    """What serves each id the supported clients send by default, and why."""
-    rows = []
-    for asked in CLIENT_MODELS:
-        row: dict[str, Any] = {"client": asked.client, "role": asked.role, "id": asked.id}
-        try:
-            resolution = directory.lookup(asked.id, catalog)
-        except ApiError:
-            row.update(served=None, via=None, why="no account offers a model of its kind")
-        else:
-            row.update(served=resolution.info.kiro_id, via=resolution.via, why=resolution.why)
-        rows.append(row)
-    return rows
 
 
 async def list_models(request: web.Request) -> web.Response:
