@@ -72,7 +72,8 @@ from kirod.upstream.exchange import (
     ToolDelivery,
     open_exchange,
 )
-from kirod.upstream.turn import Step, run_turn
+from kirod.upstream.step import Step
+from kirod.upstream.turn import run_turn
 
 StepsFor = Callable[[CanonicalRequest, Route], Sequence[Step]]
 """The steps that may add parts to this request's turn on this route (`kirod.upstream.turn`)."""

@@ -28,8 +28,8 @@ from kirod.storage.oplog import OpLog
 from kirod.tasks import TaskOwner
 from kirod.upstream.client import KiroClient
 from kirod.upstream.exchange import Route
+from kirod.upstream.step import Step
 from kirod.upstream.truncation import TruncationRecovery
-from kirod.upstream.turn import Step
 from kirod.upstream.websearch import WebSearchStep
 
 

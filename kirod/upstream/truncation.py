@@ -28,8 +28,8 @@ from kirod.canonical.request import (
     ToolResultBlock,
     ToolUseBlock,
 )
+from kirod.upstream.step import Next, Part
 from kirod.upstream.translate import Truncation
-from kirod.upstream.turn import Next, Part
 
 __all__ = ["CUT_OFF_NOTICE", "TruncationRecovery", "cut_off_notice"]
 

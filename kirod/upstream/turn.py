@@ -1,12 +1,12 @@
 """A turn made of several upstream exchanges, shown to the client as one message.
 
 Some turns need Kiro more than once: a hosted web search the model calls (kirod runs it and sends
-the results back), a continuation after Kiro cut a tool call off. Each such rule is a `Step`:
-told how a part of the turn ended (`Part`), it answers with the `Next` request to send, on the
-same account and conversation, and the whole blocks kirod shows the client between the two parts
-(the search call and its results), or None; a `Next` without a request shows its blocks and
-ends the message (searches beside calls of the client's tools, which the client must answer
-first). `run_turn` drives the parts and the steps:
+the results back), a continuation after Kiro cut a tool call off. Each such rule is a `Step`
+(`kirod.upstream.step`): told how a part of the turn ended (`Part`), it answers with the `Next`
+request to send, on the same account and conversation, and the whole blocks kirod shows the
+client between the two parts (the search call and its results), or None; a `Next` without a
+request shows its blocks and ends the message (searches beside calls of the client's tools,
+which the client must answer first). `run_turn` drives the parts and the steps:
 
     first exchange → Part → steps (first that answers wins) → shown blocks → next exchange → …
 
@@ -24,51 +24,20 @@ from __future__ import annotations
 import contextlib
 from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import AbstractAsyncContextManager
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Protocol
 
-from kirod.canonical.assemble import Assembler, CanonicalCompletion
+from kirod.canonical.assemble import Assembler
 from kirod.canonical.events import CanonicalEvent, ErrorEvent
 from kirod.canonical.request import CanonicalRequest
 from kirod.canonical.splice import Splice
 from kirod.errors import ApiError
 from kirod.upstream.errors import UpstreamError
+from kirod.upstream.exchange import Exchange
+from kirod.upstream.step import Next, Part, Step
 
-if TYPE_CHECKING:  # the exchange module itself uses the steps' types (web search)
-    from kirod.upstream.exchange import Exchange
-from kirod.upstream.translate import Truncation
-
-__all__ = ["Next", "OpenPart", "Part", "Step", "run_turn"]
+__all__ = ["OpenPart", "run_turn"]
 
 
-@dataclass(frozen=True, slots=True)
-class Part:
-    """How one part of the turn ended: its request, and the message it produced (`completion`:
-    the blocks completed before a failure when `error` is set; `truncation`: the tool call Kiro
-    cut off, which that error then reports)."""
-
-    request: CanonicalRequest
-    completion: CanonicalCompletion
-    error: ErrorEvent | None = None
-    number: int = 1  # 1 for the first exchange of the turn
-    truncation: Truncation | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class Next:
-    """The next part: its request, and the whole blocks shown before it (indexed from 0). No
-    request: the blocks are shown after the part's own, and the message ends as the part did."""
-
-    request: CanonicalRequest | None
-    shown: tuple[CanonicalEvent, ...] = ()
-
-
-class Step(Protocol):
-    async def after(self, part: Part) -> Next | None:
-        """The part that follows `part`, or None when this step has nothing to add."""
-
-
-OpenPart = Callable[[CanonicalRequest], "AbstractAsyncContextManager[Exchange]"]
+OpenPart = Callable[[CanonicalRequest], AbstractAsyncContextManager[Exchange]]
 
 
 async def run_turn(

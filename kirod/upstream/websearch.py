@@ -63,7 +63,7 @@ from kirod.canonical.request import (
 from kirod.canonical.tokens import estimate_text_tokens
 from kirod.upstream.client import KiroClient, UpstreamAccount
 from kirod.upstream.errors import UpstreamError
-from kirod.upstream.turn import Next, Part
+from kirod.upstream.step import Next, Part
 
 logger = logging.getLogger("kirod.websearch")
 

@@ -41,7 +41,8 @@ from kirod.testing.fake_kiro import (
 from kirod.upstream.client import KiroClient, UpstreamAccount
 from kirod.upstream.errors import Failure, UpstreamStreamError
 from kirod.upstream.exchange import Route, open_exchange
-from kirod.upstream.turn import Next, OpenPart, Part, run_turn
+from kirod.upstream.step import Next, Part
+from kirod.upstream.turn import OpenPart, run_turn
 
 CATALOG = catalog_from_list_available_models([{"models": [m.to_json() for m in DEFAULT_MODELS]}])
 SONNET = resolve_model("claude-sonnet-4-5", CATALOG)
