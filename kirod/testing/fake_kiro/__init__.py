@@ -25,7 +25,8 @@ from kirod.testing.fake_kiro.script import (
     ToolCut,
 )
 from kirod.testing.fake_kiro.search import Search, SearchFault
-from kirod.testing.fake_kiro.server import FakeKiro, RecordedRequest, build_app
+from kirod.testing.fake_kiro.server import build_app
+from kirod.testing.fake_kiro.state import FakeKiro, RecordedRequest
 from kirod.testing.fake_kiro.tokens import AuthKind, DeviceFlow, DeviceOutcome, TokenSet
 from kirod.testing.fake_kiro.usage import Bonus, FreeTrial, Usage
 from kirod.testing.fake_kiro.validate import RULES, Rejection, validate_chat

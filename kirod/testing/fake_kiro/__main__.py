@@ -13,7 +13,7 @@ import signal
 
 from kirod.testing.fake_kiro.runner import running_fake
 from kirod.testing.fake_kiro.script import Latency
-from kirod.testing.fake_kiro.server import FakeKiro
+from kirod.testing.fake_kiro.state import FakeKiro
 from kirod.testing.fake_kiro.usage import PLANS
 
 

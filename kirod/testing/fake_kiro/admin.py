@@ -27,17 +27,15 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from aiohttp import web
 
 from kirod.testing.fake_kiro.catalog import Model
 from kirod.testing.fake_kiro.script import Latency, Script
+from kirod.testing.fake_kiro.state import FakeKiro
 from kirod.testing.fake_kiro.tokens import AuthKind, DeviceFlow, DeviceOutcome
 from kirod.testing.fake_kiro.usage import Bonus, FreeTrial
-
-if TYPE_CHECKING:
-    from kirod.testing.fake_kiro.server import FakeKiro
 
 PREFIX = "/__fake__"
 

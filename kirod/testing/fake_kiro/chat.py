@@ -9,7 +9,7 @@ import dataclasses
 import json
 import uuid
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from aiohttp import web
 
@@ -25,12 +25,10 @@ from kirod.testing.fake_kiro.script import (
     plan_stream,
     suspended_body,
 )
+from kirod.testing.fake_kiro.state import FakeKiro, RecordedRequest
 from kirod.testing.fake_kiro.tokens import Account
 from kirod.testing.fake_kiro.validate import RULES, validate_chat
 from kirod.testing.fake_kiro.wire import authenticate, bearer_invalid, error
-
-if TYPE_CHECKING:
-    from kirod.testing.fake_kiro.server import FakeKiro, RecordedRequest
 
 EVENTSTREAM_CONTENT_TYPE = "application/vnd.amazon.eventstream"
 

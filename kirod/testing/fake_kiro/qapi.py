@@ -5,17 +5,15 @@ catalog, profiles, and MCP (the web search tool, scripted in `search.py`).
 from __future__ import annotations
 
 import asyncio
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from aiohttp import web
 
 from kirod.testing.fake_kiro.catalog import InvalidNextToken, models_page
 from kirod.testing.fake_kiro.search import WEB_SEARCH_TOOL, SearchFault, search_text
+from kirod.testing.fake_kiro.state import FakeKiro, RecordedRequest
 from kirod.testing.fake_kiro.tokens import Account, AuthKind
 from kirod.testing.fake_kiro.wire import as_dict, authenticate, bearer_invalid, error, json_object
-
-if TYPE_CHECKING:
-    from kirod.testing.fake_kiro.server import FakeKiro, RecordedRequest
 
 
 async def get_usage_limits(

@@ -61,3 +61,6 @@ _PATH_OPERATIONS = (
     ("/device_authorization", "oidc_device"),
     ("/token", "oidc_token"),
 )
+
+OPERATIONS = frozenset(_TARGET_OPERATIONS.values()) | {name for _, name in _PATH_OPERATIONS}
+"""Every operation the fake answers (`server.py` has a handler for each)."""

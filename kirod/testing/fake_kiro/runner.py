@@ -10,7 +10,8 @@ from types import TracebackType
 
 from aiohttp import web
 
-from kirod.testing.fake_kiro.server import FakeKiro, build_app
+from kirod.testing.fake_kiro.server import build_app
+from kirod.testing.fake_kiro.state import FakeKiro
 
 SHUTDOWN_TIMEOUT_S = 1.0
 """How long a stopping fake lets in-flight streams (a STALL, say) finish before cancelling them."""
