@@ -170,3 +170,61 @@ def test_the_store_and_the_account_layer_never_import_the_control_api() -> None:
             continue
         for target in imports(path):
             assert not target.startswith("kirod.localapi"), f"{name} imports {target}"
+
+
+ALL_MODULES = {module_name(path): path for path in PACKAGE.rglob("*.py")}
+
+
+def dependencies(path: Path) -> set[str]:
+    """The modules of kirod that importing `path` imports: every import statement outside a
+    function, `if TYPE_CHECKING:` ones included. `from package import module` depends on that
+    module, not on the package's `__init__` (Python runs it first, but it is already importing
+    when a module of its own asks for it)."""
+    found: set[str] = set()
+
+    def module_of(name: str) -> None:
+        while name not in ALL_MODULES and "." in name:
+            name = name.rpartition(".")[0]
+        if name in ALL_MODULES:
+            found.add(name)
+
+    pending: list[ast.AST] = list(ast.parse(path.read_text(), str(path)).body)
+    while pending:
+        node = pending.pop()
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda):
+            continue  # runs when called, not when imported
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                module_of(alias.name)
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            for alias in node.names:
+                module_of(f"{node.module}.{alias.name}")
+        pending.extend(ast.iter_child_nodes(node))
+    return found - {module_name(path)}
+
+
+def test_no_import_cycles() -> None:
+    """Modules depend one way: no module imports, through others, a module that imports it.
+
+    Type-only imports count, as they do for the layers: a circle that only the type checker
+    follows is still two concepts that each need the other. Imports inside functions do not:
+    they run when called, once every module has loaded."""
+    graph = {name: dependencies(path) for name, path in ALL_MODULES.items()}
+    cycles: list[list[str]] = []
+    done: set[str] = set()
+    trail: list[str] = []
+
+    def visit(name: str) -> None:
+        trail.append(name)
+        for target in sorted(graph[name]):
+            if target in trail:
+                cycles.append([*trail[trail.index(target) :], target])
+            elif target not in done:
+                visit(target)
+        trail.pop()
+        done.add(name)
+
+    for name in sorted(graph):
+        if name not in done:
+            visit(name)
+    assert not cycles, "import cycles:\n" + "\n".join(" → ".join(cycle) for cycle in cycles)
