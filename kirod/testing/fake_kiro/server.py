@@ -26,6 +26,7 @@ from aiohttp import web
 
 from kirod.testing.fake_kiro import admin, auth
 from kirod.testing.fake_kiro.catalog import DEFAULT_MODELS, InvalidNextToken, Model, models_page
+from kirod.testing.fake_kiro.connections import Connections
 from kirod.testing.fake_kiro.script import (
     BEARER_INVALID_BODY,
     ChatRequest,
@@ -71,6 +72,7 @@ class RecordedRequest:
     # The API host's region, from a leading `/<region>/` path segment; None: no segment, a
     # host that plays every region (what tests that ignore regions use).
     region: str | None = None
+    connection: int = 0  # the serial of the TCP connection it came on (`connections.py`)
 
     @property
     def json(self) -> Any:
@@ -125,6 +127,7 @@ class FakeKiro:
         FakeKiro.created.append(self)
         self._counters: collections.Counter[str] = collections.Counter()
         self._oversize: dict[str, int] = {}
+        self.connections = Connections(self._count)
 
     # Scripting
 
@@ -300,7 +303,7 @@ class FakeKiro:
 
     def counters(self) -> dict[str, int]:
         """`requests:<operation>`, `status:<code>`, `rejected:<rule>`, `fault:<name>`,
-        `streams_completed`."""
+        `connection_fault:<name>`, `streams_completed`."""
         with self._lock:
             return dict(self._counters)
 
@@ -361,6 +364,9 @@ async def _dispatch(fake: FakeKiro, request: web.Request) -> web.StreamResponse:
     handler, methods = _HANDLERS[operation]
     if request.method not in methods:
         return _error(405, {"message": "Method not allowed."}, "MethodNotAllowedException")
+    connection = await fake.connections.admit(request, operation)
+    if connection is None:  # a connection fault met it: never sent, the connection is gone
+        return web.Response(status=499)
     record = RecordedRequest(
         operation=operation,
         method=request.method,
@@ -369,6 +375,7 @@ async def _dispatch(fake: FakeKiro, request: web.Request) -> web.StreamResponse:
         headers={name.lower(): value for name, value in request.headers.items()},
         body=await request.read(),
         region=region,
+        connection=connection,
     )
     fake._record(record)
     status = 499  # the client went away before the answer was complete
@@ -382,6 +389,7 @@ async def _dispatch(fake: FakeKiro, request: web.Request) -> web.StreamResponse:
         return response
     finally:
         fake._finish(record, status)
+        fake.connections.done(request)
 
 
 PAD_CHUNK = 64 * 1024
