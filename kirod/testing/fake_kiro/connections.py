@@ -97,8 +97,13 @@ class Connections:
             self._armed.extend([_Armed(fault, operation, reused_only)] * count)
 
     def armed(self) -> int:
+        """How many `fail_next` faults are still waiting for their request."""
         with self._lock:
             return len(self._armed)
+
+    def disarm(self) -> None:
+        with self._lock:
+            self._armed.clear()
 
     def open_serials(self) -> set[int]:
         """The serials of the connections still open."""
