@@ -18,6 +18,7 @@ import pytest
 from kirod.config import OPTIONS
 from kirod.testing.fake_kiro import (
     ConnectionFault,
+    DeviceFlow,
     FakeKiro,
     Fault,
     Reply,
@@ -25,6 +26,7 @@ from kirod.testing.fake_kiro import (
     TokenSet,
     running_fake,
 )
+from kirod.upstream import login
 from kirod.upstream.client import ClientOptions, Endpoints, KiroClient, UpstreamAccount
 from kirod.upstream.credentials import AuthKind, Credentials
 from kirod.upstream.errors import UpstreamConnectionError, UpstreamError
@@ -166,6 +168,26 @@ async def test_accounts_never_share_a_connection(
     for account in team:
         first, second, *_ = chats(service, account)
         assert first == second  # its second call found its first connection
+
+
+async def test_two_logins_never_share_a_connection(
+    fake: tuple[FakeKiro, str], client: KiroClient
+) -> None:
+    """A login is a future account: its calls take connections of its own, reused."""
+    service, _ = fake
+    service.set_device_flow(DeviceFlow(pending_polls=0, interval_s=1))
+    logins = []
+    for _ in range(2):  # one after the other: the second would find the first's connection idle
+        logins.append(await login.start(client))
+        assert await login.poll(client, logins[-1]) is not None
+    used = []
+    for started in logins:
+        records = [r for r in service.requests() if r.operation in ("oidc_device", "oidc_token")]
+        mine = {r.connection for r in records if r.json.get("clientId") == started.client_id}
+        assert len(mine) == 1  # its device authorization and token calls shared one
+        used.append(mine)
+    assert not used[0] & used[1]
+    assert len({r.connection for r in service.requests("oidc_register")}) == 2
 
 
 # -- a stale connection is sent again, once ----------------------------------------------------
