@@ -11,9 +11,11 @@ import asyncio
 import logging
 import time
 from collections.abc import AsyncIterator, Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
+from aiohttp import web
 
 from kirod.config import OPTIONS
 from kirod.testing.fake_kiro import (
@@ -24,8 +26,10 @@ from kirod.testing.fake_kiro import (
     Reply,
     Script,
     TokenSet,
+    build_app,
     running_fake,
 )
+from kirod.testing.tls import make_certificates
 from kirod.upstream import login
 from kirod.upstream.client import ClientOptions, Endpoints, KiroClient, UpstreamAccount
 from kirod.upstream.credentials import AuthKind, Credentials
@@ -208,6 +212,31 @@ async def test_a_request_crossing_the_close_goes_again_on_a_new_connection(
     assert first == kept
     assert answered != kept
     await eventually(lambda: kept not in service.connections.open_serials())
+
+
+@pytest.mark.parametrize(
+    "fault", [ConnectionFault.CLOSE, ConnectionFault.RESET], ids=lambda fault: fault.name.lower()
+)
+async def test_over_tls_too(tmp_path: Path, fault: ConnectionFault) -> None:
+    """Kiro is HTTPS: the same, with TLS on the connection (no half-close: TLS has none)."""
+    certs = make_certificates(tmp_path / "tls")
+    service = FakeKiro()
+    service.default_script = Script(reply=Reply(text=TEXT))
+    runner = web.AppRunner(build_app(service), access_log=None, shutdown_timeout=1.0)
+    await runner.setup()
+    try:
+        await web.TCPSite(runner, "127.0.0.1", 0, ssl_context=certs.server_context()).start()
+        base = f"https://127.0.0.1:{runner.addresses[0][1]}"
+        [account] = accounts(service, 1)
+        async with new_client(base, ca_file=certs.ca_file) as client:
+            assert await chat(client, account) == TEXT
+            service.connections.fail_next(fault)
+            assert await chat(client, account) == TEXT
+        assert struck(service, fault) == 1
+        first, answered = chats(service)
+        assert answered != first
+    finally:
+        await runner.cleanup()
 
 
 @pytest.mark.parametrize("fault", FAULTS, ids=lambda fault: fault.name.lower())
