@@ -439,7 +439,7 @@ class KiroClient:
         async with self._exchange(
             account.id, base, account.proxy_url, "POST", url, headers=headers, data=data
         ):
-            pass
+            pass  # an error status was raised; a success says nothing more
 
     async def list_models(
         self, account: UpstreamAccount, max_pages: int = 20

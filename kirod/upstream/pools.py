@@ -9,12 +9,13 @@ pool. With reuse on (`upstream_keep_alive`, the default) three rules keep it saf
   idle connections on timers of their own: an AWS load balancer after 60 s, common proxies after
   30 to 60 s. Reusing a connection near that moment races its close, so the default, 15 s (also
   aiohttp's), stays well under each, while an agent's calls, seconds apart, still find theirs.
-- A request whose reused connection fails before any of its answer arrived is sent once more, on
-  a new connection (`Pool.request`). That failure is the race above: the server closed or reset
-  the connection, or shut its side of it, as the request crossed the close on the wire, and never
-  took the request. aiohttp resends an idempotent request once by itself (RFC 9112 §9.3.1.1) and
-  never a POST, which every chat is; kirod resends a POST only on that evidence, and never once
-  a response began: the answer then belongs to that attempt.
+- A request whose reused connection is closed or reset before any of its answer arrived is sent
+  once more, on a new connection (`Pool.request`). That is the race above: the server closed or
+  reset the connection, or shut its side of it, as the request crossed the close on the wire, so
+  it never took the request. aiohttp resends an idempotent request once by itself (RFC 9112
+  §9.3.1.1) and never a POST, which every chat is; kirod resends a POST on that evidence only,
+  never after a new connection failed, and never once a response began: from its first byte on,
+  the answer, and the credits it costs, belong to that attempt.
 - Bounds: a pool opens at most `POOL_CONNECTIONS` connections at once, and at most
   `max_idle_pools` pools with no request in flight are kept: beyond that the least recently used
   is closed, its idle connections with it.
@@ -51,8 +52,8 @@ ONE_WRITE_MAX_BYTES = 2**20  # aiohttp's TOO_LARGE_BYTES_BODY
 
 # What a connection the server had already given up on raises from `session.request`: it closed
 # (ServerDisconnectedError) or reset (ClientOSError) it, or the transport was found closing as the
-# request was written (ClientConnectionResetError). The same errors aiohttp resends idempotent
-# requests on.
+# request was written (ClientConnectionResetError). aiohttp resends idempotent requests on the
+# first two.
 _STALE = (
     aiohttp.ServerDisconnectedError,
     aiohttp.ClientOSError,
@@ -60,7 +61,7 @@ _STALE = (
 )
 
 PoolKey = tuple[str, str, str | None]
-"""(owner: the account id, base URL, effective proxy URL or None)."""
+"""(owner: an account's id, or a login's; base URL; effective proxy URL or None)."""
 
 
 def _body(data: bytes | None) -> bytes | io.BytesIO | None:
@@ -95,7 +96,8 @@ def _resendable(method: str, exc: Exception, attempt: _Attempt) -> bool:
 
     Only if its connection came from the pool: a new connection failing is the network, for the
     dispatch pipeline to judge. `session.request` raising means no complete response head
-    arrived; aiohttp cannot tell whether part of one preceded a reset, which no server sends.
+    arrived. A reset after part of a head would pass for none (aiohttp counts no bytes received);
+    that takes a server resetting in the middle of writing its head, which it writes whole.
     """
     if not attempt.reused or method in IDEMPOTENT_METHODS:  # aiohttp resent those already
         return False
@@ -207,13 +209,16 @@ class Pools:
         if len(self._pools) <= self._max_idle_pools:
             return
         idle = [key for key, pool in self._pools.items() if pool.active == 0]
-        for key in idle[: len(idle) - self._max_idle_pools]:
-            await self._pools.pop(key).close()
+        # All out of the table before the first await: a lease meanwhile makes a new pool.
+        closing = [self._pools.pop(key) for key in idle[: len(idle) - self._max_idle_pools]]
+        for pool in closing:
+            await pool.close()
 
     async def forget(self, owner: str) -> None:
         """Close every pool of `owner` (a removed account), through every proxy it used."""
-        for key in [key for key in self._pools if key[0] == owner]:
-            await self._pools.pop(key).close()
+        closing = [self._pools.pop(key) for key in list(self._pools) if key[0] == owner]
+        for pool in closing:
+            await pool.close()
 
     async def close(self) -> None:
         pools, self._pools = list(self._pools.values()), collections.OrderedDict()
