@@ -41,11 +41,6 @@ _STATES = {"access_denied": "denied", "expired_token": "expired"}
 _KIND_NAMES = {AuthKind.BUILDER_ID: "Builder ID", AuthKind.IDC: "IAM Identity Center"}
 
 
-def _owner(login: device.DeviceLogin) -> str:
-    """The client's transport owner for this login's calls (the one `device.poll` uses)."""
-    return f"login-{login.client_id[:8]}"
-
-
 @dataclass
 class _Session:
     id: str
@@ -182,7 +177,7 @@ class Logins:
                 return
             session.finish("approved")
         finally:
-            await self._client.forget_account(_owner(login))
+            await self._client.forget_account(login.owner)
             if session.done.is_set():
                 account = session.account["id"] if session.account else None
                 log.event(
@@ -232,7 +227,7 @@ class Logins:
         self, login: device.DeviceLogin, credentials: Credentials
     ) -> profiles.Discovery:
         account = UpstreamAccount(
-            id=_owner(login),
+            id=login.owner,
             region=mapped_api_region(login.region),
             auth_region=login.region,
             auth_kind=login.auth_kind,
@@ -247,7 +242,7 @@ class Logins:
     ) -> UsageSnapshot | None:
         """The new account's usage (and e-mail); a failure only costs the label."""
         account = UpstreamAccount(
-            id=_owner(login),
+            id=login.owner,
             region=mapped_api_region(login.region),
             auth_region=login.region,
             auth_kind=login.auth_kind,

@@ -58,6 +58,7 @@ class Settings:
     model_fallback: Literal["family", "strict"]
     model_aliases: Mapping[str, str]
     upstream_keep_alive: bool
+    upstream_keep_alive_timeout_s: float
     responses_retention_s: float
     responses_max_bytes: int
     response_cache_ttl_s: float

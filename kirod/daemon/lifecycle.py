@@ -300,6 +300,7 @@ async def run(
                     ClientOptions(
                         proxy_url=settings.proxy_url,
                         keep_alive=settings.upstream_keep_alive,
+                        keep_alive_timeout_s=settings.upstream_keep_alive_timeout_s,
                         ca_file=settings.ca_file,
                         idle_timeout_s=settings.stream_idle_timeout_s,
                         request_timeout_s=settings.request_timeout_s,

@@ -1,9 +1,9 @@
 """KiroClient: every HTTP exchange with Kiro (chat, usage, models, token refresh, device login).
 
-One aiohttp `ClientSession` per account transport (account, base URL, effective proxy), cached;
-credentials travel per call, so a token rotation never rebuilds a transport, and two accounts
-never share a session (nor, so, a connection or a proxy). The client makes no hidden retries: the
-dispatch pipeline owns them. aiohttp, JSON and decoding errors are mapped into
+Each exchange runs on its account's pool for that host and proxy (`kirod.upstream.pools`): two
+accounts never share a connection or a proxy tunnel. The client retries nothing itself but the
+one resend of a request its reused connection failed before the server took it (see `pools`);
+every other retry is the dispatch pipeline's. aiohttp, JSON and decoding errors are mapped into
 `kirod.upstream.errors` here and nowhere else.
 """
 
@@ -13,9 +13,7 @@ import contextlib
 import email.utils
 import functools
 import hashlib
-import io
 import json
-import ssl
 import time
 import uuid
 from collections.abc import AsyncIterator, Iterator, Mapping
@@ -37,7 +35,7 @@ from kirod.upstream.errors import (
     UpstreamTimeout,
 )
 from kirod.upstream.frames import Frame, FrameDecoder
-from kirod.upstream.proxies import Route, effective_proxy, route
+from kirod.upstream.pools import KEEP_ALIVE_TIMEOUT_S, MAX_IDLE_POOLS, Pool, Pools
 
 KIRO_IDE_VERSION = "0.9.2"
 SDK_VERSION = "1.0.34"
@@ -83,23 +81,14 @@ class UpstreamAccount:
 @dataclass(frozen=True)
 class ClientOptions:
     proxy_url: str | None = None
-    keep_alive: bool = False
+    keep_alive: bool = True
+    keep_alive_timeout_s: float = KEEP_ALIVE_TIMEOUT_S
+    max_idle_pools: int = MAX_IDLE_POOLS
     # extra CA certificates (PEM), trusted besides the system's for Kiro and HTTPS proxies alike
     ca_file: Path | None = None
     connect_timeout_s: float = 10.0
     idle_timeout_s: float = 120.0
     request_timeout_s: float = 600.0
-
-
-ONE_WRITE_MAX_BYTES = 2**20  # aiohttp's TOO_LARGE_BYTES_BODY
-
-
-def _payload(data: bytes | None) -> bytes | io.BytesIO | None:
-    """Bytes go out in one write; above aiohttp's limit for that, a file-like body is streamed in
-    chunks instead (aiohttp warns that one large write can hold the loop)."""
-    if data is None or len(data) <= ONE_WRITE_MAX_BYTES:
-        return data
-    return io.BytesIO(data)
 
 
 @functools.lru_cache(maxsize=1024)
@@ -247,20 +236,22 @@ async def _read_bounded(
     return b"".join(chunks)[:limit] if truncate else None
 
 
-@dataclass(frozen=True)
-class _Transport:
-    """One cached session and the route it was built for."""
-
-    session: aiohttp.ClientSession
-    route: Route
-
-
 class KiroClient:
     def __init__(self, endpoints: Endpoints, options: ClientOptions) -> None:
         self.endpoints = endpoints
         self.options = options
-        self._sessions: dict[tuple[str, str, str | None], _Transport] = {}
-        self._tls: ssl.SSLContext | None = None
+        self._pools = Pools(
+            proxy_url=options.proxy_url,
+            keep_alive=options.keep_alive,
+            keep_alive_timeout_s=options.keep_alive_timeout_s,
+            max_idle_pools=options.max_idle_pools,
+            ca_file=options.ca_file,
+            timeout=aiohttp.ClientTimeout(
+                total=options.request_timeout_s,
+                sock_connect=options.connect_timeout_s,
+                sock_read=options.idle_timeout_s,
+            ),
+        )
 
     async def __aenter__(self) -> KiroClient:
         return self
@@ -269,56 +260,11 @@ class KiroClient:
         await self.close()
 
     async def close(self) -> None:
-        transports, self._sessions = list(self._sessions.values()), {}
-        for transport in transports:
-            await transport.session.close()
+        await self._pools.close()
 
     async def forget_account(self, account_id: str) -> None:
-        """Close the transports of a removed account (through every proxy it used)."""
-        for key in [key for key in self._sessions if key[0] == account_id]:
-            await self._sessions.pop(key).session.close()
-
-    def _session(self, owner: str, base_url: str, proxy_url: str | None = None) -> _Transport:
-        """The transport of `owner` to `base_url` through its proxy (`UpstreamAccount.proxy_url`:
-        None for the global one, `direct` for none)."""
-        path = route(effective_proxy(proxy_url, self.options.proxy_url))
-        key = (owner, base_url, path.proxy)
-        transport = self._sessions.get(key)
-        if transport is None or transport.session.closed:
-            # No connection cap (aiohttp's default is 100): the account pool bounds how many
-            # requests an account has in flight, and a second, hidden bound would queue them.
-            connector = path.connector(
-                force_close=not self.options.keep_alive, limit=0, ssl=self._tls_context()
-            )
-            timeout = aiohttp.ClientTimeout(
-                total=self.options.request_timeout_s,
-                sock_connect=self.options.connect_timeout_s,
-                sock_read=self.options.idle_timeout_s,
-            )
-            session = aiohttp.ClientSession(
-                base_url=None, connector=connector, timeout=timeout, trust_env=False
-            )
-            transport = _Transport(session, path)
-            self._sessions[key] = transport
-        return transport
-
-    def _tls_context(self) -> ssl.SSLContext | bool:
-        """The connector's `ssl`: True (aiohttp's default, the system's roots) or, with a
-        `ca_file`, one context for every session. aiohttp verifies an https proxy's certificate
-        with the connector's context too, and aiohttp_socks the target's behind a SOCKS proxy."""
-        if self.options.ca_file is None:
-            return True
-        if self._tls is None:
-            context = ssl.create_default_context()  # the system's roots still apply
-            try:
-                context.load_verify_locations(cafile=self.options.ca_file)
-            except OSError as exc:  # ssl.SSLError too; the settings checked it at start
-                raise UpstreamConnectionError(
-                    f"cannot load ca_file {str(self.options.ca_file)!r}: {type(exc).__name__}"
-                ) from None
-            context.set_alpn_protocols(["http/1.1"])  # as aiohttp's own contexts
-            self._tls = context
-        return self._tls
+        """Close the connections of a removed account (through every proxy it used)."""
+        await self._pools.forget(account_id)
 
     # -- the Kiro API -------------------------------------------------------------------------
 
@@ -357,21 +303,13 @@ class KiroClient:
         gone) aborts the upstream response instead of draining it.
         """
         base = self.endpoints.kiro_url(account.region)
-        session = self._session(account.id, base, account.proxy_url)
         data = body if isinstance(body, bytes) else wirejson.dumps(body)
         headers = self._api_headers(account, "codewhispererstreaming")
-        response = await self._send(
-            session, "POST", f"{base}/generateAssistantResponse", headers=headers, data=data
-        )
-        completed = False
-        try:
+        url = f"{base}/generateAssistantResponse"
+        async with self._exchange(
+            account.id, base, account.proxy_url, "POST", url, headers=headers, data=data
+        ) as response:
             yield self._frames(response)
-            completed = True
-        finally:
-            if completed and response.content.at_eof():
-                response.release()
-            else:
-                response.close()
 
     async def _frames(self, response: aiohttp.ClientResponse) -> AsyncIterator[list[Frame]]:
         decoder = FrameDecoder()
@@ -385,9 +323,37 @@ class KiroClient:
                     yield frames
         decoder.finish()
 
+    @contextlib.asynccontextmanager
+    async def _exchange(
+        self,
+        owner: str,
+        base: str,
+        proxy_url: str | None,
+        method: str,
+        url: str,
+        *,
+        headers: Mapping[str, str],
+        data: bytes | None = None,
+    ) -> AsyncIterator[aiohttp.ClientResponse]:
+        """One request on the pool of `owner` to `base` through `proxy_url`
+        (`UpstreamAccount.proxy_url`); yields its response once the head arrived.
+
+        Leaving the block returns the connection to the pool if the whole answer arrived (read
+        or not), and closes it otherwise: an answer is never drained.
+        """
+        async with self._pools.lease(owner, base, proxy_url) as pool:
+            response = await self._send(pool, method, url, headers=headers, data=data)
+            try:
+                yield response
+            finally:
+                if response.content.is_eof():
+                    response.release()
+                else:
+                    response.close()
+
     async def _send(
         self,
-        transport: _Transport,
+        pool: Pool,
         method: str,
         url: str,
         *,
@@ -396,14 +362,8 @@ class KiroClient:
     ) -> aiohttp.ClientResponse:
         """Send one request; an error status is read (bounded) and raised as classified."""
         with _mapped("Kiro did not answer in time", "cannot reach Kiro"):
-            response = await transport.session.request(
-                method,
-                url,
-                headers=headers,
-                data=_payload(data),
-                proxy=transport.route.request_proxy,
-            )
-        if response.status == 407 and transport.route.request_proxy is not None:
+            response = await pool.request(method, url, headers=headers, data=data)
+        if response.status == 407 and pool.route.request_proxy is not None:
             # The proxy's answer, not Kiro's (a plain-forwarded http target): a network failure.
             response.close()
             raise UpstreamConnectionError("the proxy refused kirod's credentials (407)")
@@ -419,7 +379,9 @@ class KiroClient:
 
     async def _json(
         self,
-        transport: _Transport,
+        owner: str,
+        base: str,
+        proxy_url: str | None,
         method: str,
         url: str,
         *,
@@ -429,18 +391,11 @@ class KiroClient:
     ) -> dict[str, Any]:
         if body is not None:
             data = json.dumps(body).encode()
-        response = await self._send(transport, method, url, headers=headers, data=data)
-        complete = False
-        try:
+        async with self._exchange(
+            owner, base, proxy_url, method, url, headers=headers, data=data
+        ) as response:
             with _mapped("Kiro did not finish its answer in time", "connection to Kiro broke"):
                 raw = await _read_bounded(response, MAX_JSON_ANSWER)
-            complete = True
-        finally:
-            # An answer not read to its end is aborted, never drained.
-            if complete:
-                response.release()
-            else:
-                response.close()
         if raw is None:
             raise UpstreamProtocolError(
                 f"Kiro's answer exceeds {MAX_JSON_ANSWER // (1024 * 1024)} MiB; it was not read"
@@ -464,8 +419,7 @@ class KiroClient:
             f"&isEmailRequired=true{self._profile_query(account)}"
         )
         headers = self._api_headers(account, "codewhispererruntime")
-        session = self._session(account.id, base, account.proxy_url)
-        return await self._json(session, "GET", url, headers=headers)
+        return await self._json(account.id, base, account.proxy_url, "GET", url, headers=headers)
 
     async def set_overage(self, account: UpstreamAccount, enabled: bool) -> None:
         """setUserPreference with the overage switch Kiro IDE's settings flip (capabilities §9):
@@ -480,15 +434,12 @@ class KiroClient:
         if account.profile_arn:
             body["profileArn"] = account.profile_arn
         headers = self._api_headers(account, "codewhispererruntime")
-        session = self._session(account.id, base, account.proxy_url)
-        response = await self._send(
-            session,
-            "POST",
-            f"{base}/setUserPreference",
-            headers=headers,
-            data=json.dumps(body).encode(),
-        )
-        response.release()  # an answer not yet read to its end closes the connection
+        url = f"{base}/setUserPreference"
+        data = json.dumps(body).encode()
+        async with self._exchange(
+            account.id, base, account.proxy_url, "POST", url, headers=headers, data=data
+        ):
+            pass  # an error status was raised; a success says nothing more
 
     async def list_models(
         self, account: UpstreamAccount, max_pages: int = 20
@@ -502,8 +453,9 @@ class KiroClient:
             url = f"{base}/ListAvailableModels?origin=AI_EDITOR{self._profile_query(account)}"
             if token:
                 url += f"&nextToken={quote(token, safe='')}"
-            session = self._session(account.id, base, account.proxy_url)
-            page = await self._json(session, "GET", url, headers=headers)
+            page = await self._json(
+                account.id, base, account.proxy_url, "GET", url, headers=headers
+            )
             pages.append(page)
             next_token = page.get("nextToken")
             token = next_token if isinstance(next_token, str) and next_token else None
@@ -524,8 +476,9 @@ class KiroClient:
         token: str | None = None
         for _ in range(max_pages):
             body = {"nextToken": token} if token else {}
-            session = self._session(account.id, base, account.proxy_url)
-            page = await self._json(session, "POST", f"{base}/", headers=headers, body=body)
+            page = await self._json(
+                account.id, base, account.proxy_url, "POST", f"{base}/", headers=headers, body=body
+            )
             found = page.get("profiles")
             if isinstance(found, list):
                 profiles.extend(item for item in found if isinstance(item, dict))
@@ -542,8 +495,9 @@ class KiroClient:
         headers = self._api_headers(account, "codewhispererruntime")
         headers["Content-Type"] = "application/x-amz-json-1.0"
         headers["x-amz-target"] = "AmazonCodeWhispererService.GetProfile"
-        session = self._session(account.id, base, account.proxy_url)
-        answer = await self._json(session, "POST", f"{base}/", headers=headers, body={})
+        answer = await self._json(
+            account.id, base, account.proxy_url, "POST", f"{base}/", headers=headers, body={}
+        )
         profile = answer.get("profile")
         return profile if isinstance(profile, dict) else None
 
@@ -559,8 +513,9 @@ class KiroClient:
         if account.profile_arn:
             headers["x-amzn-kiro-profile-arn"] = account.profile_arn
             body["profileArn"] = account.profile_arn
-        session = self._session(account.id, base, account.proxy_url)
-        return await self._json(session, "POST", f"{base}/mcp", headers=headers, body=body)
+        return await self._json(
+            account.id, base, account.proxy_url, "POST", f"{base}/mcp", headers=headers, body=body
+        )
 
     # -- auth hosts ---------------------------------------------------------------------------
 
@@ -583,8 +538,7 @@ class KiroClient:
         origin = "/".join(url.split("/", 3)[:3])
         sent = {"Content-Type": "application/json", "Accept": "application/json"}
         sent.update(headers or {})
-        session = self._session(owner, origin, proxy_url)
-        return await self._json(session, "POST", url, headers=sent, body=body)
+        return await self._json(owner, origin, proxy_url, "POST", url, headers=sent, body=body)
 
     async def post_form(
         self, owner: str, url: str, fields: Mapping[str, str], *, proxy_url: str | None = None
@@ -593,5 +547,5 @@ class KiroClient:
         its JSON answer; errors and `proxy_url` as `post_json`'s."""
         origin = "/".join(url.split("/", 3)[:3])
         sent = {"Content-Type": "application/x-www-form-urlencoded", "Accept": "application/json"}
-        session = self._session(owner, origin, proxy_url)
-        return await self._json(session, "POST", url, headers=sent, data=urlencode(fields).encode())
+        data = urlencode(fields).encode()
+        return await self._json(owner, origin, proxy_url, "POST", url, headers=sent, data=data)

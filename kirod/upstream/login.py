@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
+import uuid
 from dataclasses import dataclass
 
 from kirod.upstream.client import KiroClient
@@ -24,8 +25,10 @@ SCOPES = (
 )
 DEVICE_GRANT = "urn:ietf:params:oauth:grant-type:device_code"
 SLOW_DOWN_STEP_S = 5
-# Logins share one transport per OIDC host: they belong to no account yet.
-LOGIN_TRANSPORT = "login"
+
+
+def _new_owner() -> str:
+    return f"login-{uuid.uuid4()}"
 
 
 @dataclass
@@ -45,6 +48,9 @@ class DeviceLogin:
     device_code: str = dataclasses.field(default="", repr=False)
     # The new account's own proxy (`UpstreamAccount.proxy_url`), used for the login's calls too.
     proxy_url: str | None = dataclasses.field(default=None, repr=False)
+    # Whose connections the login's calls take: its own, as an account's are, so that two
+    # logins (two future accounts) never share one.
+    owner: str = dataclasses.field(default_factory=_new_owner, repr=False)
 
     @property
     def auth_kind(self) -> AuthKind:
@@ -77,9 +83,10 @@ async def start(
     """Register a public client and request a device code (through `proxy_url`, the new
     account's proxy: None for the global one, `direct` for none)."""
     base = client.endpoints.oidc_url(region)
+    owner = _new_owner()
     try:
         registration = await client.post_json(
-            LOGIN_TRANSPORT,
+            owner,
             f"{base}/client/register",
             {
                 "clientName": "kirod",
@@ -92,7 +99,7 @@ async def start(
         client_id = _text(registration, "clientId")
         client_secret = _text(registration, "clientSecret")
         device = await client.post_json(
-            LOGIN_TRANSPORT,
+            owner,
             f"{base}/device_authorization",
             {"clientId": client_id, "clientSecret": client_secret, "startUrl": start_url},
             proxy_url=proxy_url,
@@ -121,6 +128,7 @@ async def start(
         else None,
         device_code=_text(device, "deviceCode"),
         proxy_url=proxy_url,
+        owner=owner,
     )
 
 
@@ -133,7 +141,7 @@ async def poll(client: KiroClient, login: DeviceLogin) -> Credentials | None:
         raise LoginError("expired_token", "the login code expired; start again")
     try:
         doc = await client.post_json(
-            LOGIN_TRANSPORT,
+            login.owner,
             f"{client.endpoints.oidc_url(login.region)}/token",
             {
                 "clientId": login.client_id,

@@ -50,6 +50,9 @@ def daemon(fake: ThreadedFake, proxies: dict[str, Any]) -> Iterator[DaemonProces
         {
             "KIROD_ACCOUNT_SELECTION_STRATEGY": "round-robin",
             "KIROD_PROXY_URL": proxies["global"].url,
+            # A proxy sees the head of a connection's first request only: idle connections
+            # retire after a second, so a test can make each account open a new one.
+            "KIROD_UPSTREAM_KEEP_ALIVE_TIMEOUT_S": "1",
         },
     )
     try:
@@ -112,8 +115,10 @@ def test_each_account_takes_its_own_route(
         result = kiroctl(daemon, "accounts", "set-proxy", account["id"], target)
         assert result.exit_code == 0, result.output
         assert PASSWORD not in result.output
-    # The imports' welcome probes read the accounts before their proxies were set: let them end.
+    # The imports' welcome probes read the accounts before their proxies were set: let them end,
+    # and their connections retire.
     settle(proxies)
+    time.sleep(1.0)
     for proxy in proxies.values():
         proxy.seen.clear()
     service.clear_requests()
@@ -186,7 +191,9 @@ def test_a_device_login_goes_through_and_keeps_its_proxy(
         final = daemon.client.login(pending.id, wait_s=20)
         assert final.state == "approved", final
         assert final.account is not None
-        assert len(own.targets) >= 4  # register, device authorization, token, usage
+        # Register, device authorization, token and usage on the login's own connection (the
+        # global proxy saw none of them), then the new account's.
+        assert own.targets
         assert len(proxies["global"].targets) == global_before
         account = daemon.client.account(final.account["id"])
         assert account.proxy_url == f"http://bob:***@127.0.0.1:{own.port}"

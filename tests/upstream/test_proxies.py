@@ -149,21 +149,22 @@ async def test_each_account_goes_through_its_own_proxy(fake: tuple[FakeKiro, str
     async with (
         HttpProxy() as http_proxy,
         Socks5Proxy(username="alice", password="s3cret") as socks,
-        KiroClient(endpoints(base), ClientOptions(idle_timeout_s=2.0)) as client,
+        # A new connection per call, so each proxy counts every call it relayed.
+        KiroClient(endpoints(base), ClientOptions(idle_timeout_s=2.0, keep_alive=False)) as client,
     ):
         a = account_from(first, http_proxy.url)
         b = account_from(second, socks.url)
         await everything(client, a, first, service)
         through_http = len(http_proxy.targets)
-        assert through_http >= 4  # chat, usage, models, refresh (no keep-alive)
+        assert through_http >= 4  # chat, usage, models, refresh
         assert socks.targets == []
         await everything(client, b, second, service)
         assert len(http_proxy.targets) == through_http  # none of b's went through a's proxy
         assert len(socks.targets) >= 4
         assert set(http_proxy.targets) == set(socks.targets) == {("127.0.0.1", port)}
         assert set(socks.offered) == {("alice", "s3cret")}
-        # One transport per (account, host, proxy): never one shared across the two.
-        keys = set(client._sessions)
+        # One pool per (account, host, proxy): never one shared across the two.
+        keys = {key for key, _ in client._pools}
         assert {key[2] for key in keys if key[0] == a.id} == {http_proxy.url}
         assert {key[2] for key in keys if key[0] == b.id} == {socks.url}
 
@@ -289,7 +290,10 @@ async def test_a_device_login_goes_through_the_new_accounts_proxy(
     async with (
         HttpProxy() as global_proxy,
         Socks5Proxy() as own,
-        KiroClient(endpoints(base), ClientOptions(proxy_url=global_proxy.url)) as client,
+        # A new connection per call, so the proxy counts every call it relayed.
+        KiroClient(
+            endpoints(base), ClientOptions(proxy_url=global_proxy.url, keep_alive=False)
+        ) as client,
     ):
         started = await login.start(client, proxy_url=own.url)
         assert started.proxy_url == own.url
@@ -327,7 +331,8 @@ async def test_an_https_proxy_with_a_company_ca_relays_every_call(
     service, base = fake
     port = int(base.rsplit(":", 1)[1])
     tokens = service.issue_social_account()
-    options = ClientOptions(ca_file=certs.ca_file, idle_timeout_s=2.0)
+    # A new connection per call, so the proxy counts every call it relayed.
+    options = ClientOptions(ca_file=certs.ca_file, idle_timeout_s=2.0, keep_alive=False)
     async with (
         HttpProxy(username="carol", password="s3cret", tls=certs.server_context()) as proxy,
         KiroClient(endpoints(base), options) as client,
@@ -339,7 +344,7 @@ async def test_an_https_proxy_with_a_company_ca_relays_every_call(
         assert set(proxy.offered) == {("carol", "s3cret")}
         assert all(head.startswith((b"GET /", b"POST /")) for head in proxy.seen)
         assert redact_url(proxy.url) == f"https://carol:***@127.0.0.1:{proxy.port}"
-        assert "s3cret" not in repr(next(iter(client._sessions.values())).route)
+        assert "s3cret" not in repr(next(iter(client._pools))[1].route)
 
 
 @pytest.mark.parametrize("trusted", ["system roots only", "another CA"])

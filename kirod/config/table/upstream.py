@@ -19,8 +19,19 @@ KEEP_ALIVE: tuple[Option, ...] = (
     Option(
         "upstream_keep_alive",
         Kind.BOOL,
-        "Reuse upstream connections (default: a fresh connection per request, as Kiro IDE).",
-        False,
+        "Reuse upstream connections, each account its own (off: a new connection per request). "
+        "A request whose reused connection the server had just closed is sent once more on a "
+        "new one, never once an answer began.",
+        True,
+    ),
+    Option(
+        "upstream_keep_alive_timeout_s",
+        Kind.FLOAT,
+        "How long an idle upstream connection stays reusable. Keep it under the idle timeout of "
+        "Kiro and of every proxy on the way (AWS load balancers: 60 s; many proxies: 30 s).",
+        15.0,
+        minimum=1,
+        maximum=300,
     ),
 )
 

@@ -3,8 +3,9 @@
 Start with `running_fake()` (inside an event loop) or `ThreadedFake` (synchronous code), mint an
 account with `FakeKiro.issue_social_account()` / `issue_idc_account()`, script answers with
 `FakeKiro.enqueue(Reply(...))` or `Script(fault=Fault...)`, and read what kirod sent with
-`FakeKiro.requests()`. `python -m kirod.testing.fake_kiro` serves it standalone; `RemoteFake`
-drives such a fake from another process.
+`FakeKiro.requests()`; `FakeKiro.connections` closes, resets or half-closes its connections.
+`python -m kirod.testing.fake_kiro` serves it standalone; `RemoteFake` drives such a fake from
+another process.
 """
 
 from kirod.testing.fake_kiro.catalog import (
@@ -13,6 +14,7 @@ from kirod.testing.fake_kiro.catalog import (
     LAUNCH_DAY_MODELS,
     Model,
 )
+from kirod.testing.fake_kiro.connections import ConnectionFault
 from kirod.testing.fake_kiro.remote import RemoteFake, RemoteFakeError
 from kirod.testing.fake_kiro.runner import ThreadedFake, running_fake
 from kirod.testing.fake_kiro.script import (
@@ -38,6 +40,7 @@ __all__ = [
     "RULES",
     "AuthKind",
     "Bonus",
+    "ConnectionFault",
     "DeviceFlow",
     "DeviceOutcome",
     "FakeKiro",

@@ -51,6 +51,9 @@ async def _dispatch(fake: FakeKiro, request: web.Request) -> web.StreamResponse:
     handler, methods = _HANDLERS[operation]
     if request.method not in methods:
         return error(405, {"message": "Method not allowed."}, "MethodNotAllowedException")
+    connection = await fake.connections.admit(request, operation)
+    if connection is None:  # a connection fault met it: never sent, the connection is gone
+        return web.Response(status=499)
     record = RecordedRequest(
         operation=operation,
         method=request.method,
@@ -59,6 +62,7 @@ async def _dispatch(fake: FakeKiro, request: web.Request) -> web.StreamResponse:
         headers={name.lower(): value for name, value in request.headers.items()},
         body=await request.read(),
         region=region,
+        connection=connection,
     )
     fake.record_request(record)
     status = 499  # the client went away before the answer was complete
@@ -72,6 +76,7 @@ async def _dispatch(fake: FakeKiro, request: web.Request) -> web.StreamResponse:
         return response
     finally:
         fake.finish_request(record, status)
+        fake.connections.done(request)
 
 
 PAD_CHUNK = 64 * 1024

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from kirod.testing.fake_kiro.catalog import DEFAULT_MODELS, Model
+from kirod.testing.fake_kiro.connections import Connections
 from kirod.testing.fake_kiro.routing import OPERATIONS
 from kirod.testing.fake_kiro.script import Latency, Reply, Script
 from kirod.testing.fake_kiro.search import Search
@@ -39,6 +40,7 @@ class RecordedRequest:
     # The API host's region, from a leading `/<region>/` path segment; None: no segment, a
     # host that plays every region (what tests that ignore regions use).
     region: str | None = None
+    connection: int = 0  # the serial of the TCP connection it came on (`connections.py`)
 
     @property
     def json(self) -> Any:
@@ -93,6 +95,7 @@ class FakeKiro:
         FakeKiro.created.append(self)
         self._counters: collections.Counter[str] = collections.Counter()
         self._oversize: dict[str, int] = {}
+        self.connections = Connections(self.count)
 
     # Scripting
 
@@ -269,7 +272,7 @@ class FakeKiro:
 
     def counters(self) -> dict[str, int]:
         """`requests:<operation>`, `status:<code>`, `rejected:<rule>`, `fault:<name>`,
-        `streams_completed`."""
+        `connection_fault:<name>`, `streams_completed`."""
         with self._lock:
             return dict(self._counters)
 
