@@ -26,8 +26,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--markdown", type=Path, metavar="PATH", help="write the tables here")
     parser.add_argument(
         "--upstream-keep-alive",
-        action="store_true",
-        help="run kirod with upstream_keep_alive on (and the bare aiohttp relay likewise)",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="kirod's upstream_keep_alive, its default on, and the bare aiohttp relay likewise "
+        "(--no-upstream-keep-alive: a new upstream connection per request for both)",
     )
     parser.add_argument(
         "--accounts",

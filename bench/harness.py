@@ -489,7 +489,7 @@ async def memory_phases(runner: Runner) -> list[dict[str, Any]]:
 
 
 async def run_plan(
-    plan: Plan, *, log: Log = _stderr, keep_alive: bool = False, accounts: int | None = None
+    plan: Plan, *, log: Log = _stderr, keep_alive: bool = True, accounts: int | None = None
 ) -> dict[str, Any]:
     """Run `plan`; `accounts` defaults to enough for the top concurrency at 10 per account."""
     if not procstat.available():
@@ -544,6 +544,6 @@ def _log_errors(log_text: str) -> list[str]:
 
 
 def run(
-    plan: Plan, *, log: Log = _stderr, keep_alive: bool = False, accounts: int | None = None
+    plan: Plan, *, log: Log = _stderr, keep_alive: bool = True, accounts: int | None = None
 ) -> dict[str, Any]:
     return asyncio.run(run_plan(plan, log=log, keep_alive=keep_alive, accounts=accounts))
