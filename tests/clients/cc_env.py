@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import signal
 import subprocess
 import sys
@@ -155,13 +154,3 @@ def assistant_blocks(entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
             content = message.get("content")
             blocks += [block for block in content or [] if isinstance(block, dict)]
     return blocks
-
-
-# -- what kirod logged ------------------------------------------------------------------------
-
-_FIELD = re.compile(r"(\w+)=(\S+)")
-
-
-def access_lines(log: str) -> list[dict[str, str]]:
-    """kirod's access-log lines (`… request method=… path=… status=…`) as field maps."""
-    return [dict(_FIELD.findall(line)) for line in log.splitlines() if " request method=" in line]

@@ -15,7 +15,6 @@ a header or the body, so kirod has nothing to keep a task on one account with.
 from __future__ import annotations
 
 import json
-import re
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -29,13 +28,18 @@ from kirod.testing.fake_kiro import FakeKiro, Reply, Script, ToolCall
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import cline_env
 from cline_env import Cline
-from test_opencode import chats, current, new_access_lines, tool_names, tool_results
+from kiro_bodies import (
+    KIRO_MODEL,
+    chats,
+    current,
+    new_access_lines,
+    routes,
+    tool_names,
+    tool_results,
+)
+from readme_snippets import README_PORT, readme_block
 
-README = Path(__file__).resolve().parents[2] / "README.md"
-README_PORT = "http://127.0.0.1:5476"
 README_KEY = "sk-kirod-…"
-KIRO_MODEL = "claude-sonnet-4.6"
-"""What Kiro calls `claude-sonnet-4-6`, the README's model."""
 
 
 @pytest.fixture
@@ -54,9 +58,7 @@ def cline(
 
 def readme_providers(base_url: str, token: str) -> dict[str, Any]:
     """The README's `providers.json`, with `base_url` and `token` for the port and the key."""
-    text = README.read_text()
-    (block,) = re.findall(r"\*\*Cline CLI\*\*.*?```json\n(.*?)```", text, re.DOTALL)
-    assert README_PORT in block
+    block = readme_block("Cline CLI", "json")
     assert README_KEY in block
     document: dict[str, Any] = json.loads(
         block.replace(README_PORT, base_url).replace(README_KEY, token)
@@ -124,7 +126,7 @@ def test_the_responses_provider_set_by_cline_auth(
     mark = len(daemon.log())
     assert cline.run("say hello").succeeded() == answer
     lines = new_access_lines(daemon, mark)
-    assert [(line["path"], line["status"]) for line in lines] == [("/v1/responses", "200")]
+    assert routes(lines) == [("/v1/responses", "200")]
     assert {current(body)["modelId"] for body in chats(service)} == {KIRO_MODEL}
 
 
@@ -140,7 +142,7 @@ def test_chat_completions_while_off_say_how_to_turn_them_on(
     assert "enable_chat_completions = true" in error["error"]["message"]
     assert error["recoverable"] is False
     lines = new_access_lines(daemon, mark)
-    assert [(line["path"], line["status"]) for line in lines] == [("/v1/chat/completions", "404")]
+    assert routes(lines) == [("/v1/chat/completions", "404")]
     assert service.requests("chat") == []
 
 

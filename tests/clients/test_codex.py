@@ -43,8 +43,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import capture
 import codex_env
 import install
-from cc_env import access_lines, wait_until
+from cc_env import wait_until
 from codex_env import CLAUDE_MODEL, CODE_MODE_MODEL, DEFAULT_MODEL, Binary, Codex
+from kiro_bodies import chats, context, current, new_access_lines
 
 CANARY = "The canary sings at 04:51 in room 7."
 FINAL = "The note is about a canary."
@@ -135,29 +136,14 @@ def make_codex(
 # -- what each hop saw --------------------------------------------------------------------------
 
 
-def chats(service: FakeKiro) -> list[dict[str, Any]]:
-    bodies = [record.json for record in service.requests("chat")]
-    assert all(isinstance(body, dict) for body in bodies)
-    return bodies
-
-
-def current_message(body: dict[str, Any]) -> dict[str, Any]:
-    message: dict[str, Any] = body["conversationState"]["currentMessage"]["userInputMessage"]
-    return message
-
-
 def upstream_tools(body: dict[str, Any]) -> dict[str, dict[str, Any]]:
-    tools = current_message(body).get("userInputMessageContext", {}).get("tools", [])
+    tools = context(body).get("tools", [])
     return {tool["toolSpecification"]["name"]: tool["toolSpecification"] for tool in tools}
 
 
 def everything_sent(body: dict[str, Any]) -> str:
     """The history and the current message as one text, to look for what must have reached Kiro."""
     return json.dumps(body["conversationState"], ensure_ascii=False)
-
-
-def new_access_lines(daemon: DaemonProcess, mark: int) -> list[dict[str, str]]:
-    return access_lines(daemon.log()[mark:])
 
 
 def show(lines: list[dict[str, str]]) -> str:
@@ -190,10 +176,10 @@ def assert_tool_round_trip(
     assert commands[0]["exit_code"] == 0, run.describe()
 
     bodies = chats(service)
-    assert len(bodies) == 2, [current_message(body).get("content", "")[-200:] for body in bodies]
+    assert len(bodies) == 2, [current(body).get("content", "")[-200:] for body in bodies]
     first, second = bodies
     for body in (first, second):
-        assert current_message(body)["modelId"] == shape.upstream_model
+        assert current(body)["modelId"] == shape.upstream_model
     declared = upstream_tools(first)
     assert shape.tool in declared, sorted(declared)
     if shape.item == "custom_tool_call":  # a freeform tool goes to Kiro as a JSON tool
@@ -203,7 +189,7 @@ def assert_tool_round_trip(
     assistant = second["conversationState"]["history"][-1]["assistantResponseMessage"]
     uses = assistant["toolUses"]
     assert [(use["name"], use["input"]) for use in uses] == [(shape.tool, shape.arguments)]
-    results = current_message(second)["userInputMessageContext"]["toolResults"]
+    results = context(second)["toolResults"]
     assert [result["toolUseId"] for result in results] == [uses[0]["toolUseId"]]
     assert results[0]["status"] == "success"
     assert CANARY in json.dumps(results[0]["content"]), results
@@ -335,11 +321,11 @@ def test_local_compaction(make_codex: MakeCodex, service: FakeKiro, daemon: Daem
     mark = len(daemon.log())
     compaction_runs(codex, service)
     _, summary, after = chats(service)
-    assert "CONTEXT CHECKPOINT COMPACTION" in current_message(summary)["content"]
+    assert "CONTEXT CHECKPOINT COMPACTION" in current(summary)["content"]
     assert "First answer." in everything_sent(summary)
     sent = everything_sent(after)
     assert "SUMMARY: the user greeted" in sent
-    assert "and again" in current_message(after)["content"]
+    assert "and again" in current(after)["content"]
     assert "First answer." not in sent
     (compacted,) = codex.rollout("compacted")
     assert "SUMMARY: the user greeted" in json.dumps(compacted["replacement_history"])
@@ -374,7 +360,7 @@ def test_remote_compaction_v2(
     assert "SUMMARY" not in json.dumps(compacted), "the summary travels sealed"
     sent = everything_sent(after)
     assert "SUMMARY: the user greeted" in sent
-    assert "and again" in current_message(after)["content"]
+    assert "and again" in current(after)["content"]
     assert "First answer." not in sent
     assert [line["status"] for line in http_turns(new_access_lines(daemon, mark))] == ["200"] * 3
 

@@ -14,39 +14,34 @@ conversation id in any header or field, so kirod has nothing to keep its turns o
 from __future__ import annotations
 
 import json
-import re
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from kirod.testing.daemon import DaemonProcess
-from kirod.testing.fake_kiro import FakeKiro, Reply, Script, ThreadedFake, ToolCall
+from kirod.testing.fake_kiro import FakeKiro, Reply, Script, ToolCall
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "integration"))
 import continue_env
 from continue_env import Continue
-from kiro_env import import_account, start_daemon
-from test_opencode import (
+from kiro_bodies import (
     KIRO_MODEL,
-    README,
-    README_PORT,
     chats,
     current,
     new_access_lines,
+    routes,
     tool_names,
     tool_results,
 )
+from readme_snippets import README_PORT, readme_block
 
 CANARY = "The canary sings at 04:51 in room 7."
 
 
 def readme_config(base_url: str) -> str:
     """The README's Continue `config.yaml`, pointed at `base_url` instead of the default port."""
-    pattern = r"\*\*Continue CLI\*\*.*?```yaml\n(.*?)```"
-    (block,) = re.findall(pattern, README.read_text(), re.DOTALL)
+    block = readme_block("Continue CLI", "yaml")
     assert f"{README_PORT}/v1/" in block
     text: str = block.replace(README_PORT, base_url)
     return text
@@ -60,17 +55,6 @@ def cn(
     client = Continue(continue_binary, api_key, short_tmp)
     client.configure(readme_config(daemon.base_url))
     return client
-
-
-@pytest.fixture(scope="module")
-def chat_daemon(fake: ThreadedFake, module_tmp: Path) -> Iterator[DaemonProcess]:
-    """A second kirod, with Chat Completions turned on, for `provider: openai`."""
-    proc = start_daemon(module_tmp / "chat", fake, {"KIROD_ENABLE_CHAT_COMPLETIONS": "1"})
-    try:
-        import_account(proc, fake.fake.issue_social_account())
-        yield proc
-    finally:
-        proc.kill()
 
 
 def ask_for_the_note(client: Continue, service: FakeKiro) -> str:
@@ -109,7 +93,7 @@ def test_hello_with_the_readme_configuration(
     assert "hello" in current(body)["content"]
     assert {continue_env.READ_TOOL, "Bash", "List"} <= tool_names(body)
     lines = new_access_lines(daemon, mark)
-    assert [(line["path"], line["status"]) for line in lines] == [("/v1/messages", "200")]
+    assert routes(lines) == [("/v1/messages", "200")]
     assert lines[0]["upstream_model"] == KIRO_MODEL
 
 
@@ -121,7 +105,7 @@ def test_read_tool_round_trip(cn: Continue, service: FakeKiro, daemon: DaemonPro
     assert cn.run("What does notes.txt say?").succeeded() == final
     assert_the_note_reached_kiro(service)
     lines = new_access_lines(daemon, mark)
-    assert [(line["path"], line["status"]) for line in lines] == [("/v1/messages", "200")] * 2
+    assert routes(lines) == [("/v1/messages", "200")] * 2
 
 
 def test_a_wrong_key_is_refused_once_and_clearly(
@@ -137,7 +121,7 @@ def test_a_wrong_key_is_refused_once_and_clearly(
     shown = json.loads(client.run("hello").failed())
     assert shown["error"] == {"type": "authentication_error", "message": "invalid API key"}
     lines = new_access_lines(daemon, mark)
-    assert [(line["path"], line["status"]) for line in lines] == [("/v1/messages", "401")]
+    assert routes(lines) == [("/v1/messages", "401")]
     assert shown["request_id"] == lines[0]["request_id"]
     assert wrong not in daemon.log()
 
@@ -153,7 +137,7 @@ def test_the_openai_provider_while_chat_completions_are_off(
     assert message.startswith("404 ")
     assert "enable_chat_completions = true" in message
     lines = new_access_lines(daemon, mark)
-    assert [(line["path"], line["status"]) for line in lines] == [("/v1/chat/completions", "404")]
+    assert routes(lines) == [("/v1/chat/completions", "404")]
     assert service.requests("chat") == []
 
 
@@ -169,9 +153,7 @@ def test_the_openai_provider_over_chat_completions(
     assert client.run("What does notes.txt say?").succeeded() == final
     assert_the_note_reached_kiro(service)
     lines = new_access_lines(chat_daemon, mark)
-    assert [(line["path"], line["status"]) for line in lines] == [
-        ("/v1/chat/completions", "200")
-    ] * 2
+    assert routes(lines) == [("/v1/chat/completions", "200")] * 2
 
 
 def test_a_gpt_5_model_name_speaks_responses(
@@ -185,4 +167,4 @@ def test_a_gpt_5_model_name_speaks_responses(
     assert cn.run("What does notes.txt say?").succeeded() == final
     assert_the_note_reached_kiro(service)
     lines = new_access_lines(daemon, mark)
-    assert [(line["path"], line["status"]) for line in lines] == [("/v1/responses", "200")] * 2
+    assert routes(lines) == [("/v1/responses", "200")] * 2

@@ -15,10 +15,8 @@ request while only kirod is enabled.
 from __future__ import annotations
 
 import json
-import re
 import sys
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -28,12 +26,16 @@ from kirod.testing.fake_kiro import FakeKiro, Reply, Script, ToolCall
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import kilo_env
 from kilo_env import KiloCode
-from test_opencode import chats, current, new_access_lines, tool_names, tool_results
-
-README = Path(__file__).resolve().parents[2] / "README.md"
-README_PORT = "http://127.0.0.1:5476"
-KIRO_MODEL = "claude-sonnet-4.6"
-"""What Kiro calls `claude-sonnet-4-6`, the README's model."""
+from kiro_bodies import (
+    KIRO_MODEL,
+    chats,
+    current,
+    new_access_lines,
+    routes,
+    tool_names,
+    tool_results,
+)
+from readme_snippets import readme_json
 
 pytestmark = pytest.mark.timeout(90)  # a run takes 8 to 20 s on two busy cores
 
@@ -44,17 +46,8 @@ def kilo(
 ) -> KiloCode:
     """Kilo Code with a fresh HOME, configured as the README says, at the module's daemon."""
     client = KiloCode(kilo_binary, api_key, short_tmp)
-    client.configure(readme_config(daemon.base_url))
+    client.configure(readme_json("Kilo Code CLI", daemon.base_url))
     return client
-
-
-def readme_config(base_url: str) -> dict[str, Any]:
-    """The README's `kilo.json`, pointed at `base_url` instead of the default port."""
-    text = README.read_text()
-    (block,) = re.findall(r"\*\*Kilo Code CLI\*\*.*?```json\n(.*?)```", text, re.DOTALL)
-    assert README_PORT in block
-    document: dict[str, Any] = json.loads(block.replace(README_PORT, base_url))
-    return document
 
 
 def test_hello_with_the_readme_configuration(
@@ -116,7 +109,7 @@ def test_the_responses_provider(kilo: KiloCode, service: FakeKiro, daemon: Daemo
     mark = len(daemon.log())
     assert kilo.run("hello there").succeeded() == answer
     lines = new_access_lines(daemon, mark)
-    assert [(line["path"], line["status"]) for line in lines] == [("/v1/responses", "200")]
+    assert routes(lines) == [("/v1/responses", "200")]
     assert {current(body)["modelId"] for body in chats(service)} == {KIRO_MODEL}
 
 

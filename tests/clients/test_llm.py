@@ -18,10 +18,8 @@ session or conversation id anywhere. llm's tools are the Python functions given 
 from __future__ import annotations
 
 import json
-import re
 import sys
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -31,47 +29,16 @@ from kirod.testing.fake_kiro import FakeKiro, Reply, Script, ToolCall
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import llm_env
 import runs
-from cc_env import access_lines
+from kiro_bodies import KIRO_MODEL, chats, context, current, new_access_lines, routes
 from llm_env import LLM
+from readme_snippets import README_PORT, readme_block
 
-README = Path(__file__).resolve().parents[2] / "README.md"
-README_PORT = "http://127.0.0.1:5476"
-KIRO_MODEL = "claude-sonnet-4.6"
-"""What Kiro calls `claude-sonnet-4-6`."""
 WRONG_KEY = "sk-kirod-" + "x" * 43
 
 
 @pytest.fixture
 def llm(llm_binary: llm_env.Binary, daemon: DaemonProcess, api_key: str, short_tmp: Path) -> LLM:
     return LLM(llm_binary, daemon.base_url, api_key, short_tmp)
-
-
-def chats(service: FakeKiro) -> list[dict[str, Any]]:
-    bodies = [record.json for record in service.requests("chat")]
-    assert all(isinstance(body, dict) for body in bodies)
-    return bodies
-
-
-def current(body: dict[str, Any]) -> dict[str, Any]:
-    message: dict[str, Any] = body["conversationState"]["currentMessage"]["userInputMessage"]
-    return message
-
-
-def context(body: dict[str, Any]) -> dict[str, Any]:
-    found: dict[str, Any] = current(body).get("userInputMessageContext", {})
-    return found
-
-
-def new_access_lines(daemon: DaemonProcess, mark: int) -> list[dict[str, str]]:
-    return access_lines(daemon.log()[mark:])
-
-
-def readme_block() -> str:
-    """The README's llm lines, as a user pastes them."""
-    block: str
-    (block,) = re.findall(r"\*\*llm\*\*.*?```sh\n(.*?)```", README.read_text(), re.DOTALL)
-    assert README_PORT in block
-    return block
 
 
 def test_hello_with_the_readme_settings(
@@ -81,7 +48,7 @@ def test_hello_with_the_readme_settings(
     `POST /v1/messages` that reached Kiro for the model the README names."""
     answer = "Hello from the fake Kiro, llm edition."
     service.default_script = Script(reply=Reply(text=answer))
-    script = readme_block().replace(README_PORT, daemon.base_url)
+    script = readme_block("llm", "sh").replace(README_PORT, daemon.base_url)
     env = {
         name: value
         for name, value in llm.env.items()
@@ -131,7 +98,7 @@ def test_read_tool_round_trip(llm: LLM, service: FakeKiro, daemon: DaemonProcess
     assert result["status"] == "success"
     assert canary in json.dumps(result["content"])
     lines = new_access_lines(daemon, mark)
-    assert [(line["path"], line["status"]) for line in lines] == [("/v1/messages", "200")] * 2
+    assert routes(lines) == [("/v1/messages", "200")] * 2
 
 
 def test_a_wrong_key_is_refused_once_and_clearly(
@@ -148,7 +115,7 @@ def test_a_wrong_key_is_refused_once_and_clearly(
         " 'message': 'invalid API key'}"
     ), run.describe()
     lines = new_access_lines(daemon, mark)
-    assert [(line["path"], line["status"]) for line in lines] == [("/v1/messages", "401")]
+    assert routes(lines) == [("/v1/messages", "401")]
     assert service.requests("chat") == []
     assert WRONG_KEY not in daemon.log()
 
@@ -184,7 +151,7 @@ def test_the_responses_api_with_the_read_tool(
     (result,) = context(second)["toolResults"]
     assert canary in json.dumps(result["content"])
     lines = new_access_lines(daemon, mark)
-    assert [(line["path"], line["status"]) for line in lines] == [("/v1/responses", "200")] * 2
+    assert routes(lines) == [("/v1/responses", "200")] * 2
 
 
 def test_the_endpoint_lists_kirods_models(llm: LLM, daemon: DaemonProcess, api_key: str) -> None:
@@ -207,5 +174,5 @@ def test_the_endpoints_chat_completions_while_off_say_how_to_turn_them_on(
     assert run.stderr.startswith("Error: Error code: 404 - "), run.describe()
     assert "enable_chat_completions = true" in run.stderr
     lines = new_access_lines(daemon, mark)
-    assert [(line["path"], line["status"]) for line in lines] == [("/v1/chat/completions", "404")]
+    assert routes(lines) == [("/v1/chat/completions", "404")]
     assert service.requests("chat") == []

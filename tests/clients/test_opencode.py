@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import signal
 import sys
 import time
@@ -32,50 +31,18 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import demo_env
 import opencode_env
 import runs
-from cc_env import access_lines, wait_until
+from cc_env import wait_until
+from kiro_bodies import (
+    KIRO_MODEL,
+    chats,
+    current,
+    new_access_lines,
+    routes,
+    tool_names,
+    tool_results,
+)
 from opencode_env import OpenCode
-
-README = Path(__file__).resolve().parents[2] / "README.md"
-README_PORT = "http://127.0.0.1:5476"
-KIRO_MODEL = "claude-sonnet-4.6"
-"""What Kiro calls `claude-sonnet-4-6`, the README's model."""
-
-
-def chats(service: FakeKiro) -> list[dict[str, Any]]:
-    bodies = [record.json for record in service.requests("chat")]
-    assert bodies
-    assert all(isinstance(body, dict) for body in bodies)
-    return bodies
-
-
-def current(body: dict[str, Any]) -> dict[str, Any]:
-    message: dict[str, Any] = body["conversationState"]["currentMessage"]["userInputMessage"]
-    return message
-
-
-def tool_names(body: dict[str, Any]) -> set[str]:
-    tools = current(body).get("userInputMessageContext", {}).get("tools", [])
-    return {tool["toolSpecification"]["name"] for tool in tools}
-
-
-def tool_results(body: dict[str, Any]) -> list[dict[str, Any]]:
-    results: list[dict[str, Any]] = (
-        current(body).get("userInputMessageContext", {}).get("toolResults", [])
-    )
-    return results
-
-
-def new_access_lines(daemon: DaemonProcess, mark: int) -> list[dict[str, str]]:
-    return access_lines(daemon.log()[mark:])
-
-
-def readme_config(base_url: str) -> dict[str, Any]:
-    """The README's `opencode.json`, pointed at `base_url` instead of the default port."""
-    text = README.read_text()
-    (block,) = re.findall(r"\*\*opencode\*\*.*?```json\n(.*?)```", text, re.DOTALL)
-    assert README_PORT in block
-    document: dict[str, Any] = json.loads(block.replace(README_PORT, base_url))
-    return document
+from readme_snippets import readme_json
 
 
 def test_hello_with_the_readme_configuration(
@@ -84,7 +51,7 @@ def test_hello_with_the_readme_configuration(
     """The README's `opencode.json` as written: `opencode run hello` answers what the fake said,
     through `POST /v1/messages`, from the model the file names. Its title request and its agent
     request (with opencode's own tools) both reach Kiro."""
-    opencode.configure(readme_config(daemon.base_url))
+    opencode.configure(readme_json("opencode", daemon.base_url))
     answer = "Hello from the fake Kiro, opencode edition."
     service.default_script = Script(reply=Reply(text=answer))
     mark = len(daemon.log())
@@ -209,7 +176,7 @@ def test_chat_completions_while_off_says_how_to_turn_them_on(
     lines = new_access_lines(daemon, mark)
     # the title request, the agent request and one more attempt at the title; no retry loop
     assert 1 <= len(lines) <= 3, lines
-    assert {(line["path"], line["status"]) for line in lines} == {("/v1/chat/completions", "404")}
+    assert set(routes(lines)) == {("/v1/chat/completions", "404")}
     assert service.requests("chat") == []
 
 
