@@ -71,10 +71,7 @@ def config(base_url: str, npm: str = ANTHROPIC, models: Iterable[str] = (MODEL,)
 
 def client_env(home: Path, token: str) -> dict[str, str]:
     """A private HOME (and XDG folders in it), the key in KIROD_API_KEY, no other hosts."""
-    env = runs.private_env(home)
-    env.update(OFFLINE)
-    env[KEY_ENV] = token
-    return env
+    return runs.private_env(home, OFFLINE, {KEY_ENV: token})
 
 
 def config_path(env: Mapping[str, str]) -> Path:
@@ -86,15 +83,11 @@ def command(prompt: str, extra: Iterable[str] = ()) -> list[str]:
     return ["kilo", "run", "--format", "json", *extra, prompt]
 
 
-class KiloCode:
+class KiloCode(runs.Client):
     """Kilo Code in a private HOME and working directory, with the key of one kirod."""
 
     def __init__(self, binary: Binary, token: str, root: Path) -> None:
-        self.binary = binary
-        self.home = root / "home"
-        self.workdir = root / "work"
-        self.home.mkdir(parents=True, exist_ok=True)
-        self.workdir.mkdir(parents=True, exist_ok=True)
+        super().__init__(binary, root)
         self.env = client_env(self.home, token)
 
     @property
@@ -107,5 +100,4 @@ class KiloCode:
         self.config_file.write_text(json.dumps(document, indent=2) + "\n")
 
     def run(self, prompt: str, *args: str, timeout_s: float = RUN_TIMEOUT_S) -> Run:
-        argv = [str(self.binary.path), *command(prompt, args)[1:]]
-        return runs.run(Run, argv, self.workdir, self.env, timeout_s)
+        return self.launch(Run, command(prompt, args), timeout_s)

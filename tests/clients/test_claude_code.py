@@ -35,7 +35,7 @@ from kirod.testing.daemon import DaemonProcess
 from kirod.testing.fake_kiro import FakeKiro, Reply, Script, ThreadedFake, ToolCall
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-import capture
+import cc_env
 import demo_env
 from cc_env import Binary, ClaudeCode, assistant_blocks, wait_until
 from kiro_bodies import access_lines, chats, context, current, new_access_lines
@@ -112,7 +112,7 @@ def test_the_line_make_demo_prints_works_as_pasted(claude_binary: Binary, short_
         line = demo_env.line_after(shown, "Claude Code (")
         assert "--model" not in line
         assert "ANTHROPIC_MODEL" not in line
-        env = capture.client_env(short_tmp / "home", "unset", "unset")
+        env = cc_env.client_env(short_tmp / "home", "unset", "unset")
         del env["ANTHROPIC_BASE_URL"], env["ANTHROPIC_AUTH_TOKEN"]  # the line sets them
         env["PATH"] = f"{claude_binary.path.parent}{os.pathsep}{env.get('PATH', '')}"
         done = demo_env.paste(line, env, short_tmp)
