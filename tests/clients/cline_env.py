@@ -1,6 +1,6 @@
 """Driving the real Cline CLI (`cline`) against a kirod: its settings, its environment, one run.
 
-Imported by the Cline tests and by `agent_capture.py` (not a test module itself).
+Imported by the Cline tests and capture.py (not a test module itself).
 
 Cline keeps its provider in `~/.cline/data/settings/providers.json`. `cline auth --provider
 anthropic` writes it but refuses a base URL ("base URL is only supported for OpenAI and

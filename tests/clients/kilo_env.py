@@ -1,7 +1,7 @@
 """Driving the real Kilo Code CLI (`kilo`, an opencode fork) against a kirod: its configuration,
 its environment, one run.
 
-Imported by the Kilo Code tests and by `agent_capture.py` (not a test module itself).
+Imported by the Kilo Code tests and capture.py (not a test module itself).
 
 Kilo reads opencode's provider format from `kilo.json`. The file goes in the user's global
 configuration folder (`$XDG_CONFIG_HOME/kilo/kilo.json`, i.e. `~/.config/kilo/kilo.json`): 7.7.7

@@ -7,7 +7,7 @@ drives any other aider.
 Each test runs `aider --message … --yes-always --no-git` in a private HOME with the README's
 settings (`ANTHROPIC_API_BASE` without `/v1`, `ANTHROPIC_API_KEY`, `--model anthropic/<id>`),
 kept off the network as `aider_env` says. What 0.86.2 sends is in
-`captures/aider-0.86.2-default.json` (`capture_pypi.py --client aider`): one streamed
+`captures/aider-0.86.2-default.json` (`capture.py --client aider`): one streamed
 `POST /v1/messages` per message, user agent `litellm/1.81.10`, `x-api-key`, `temperature: 0`
 (which kirod drops), no session or conversation id anywhere.
 

@@ -7,7 +7,7 @@ and runs these; they skip, saying why, when it could not be installed.
 Each test runs `cline --json --data-dir ~/.cline/data "…"` in a private HOME whose
 `~/.cline/data/settings/providers.json` is the README's (Anthropic at kirod's base URL), or what
 `cline auth` writes for its OpenAI modes. What 3.0.65 sends is in
-`captures/cline-3.0.65-default.json` (`agent_capture.py --client cline`): one streamed
+`captures/cline-3.0.65-default.json` (`capture.py --client cline`): one streamed
 `POST /v1/messages` per model turn with `x-api-key`, and no session, conversation or thread id in
 a header or the body, so kirod has nothing to keep a task on one account with.
 """

@@ -6,7 +6,7 @@ and runs these; they skip, saying why, when it could not be installed.
 
 Each test runs `kilo run --format json …` in a private HOME whose `~/.config/kilo/kilo.json` is
 the README's (the `@ai-sdk/anthropic` provider), or the Responses variant. What 7.7.7 sends is in
-`captures/kilo-code-7.7.7-default.json` (`agent_capture.py --client kilo-code`): one streamed
+`captures/kilo-code-7.7.7-default.json` (`capture.py --client kilo-code`): one streamed
 `POST /v1/messages` per model turn, with `x-api-key` and Kilo's session id as
 `x-session-affinity` (the header kirod reads for affinity) and `x-session-id`, and no title
 request while only kirod is enabled.

@@ -8,7 +8,7 @@ their own and runs these; they skip, saying why, when that could not be installe
 Each test runs `llm -m anthropic/<id> …` in a private HOME and llm user directory
 (`LLM_USER_PATH`) with the README's settings: `ANTHROPIC_BASE_URL` without `/v1` and
 `ANTHROPIC_API_KEY`. What 0.36 + llm-anthropic 0.30 send is in
-`captures/llm-0.36-default.json` (`capture_pypi.py --client llm`): one streamed
+`captures/llm-0.36-default.json` (`capture.py --client llm`): one streamed
 `POST /v1/messages` per model turn from the `anthropic` Python SDK (`x-api-key`,
 `temperature: 1.0`, `max_tokens` 128000 for Sonnet 4.6, which kirod clamps to the model's), no
 session or conversation id anywhere. llm's tools are the Python functions given to
