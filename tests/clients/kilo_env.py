@@ -23,23 +23,21 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import install
+import opencode_env
 import runs
-from opencode_env import Run  # `kilo run --format json` prints opencode's events
 
 CLIENT = "kilo-code"
-KEY_ENV = "KIROD_API_KEY"
-MODEL = "claude-sonnet-4-6"
+# An opencode fork: Kilo takes opencode's provider packages and key variable, and `kilo run
+# --format json` prints opencode's events.
+ANTHROPIC = opencode_env.ANTHROPIC
+OPENAI = opencode_env.OPENAI
+KEY_ENV = opencode_env.KEY_ENV
+MODEL = opencode_env.MODEL
+Run = opencode_env.Run
 PROVIDER = "kirod"
 RUN_TIMEOUT_S = 60.0
 """One `kilo run`: 8 to 20 s on two busy cores, most of it before the first request; this only
 bounds a hang."""
-
-ANTHROPIC = "@ai-sdk/anthropic"
-"""The README's provider package: the Messages API."""
-OPENAI = "@ai-sdk/openai"
-"""The Responses API."""
-OPENAI_COMPATIBLE = "@ai-sdk/openai-compatible"
-"""Chat Completions."""
 OFFLINE = {
     "KILO_TELEMETRY_LEVEL": "off",
     "KILO_DISABLE_MODELS_FETCH": "1",
@@ -52,20 +50,14 @@ Binary = install.Binary
 
 
 def config(base_url: str, npm: str = ANTHROPIC, models: Iterable[str] = (MODEL,)) -> dict[str, Any]:
-    """A `kilo.json` with one provider, `kirod`, at `base_url` (kirod's, without `/v1`)."""
-    names = list(models)
+    """A `kilo.json` with one provider, `kirod`, at `base_url` (kirod's, without `/v1`): opencode's
+    `opencode.json`, with Kilo's schema and kirod the only provider enabled."""
+    opencode = opencode_env.config(base_url, npm, models)
     return {
         "$schema": "https://app.kilo.ai/config.json",
         "enabled_providers": [PROVIDER],
-        "provider": {
-            PROVIDER: {
-                "npm": npm,
-                "name": "kirod",
-                "options": {"baseURL": f"{base_url}/v1", "apiKey": f"{{env:{KEY_ENV}}}"},
-                "models": {name: {"name": name} for name in names},
-            }
-        },
-        "model": f"{PROVIDER}/{names[0]}",
+        "provider": opencode["provider"],
+        "model": opencode["model"],
     }
 
 

@@ -85,6 +85,13 @@ class Run(runs.Finished):
         """The `part` of every event of type `kind` (`text`, `tool_use`, `step_finish`, …)."""
         return [event["part"] for event in self.events if event.get("type") == kind]
 
+    def tool_output(self, tool: str) -> str:
+        """The output of the run's one call of `tool`, which must have completed."""
+        (used,) = [part for part in self.parts("tool_use") if part["tool"] == tool]
+        assert used["state"]["status"] == "completed", used
+        output: str = used["state"]["output"]
+        return output
+
     def succeeded(self) -> str:
         """The answer (its text parts, in order) of a run that must have worked."""
         assert self.exit_code == 0, self.describe()

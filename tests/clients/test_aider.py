@@ -29,10 +29,9 @@ from kirod.testing.fake_kiro import FakeKiro, Reply, Script
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import aider_env
-import runs
 from aider_env import Aider
 from kiro_bodies import chats, current, new_access_lines, routes
-from readme_snippets import README_PORT, readme_block
+from readme_snippets import README_PORT, paste, readme_block
 
 KIRO_MODEL = "claude-sonnet-4.5"
 """What Kiro calls `claude-sonnet-4-5`."""
@@ -56,16 +55,14 @@ def test_hello_with_the_readme_settings(
     lines = readme_block("aider", "sh").replace(README_PORT, daemon.base_url).rstrip("\n")
     headless = [*aider_env.OFFLINE_ARGS, *aider_env.HEADLESS_ARGS, "--message", "hello"]
     script = f"{lines} {shlex.join(arg for arg in headless if arg not in lines)}\n"
-    env = {
-        name: value
-        for name, value in aider.env.items()
-        if name not in (aider_env.BASE_ENV, aider_env.KEY_ENV)  # the README sets them
-    }
-    env["KIROD_API_KEY"] = api_key
-    env["PATH"] = f"{aider.binary.path.parent}:{env['PATH']}"
     mark = len(daemon.log())
-    run = runs.run(
-        aider_env.Run, ["/bin/sh", "-c", script], aider.workdir, env, aider_env.RUN_TIMEOUT_S
+    run = paste(
+        aider_env.Run,
+        aider,
+        script,
+        api_key,
+        set_by_script=(aider_env.BASE_ENV, aider_env.KEY_ENV),
+        timeout_s=aider_env.RUN_TIMEOUT_S,
     )
     output = run.succeeded()
     assert answer in output, run.describe()

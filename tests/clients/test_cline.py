@@ -28,15 +28,8 @@ from kirod.testing.fake_kiro import FakeKiro, Reply, Script, ToolCall
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import cline_env
 from cline_env import Cline
-from kiro_bodies import (
-    KIRO_MODEL,
-    chats,
-    current,
-    new_access_lines,
-    routes,
-    tool_names,
-    tool_results,
-)
+from kiro_bodies import KIRO_MODEL, chats, current, new_access_lines, routes, tool_names
+from note_round_trip import CANARY, FINAL, assert_the_note_reached_kiro, call_first, write_the_note
 from readme_snippets import README_PORT, readme_block
 
 README_KEY = "sk-kirod-…"
@@ -92,26 +85,15 @@ def test_hello_with_the_readme_configuration(
 def test_read_files_round_trip(cline: Cline, service: FakeKiro, daemon: DaemonProcess) -> None:
     """The model asks for Cline's `read_files`; Cline reads the file and sends its content back
     as a tool result; the model's answer after it is the run's result."""
-    note = cline.workdir / "notes.txt"
-    canary = "The canary sings at 04:51 in room 7."
-    note.write_text(canary + "\n")
-    final = "The note is about a canary."
-    service.default_script = Script(
-        reply=Reply(text=final),
-        call_first=ToolCall("read_files", {"files": [{"path": str(note)}]}),
-    )
+    note = write_the_note(cline.workdir)
+    call_first(service, ToolCall("read_files", {"files": [{"path": str(note)}]}))
     mark = len(daemon.log())
     run = cline.run("What does notes.txt say?")
-    assert run.succeeded() == final
+    assert run.succeeded() == FINAL
     (output,) = run.tool_outputs("read_files")
     assert [item["success"] for item in output] == [True]
-    assert canary in output[0]["result"]
-    bodies = chats(service)
-    assert len(bodies) == 2
-    (result,) = tool_results(bodies[1])
-    assert result["status"] == "success"
-    assert canary in json.dumps(result["content"])
-    assert "read_files" in tool_names(bodies[1])
+    assert CANARY in output[0]["result"]
+    assert_the_note_reached_kiro(service, "read_files")
     assert [line["status"] for line in new_access_lines(daemon, mark)] == ["200", "200"]
 
 

@@ -25,18 +25,9 @@ from kirod.testing.fake_kiro import FakeKiro, Reply, Script, ToolCall
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import continue_env
 from continue_env import Continue
-from kiro_bodies import (
-    KIRO_MODEL,
-    chats,
-    current,
-    new_access_lines,
-    routes,
-    tool_names,
-    tool_results,
-)
+from kiro_bodies import KIRO_MODEL, chats, current, new_access_lines, routes, tool_names
+from note_round_trip import FINAL, assert_the_note_reached_kiro, call_first, write_the_note
 from readme_snippets import README_PORT, readme_block
-
-CANARY = "The canary sings at 04:51 in room 7."
 
 
 def readme_config(base_url: str) -> str:
@@ -59,24 +50,9 @@ def cn(
 
 def ask_for_the_note(client: Continue, service: FakeKiro) -> str:
     """Script a `Read` of notes.txt (holding the canary) and the answer after it; the answer."""
-    (client.workdir / "notes.txt").write_text(CANARY + "\n")
-    final = "The note is about a canary."
-    service.default_script = Script(
-        reply=Reply(text=final),
-        call_first=ToolCall(continue_env.READ_TOOL, {"filepath": "notes.txt"}),
-    )
-    return final
-
-
-def assert_the_note_reached_kiro(service: FakeKiro) -> None:
-    """Two model turns; the second carries cn's `Read` result, the file's text, upstream."""
-    bodies = chats(service)
-    assert len(bodies) == 2, [tool_results(body) for body in bodies]
-    assert not tool_results(bodies[0])
-    (result,) = tool_results(bodies[1])
-    assert result["status"] == "success"
-    assert CANARY in json.dumps(result["content"])
-    assert continue_env.READ_TOOL in tool_names(bodies[1])
+    write_the_note(client.workdir)
+    call_first(service, ToolCall(continue_env.READ_TOOL, {"filepath": "notes.txt"}))
+    return FINAL
 
 
 def test_hello_with_the_readme_configuration(
@@ -103,7 +79,7 @@ def test_read_tool_round_trip(cn: Continue, service: FakeKiro, daemon: DaemonPro
     final = ask_for_the_note(cn, service)
     mark = len(daemon.log())
     assert cn.run("What does notes.txt say?").succeeded() == final
-    assert_the_note_reached_kiro(service)
+    assert_the_note_reached_kiro(service, continue_env.READ_TOOL)
     lines = new_access_lines(daemon, mark)
     assert routes(lines) == [("/v1/messages", "200")] * 2
 
@@ -151,7 +127,7 @@ def test_the_openai_provider_over_chat_completions(
     final = ask_for_the_note(client, service)
     mark = len(chat_daemon.log())
     assert client.run("What does notes.txt say?").succeeded() == final
-    assert_the_note_reached_kiro(service)
+    assert_the_note_reached_kiro(service, continue_env.READ_TOOL)
     lines = new_access_lines(chat_daemon, mark)
     assert routes(lines) == [("/v1/chat/completions", "200")] * 2
 
@@ -165,6 +141,6 @@ def test_a_gpt_5_model_name_speaks_responses(
     final = ask_for_the_note(cn, service)
     mark = len(daemon.log())
     assert cn.run("What does notes.txt say?").succeeded() == final
-    assert_the_note_reached_kiro(service)
+    assert_the_note_reached_kiro(service, continue_env.READ_TOOL)
     lines = new_access_lines(daemon, mark)
     assert routes(lines) == [("/v1/responses", "200")] * 2

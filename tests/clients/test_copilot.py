@@ -27,19 +27,11 @@ from kirod.testing.fake_kiro import FakeKiro, Reply, Script, ToolCall
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import copilot_env
 from copilot_env import Copilot
-from kiro_bodies import (
-    KIRO_MODEL,
-    chats,
-    current,
-    new_access_lines,
-    routes,
-    tool_names,
-    tool_results,
-)
-from readme_snippets import README_PORT, readme_block
+from kiro_bodies import KIRO_MODEL, chats, current, new_access_lines, routes, tool_names
+from note_round_trip import CANARY, FINAL, assert_the_note_reached_kiro, call_first, write_the_note
+from readme_snippets import KEY_VARIABLE, README_PORT, readme_block
 
-CANARY = "The canary sings at 04:51 in room 7."
-KEY_REFERENCE = "$KIROD_API_KEY"
+KEY_REFERENCE = f"${KEY_VARIABLE}"
 
 
 def readme_variables(base_url: str, token: str) -> dict[str, str]:
@@ -79,33 +71,17 @@ def variant(base: Copilot, name: str, provider: dict[str, str], cache: Path) -> 
     return Copilot(base.binary, provider, base.workdir.parent / name, cache)
 
 
-def ask_for_the_note(client: Copilot, service: FakeKiro) -> str:
-    """Script a `view` of notes.txt (holding the canary) and the answer after it; the answer."""
-    note = client.workdir / "notes.txt"
-    note.write_text(CANARY + "\n")
-    final = "The note is about a canary."
-    service.default_script = Script(
-        reply=Reply(text=final), call_first=ToolCall(copilot_env.READ_TOOL, {"path": str(note)})
-    )
-    return final
-
-
 def the_note_round_trip(client: Copilot, service: FakeKiro) -> list[str]:
     """Copilot answers after running its `view` on the note, whose text reached Kiro as the
     tool result of the second model turn; the Kiro conversation id of each turn."""
-    final = ask_for_the_note(client, service)
+    note = write_the_note(client.workdir)
+    call_first(service, ToolCall(copilot_env.READ_TOOL, {"path": str(note)}))
     run = client.run_json("What does notes.txt say?")
-    assert run.succeeded() == final
+    assert run.succeeded() == FINAL
     (done,) = run.data("tool.execution_complete")
     assert done["success"] is True, done
     assert done["result"]["content"].strip() == CANARY
-    bodies = chats(service)
-    assert len(bodies) == 2, [tool_results(body) for body in bodies]
-    assert not tool_results(bodies[0])
-    (result,) = tool_results(bodies[1])
-    assert result["status"] == "success"
-    assert CANARY in json.dumps(result["content"])
-    assert copilot_env.READ_TOOL in tool_names(bodies[1])
+    bodies = assert_the_note_reached_kiro(service, copilot_env.READ_TOOL)
     return [body["conversationState"]["conversationId"] for body in bodies]
 
 

@@ -26,15 +26,8 @@ from kirod.testing.fake_kiro import FakeKiro, Reply, Script, ToolCall
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import kilo_env
 from kilo_env import KiloCode
-from kiro_bodies import (
-    KIRO_MODEL,
-    chats,
-    current,
-    new_access_lines,
-    routes,
-    tool_names,
-    tool_results,
-)
+from kiro_bodies import KIRO_MODEL, chats, current, new_access_lines, routes, tool_names
+from note_round_trip import CANARY, FINAL, assert_the_note_reached_kiro, call_first, write_the_note
 from readme_snippets import readme_json
 
 pytestmark = pytest.mark.timeout(90)  # a run takes 8 to 20 s on two busy cores
@@ -78,25 +71,13 @@ def test_read_tool_round_trip_on_one_conversation(
     """The model asks for Kilo's `read`; Kilo reads the file and sends its content back as a
     tool result; the model's answer after it is the run's last text. Both turns carry Kilo's
     session id in `x-session-affinity`, so kirod keeps them in one Kiro conversation."""
-    note = kilo.workdir / "notes.txt"
-    canary = "The canary sings at 04:51 in room 7."
-    note.write_text(canary + "\n")
-    final = "The note is about a canary."
-    service.default_script = Script(
-        reply=Reply(text=final), call_first=ToolCall("read", {"filePath": str(note)})
-    )
+    note = write_the_note(kilo.workdir)
+    call_first(service, ToolCall("read", {"filePath": str(note)}))
     mark = len(daemon.log())
     run = kilo.run("What does notes.txt say?")
-    assert run.succeeded().endswith(final)
-    (used,) = [part for part in run.parts("tool_use") if part["tool"] == "read"]
-    assert used["state"]["status"] == "completed", used
-    assert canary in used["state"]["output"]
-    bodies = chats(service)
-    assert len(bodies) == 2
-    (result,) = tool_results(bodies[1])
-    assert result["status"] == "success"
-    assert canary in json.dumps(result["content"])
-    assert "read" in tool_names(bodies[1])
+    assert run.succeeded().endswith(FINAL)
+    assert CANARY in run.tool_output("read")
+    bodies = assert_the_note_reached_kiro(service, "read")
     assert len({body["conversationState"]["conversationId"] for body in bodies}) == 1
     assert [line["status"] for line in new_access_lines(daemon, mark)] == ["200", "200"]
 

@@ -31,7 +31,8 @@ import llm_env
 import runs
 from kiro_bodies import KIRO_MODEL, chats, context, current, new_access_lines, routes
 from llm_env import LLM
-from readme_snippets import README_PORT, readme_block
+from note_round_trip import CANARY, FINAL, call_first, write_the_note
+from readme_snippets import README_PORT, paste, readme_block
 
 WRONG_KEY = "sk-kirod-" + "x" * 43
 
@@ -49,16 +50,14 @@ def test_hello_with_the_readme_settings(
     answer = "Hello from the fake Kiro, llm edition."
     service.default_script = Script(reply=Reply(text=answer))
     script = readme_block("llm", "sh").replace(README_PORT, daemon.base_url)
-    env = {
-        name: value
-        for name, value in llm.env.items()
-        if name not in (llm_env.BASE_ENV, llm_env.KEY_ENV)  # the README sets them
-    }
-    env["KIROD_API_KEY"] = api_key
-    env["PATH"] = f"{llm.binary.path.parent}:{env['PATH']}"
     mark = len(daemon.log())
-    run = runs.run(
-        runs.Finished, ["/bin/sh", "-c", script], llm.workdir, env, llm_env.RUN_TIMEOUT_S
+    run = paste(
+        runs.Finished,
+        llm,
+        script,
+        api_key,
+        set_by_script=(llm_env.BASE_ENV, llm_env.KEY_ENV),
+        timeout_s=llm_env.RUN_TIMEOUT_S,
     )
     assert run.exit_code == 0, run.describe()
     assert run.stdout.strip() == answer, run.describe()
@@ -77,26 +76,21 @@ def test_hello_with_the_readme_settings(
 def test_read_tool_round_trip(llm: LLM, service: FakeKiro, daemon: DaemonProcess) -> None:
     """The model asks for the `read_file` of `--functions`; llm runs it and sends the file's
     content back as a tool result; the model's answer after it is what llm prints."""
-    note = llm.workdir / "notes.txt"
-    canary = "The canary sings at 04:51 in room 7."
-    note.write_text(canary + "\n")
-    final = "The note is about a canary."
-    service.default_script = Script(
-        reply=Reply(text=final), call_first=ToolCall(llm_env.READ_TOOL, {"path": str(note)})
-    )
+    note = write_the_note(llm.workdir)
+    call_first(service, ToolCall(llm_env.READ_TOOL, {"path": str(note)}))
     mark = len(daemon.log())
     run = llm.run("What does notes.txt say?", "--functions", str(llm.tools), "--td")
     assert run.exit_code == 0, run.describe()
-    assert run.stdout.strip() == final, run.describe()
+    assert run.stdout.strip() == FINAL, run.describe()
     assert f"Tool call: {llm_env.READ_TOOL}(" in run.stderr  # `--td`: the call and its result
-    assert canary in run.stderr
+    assert CANARY in run.stderr
     first, second = chats(service)
     assert [tool["toolSpecification"]["name"] for tool in context(first)["tools"]] == [
         llm_env.READ_TOOL
     ]
     (result,) = context(second)["toolResults"]
     assert result["status"] == "success"
-    assert canary in json.dumps(result["content"])
+    assert CANARY in json.dumps(result["content"])
     lines = new_access_lines(daemon, mark)
     assert routes(lines) == [("/v1/messages", "200")] * 2
 

@@ -41,6 +41,7 @@ from kiro_bodies import (
     tool_names,
     tool_results,
 )
+from note_round_trip import CANARY, FINAL, assert_the_note_in, call_first, write_the_note
 from opencode_env import OpenCode
 from readme_snippets import readme_json
 
@@ -75,25 +76,15 @@ def test_hello_with_the_readme_configuration(
 def test_read_tool_round_trip(opencode: OpenCode, service: FakeKiro, daemon: DaemonProcess) -> None:
     """The model asks for opencode's `read`; opencode reads the file and sends its content back
     as a tool result; the model's answer after it is the run's last text."""
-    note = opencode.workdir / "notes.txt"
-    canary = "The canary sings at 04:51 in room 7."
-    note.write_text(canary + "\n")
-    final = "The note is about a canary."
-    service.default_script = Script(
-        reply=Reply(text=final), call_first=ToolCall("read", {"filePath": str(note)})
-    )
+    note = write_the_note(opencode.workdir)
+    call_first(service, ToolCall("read", {"filePath": str(note)}))
     mark = len(daemon.log())
     run = opencode.run("What does notes.txt say?")
-    assert run.succeeded().endswith(final)
-    (used,) = [part for part in run.parts("tool_use") if part["tool"] == "read"]
-    assert used["state"]["status"] == "completed", used
-    assert canary in used["state"]["output"]
+    assert run.succeeded().endswith(FINAL)
+    assert CANARY in run.tool_output("read")
     answered = [body for body in chats(service) if tool_results(body)]
     assert len(answered) == 1
-    (result,) = tool_results(answered[0])
-    assert result["status"] == "success"
-    assert canary in json.dumps(result["content"])
-    assert "read" in tool_names(answered[0])
+    assert_the_note_in(answered[0], "read")
     statuses = {line["status"] for line in new_access_lines(daemon, mark)}
     assert statuses == {"200"}
 
