@@ -71,6 +71,8 @@ USER_AGENTS = {
     aider_env.CLIENT: "litellm/.+",
     llm_env.CLIENT: "Anthropic/Python .+",
 }
+HEADERS = {copilot_env.CLIENT: {"x-initiator": "user"}}
+"""Headers of their own that the clients must send."""
 MODELS = {
     kilo_env.CLIENT: kilo_env.MODEL,
     cline_env.CLIENT: cline_env.MODEL,
@@ -136,6 +138,7 @@ def test_every_request_is_a_streamed_post_from_the_client(client: str, variant: 
     for request in document["requests"]:
         assert (request["method"], request["path"]) == ("POST", PATHS.get(client, "/v1/messages"))
         assert re.fullmatch(agent, request["headers"]["user-agent"]), request["headers"]
+        assert HEADERS.get(client, {}).items() <= request["headers"].items()
         assert request["body"]["stream"] is True
 
 
