@@ -63,8 +63,8 @@ clients: $(STAMP_TEST)
 clients-best-effort: $(STAMP_TEST)
 	-@$(BIN)/python tests/clients/install.py --best-effort
 
-# The client tests against the newest published version of each client, and how Claude Code's,
-# Codex's and opencode's requests differ from the pinned ones' captures (not part of `make test`).
+# The client tests against the newest published version of each client, and how each client's
+# requests differ from the pinned one's captures (not part of `make test`).
 clients-latest: $(STAMP_TEST)
 	$(BIN)/python tests/clients/latest.py
 

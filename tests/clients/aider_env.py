@@ -77,13 +77,13 @@ def write_metadata(home: Path, models: Mapping[str, str]) -> None:
 def client_env(home: Path, base_url: str, token: str) -> dict[str, str]:
     """A private HOME, kirod's URL and the key (Anthropic's and OpenAI's variables), no other
     hosts."""
-    env = runs.private_env(home)
-    env.update(OFFLINE_ENV)
-    env[BASE_ENV] = base_url
-    env[KEY_ENV] = token
-    env[OPENAI_BASE_ENV] = f"{base_url}/v1"
-    env[OPENAI_KEY_ENV] = token
-    return env
+    settings = {
+        BASE_ENV: base_url,
+        KEY_ENV: token,
+        OPENAI_BASE_ENV: f"{base_url}/v1",
+        OPENAI_KEY_ENV: token,
+    }
+    return runs.private_env(home, OFFLINE_ENV, settings)
 
 
 def command(
@@ -118,20 +118,13 @@ class Run(runs.Finished):
         return self.stdout
 
 
-class Aider:
+class Aider(runs.Client):
     """aider in a private HOME and working directory, at one kirod with one key."""
 
     def __init__(self, binary: Binary, base_url: str, token: str, root: Path) -> None:
-        self.binary = binary
-        self.home = root / "home"
-        self.workdir = root / "work"
-        self.home.mkdir(parents=True, exist_ok=True)
-        self.workdir.mkdir(parents=True, exist_ok=True)
+        super().__init__(binary, root)
         self.env = client_env(self.home, base_url, token)
         write_metadata(self.home, PROVIDERS)
-
-    def argv(self, message: str, files: Iterable[str], model: str) -> list[str]:
-        return [str(self.binary.path), *command(message, files, model)[1:]]
 
     def run(
         self,
@@ -141,5 +134,4 @@ class Aider:
         timeout_s: float = RUN_TIMEOUT_S,
     ) -> Run:
         """`aider --model MODEL … --message MESSAGE FILES…`."""
-        argv = self.argv(message, files, model)
-        return runs.run(Run, argv, self.workdir, self.env, timeout_s)
+        return self.launch(Run, command(message, files, model), timeout_s)

@@ -1,13 +1,13 @@
-"""Driving the real Claude Code binary against a kirod: which binary, one run, its outcome.
+"""Driving the real Claude Code binary against a kirod: which binary, its environment, one run,
+its outcome.
 
-Imported by the client tests' conftest and test modules (not a test module itself).
+Imported by the client tests' conftest, test modules and capture.py (not a test module itself).
 """
 
 from __future__ import annotations
 
 import json
 import os
-import re
 import signal
 import subprocess
 import sys
@@ -18,7 +18,6 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-import capture
 import install
 import runs
 
@@ -27,6 +26,13 @@ BIN_ENV = "KIROD_TEST_CLAUDE_BIN"
 VERSION_ENV = "KIROD_TEST_CLIENT_VERSION"
 RUN_TIMEOUT_S = 40.0
 """One `claude -p` run; the fake answers in milliseconds, so this only bounds a hang."""
+OFFLINE = {
+    "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
+    "DISABLE_TELEMETRY": "1",
+    "DISABLE_AUTOUPDATER": "1",
+    "DISABLE_ERROR_REPORTING": "1",
+}
+"""No traffic beyond the gateway."""
 
 T = TypeVar("T")
 
@@ -38,6 +44,18 @@ Located = install.Located
 def locate() -> Located:
     """The binary to drive (see `install.locate`)."""
     return install.locate(CLIENT, BIN_ENV, VERSION_ENV)
+
+
+def client_env(home: Path, base_url: str, token: str) -> dict[str, str]:
+    """The environment Claude Code runs in for tests and captures: a private HOME, kirod's (or
+    the capture server's) URL and key, and no traffic beyond the gateway."""
+    return runs.private_env(
+        home, {"ANTHROPIC_BASE_URL": base_url, "ANTHROPIC_AUTH_TOKEN": token}, OFFLINE
+    )
+
+
+def command(prompt: str, extra: Iterable[str] = ()) -> list[str]:
+    return ["claude", "-p", prompt, "--output-format", "json", *extra]
 
 
 def wait_until(check: Callable[[], T | None], timeout_s: float, what: str) -> T:
@@ -88,26 +106,19 @@ class Run(runs.Finished):
         return document
 
 
-class ClaudeCode:
+class ClaudeCode(runs.Client):
     """Claude Code in a private HOME and working directory, pointed at one base URL and key."""
 
     def __init__(self, binary: Binary, base_url: str, token: str, root: Path) -> None:
-        self.binary = binary
-        self.home = root / "home"
-        self.workdir = root / "work"
-        self.home.mkdir(parents=True, exist_ok=True)
-        self.workdir.mkdir(parents=True, exist_ok=True)
-        self.env = capture.client_env(self.home, base_url, token)
-
-    def argv(self, prompt: str, args: Iterable[str]) -> list[str]:
-        return [str(self.binary.path), *capture.command(prompt, args)[1:]]
+        super().__init__(binary, root)
+        self.env = client_env(self.home, base_url, token)
 
     def run(self, prompt: str, *args: str, timeout_s: float = RUN_TIMEOUT_S) -> Run:
-        return runs.run(Run, self.argv(prompt, args), self.workdir, self.env, timeout_s)
+        return self.launch(Run, command(prompt, args), timeout_s)
 
     def start(self, prompt: str, *args: str) -> Started:
         """Start a run in its own process group (a terminal's foreground job), to interrupt it."""
-        argv = self.argv(prompt, args)
+        argv = self.argv(command(prompt, args))
         return Started(argv, runs.start(argv, self.workdir, self.env), time.monotonic())
 
     def transcript(self, session_id: str) -> list[dict[str, Any]]:
@@ -155,13 +166,3 @@ def assistant_blocks(entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
             content = message.get("content")
             blocks += [block for block in content or [] if isinstance(block, dict)]
     return blocks
-
-
-# -- what kirod logged ------------------------------------------------------------------------
-
-_FIELD = re.compile(r"(\w+)=(\S+)")
-
-
-def access_lines(log: str) -> list[dict[str, str]]:
-    """kirod's access-log lines (`… request method=… path=… status=…`) as field maps."""
-    return [dict(_FIELD.findall(line)) for line in log.splitlines() if " request method=" in line]

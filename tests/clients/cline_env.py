@@ -1,6 +1,6 @@
 """Driving the real Cline CLI (`cline`) against a kirod: its settings, its environment, one run.
 
-Imported by the Cline tests and by `agent_capture.py` (not a test module itself).
+Imported by the Cline tests and capture.py (not a test module itself).
 
 Cline keeps its provider in `~/.cline/data/settings/providers.json`. `cline auth --provider
 anthropic` writes it but refuses a base URL ("base URL is only supported for OpenAI and
@@ -72,9 +72,7 @@ def providers(base_url: str, token: str, model: str = MODEL) -> dict[str, Any]:
 
 def client_env(home: Path) -> dict[str, str]:
     """A private HOME (and XDG folders in it), no other hosts."""
-    env = runs.private_env(home)
-    env.update(OFFLINE)
-    return env
+    return runs.private_env(home, OFFLINE)
 
 
 def data_dir(home: Path) -> Path:
@@ -118,10 +116,6 @@ class Run(runs.Finished):
     """One finished `cline --json …`: stdout is one JSON event per line, the last ones a
     `run_result` and, when the run failed, an `error`."""
 
-    @property
-    def events(self) -> list[dict[str, Any]]:
-        return self.json_lines
-
     def result(self) -> dict[str, Any]:
         """The `run_result` event: `finishReason` (`completed`, `error`), `text`, `usage`."""
         results = [event for event in self.events if event.get("type") == "run_result"]
@@ -164,14 +158,11 @@ class Run(runs.Finished):
         return errors[0]
 
 
-class Cline:
+class Cline(runs.Client):
     """Cline in a private HOME and working directory."""
 
     def __init__(self, binary: Binary, root: Path) -> None:
-        self.binary = binary
-        self.home = root / "home"
-        self.workdir = root / "work"
-        self.workdir.mkdir(parents=True, exist_ok=True)
+        super().__init__(binary, root)
         settings = settings_dir(self.home)
         settings.mkdir(parents=True, exist_ok=True)
         (settings / "global-settings.json").write_text(json.dumps(GLOBAL_SETTINGS) + "\n")
@@ -196,5 +187,4 @@ class Cline:
         return done
 
     def run(self, prompt: str, *args: str, timeout_s: float = RUN_TIMEOUT_S) -> Run:
-        argv = [str(self.binary.path), *command(prompt, self.home, args)[1:]]
-        return runs.run(Run, argv, self.workdir, self.env, timeout_s)
+        return self.launch(Run, command(prompt, self.home, args), timeout_s)

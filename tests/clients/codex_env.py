@@ -17,7 +17,6 @@ from __future__ import annotations
 import json
 import sys
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -124,10 +123,7 @@ def config_toml(
 
 def client_env(home: Path, key: str) -> dict[str, str]:
     """A private HOME and CODEX_HOME, the key in `KIROD_API_KEY`, nothing else of ours."""
-    env = runs.private_env(home)
-    env["CODEX_HOME"] = str(home / ".codex")
-    env[KEY_ENV] = key
-    return env
+    return runs.private_env(home, {"CODEX_HOME": str(home / ".codex"), KEY_ENV: key})
 
 
 def command(prompt: str, extra: Iterable[str] = (), *, resume: bool = False) -> list[str]:
@@ -141,11 +137,6 @@ def command(prompt: str, extra: Iterable[str] = (), *, resume: bool = False) -> 
 
 class Run(runs.Finished):
     """One finished `codex exec --json` process."""
-
-    @property
-    def events(self) -> list[dict[str, Any]]:
-        """The `--json` events, in order."""
-        return self.json_lines
 
     def items(self, kind: str) -> list[dict[str, Any]]:
         """The completed items of one type (`agent_message`, `command_execution`, `error`)."""
@@ -182,37 +173,30 @@ class Run(runs.Finished):
         return self
 
 
-@dataclass
-class Codex:
+class Codex(runs.Client):
     """Codex in a private HOME / CODEX_HOME and working directory, with one config.toml."""
 
-    binary: Binary
-    root: Path
-    key: str
-    config: str
-    extra_args: tuple[str, ...] = SANDBOX_ARGS
-    home: Path = field(init=False)
-    workdir: Path = field(init=False)
-
-    def __post_init__(self) -> None:
-        self.home = self.root / "home"
-        self.workdir = self.root / "work"
+    def __init__(
+        self,
+        binary: Binary,
+        root: Path,
+        key: str,
+        config: str,
+        extra_args: tuple[str, ...] = SANDBOX_ARGS,
+    ) -> None:
+        super().__init__(binary, root)
+        self.extra_args = extra_args
         (self.home / ".codex").mkdir(parents=True, exist_ok=True)
-        self.workdir.mkdir(parents=True, exist_ok=True)
-        (self.home / ".codex" / "config.toml").write_text(self.config)
-        self.env = client_env(self.home, self.key)
-
-    def argv(self, prompt: str, args: Iterable[str], *, resume: bool) -> list[str]:
-        extra = ["--json", *self.extra_args, *args]
-        return [str(self.binary.path), *command(prompt, extra, resume=resume)[1:]]
+        (self.home / ".codex" / "config.toml").write_text(config)
+        self.env = client_env(self.home, key)
 
     def run(
         self, prompt: str, *args: str, resume: bool = False, timeout_s: float = RUN_TIMEOUT_S
     ) -> Run:
         """One `codex exec --json`, stdin closed, in its own process group (Codex starts
         `codex-code-mode-host` and shells; a timeout kills them all)."""
-        argv = self.argv(prompt, args, resume=resume)
-        return runs.run(Run, argv, self.workdir, self.env, timeout_s)
+        extra = ["--json", *self.extra_args, *args]
+        return self.launch(Run, command(prompt, extra, resume=resume), timeout_s)
 
     def rollout(self, kind: str = "response_item") -> list[dict[str, Any]]:
         """The payloads of one kind of entry of every session's rollout file

@@ -134,6 +134,17 @@ def daemon(fake: ThreadedFake, module_tmp: Path) -> Iterator[DaemonProcess]:
 
 
 @pytest.fixture(scope="module")
+def chat_daemon(fake: ThreadedFake, module_tmp: Path) -> Iterator[DaemonProcess]:
+    """A second kirod at the same fake, with Chat Completions turned on."""
+    proc = start_daemon(module_tmp / "chat", fake, {"KIROD_ENABLE_CHAT_COMPLETIONS": "1"})
+    try:
+        import_account(proc, fake.fake.issue_social_account())
+        yield proc
+    finally:
+        proc.kill()
+
+
+@pytest.fixture(scope="module")
 def api_key(daemon: DaemonProcess) -> Iterator[str]:
     """A key made for Claude Code through the control API (not the daemon's generated one)."""
     answer = daemon.client.request("POST", "/keys", {"name": "claude-code"})

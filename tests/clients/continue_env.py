@@ -63,10 +63,7 @@ def config(base_url: str, provider: str = ANTHROPIC, model: str = MODEL) -> str:
 
 def client_env(home: Path, token: str) -> dict[str, str]:
     """A private HOME (cn keeps sessions and logs in `~/.continue`), the key in KIROD_API_KEY."""
-    env = runs.private_env(home)
-    env.update(OFFLINE)
-    env[KEY_ENV] = token
-    return env
+    return runs.private_env(home, OFFLINE, {KEY_ENV: token})
 
 
 def command(prompt: str, config_file: str = "config.yaml", extra: Iterable[str] = ()) -> list[str]:
@@ -91,15 +88,11 @@ class Run(runs.Finished):
         return message
 
 
-class Continue:
+class Continue(runs.Client):
     """cn in a private HOME and working directory, with the key of one kirod."""
 
     def __init__(self, binary: Binary, token: str, root: Path) -> None:
-        self.binary = binary
-        self.home = root / "home"
-        self.workdir = root / "work"
-        self.home.mkdir(parents=True, exist_ok=True)
-        self.workdir.mkdir(parents=True, exist_ok=True)
+        super().__init__(binary, root)
         self.config_file = self.home / "kirod.yaml"
         self.env = client_env(self.home, token)
 
@@ -108,5 +101,4 @@ class Continue:
         self.config_file.write_text(text)
 
     def run(self, prompt: str, *args: str, timeout_s: float = RUN_TIMEOUT_S) -> Run:
-        argv = [str(self.binary.path), *command(prompt, str(self.config_file), args)[1:]]
-        return runs.run(Run, argv, self.workdir, self.env, timeout_s)
+        return self.launch(Run, command(prompt, str(self.config_file), args), timeout_s)

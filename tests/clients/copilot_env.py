@@ -71,12 +71,8 @@ def client_env(
 ) -> dict[str, str]:
     """A private HOME (Copilot keeps its settings and sessions in `~/.copilot`), offline, with
     the `provider` variables; the package cache in `cache` when given."""
-    env = runs.private_env(home)
-    env.update(OFFLINE)
-    env.update(provider)
-    if cache is not None:
-        env["XDG_CACHE_HOME"] = str(cache)
-    return env
+    package = {} if cache is None else {"XDG_CACHE_HOME": str(cache)}
+    return runs.private_env(home, OFFLINE, provider, package)
 
 
 def command(prompt: str, extra: Iterable[str] = ()) -> list[str]:
@@ -85,10 +81,6 @@ def command(prompt: str, extra: Iterable[str] = ()) -> list[str]:
 
 class Run(runs.Finished):
     """One finished `copilot -p` (with `--output-format json`: one JSON event per line)."""
-
-    @property
-    def events(self) -> list[dict[str, Any]]:
-        return self.json_lines
 
     def data(self, kind: str) -> list[dict[str, Any]]:
         """The `data` of every event of type `kind` (`assistant.message`,
@@ -111,22 +103,17 @@ class Run(runs.Finished):
         return error
 
 
-class Copilot:
+class Copilot(runs.Client):
     """Copilot CLI in a private HOME and working directory, pointed at one kirod."""
 
     def __init__(
         self, binary: Binary, provider: Mapping[str, str], root: Path, cache: Path | None = None
     ) -> None:
-        self.binary = binary
-        self.home = root / "home"
-        self.workdir = root / "work"
-        self.home.mkdir(parents=True, exist_ok=True)
-        self.workdir.mkdir(parents=True, exist_ok=True)
+        super().__init__(binary, root)
         self.env = client_env(self.home, provider, cache)
 
     def run(self, prompt: str, *args: str, timeout_s: float = RUN_TIMEOUT_S) -> Run:
-        argv = [str(self.binary.path), *command(prompt, args)[1:]]
-        return runs.run(Run, argv, self.workdir, self.env, timeout_s)
+        return self.launch(Run, command(prompt, args), timeout_s)
 
     def run_json(self, prompt: str, *args: str, timeout_s: float = RUN_TIMEOUT_S) -> Run:
         return self.run(prompt, "--output-format", "json", *args, timeout_s=timeout_s)

@@ -1,7 +1,7 @@
 """Driving the real Kilo Code CLI (`kilo`, an opencode fork) against a kirod: its configuration,
 its environment, one run.
 
-Imported by the Kilo Code tests and by `agent_capture.py` (not a test module itself).
+Imported by the Kilo Code tests and capture.py (not a test module itself).
 
 Kilo reads opencode's provider format from `kilo.json`. The file goes in the user's global
 configuration folder (`$XDG_CONFIG_HOME/kilo/kilo.json`, i.e. `~/.config/kilo/kilo.json`): 7.7.7
@@ -23,23 +23,21 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import install
+import opencode_env
 import runs
-from opencode_env import Run  # `kilo run --format json` prints opencode's events
 
 CLIENT = "kilo-code"
-KEY_ENV = "KIROD_API_KEY"
-MODEL = "claude-sonnet-4-6"
+# An opencode fork: Kilo takes opencode's provider packages and key variable, and `kilo run
+# --format json` prints opencode's events.
+ANTHROPIC = opencode_env.ANTHROPIC
+OPENAI = opencode_env.OPENAI
+KEY_ENV = opencode_env.KEY_ENV
+MODEL = opencode_env.MODEL
+Run = opencode_env.Run
 PROVIDER = "kirod"
 RUN_TIMEOUT_S = 60.0
 """One `kilo run`: 8 to 20 s on two busy cores, most of it before the first request; this only
 bounds a hang."""
-
-ANTHROPIC = "@ai-sdk/anthropic"
-"""The README's provider package: the Messages API."""
-OPENAI = "@ai-sdk/openai"
-"""The Responses API."""
-OPENAI_COMPATIBLE = "@ai-sdk/openai-compatible"
-"""Chat Completions."""
 OFFLINE = {
     "KILO_TELEMETRY_LEVEL": "off",
     "KILO_DISABLE_MODELS_FETCH": "1",
@@ -52,29 +50,20 @@ Binary = install.Binary
 
 
 def config(base_url: str, npm: str = ANTHROPIC, models: Iterable[str] = (MODEL,)) -> dict[str, Any]:
-    """A `kilo.json` with one provider, `kirod`, at `base_url` (kirod's, without `/v1`)."""
-    names = list(models)
+    """A `kilo.json` with one provider, `kirod`, at `base_url` (kirod's, without `/v1`): opencode's
+    `opencode.json`, with Kilo's schema and kirod the only provider enabled."""
+    opencode = opencode_env.config(base_url, npm, models)
     return {
         "$schema": "https://app.kilo.ai/config.json",
         "enabled_providers": [PROVIDER],
-        "provider": {
-            PROVIDER: {
-                "npm": npm,
-                "name": "kirod",
-                "options": {"baseURL": f"{base_url}/v1", "apiKey": f"{{env:{KEY_ENV}}}"},
-                "models": {name: {"name": name} for name in names},
-            }
-        },
-        "model": f"{PROVIDER}/{names[0]}",
+        "provider": opencode["provider"],
+        "model": opencode["model"],
     }
 
 
 def client_env(home: Path, token: str) -> dict[str, str]:
     """A private HOME (and XDG folders in it), the key in KIROD_API_KEY, no other hosts."""
-    env = runs.private_env(home)
-    env.update(OFFLINE)
-    env[KEY_ENV] = token
-    return env
+    return runs.private_env(home, OFFLINE, {KEY_ENV: token})
 
 
 def config_path(env: Mapping[str, str]) -> Path:
@@ -86,15 +75,11 @@ def command(prompt: str, extra: Iterable[str] = ()) -> list[str]:
     return ["kilo", "run", "--format", "json", *extra, prompt]
 
 
-class KiloCode:
+class KiloCode(runs.Client):
     """Kilo Code in a private HOME and working directory, with the key of one kirod."""
 
     def __init__(self, binary: Binary, token: str, root: Path) -> None:
-        self.binary = binary
-        self.home = root / "home"
-        self.workdir = root / "work"
-        self.home.mkdir(parents=True, exist_ok=True)
-        self.workdir.mkdir(parents=True, exist_ok=True)
+        super().__init__(binary, root)
         self.env = client_env(self.home, token)
 
     @property
@@ -107,5 +92,4 @@ class KiloCode:
         self.config_file.write_text(json.dumps(document, indent=2) + "\n")
 
     def run(self, prompt: str, *args: str, timeout_s: float = RUN_TIMEOUT_S) -> Run:
-        argv = [str(self.binary.path), *command(prompt, args)[1:]]
-        return runs.run(Run, argv, self.workdir, self.env, timeout_s)
+        return self.launch(Run, command(prompt, args), timeout_s)

@@ -1,53 +1,92 @@
 """`make clients-latest`: the client tests and captures against the newest published clients.
 
     python tests/clients/latest.py [pytest arguments…]
+    python tests/clients/latest.py --dry-run     # what it would install, capture and compare
 
 Installs the newest published version of every client versions.json pins (`@anthropic-ai/
 claude-code`, `@openai/codex`, opencode's Linux x64 package, Kilo Code, Cline, Continue, Copilot
 CLI, aider, llm) into `.cache/clients/`, runs `tests/clients` against them
 (`KIROD_TEST_CLIENT_VERSION`, `KIROD_TEST_CODEX_VERSION`, `KIROD_TEST_OPENCODE_VERSION`,
-`KIROD_TEST_<CLIENT>_VERSION` for the others),
-captures Claude Code's default `-p hello` request, Codex's first `codex exec hello` request (once
-per model of `capture.CODEX_MODELS`) and opencode's `run hello` requests into
-`.cache/clients/captures/` and prints how each differs from the pinned version's capture (for
-Codex: paths, headers and `x-codex-beta-features` values, top-level fields, input item types,
-message roles, tool types and names). Exits with pytest's status, or 1 if an install or a capture
-failed. Not part of `make test`.
+`KIROD_TEST_<CLIENT>_VERSION` for the others), captures what each sends as `capture.py --client
+NAME` does (Codex once per model of `capture.CODEX_MODELS`) into `.cache/clients/captures/`, and
+prints how each capture differs from the pinned version's (`capture_diff.differences`) and how to
+pin a newer version whose capture worked. Exits with pytest's status, or 1 if an install or a
+capture failed. Not part of `make test`.
 """
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import subprocess
 import sys
+from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import capture
+import cc_env
 import codex_env
 import install
 import opencode_env
-from cc_env import CLIENT, VERSION_ENV
 
 PYTEST_TIMEOUT_S = 600.0
-CLIENTS = {
-    CLIENT: VERSION_ENV,
+VERSION_ENVS = {
+    cc_env.CLIENT: cc_env.VERSION_ENV,
     codex_env.CLIENT: codex_env.VERSION_ENV,
     opencode_env.CLIENT: opencode_env.VERSION_ENV,
     **{
         client: install.env_names(client)[1]
         for client in install.TESTED_CLIENTS
-        if client not in (CLIENT, codex_env.CLIENT, opencode_env.CLIENT)
+        if client not in (cc_env.CLIENT, codex_env.CLIENT, opencode_env.CLIENT)
     },
 }
 """Each client `make clients-latest` tries, and the variable that points the tests at it."""
 
 
-def main(argv: list[str]) -> int:
+@dataclass(frozen=True)
+class Job:
+    """One capture of a client at its newest version, and the pinned one's to compare with."""
+
+    client: str
+    version: str
+    variant: str
+    out: Path
+    pinned: Path
+
+
+def jobs(newest: Mapping[str, str]) -> list[Job]:
+    """Every capture `capture.py` makes, of each client at its `newest` version, written beside
+    the installs."""
+    folder = install.cache_root() / "captures"
+    return [
+        Job(
+            client,
+            newest[client],
+            variant,
+            folder / capture.output(client, newest[client], variant).name,
+            capture.pinned_output(client, variant),
+        )
+        for client, variant in capture.every_capture()
+    ]
+
+
+def pin_hint(client: str, version: str) -> str:
+    return (
+        f"to pin {client} {version}: set it in tests/clients/versions.json, then run "
+        f"`python tests/clients/install.py --relock {client}`, `make clients` and "
+        f"`python tests/clients/capture.py --client {client}`"
+    )
+
+
+def _install_newest() -> tuple[dict[str, str], list[str]]:
+    """The version of each client to try (its pin when the newest cannot be installed), and the
+    clients whose newest could not be."""
     newest: dict[str, str] = {}
     uninstallable = []
-    for client in CLIENTS:
+    for client in VERSION_ENVS:
         pinned = install.pin(client).version
         try:
             version = install.latest_version(client)
@@ -60,68 +99,58 @@ def main(argv: list[str]) -> int:
             continue
         print(f"newest {client}: {version} (pinned: {pinned}) at {binary}", flush=True)
         newest[client] = version
+    return newest, uninstallable
+
+
+def _capture(job: Job) -> int:
+    binary = install.installed(job.client, job.version)
+    if binary is None:
+        print(f"{job.client} {job.version} is not installed", file=sys.stderr)
+        return 2
+    return capture.capture_to(job.client, binary, job.variant, job.out, job.pinned)
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0], allow_abbrev=False)
+    parser.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="print the captures and comparisons for the pinned versions; install nothing",
+    )
+    args, pytest_args = parser.parse_known_args(argv)
+    if args.dry_run:
+        for job in jobs({client: install.pin(client).version for client in VERSION_ENVS}):
+            print(f"{job.client} {job.variant}: capture into {job.out}, compare with {job.pinned}")
+        return 0
+    newest, uninstallable = _install_newest()
     tests = subprocess.run(
-        [sys.executable, "-m", "pytest", str(install.HERE), *argv],
-        env={**os.environ, **{CLIENTS[client]: newest[client] for client in CLIENTS}},
+        [sys.executable, "-m", "pytest", str(install.HERE), *pytest_args],
+        env={**os.environ, **{VERSION_ENVS[client]: newest[client] for client in VERSION_ENVS}},
         cwd=install.REPO,
         timeout=PYTEST_TIMEOUT_S,
         check=False,
     )
-    captures = install.cache_root() / "captures"
-
-    version, pinned = newest[CLIENT], install.pin(CLIENT).version
-    out = captures / f"{CLIENT}-{version}-default.json"
-    code = capture.main(
-        ["--version", version, "--out", str(out), "--compare", str(capture.default_output(pinned))]
-    )
-
-    codex_version, codex_pinned = newest[codex_env.CLIENT], install.pin(codex_env.CLIENT).version
-    codex_code = 0
-    for model in capture.CODEX_MODELS:
-        codex_out = captures / f"{codex_env.CLIENT}-{codex_version}-{model}.json"
-        pinned_capture = capture.codex_output(codex_pinned, model)
-        arguments = ["--client", codex_env.CLIENT, "--version", codex_version, "--model", model]
-        arguments += ["--out", str(codex_out), "--compare", str(pinned_capture)]
-        codex_code = capture.main(arguments) or codex_code
-
-    opencode_version = newest[opencode_env.CLIENT]
-    opencode_pinned = install.pin(opencode_env.CLIENT).version
-    opencode_out = captures / f"{opencode_env.CLIENT}-{opencode_version}-default.json"
-    arguments = ["--client", opencode_env.CLIENT, "--version", opencode_version]
-    arguments += ["--out", str(opencode_out)]
-    arguments += ["--compare", str(capture.opencode_output(opencode_pinned))]
-    opencode_code = capture.main(arguments)
-
-    if code == 0 and version != pinned:
-        print(
-            f"to pin {version}: set it in tests/clients/versions.json, then run "
-            "`python tests/clients/install.py --relock`, `make clients` and "
-            "`python tests/clients/capture.py`"
-        )
-    if codex_code == 0 and codex_version != codex_pinned:
-        print(
-            f"to pin {codex_env.CLIENT} {codex_version}: set it in tests/clients/versions.json, "
-            f"then run `python tests/clients/install.py --relock {codex_env.CLIENT}`, "
-            "`make clients` and `python tests/clients/capture.py --client codex`"
-        )
-    if opencode_code == 0 and opencode_version != opencode_pinned:
-        print(
-            f"to pin {opencode_env.CLIENT} {opencode_version}: set it in "
-            "tests/clients/versions.json, then run `python tests/clients/install.py --relock "
-            f"{opencode_env.CLIENT}`, `make clients` and "
-            "`python tests/clients/capture.py --client opencode`"
-        )
+    captured: dict[str, int] = {}
+    for job in jobs(newest):
+        code = _capture(job)
+        captured[job.client] = captured.get(job.client, 0) or code
+    for client, code in captured.items():
+        if code == 0 and newest[client] != install.pin(client).version:
+            print(pin_hint(client, newest[client]))
     summary = {
-        "version": version,
         "pytest": tests.returncode,
-        "capture": code,
-        "codex": {"version": codex_version, "capture": codex_code},
-        "opencode": {"version": opencode_version, "capture": opencode_code},
-        "newest": newest,
+        "clients": {
+            client: {
+                "version": newest[client],
+                "pinned": install.pin(client).version,
+                "capture": captured[client],
+            }
+            for client in captured
+        },
         "not_installed": uninstallable,
     }
     print(f"clients-latest: {json.dumps(summary)}")
-    failed = code or codex_code or opencode_code or uninstallable
+    failed = any(captured.values()) or uninstallable
     return tests.returncode or (1 if failed else 0)
 
 

@@ -45,33 +45,24 @@ Binary = install.Binary
 
 def client_env(home: Path, base_url: str, token: str) -> dict[str, str]:
     """A private HOME and llm user directory, kirod's URL and the key."""
-    env = runs.private_env(home)
-    env[USER_PATH_ENV] = str(home / "llm")
-    env[BASE_ENV] = base_url
-    env[KEY_ENV] = token
-    return env
+    return runs.private_env(
+        home, {USER_PATH_ENV: str(home / "llm"), BASE_ENV: base_url, KEY_ENV: token}
+    )
 
 
 def command(prompt: str, extra: Iterable[str] = ()) -> list[str]:
     return ["llm", "-m", f"anthropic/{MODEL}", *extra, prompt]
 
 
-class LLM:
+class LLM(runs.Client):
     """llm in a private HOME and working directory, at one kirod with one key; the read tool
     in `tools.py` of its HOME."""
 
     def __init__(self, binary: Binary, base_url: str, token: str, root: Path) -> None:
-        self.binary = binary
-        self.home = root / "home"
-        self.workdir = root / "work"
-        self.home.mkdir(parents=True, exist_ok=True)
-        self.workdir.mkdir(parents=True, exist_ok=True)
+        super().__init__(binary, root)
         self.env = client_env(self.home, base_url, token)
         self.tools = self.home / TOOLS_FILE
         self.tools.write_text(TOOLS)
-
-    def argv(self, prompt: str, args: Iterable[str]) -> list[str]:
-        return [str(self.binary.path), *command(prompt, args)[1:]]
 
     def run(
         self,
@@ -80,12 +71,11 @@ class LLM:
         timeout_s: float = RUN_TIMEOUT_S,
     ) -> runs.Finished:
         """`llm -m anthropic/MODEL ARGS… PROMPT`."""
-        return runs.run(runs.Finished, self.argv(prompt, args), self.workdir, self.env, timeout_s)
+        return self.launch(runs.Finished, command(prompt, args), timeout_s)
 
     def openai_endpoint(
         self, url: str, *args: str, timeout_s: float = RUN_TIMEOUT_S
     ) -> runs.Finished:
         """`llm openai endpoint URL ARGS…`: llm's OpenAI-compatible client (Chat Completions,
         or Responses with `--responses`), which logs nothing."""
-        argv = [str(self.binary.path), "openai", "endpoint", url, *args]
-        return runs.run(runs.Finished, argv, self.workdir, self.env, timeout_s)
+        return self.launch(runs.Finished, ["llm", "openai", "endpoint", url, *args], timeout_s)

@@ -71,10 +71,7 @@ def config(base_url: str, npm: str = ANTHROPIC, models: Iterable[str] = (MODEL,)
 
 def client_env(home: Path, token: str) -> dict[str, str]:
     """A private HOME (and XDG folders in it), the key in KIROD_API_KEY, no other hosts."""
-    env = runs.private_env(home)
-    env.update(OFFLINE)
-    env[KEY_ENV] = token
-    return env
+    return runs.private_env(home, OFFLINE, {KEY_ENV: token})
 
 
 def command(prompt: str, extra: Iterable[str] = ()) -> list[str]:
@@ -84,13 +81,16 @@ def command(prompt: str, extra: Iterable[str] = ()) -> list[str]:
 class Run(runs.Finished):
     """One finished `opencode run --format json`: stdout is one JSON event per line."""
 
-    @property
-    def events(self) -> list[dict[str, Any]]:
-        return self.json_lines
-
     def parts(self, kind: str) -> list[dict[str, Any]]:
         """The `part` of every event of type `kind` (`text`, `tool_use`, `step_finish`, …)."""
         return [event["part"] for event in self.events if event.get("type") == kind]
+
+    def tool_output(self, tool: str) -> str:
+        """The output of the run's one call of `tool`, which must have completed."""
+        (used,) = [part for part in self.parts("tool_use") if part["tool"] == tool]
+        assert used["state"]["status"] == "completed", used
+        output: str = used["state"]["output"]
+        return output
 
     def succeeded(self) -> str:
         """The answer (its text parts, in order) of a run that must have worked."""
@@ -109,27 +109,20 @@ class Run(runs.Finished):
         return error
 
 
-class OpenCode:
+class OpenCode(runs.Client):
     """opencode in a private HOME and working directory, with the key of one kirod."""
 
     def __init__(self, binary: Binary, token: str, root: Path) -> None:
-        self.binary = binary
-        self.home = root / "home"
-        self.workdir = root / "work"
-        self.home.mkdir(parents=True, exist_ok=True)
-        self.workdir.mkdir(parents=True, exist_ok=True)
+        super().__init__(binary, root)
         self.env = client_env(self.home, token)
 
     def configure(self, document: Mapping[str, Any]) -> None:
         """Make `document` the `opencode.json` the next runs read."""
         (self.workdir / "opencode.json").write_text(json.dumps(document, indent=2) + "\n")
 
-    def argv(self, prompt: str, args: Iterable[str]) -> list[str]:
-        return [str(self.binary.path), *command(prompt, args)[1:]]
-
     def start(self, prompt: str, *args: str) -> subprocess.Popen[str]:
         """A run in its own process group (a terminal's foreground job), to interrupt it."""
-        return runs.start(self.argv(prompt, args), self.workdir, self.env)
+        return runs.start(self.argv(command(prompt, args)), self.workdir, self.env)
 
     def run(self, prompt: str, *args: str, timeout_s: float = RUN_TIMEOUT_S) -> Run:
-        return runs.run(Run, self.argv(prompt, args), self.workdir, self.env, timeout_s)
+        return self.launch(Run, command(prompt, args), timeout_s)

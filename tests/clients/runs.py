@@ -1,5 +1,6 @@
-"""One run of a client binary, as the client drivers (`cc_env`, `codex_env`, `opencode_env`)
-make it: stdin closed, output captured, in a process group of its own, bounded in time.
+"""One run of a client binary, as the client drivers (the `*_env` modules) make it: stdin
+closed, output captured, in a process group of its own, bounded in time; and `Client`, what
+every driver's class shares: a private HOME and working directory, and runs in them.
 
 Imported by those modules (not a test module itself).
 """
@@ -11,11 +12,15 @@ import json
 import os
 import signal
 import subprocess
+import sys
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import install
 
 
 @dataclass
@@ -36,7 +41,7 @@ class Finished:
         )
 
     @property
-    def json_lines(self) -> list[dict[str, Any]]:
+    def events(self) -> list[dict[str, Any]]:
         """The stdout lines that are JSON objects, in order (clients' `--json` events)."""
         found = []
         for line in self.stdout.splitlines():
@@ -54,9 +59,10 @@ class Finished:
 F = TypeVar("F", bound=Finished)
 
 
-def private_env(home: Path) -> dict[str, str]:
+def private_env(home: Path, *settings: Mapping[str, str]) -> dict[str, str]:
     """PATH, locale and terminal from this environment; HOME, TMPDIR and the XDG folders in
-    `home`, so that a client reads no configuration of the machine's user and writes none."""
+    `home`, so that a client reads no configuration of the machine's user and writes none; then
+    the client's `settings`, in order."""
     keep = {"PATH", "LANG", "LC_ALL", "TERM", "TZ", "SYSTEMROOT"}
     env = {name: value for name, value in os.environ.items() if name in keep}
     tmp = home / "tmp"  # Claude Code leaves `claude-<uid>/fswatch-probe-*` folders in TMPDIR
@@ -69,6 +75,8 @@ def private_env(home: Path) -> dict[str, str]:
         XDG_DATA_HOME=str(home / ".local" / "share"),
         XDG_STATE_HOME=str(home / ".local" / "state"),
     )
+    for more in settings:
+        env.update(more)
     return env
 
 
@@ -112,3 +120,26 @@ def kill_group(process: subprocess.Popen[str]) -> None:
         os.killpg(process.pid, signal.SIGKILL)
     if process.poll() is None:
         process.wait(timeout=10)
+
+
+class Client:
+    """A client binary in a private HOME and working directory (`root/home`, `root/work`), with
+    the environment its driver gives it: what the drivers' classes share."""
+
+    env: dict[str, str]
+    """Made by each driver, from `home`."""
+
+    def __init__(self, binary: install.Binary, root: Path) -> None:
+        self.binary = binary
+        self.home = root / "home"
+        self.workdir = root / "work"
+        self.home.mkdir(parents=True, exist_ok=True)
+        self.workdir.mkdir(parents=True, exist_ok=True)
+
+    def argv(self, command: Sequence[str]) -> list[str]:
+        """A driver's `command` (the program's name first) with this client's binary."""
+        return [str(self.binary.path), *command[1:]]
+
+    def launch(self, kind: type[F], command: Sequence[str], timeout_s: float) -> F:
+        """`command` run to its end in the working directory, as `kind` (see `run`)."""
+        return run(kind, self.argv(command), self.workdir, self.env, timeout_s)

@@ -7,7 +7,7 @@ drives any other aider.
 Each test runs `aider --message … --yes-always --no-git` in a private HOME with the README's
 settings (`ANTHROPIC_API_BASE` without `/v1`, `ANTHROPIC_API_KEY`, `--model anthropic/<id>`),
 kept off the network as `aider_env` says. What 0.86.2 sends is in
-`captures/aider-0.86.2-default.json` (`capture_pypi.py --client aider`): one streamed
+`captures/aider-0.86.2-default.json` (`capture.py --client aider`): one streamed
 `POST /v1/messages` per message, user agent `litellm/1.81.10`, `x-api-key`, `temperature: 0`
 (which kirod drops), no session or conversation id anywhere.
 
@@ -18,28 +18,21 @@ goes into the prompt, the model answers with a SEARCH/REPLACE block, and aider e
 from __future__ import annotations
 
 import json
-import re
 import shlex
 import sys
-from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from kirod.testing.daemon import DaemonProcess
-from kirod.testing.fake_kiro import FakeKiro, Reply, Script, ThreadedFake
+from kirod.testing.fake_kiro import FakeKiro, Reply, Script
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "integration"))
 import aider_env
-import runs
 from aider_env import Aider
-from cc_env import access_lines
-from kiro_env import import_account, start_daemon
+from kiro_bodies import chats, current, new_access_lines, routes
+from readme_snippets import README_PORT, paste, readme_block
 
-README = Path(__file__).resolve().parents[2] / "README.md"
-README_PORT = "http://127.0.0.1:5476"
 KIRO_MODEL = "claude-sonnet-4.5"
 """What Kiro calls `claude-sonnet-4-5`."""
 WRONG_KEY = "sk-kirod-" + "x" * 43
@@ -52,40 +45,6 @@ def aider(
     return Aider(aider_binary, daemon.base_url, api_key, short_tmp)
 
 
-@pytest.fixture(scope="module")
-def chat_daemon(fake: ThreadedFake, module_tmp: Path) -> Iterator[DaemonProcess]:
-    """A second kirod at the same fake, with Chat Completions turned on."""
-    proc = start_daemon(module_tmp / "chat", fake, {"KIROD_ENABLE_CHAT_COMPLETIONS": "1"})
-    try:
-        import_account(proc, fake.fake.issue_social_account())
-        yield proc
-    finally:
-        proc.kill()
-
-
-def chats(service: FakeKiro) -> list[dict[str, Any]]:
-    bodies = [record.json for record in service.requests("chat")]
-    assert all(isinstance(body, dict) for body in bodies)
-    return bodies
-
-
-def current(body: dict[str, Any]) -> dict[str, Any]:
-    message: dict[str, Any] = body["conversationState"]["currentMessage"]["userInputMessage"]
-    return message
-
-
-def new_access_lines(daemon: DaemonProcess, mark: int) -> list[dict[str, str]]:
-    return access_lines(daemon.log()[mark:])
-
-
-def readme_block() -> str:
-    """The README's aider lines, as a user pastes them."""
-    block: str
-    (block,) = re.findall(r"\*\*aider\*\*.*?```sh\n(.*?)```", README.read_text(), re.DOTALL)
-    assert README_PORT in block
-    return block
-
-
 def test_hello_with_the_readme_settings(
     aider: Aider, service: FakeKiro, daemon: DaemonProcess, api_key: str
 ) -> None:
@@ -93,19 +52,17 @@ def test_hello_with_the_readme_settings(
     said, from one `POST /v1/messages` that reached Kiro for the model the README names."""
     answer = "Hello from the fake Kiro, aider edition."
     service.default_script = Script(reply=Reply(text=answer))
-    lines = readme_block().replace(README_PORT, daemon.base_url).rstrip("\n")
+    lines = readme_block("aider", "sh").replace(README_PORT, daemon.base_url).rstrip("\n")
     headless = [*aider_env.OFFLINE_ARGS, *aider_env.HEADLESS_ARGS, "--message", "hello"]
     script = f"{lines} {shlex.join(arg for arg in headless if arg not in lines)}\n"
-    env = {
-        name: value
-        for name, value in aider.env.items()
-        if name not in (aider_env.BASE_ENV, aider_env.KEY_ENV)  # the README sets them
-    }
-    env["KIROD_API_KEY"] = api_key
-    env["PATH"] = f"{aider.binary.path.parent}:{env['PATH']}"
     mark = len(daemon.log())
-    run = runs.run(
-        aider_env.Run, ["/bin/sh", "-c", script], aider.workdir, env, aider_env.RUN_TIMEOUT_S
+    run = paste(
+        aider_env.Run,
+        aider,
+        script,
+        api_key,
+        set_by_script=(aider_env.BASE_ENV, aider_env.KEY_ENV),
+        timeout_s=aider_env.RUN_TIMEOUT_S,
     )
     output = run.succeeded()
     assert answer in output, run.describe()
@@ -162,7 +119,7 @@ def test_a_wrong_key_is_refused_once_and_clearly(
     assert '"type": "authentication_error", "message": "invalid API key"' in run.text
     assert "The API provider is not able to authenticate you. Check your API key." in run.text
     lines = new_access_lines(daemon, mark)
-    assert [(line["path"], line["status"]) for line in lines] == [("/v1/messages", "401")]
+    assert routes(lines) == [("/v1/messages", "401")]
     assert service.requests("chat") == []
     assert WRONG_KEY not in daemon.log()
 
@@ -194,7 +151,7 @@ def test_chat_completions_while_off_say_how_to_turn_them_on(
         " set enable_chat_completions = true to serve it, or use /v1/responses"
     ) in run.text, run.describe()
     lines = new_access_lines(daemon, mark)
-    assert {(line["path"], line["status"]) for line in lines} == {("/v1/chat/completions", "404")}
+    assert set(routes(lines)) == {("/v1/chat/completions", "404")}
     assert service.requests("chat") == []
 
 

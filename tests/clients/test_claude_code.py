@@ -35,9 +35,10 @@ from kirod.testing.daemon import DaemonProcess
 from kirod.testing.fake_kiro import FakeKiro, Reply, Script, ThreadedFake, ToolCall
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-import capture
+import cc_env
 import demo_env
-from cc_env import Binary, ClaudeCode, access_lines, assistant_blocks, wait_until
+from cc_env import Binary, ClaudeCode, assistant_blocks, wait_until
+from kiro_bodies import access_lines, chats, context, current, new_access_lines
 from kiro_env import start_daemon
 
 MODEL = "claude-sonnet-4-6"
@@ -61,23 +62,8 @@ def newest(service: FakeKiro, family: str) -> str:
     return max(versions)[1]
 
 
-def chats(service: FakeKiro) -> list[dict[str, Any]]:
-    bodies = [record.json for record in service.requests("chat")]
-    assert all(isinstance(body, dict) for body in bodies)
-    return bodies
-
-
-def current_message(body: dict[str, Any]) -> dict[str, Any]:
-    message: dict[str, Any] = body["conversationState"]["currentMessage"]["userInputMessage"]
-    return message
-
-
 def upstream_models(service: FakeKiro) -> list[str]:
-    return [current_message(body)["modelId"] for body in chats(service)]
-
-
-def new_access_lines(daemon: DaemonProcess, mark: int) -> list[dict[str, str]]:
-    return access_lines(daemon.log()[mark:])
+    return [current(body)["modelId"] for body in chats(service)]
 
 
 # -- models -------------------------------------------------------------------------------------
@@ -113,7 +99,7 @@ def test_hello(
     assert result["result"] == answer
     expected = served(service, model, family)
     assert upstream_models(service) == [expected]
-    assert re.search(r"(?m)^hello$", current_message(chats(service)[0])["content"])
+    assert re.search(r"(?m)^hello$", current(chats(service)[0])["content"])
     messages = [line for line in new_access_lines(daemon, mark) if line["path"] == "/v1/messages"]
     assert [line["status"] for line in messages] == ["200"]
     assert messages[0]["upstream_model"] == expected
@@ -126,7 +112,7 @@ def test_the_line_make_demo_prints_works_as_pasted(claude_binary: Binary, short_
         line = demo_env.line_after(shown, "Claude Code (")
         assert "--model" not in line
         assert "ANTHROPIC_MODEL" not in line
-        env = capture.client_env(short_tmp / "home", "unset", "unset")
+        env = cc_env.client_env(short_tmp / "home", "unset", "unset")
         del env["ANTHROPIC_BASE_URL"], env["ANTHROPIC_AUTH_TOKEN"]  # the line sets them
         env["PATH"] = f"{claude_binary.path.parent}{os.pathsep}{env.get('PATH', '')}"
         done = demo_env.paste(line, env, short_tmp)
@@ -160,14 +146,11 @@ def test_read_tool_round_trip(
     first, second = chats(service)
     expected = served(service, model, family)
     assert upstream_models(service) == [expected, expected]
-    tools = {
-        tool["toolSpecification"]["name"]
-        for tool in current_message(first)["userInputMessageContext"]["tools"]
-    }
+    tools = {tool["toolSpecification"]["name"] for tool in context(first)["tools"]}
     assert "Read" in tools
     tool_use = second["conversationState"]["history"][-1]["assistantResponseMessage"]["toolUses"]
     assert [(use["name"], use["input"]) for use in tool_use] == [("Read", {"file_path": str(note)})]
-    results = current_message(second)["userInputMessageContext"]["toolResults"]
+    results = context(second)["toolResults"]
     assert [entry["toolUseId"] for entry in results] == [tool_use[0]["toolUseId"]]
     assert results[0]["status"] == "success"
     assert canary in json.dumps(results[0]["content"])
@@ -197,7 +180,7 @@ def test_a_subagent_asked_for_fable_is_served_by_the_newest_fable(
     main, sub, back = upstream_models(service)
     assert (main, back) == (newest(service, "opus"), newest(service, "opus"))
     assert sub == newest(service, "fable") == "claude-fable-5.1"
-    assert "Reply with the word FABLED." in current_message(chats(service)[1])["content"]
+    assert "Reply with the word FABLED." in current(chats(service)[1])["content"]
 
 
 # -- thinking -----------------------------------------------------------------------------------
@@ -357,5 +340,5 @@ def test_web_search_tool_round_trip(claude: ClaudeCode, service: FakeKiro) -> No
     [search] = [record.json for record in service.requests("mcp")]
     assert search["params"]["arguments"] == {"query": "kirod gateway"}
     _, second = chats(service)  # the side call itself reached no model
-    results = current_message(second)["userInputMessageContext"]["toolResults"]
+    results = context(second)["toolResults"]
     assert "https://example.com/kirod-gateway/1" in json.dumps(results)

@@ -7,7 +7,7 @@ and runs these; they skip, saying why, when it could not be installed.
 Each test runs `cline --json --data-dir ~/.cline/data "…"` in a private HOME whose
 `~/.cline/data/settings/providers.json` is the README's (Anthropic at kirod's base URL), or what
 `cline auth` writes for its OpenAI modes. What 3.0.65 sends is in
-`captures/cline-3.0.65-default.json` (`agent_capture.py --client cline`): one streamed
+`captures/cline-3.0.65-default.json` (`capture.py --client cline`): one streamed
 `POST /v1/messages` per model turn with `x-api-key`, and no session, conversation or thread id in
 a header or the body, so kirod has nothing to keep a task on one account with.
 """
@@ -15,7 +15,6 @@ a header or the body, so kirod has nothing to keep a task on one account with.
 from __future__ import annotations
 
 import json
-import re
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -29,13 +28,11 @@ from kirod.testing.fake_kiro import FakeKiro, Reply, Script, ToolCall
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import cline_env
 from cline_env import Cline
-from test_opencode import chats, current, new_access_lines, tool_names, tool_results
+from kiro_bodies import KIRO_MODEL, chats, current, new_access_lines, routes, tool_names
+from note_round_trip import CANARY, FINAL, assert_the_note_reached_kiro, call_first, write_the_note
+from readme_snippets import README_PORT, readme_block
 
-README = Path(__file__).resolve().parents[2] / "README.md"
-README_PORT = "http://127.0.0.1:5476"
 README_KEY = "sk-kirod-…"
-KIRO_MODEL = "claude-sonnet-4.6"
-"""What Kiro calls `claude-sonnet-4-6`, the README's model."""
 
 
 @pytest.fixture
@@ -54,9 +51,7 @@ def cline(
 
 def readme_providers(base_url: str, token: str) -> dict[str, Any]:
     """The README's `providers.json`, with `base_url` and `token` for the port and the key."""
-    text = README.read_text()
-    (block,) = re.findall(r"\*\*Cline CLI\*\*.*?```json\n(.*?)```", text, re.DOTALL)
-    assert README_PORT in block
+    block = readme_block("Cline CLI", "json")
     assert README_KEY in block
     document: dict[str, Any] = json.loads(
         block.replace(README_PORT, base_url).replace(README_KEY, token)
@@ -90,26 +85,15 @@ def test_hello_with_the_readme_configuration(
 def test_read_files_round_trip(cline: Cline, service: FakeKiro, daemon: DaemonProcess) -> None:
     """The model asks for Cline's `read_files`; Cline reads the file and sends its content back
     as a tool result; the model's answer after it is the run's result."""
-    note = cline.workdir / "notes.txt"
-    canary = "The canary sings at 04:51 in room 7."
-    note.write_text(canary + "\n")
-    final = "The note is about a canary."
-    service.default_script = Script(
-        reply=Reply(text=final),
-        call_first=ToolCall("read_files", {"files": [{"path": str(note)}]}),
-    )
+    note = write_the_note(cline.workdir)
+    call_first(service, ToolCall("read_files", {"files": [{"path": str(note)}]}))
     mark = len(daemon.log())
     run = cline.run("What does notes.txt say?")
-    assert run.succeeded() == final
+    assert run.succeeded() == FINAL
     (output,) = run.tool_outputs("read_files")
     assert [item["success"] for item in output] == [True]
-    assert canary in output[0]["result"]
-    bodies = chats(service)
-    assert len(bodies) == 2
-    (result,) = tool_results(bodies[1])
-    assert result["status"] == "success"
-    assert canary in json.dumps(result["content"])
-    assert "read_files" in tool_names(bodies[1])
+    assert CANARY in output[0]["result"]
+    assert_the_note_reached_kiro(service, "read_files")
     assert [line["status"] for line in new_access_lines(daemon, mark)] == ["200", "200"]
 
 
@@ -124,7 +108,7 @@ def test_the_responses_provider_set_by_cline_auth(
     mark = len(daemon.log())
     assert cline.run("say hello").succeeded() == answer
     lines = new_access_lines(daemon, mark)
-    assert [(line["path"], line["status"]) for line in lines] == [("/v1/responses", "200")]
+    assert routes(lines) == [("/v1/responses", "200")]
     assert {current(body)["modelId"] for body in chats(service)} == {KIRO_MODEL}
 
 
@@ -140,7 +124,7 @@ def test_chat_completions_while_off_say_how_to_turn_them_on(
     assert "enable_chat_completions = true" in error["error"]["message"]
     assert error["recoverable"] is False
     lines = new_access_lines(daemon, mark)
-    assert [(line["path"], line["status"]) for line in lines] == [("/v1/chat/completions", "404")]
+    assert routes(lines) == [("/v1/chat/completions", "404")]
     assert service.requests("chat") == []
 
 

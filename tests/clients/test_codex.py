@@ -19,15 +19,14 @@ access log:
   summary prompt) and remote v2 (provider named "OpenAI": a `compaction_trigger` input item);
   Codex 0.171.0 no longer sends the v1 `POST /v1/responses/compact`.
 
-Also, with no binary needed: the committed captures (`captures/codex-<version>-<model>.json`,
-written by `python tests/clients/capture.py --client codex`) are sanitized and say what they are.
+What the pinned Codex sends is in `captures/codex-<version>-<model>.json` (`python
+tests/clients/capture.py --client codex`), checked in test_captures.py.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import json
-import re
 import sys
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -40,11 +39,10 @@ from kirod.testing.daemon import DaemonProcess
 from kirod.testing.fake_kiro import FakeKiro, Reply, ToolCall
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-import capture
 import codex_env
-import install
-from cc_env import access_lines, wait_until
+from cc_env import wait_until
 from codex_env import CLAUDE_MODEL, CODE_MODE_MODEL, DEFAULT_MODEL, Binary, Codex
+from kiro_bodies import chats, context, current, new_access_lines
 
 CANARY = "The canary sings at 04:51 in room 7."
 FINAL = "The note is about a canary."
@@ -135,29 +133,14 @@ def make_codex(
 # -- what each hop saw --------------------------------------------------------------------------
 
 
-def chats(service: FakeKiro) -> list[dict[str, Any]]:
-    bodies = [record.json for record in service.requests("chat")]
-    assert all(isinstance(body, dict) for body in bodies)
-    return bodies
-
-
-def current_message(body: dict[str, Any]) -> dict[str, Any]:
-    message: dict[str, Any] = body["conversationState"]["currentMessage"]["userInputMessage"]
-    return message
-
-
 def upstream_tools(body: dict[str, Any]) -> dict[str, dict[str, Any]]:
-    tools = current_message(body).get("userInputMessageContext", {}).get("tools", [])
+    tools = context(body).get("tools", [])
     return {tool["toolSpecification"]["name"]: tool["toolSpecification"] for tool in tools}
 
 
 def everything_sent(body: dict[str, Any]) -> str:
     """The history and the current message as one text, to look for what must have reached Kiro."""
     return json.dumps(body["conversationState"], ensure_ascii=False)
-
-
-def new_access_lines(daemon: DaemonProcess, mark: int) -> list[dict[str, str]]:
-    return access_lines(daemon.log()[mark:])
 
 
 def show(lines: list[dict[str, str]]) -> str:
@@ -190,10 +173,10 @@ def assert_tool_round_trip(
     assert commands[0]["exit_code"] == 0, run.describe()
 
     bodies = chats(service)
-    assert len(bodies) == 2, [current_message(body).get("content", "")[-200:] for body in bodies]
+    assert len(bodies) == 2, [current(body).get("content", "")[-200:] for body in bodies]
     first, second = bodies
     for body in (first, second):
-        assert current_message(body)["modelId"] == shape.upstream_model
+        assert current(body)["modelId"] == shape.upstream_model
     declared = upstream_tools(first)
     assert shape.tool in declared, sorted(declared)
     if shape.item == "custom_tool_call":  # a freeform tool goes to Kiro as a JSON tool
@@ -203,7 +186,7 @@ def assert_tool_round_trip(
     assistant = second["conversationState"]["history"][-1]["assistantResponseMessage"]
     uses = assistant["toolUses"]
     assert [(use["name"], use["input"]) for use in uses] == [(shape.tool, shape.arguments)]
-    results = current_message(second)["userInputMessageContext"]["toolResults"]
+    results = context(second)["toolResults"]
     assert [result["toolUseId"] for result in results] == [uses[0]["toolUseId"]]
     assert results[0]["status"] == "success"
     assert CANARY in json.dumps(results[0]["content"]), results
@@ -335,11 +318,11 @@ def test_local_compaction(make_codex: MakeCodex, service: FakeKiro, daemon: Daem
     mark = len(daemon.log())
     compaction_runs(codex, service)
     _, summary, after = chats(service)
-    assert "CONTEXT CHECKPOINT COMPACTION" in current_message(summary)["content"]
+    assert "CONTEXT CHECKPOINT COMPACTION" in current(summary)["content"]
     assert "First answer." in everything_sent(summary)
     sent = everything_sent(after)
     assert "SUMMARY: the user greeted" in sent
-    assert "and again" in current_message(after)["content"]
+    assert "and again" in current(after)["content"]
     assert "First answer." not in sent
     (compacted,) = codex.rollout("compacted")
     assert "SUMMARY: the user greeted" in json.dumps(compacted["replacement_history"])
@@ -374,76 +357,9 @@ def test_remote_compaction_v2(
     assert "SUMMARY" not in json.dumps(compacted), "the summary travels sealed"
     sent = everything_sent(after)
     assert "SUMMARY: the user greeted" in sent
-    assert "and again" in current_message(after)["content"]
+    assert "and again" in current(after)["content"]
     assert "First answer." not in sent
     assert [line["status"] for line in http_turns(new_access_lines(daemon, mark))] == ["200"] * 3
-
-
-# -- the committed captures (no binary needed) --------------------------------------------------
-
-
-def pinned_captures() -> list[tuple[str, dict[str, Any]]]:
-    version = install.pin(codex_env.CLIENT).version
-    found = []
-    for model in capture.CODEX_MODELS:
-        document: dict[str, Any] = json.loads(capture.codex_output(version, model).read_text())
-        found.append((model, document))
-    return found
-
-
-@pytest.mark.parametrize("model", capture.CODEX_MODELS)
-def test_the_pinned_codex_capture_names_its_client_and_command(model: str) -> None:
-    document = dict(pinned_captures())[model]
-    assert (document["client"], document["model"]) == ("codex", model)
-    assert document["version"] == install.pin(codex_env.CLIENT).version
-    assert document["command"] == ["codex", "exec", "--skip-git-repo-check", "hello"]
-    assert f'model = "{model}"' in document["config_toml"]
-    first = document["requests"][0]
-    assert (first["method"], first["path"]) == ("POST", "/v1/responses")
-    assert first["headers"]["user-agent"].startswith(f"codex_exec/{document['version']} ")
-    body = first["body"]
-    assert body["model"] == model
-    if model == CODE_MODE_MODEL:  # code mode: tools only in an `additional_tools` input item
-        assert "tools" not in body
-        assert body["input"][0]["type"] == "additional_tools"
-    else:
-        assert "exec_command" in {tool.get("name") for tool in body["tools"]}
-
-
-def test_the_pinned_codex_captures_hold_no_secret_or_local_detail() -> None:
-    for _, document in pinned_captures():
-        text = json.dumps(document)
-        for request in document["requests"]:
-            assert not set(request["headers"]) & capture.SECRET_HEADERS
-        assert capture.TOKEN not in text
-        local = text.replace(capture.HOME_PLACEHOLDER, "").replace(capture.WORKDIR_PLACEHOLDER, "")
-        assert not re.search(r"/tmp/|/home/|/work/|kd-capture|127\.0\.0\.1:\d", local)
-        ids = set(re.findall(capture._UUID, text))
-        assert ids == set(document["placeholders"]), ids ^ set(document["placeholders"])
-        assert capture.SESSION_PLACEHOLDER in ids
-        assert document["placeholders"][capture.id_placeholder(2)] == "installation_id"
-        metadata = json.loads(document["requests"][0]["headers"]["x-codex-turn-metadata"])
-        assert metadata["turn_started_at_unix_ms"] == 0
-
-
-def test_codex_differences_name_what_a_new_version_changed() -> None:
-    old = dict(pinned_captures())[CODE_MODE_MODEL]
-    new = json.loads(json.dumps(old))
-    request = new["requests"][0]
-    request["headers"]["x-codex-beta-features"] += ",hologram_v1"
-    request["headers"]["x-brand-new"] = "1"
-    request["body"]["brand_new_field"] = True
-    request["body"]["input"].append({"type": "hologram", "role": "oracle", "content": []})
-    request["body"]["input"][0]["tools"][0]["tools"].append({"type": "teleport", "name": "beam"})
-    lines = capture.differences(old, new)
-    assert "new x-codex-beta-features values: hologram_v1" in lines
-    assert "new headers: x-brand-new" in lines
-    assert "new body fields: brand_new_field" in lines
-    assert "new input item types: hologram" in lines
-    assert "new message roles: oracle" not in lines  # only messages have roles that count
-    assert "new tool types: teleport" in lines
-    assert "new tool names: functions.beam" in lines
-    assert capture.differences(old, json.loads(json.dumps(old))) == []
 
 
 # -- web search --------------------------------------------------------------------------------

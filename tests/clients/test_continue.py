@@ -14,39 +14,25 @@ conversation id in any header or field, so kirod has nothing to keep its turns o
 from __future__ import annotations
 
 import json
-import re
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from kirod.testing.daemon import DaemonProcess
-from kirod.testing.fake_kiro import FakeKiro, Reply, Script, ThreadedFake, ToolCall
+from kirod.testing.fake_kiro import FakeKiro, Reply, Script, ToolCall
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "integration"))
 import continue_env
 from continue_env import Continue
-from kiro_env import import_account, start_daemon
-from test_opencode import (
-    KIRO_MODEL,
-    README,
-    README_PORT,
-    chats,
-    current,
-    new_access_lines,
-    tool_names,
-    tool_results,
-)
-
-CANARY = "The canary sings at 04:51 in room 7."
+from kiro_bodies import KIRO_MODEL, chats, current, new_access_lines, routes, tool_names
+from note_round_trip import FINAL, assert_the_note_reached_kiro, call_first, write_the_note
+from readme_snippets import README_PORT, readme_block
 
 
 def readme_config(base_url: str) -> str:
     """The README's Continue `config.yaml`, pointed at `base_url` instead of the default port."""
-    pattern = r"\*\*Continue CLI\*\*.*?```yaml\n(.*?)```"
-    (block,) = re.findall(pattern, README.read_text(), re.DOTALL)
+    block = readme_block("Continue CLI", "yaml")
     assert f"{README_PORT}/v1/" in block
     text: str = block.replace(README_PORT, base_url)
     return text
@@ -62,37 +48,11 @@ def cn(
     return client
 
 
-@pytest.fixture(scope="module")
-def chat_daemon(fake: ThreadedFake, module_tmp: Path) -> Iterator[DaemonProcess]:
-    """A second kirod, with Chat Completions turned on, for `provider: openai`."""
-    proc = start_daemon(module_tmp / "chat", fake, {"KIROD_ENABLE_CHAT_COMPLETIONS": "1"})
-    try:
-        import_account(proc, fake.fake.issue_social_account())
-        yield proc
-    finally:
-        proc.kill()
-
-
 def ask_for_the_note(client: Continue, service: FakeKiro) -> str:
     """Script a `Read` of notes.txt (holding the canary) and the answer after it; the answer."""
-    (client.workdir / "notes.txt").write_text(CANARY + "\n")
-    final = "The note is about a canary."
-    service.default_script = Script(
-        reply=Reply(text=final),
-        call_first=ToolCall(continue_env.READ_TOOL, {"filepath": "notes.txt"}),
-    )
-    return final
-
-
-def assert_the_note_reached_kiro(service: FakeKiro) -> None:
-    """Two model turns; the second carries cn's `Read` result, the file's text, upstream."""
-    bodies = chats(service)
-    assert len(bodies) == 2, [tool_results(body) for body in bodies]
-    assert not tool_results(bodies[0])
-    (result,) = tool_results(bodies[1])
-    assert result["status"] == "success"
-    assert CANARY in json.dumps(result["content"])
-    assert continue_env.READ_TOOL in tool_names(bodies[1])
+    write_the_note(client.workdir)
+    call_first(service, ToolCall(continue_env.READ_TOOL, {"filepath": "notes.txt"}))
+    return FINAL
 
 
 def test_hello_with_the_readme_configuration(
@@ -109,7 +69,7 @@ def test_hello_with_the_readme_configuration(
     assert "hello" in current(body)["content"]
     assert {continue_env.READ_TOOL, "Bash", "List"} <= tool_names(body)
     lines = new_access_lines(daemon, mark)
-    assert [(line["path"], line["status"]) for line in lines] == [("/v1/messages", "200")]
+    assert routes(lines) == [("/v1/messages", "200")]
     assert lines[0]["upstream_model"] == KIRO_MODEL
 
 
@@ -119,9 +79,9 @@ def test_read_tool_round_trip(cn: Continue, service: FakeKiro, daemon: DaemonPro
     final = ask_for_the_note(cn, service)
     mark = len(daemon.log())
     assert cn.run("What does notes.txt say?").succeeded() == final
-    assert_the_note_reached_kiro(service)
+    assert_the_note_reached_kiro(service, continue_env.READ_TOOL)
     lines = new_access_lines(daemon, mark)
-    assert [(line["path"], line["status"]) for line in lines] == [("/v1/messages", "200")] * 2
+    assert routes(lines) == [("/v1/messages", "200")] * 2
 
 
 def test_a_wrong_key_is_refused_once_and_clearly(
@@ -137,7 +97,7 @@ def test_a_wrong_key_is_refused_once_and_clearly(
     shown = json.loads(client.run("hello").failed())
     assert shown["error"] == {"type": "authentication_error", "message": "invalid API key"}
     lines = new_access_lines(daemon, mark)
-    assert [(line["path"], line["status"]) for line in lines] == [("/v1/messages", "401")]
+    assert routes(lines) == [("/v1/messages", "401")]
     assert shown["request_id"] == lines[0]["request_id"]
     assert wrong not in daemon.log()
 
@@ -153,7 +113,7 @@ def test_the_openai_provider_while_chat_completions_are_off(
     assert message.startswith("404 ")
     assert "enable_chat_completions = true" in message
     lines = new_access_lines(daemon, mark)
-    assert [(line["path"], line["status"]) for line in lines] == [("/v1/chat/completions", "404")]
+    assert routes(lines) == [("/v1/chat/completions", "404")]
     assert service.requests("chat") == []
 
 
@@ -167,11 +127,9 @@ def test_the_openai_provider_over_chat_completions(
     final = ask_for_the_note(client, service)
     mark = len(chat_daemon.log())
     assert client.run("What does notes.txt say?").succeeded() == final
-    assert_the_note_reached_kiro(service)
+    assert_the_note_reached_kiro(service, continue_env.READ_TOOL)
     lines = new_access_lines(chat_daemon, mark)
-    assert [(line["path"], line["status"]) for line in lines] == [
-        ("/v1/chat/completions", "200")
-    ] * 2
+    assert routes(lines) == [("/v1/chat/completions", "200")] * 2
 
 
 def test_a_gpt_5_model_name_speaks_responses(
@@ -183,6 +141,6 @@ def test_a_gpt_5_model_name_speaks_responses(
     final = ask_for_the_note(cn, service)
     mark = len(daemon.log())
     assert cn.run("What does notes.txt say?").succeeded() == final
-    assert_the_note_reached_kiro(service)
+    assert_the_note_reached_kiro(service, continue_env.READ_TOOL)
     lines = new_access_lines(daemon, mark)
-    assert [(line["path"], line["status"]) for line in lines] == [("/v1/responses", "200")] * 2
+    assert routes(lines) == [("/v1/responses", "200")] * 2

@@ -15,42 +15,29 @@ Anthropic JS SDK, with `x-api-key`, `x-initiator` and `x-interaction-type`, seve
 from __future__ import annotations
 
 import json
-import re
 import shlex
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from kirod.testing.daemon import DaemonProcess
-from kirod.testing.fake_kiro import FakeKiro, Reply, Script, ThreadedFake, ToolCall
+from kirod.testing.fake_kiro import FakeKiro, Reply, Script, ToolCall
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "integration"))
 import copilot_env
 from copilot_env import Copilot
-from kiro_env import import_account, start_daemon
-from test_opencode import (
-    KIRO_MODEL,
-    README,
-    README_PORT,
-    chats,
-    current,
-    new_access_lines,
-    tool_names,
-    tool_results,
-)
+from kiro_bodies import KIRO_MODEL, chats, current, new_access_lines, routes, tool_names
+from note_round_trip import CANARY, FINAL, assert_the_note_reached_kiro, call_first, write_the_note
+from readme_snippets import KEY_VARIABLE, README_PORT, readme_block
 
-CANARY = "The canary sings at 04:51 in room 7."
-KEY_REFERENCE = "$KIROD_API_KEY"
+KEY_REFERENCE = f"${KEY_VARIABLE}"
 
 
 def readme_variables(base_url: str, token: str) -> dict[str, str]:
     """The README's `export` lines for Copilot, pointed at `base_url` with `token`."""
-    (block,) = re.findall(r"\*\*Copilot CLI\*\*.*?```sh\n(.*?)```", README.read_text(), re.DOTALL)
     found = {}
-    for line in block.splitlines():
+    for line in readme_block("Copilot CLI", "sh").splitlines():
         words = shlex.split(line, comments=True)
         if words and words[0] == "export":
             name, _, value = words[1].partition("=")
@@ -79,49 +66,22 @@ def copilot(
     return Copilot(copilot_binary, variables, short_tmp, package_cache)
 
 
-@pytest.fixture(scope="module")
-def chat_daemon(fake: ThreadedFake, module_tmp: Path) -> Iterator[DaemonProcess]:
-    """A second kirod, with Chat Completions turned on."""
-    proc = start_daemon(module_tmp / "chat", fake, {"KIROD_ENABLE_CHAT_COMPLETIONS": "1"})
-    try:
-        import_account(proc, fake.fake.issue_social_account())
-        yield proc
-    finally:
-        proc.kill()
-
-
 def variant(base: Copilot, name: str, provider: dict[str, str], cache: Path) -> Copilot:
     """Another Copilot beside `base` (its own HOME and working directory) with `provider`."""
     return Copilot(base.binary, provider, base.workdir.parent / name, cache)
 
 
-def ask_for_the_note(client: Copilot, service: FakeKiro) -> str:
-    """Script a `view` of notes.txt (holding the canary) and the answer after it; the answer."""
-    note = client.workdir / "notes.txt"
-    note.write_text(CANARY + "\n")
-    final = "The note is about a canary."
-    service.default_script = Script(
-        reply=Reply(text=final), call_first=ToolCall(copilot_env.READ_TOOL, {"path": str(note)})
-    )
-    return final
-
-
 def the_note_round_trip(client: Copilot, service: FakeKiro) -> list[str]:
     """Copilot answers after running its `view` on the note, whose text reached Kiro as the
     tool result of the second model turn; the Kiro conversation id of each turn."""
-    final = ask_for_the_note(client, service)
+    note = write_the_note(client.workdir)
+    call_first(service, ToolCall(copilot_env.READ_TOOL, {"path": str(note)}))
     run = client.run_json("What does notes.txt say?")
-    assert run.succeeded() == final
+    assert run.succeeded() == FINAL
     (done,) = run.data("tool.execution_complete")
     assert done["success"] is True, done
     assert done["result"]["content"].strip() == CANARY
-    bodies = chats(service)
-    assert len(bodies) == 2, [tool_results(body) for body in bodies]
-    assert not tool_results(bodies[0])
-    (result,) = tool_results(bodies[1])
-    assert result["status"] == "success"
-    assert CANARY in json.dumps(result["content"])
-    assert copilot_env.READ_TOOL in tool_names(bodies[1])
+    bodies = assert_the_note_reached_kiro(service, copilot_env.READ_TOOL)
     return [body["conversationState"]["conversationId"] for body in bodies]
 
 
@@ -141,7 +101,7 @@ def test_hello_with_the_readme_variables(
     assert "hello" in current(body)["content"]
     assert {copilot_env.READ_TOOL, "bash", "edit"} <= tool_names(body)
     lines = new_access_lines(daemon, mark)
-    assert [(line["path"], line["status"]) for line in lines] == [("/v1/messages", "200")]
+    assert routes(lines) == [("/v1/messages", "200")]
     assert lines[0]["upstream_model"] == KIRO_MODEL
 
 
@@ -152,7 +112,7 @@ def test_view_tool_round_trip(copilot: Copilot, service: FakeKiro, daemon: Daemo
     mark = len(daemon.log())
     the_note_round_trip(copilot, service)
     lines = new_access_lines(daemon, mark)
-    assert [(line["path"], line["status"]) for line in lines] == [("/v1/messages", "200")] * 2
+    assert routes(lines) == [("/v1/messages", "200")] * 2
 
 
 def test_a_wrong_key_is_refused_clearly(
@@ -171,7 +131,7 @@ def test_a_wrong_key_is_refused_clearly(
     assert "COPILOT_PROVIDER_API_KEY" in error["message"]
     lines = new_access_lines(daemon, mark)
     assert 1 <= len(lines) <= 3, lines
-    assert {(line["path"], line["status"]) for line in lines} == {("/v1/messages", "401")}
+    assert set(routes(lines)) == {("/v1/messages", "401")}
     failures = run.data("model.call_failure")
     assert [failure["statusCode"] for failure in failures] == [401] * len(lines)
     for failure, line in zip(failures, lines, strict=True):
@@ -196,7 +156,7 @@ def test_the_responses_wire_keeps_a_session_on_one_conversation(
     conversations = the_note_round_trip(client, service)
     assert len(set(conversations)) == 1, conversations
     lines = new_access_lines(daemon, mark)
-    assert [(line["path"], line["status"]) for line in lines] == [("/v1/responses", "200")] * 2
+    assert routes(lines) == [("/v1/responses", "200")] * 2
 
 
 def test_chat_completions_while_off(
@@ -215,7 +175,7 @@ def test_chat_completions_while_off(
     (failure,) = run.data("model.call_failure")
     assert "enable_chat_completions = true" in failure["errorMessage"]
     lines = new_access_lines(daemon, mark)
-    assert [(line["path"], line["status"]) for line in lines] == [("/v1/chat/completions", "404")]
+    assert routes(lines) == [("/v1/chat/completions", "404")]
     assert service.requests("chat") == []
 
 
@@ -231,6 +191,4 @@ def test_chat_completions_when_on(
     mark = len(chat_daemon.log())
     the_note_round_trip(client, service)
     lines = new_access_lines(chat_daemon, mark)
-    assert [(line["path"], line["status"]) for line in lines] == [
-        ("/v1/chat/completions", "200")
-    ] * 2
+    assert routes(lines) == [("/v1/chat/completions", "200")] * 2

@@ -6,7 +6,7 @@ and runs these; they skip, saying why, when it could not be installed.
 
 Each test runs `kilo run --format json …` in a private HOME whose `~/.config/kilo/kilo.json` is
 the README's (the `@ai-sdk/anthropic` provider), or the Responses variant. What 7.7.7 sends is in
-`captures/kilo-code-7.7.7-default.json` (`agent_capture.py --client kilo-code`): one streamed
+`captures/kilo-code-7.7.7-default.json` (`capture.py --client kilo-code`): one streamed
 `POST /v1/messages` per model turn, with `x-api-key` and Kilo's session id as
 `x-session-affinity` (the header kirod reads for affinity) and `x-session-id`, and no title
 request while only kirod is enabled.
@@ -15,10 +15,8 @@ request while only kirod is enabled.
 from __future__ import annotations
 
 import json
-import re
 import sys
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -28,12 +26,9 @@ from kirod.testing.fake_kiro import FakeKiro, Reply, Script, ToolCall
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import kilo_env
 from kilo_env import KiloCode
-from test_opencode import chats, current, new_access_lines, tool_names, tool_results
-
-README = Path(__file__).resolve().parents[2] / "README.md"
-README_PORT = "http://127.0.0.1:5476"
-KIRO_MODEL = "claude-sonnet-4.6"
-"""What Kiro calls `claude-sonnet-4-6`, the README's model."""
+from kiro_bodies import KIRO_MODEL, chats, current, new_access_lines, routes, tool_names
+from note_round_trip import CANARY, FINAL, assert_the_note_reached_kiro, call_first, write_the_note
+from readme_snippets import readme_json
 
 pytestmark = pytest.mark.timeout(90)  # a run takes 8 to 20 s on two busy cores
 
@@ -44,17 +39,8 @@ def kilo(
 ) -> KiloCode:
     """Kilo Code with a fresh HOME, configured as the README says, at the module's daemon."""
     client = KiloCode(kilo_binary, api_key, short_tmp)
-    client.configure(readme_config(daemon.base_url))
+    client.configure(readme_json("Kilo Code CLI", daemon.base_url))
     return client
-
-
-def readme_config(base_url: str) -> dict[str, Any]:
-    """The README's `kilo.json`, pointed at `base_url` instead of the default port."""
-    text = README.read_text()
-    (block,) = re.findall(r"\*\*Kilo Code CLI\*\*.*?```json\n(.*?)```", text, re.DOTALL)
-    assert README_PORT in block
-    document: dict[str, Any] = json.loads(block.replace(README_PORT, base_url))
-    return document
 
 
 def test_hello_with_the_readme_configuration(
@@ -85,25 +71,13 @@ def test_read_tool_round_trip_on_one_conversation(
     """The model asks for Kilo's `read`; Kilo reads the file and sends its content back as a
     tool result; the model's answer after it is the run's last text. Both turns carry Kilo's
     session id in `x-session-affinity`, so kirod keeps them in one Kiro conversation."""
-    note = kilo.workdir / "notes.txt"
-    canary = "The canary sings at 04:51 in room 7."
-    note.write_text(canary + "\n")
-    final = "The note is about a canary."
-    service.default_script = Script(
-        reply=Reply(text=final), call_first=ToolCall("read", {"filePath": str(note)})
-    )
+    note = write_the_note(kilo.workdir)
+    call_first(service, ToolCall("read", {"filePath": str(note)}))
     mark = len(daemon.log())
     run = kilo.run("What does notes.txt say?")
-    assert run.succeeded().endswith(final)
-    (used,) = [part for part in run.parts("tool_use") if part["tool"] == "read"]
-    assert used["state"]["status"] == "completed", used
-    assert canary in used["state"]["output"]
-    bodies = chats(service)
-    assert len(bodies) == 2
-    (result,) = tool_results(bodies[1])
-    assert result["status"] == "success"
-    assert canary in json.dumps(result["content"])
-    assert "read" in tool_names(bodies[1])
+    assert run.succeeded().endswith(FINAL)
+    assert CANARY in run.tool_output("read")
+    bodies = assert_the_note_reached_kiro(service, "read")
     assert len({body["conversationState"]["conversationId"] for body in bodies}) == 1
     assert [line["status"] for line in new_access_lines(daemon, mark)] == ["200", "200"]
 
@@ -116,7 +90,7 @@ def test_the_responses_provider(kilo: KiloCode, service: FakeKiro, daemon: Daemo
     mark = len(daemon.log())
     assert kilo.run("hello there").succeeded() == answer
     lines = new_access_lines(daemon, mark)
-    assert [(line["path"], line["status"]) for line in lines] == [("/v1/responses", "200")]
+    assert routes(lines) == [("/v1/responses", "200")]
     assert {current(body)["modelId"] for body in chats(service)} == {KIRO_MODEL}
 
 

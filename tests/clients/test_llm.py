@@ -8,7 +8,7 @@ their own and runs these; they skip, saying why, when that could not be installe
 Each test runs `llm -m anthropic/<id> …` in a private HOME and llm user directory
 (`LLM_USER_PATH`) with the README's settings: `ANTHROPIC_BASE_URL` without `/v1` and
 `ANTHROPIC_API_KEY`. What 0.36 + llm-anthropic 0.30 send is in
-`captures/llm-0.36-default.json` (`capture_pypi.py --client llm`): one streamed
+`captures/llm-0.36-default.json` (`capture.py --client llm`): one streamed
 `POST /v1/messages` per model turn from the `anthropic` Python SDK (`x-api-key`,
 `temperature: 1.0`, `max_tokens` 128000 for Sonnet 4.6, which kirod clamps to the model's), no
 session or conversation id anywhere. llm's tools are the Python functions given to
@@ -18,10 +18,8 @@ session or conversation id anywhere. llm's tools are the Python functions given 
 from __future__ import annotations
 
 import json
-import re
 import sys
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -31,47 +29,17 @@ from kirod.testing.fake_kiro import FakeKiro, Reply, Script, ToolCall
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import llm_env
 import runs
-from cc_env import access_lines
+from kiro_bodies import KIRO_MODEL, chats, context, current, new_access_lines, routes
 from llm_env import LLM
+from note_round_trip import CANARY, FINAL, call_first, write_the_note
+from readme_snippets import README_PORT, paste, readme_block
 
-README = Path(__file__).resolve().parents[2] / "README.md"
-README_PORT = "http://127.0.0.1:5476"
-KIRO_MODEL = "claude-sonnet-4.6"
-"""What Kiro calls `claude-sonnet-4-6`."""
 WRONG_KEY = "sk-kirod-" + "x" * 43
 
 
 @pytest.fixture
 def llm(llm_binary: llm_env.Binary, daemon: DaemonProcess, api_key: str, short_tmp: Path) -> LLM:
     return LLM(llm_binary, daemon.base_url, api_key, short_tmp)
-
-
-def chats(service: FakeKiro) -> list[dict[str, Any]]:
-    bodies = [record.json for record in service.requests("chat")]
-    assert all(isinstance(body, dict) for body in bodies)
-    return bodies
-
-
-def current(body: dict[str, Any]) -> dict[str, Any]:
-    message: dict[str, Any] = body["conversationState"]["currentMessage"]["userInputMessage"]
-    return message
-
-
-def context(body: dict[str, Any]) -> dict[str, Any]:
-    found: dict[str, Any] = current(body).get("userInputMessageContext", {})
-    return found
-
-
-def new_access_lines(daemon: DaemonProcess, mark: int) -> list[dict[str, str]]:
-    return access_lines(daemon.log()[mark:])
-
-
-def readme_block() -> str:
-    """The README's llm lines, as a user pastes them."""
-    block: str
-    (block,) = re.findall(r"\*\*llm\*\*.*?```sh\n(.*?)```", README.read_text(), re.DOTALL)
-    assert README_PORT in block
-    return block
 
 
 def test_hello_with_the_readme_settings(
@@ -81,17 +49,15 @@ def test_hello_with_the_readme_settings(
     `POST /v1/messages` that reached Kiro for the model the README names."""
     answer = "Hello from the fake Kiro, llm edition."
     service.default_script = Script(reply=Reply(text=answer))
-    script = readme_block().replace(README_PORT, daemon.base_url)
-    env = {
-        name: value
-        for name, value in llm.env.items()
-        if name not in (llm_env.BASE_ENV, llm_env.KEY_ENV)  # the README sets them
-    }
-    env["KIROD_API_KEY"] = api_key
-    env["PATH"] = f"{llm.binary.path.parent}:{env['PATH']}"
+    script = readme_block("llm", "sh").replace(README_PORT, daemon.base_url)
     mark = len(daemon.log())
-    run = runs.run(
-        runs.Finished, ["/bin/sh", "-c", script], llm.workdir, env, llm_env.RUN_TIMEOUT_S
+    run = paste(
+        runs.Finished,
+        llm,
+        script,
+        api_key,
+        set_by_script=(llm_env.BASE_ENV, llm_env.KEY_ENV),
+        timeout_s=llm_env.RUN_TIMEOUT_S,
     )
     assert run.exit_code == 0, run.describe()
     assert run.stdout.strip() == answer, run.describe()
@@ -110,28 +76,23 @@ def test_hello_with_the_readme_settings(
 def test_read_tool_round_trip(llm: LLM, service: FakeKiro, daemon: DaemonProcess) -> None:
     """The model asks for the `read_file` of `--functions`; llm runs it and sends the file's
     content back as a tool result; the model's answer after it is what llm prints."""
-    note = llm.workdir / "notes.txt"
-    canary = "The canary sings at 04:51 in room 7."
-    note.write_text(canary + "\n")
-    final = "The note is about a canary."
-    service.default_script = Script(
-        reply=Reply(text=final), call_first=ToolCall(llm_env.READ_TOOL, {"path": str(note)})
-    )
+    note = write_the_note(llm.workdir)
+    call_first(service, ToolCall(llm_env.READ_TOOL, {"path": str(note)}))
     mark = len(daemon.log())
     run = llm.run("What does notes.txt say?", "--functions", str(llm.tools), "--td")
     assert run.exit_code == 0, run.describe()
-    assert run.stdout.strip() == final, run.describe()
+    assert run.stdout.strip() == FINAL, run.describe()
     assert f"Tool call: {llm_env.READ_TOOL}(" in run.stderr  # `--td`: the call and its result
-    assert canary in run.stderr
+    assert CANARY in run.stderr
     first, second = chats(service)
     assert [tool["toolSpecification"]["name"] for tool in context(first)["tools"]] == [
         llm_env.READ_TOOL
     ]
     (result,) = context(second)["toolResults"]
     assert result["status"] == "success"
-    assert canary in json.dumps(result["content"])
+    assert CANARY in json.dumps(result["content"])
     lines = new_access_lines(daemon, mark)
-    assert [(line["path"], line["status"]) for line in lines] == [("/v1/messages", "200")] * 2
+    assert routes(lines) == [("/v1/messages", "200")] * 2
 
 
 def test_a_wrong_key_is_refused_once_and_clearly(
@@ -148,7 +109,7 @@ def test_a_wrong_key_is_refused_once_and_clearly(
         " 'message': 'invalid API key'}"
     ), run.describe()
     lines = new_access_lines(daemon, mark)
-    assert [(line["path"], line["status"]) for line in lines] == [("/v1/messages", "401")]
+    assert routes(lines) == [("/v1/messages", "401")]
     assert service.requests("chat") == []
     assert WRONG_KEY not in daemon.log()
 
@@ -184,7 +145,7 @@ def test_the_responses_api_with_the_read_tool(
     (result,) = context(second)["toolResults"]
     assert canary in json.dumps(result["content"])
     lines = new_access_lines(daemon, mark)
-    assert [(line["path"], line["status"]) for line in lines] == [("/v1/responses", "200")] * 2
+    assert routes(lines) == [("/v1/responses", "200")] * 2
 
 
 def test_the_endpoint_lists_kirods_models(llm: LLM, daemon: DaemonProcess, api_key: str) -> None:
@@ -207,5 +168,5 @@ def test_the_endpoints_chat_completions_while_off_say_how_to_turn_them_on(
     assert run.stderr.startswith("Error: Error code: 404 - "), run.describe()
     assert "enable_chat_completions = true" in run.stderr
     lines = new_access_lines(daemon, mark)
-    assert [(line["path"], line["status"]) for line in lines] == [("/v1/chat/completions", "404")]
+    assert routes(lines) == [("/v1/chat/completions", "404")]
     assert service.requests("chat") == []

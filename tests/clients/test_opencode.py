@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import signal
 import sys
 import time
@@ -32,50 +31,19 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import demo_env
 import opencode_env
 import runs
-from cc_env import access_lines, wait_until
+from cc_env import wait_until
+from kiro_bodies import (
+    KIRO_MODEL,
+    chats,
+    current,
+    new_access_lines,
+    routes,
+    tool_names,
+    tool_results,
+)
+from note_round_trip import CANARY, FINAL, assert_the_note_in, call_first, write_the_note
 from opencode_env import OpenCode
-
-README = Path(__file__).resolve().parents[2] / "README.md"
-README_PORT = "http://127.0.0.1:5476"
-KIRO_MODEL = "claude-sonnet-4.6"
-"""What Kiro calls `claude-sonnet-4-6`, the README's model."""
-
-
-def chats(service: FakeKiro) -> list[dict[str, Any]]:
-    bodies = [record.json for record in service.requests("chat")]
-    assert bodies
-    assert all(isinstance(body, dict) for body in bodies)
-    return bodies
-
-
-def current(body: dict[str, Any]) -> dict[str, Any]:
-    message: dict[str, Any] = body["conversationState"]["currentMessage"]["userInputMessage"]
-    return message
-
-
-def tool_names(body: dict[str, Any]) -> set[str]:
-    tools = current(body).get("userInputMessageContext", {}).get("tools", [])
-    return {tool["toolSpecification"]["name"] for tool in tools}
-
-
-def tool_results(body: dict[str, Any]) -> list[dict[str, Any]]:
-    results: list[dict[str, Any]] = (
-        current(body).get("userInputMessageContext", {}).get("toolResults", [])
-    )
-    return results
-
-
-def new_access_lines(daemon: DaemonProcess, mark: int) -> list[dict[str, str]]:
-    return access_lines(daemon.log()[mark:])
-
-
-def readme_config(base_url: str) -> dict[str, Any]:
-    """The README's `opencode.json`, pointed at `base_url` instead of the default port."""
-    text = README.read_text()
-    (block,) = re.findall(r"\*\*opencode\*\*.*?```json\n(.*?)```", text, re.DOTALL)
-    assert README_PORT in block
-    document: dict[str, Any] = json.loads(block.replace(README_PORT, base_url))
-    return document
+from readme_snippets import readme_json
 
 
 def test_hello_with_the_readme_configuration(
@@ -84,7 +52,7 @@ def test_hello_with_the_readme_configuration(
     """The README's `opencode.json` as written: `opencode run hello` answers what the fake said,
     through `POST /v1/messages`, from the model the file names. Its title request and its agent
     request (with opencode's own tools) both reach Kiro."""
-    opencode.configure(readme_config(daemon.base_url))
+    opencode.configure(readme_json("opencode", daemon.base_url))
     answer = "Hello from the fake Kiro, opencode edition."
     service.default_script = Script(reply=Reply(text=answer))
     mark = len(daemon.log())
@@ -108,25 +76,15 @@ def test_hello_with_the_readme_configuration(
 def test_read_tool_round_trip(opencode: OpenCode, service: FakeKiro, daemon: DaemonProcess) -> None:
     """The model asks for opencode's `read`; opencode reads the file and sends its content back
     as a tool result; the model's answer after it is the run's last text."""
-    note = opencode.workdir / "notes.txt"
-    canary = "The canary sings at 04:51 in room 7."
-    note.write_text(canary + "\n")
-    final = "The note is about a canary."
-    service.default_script = Script(
-        reply=Reply(text=final), call_first=ToolCall("read", {"filePath": str(note)})
-    )
+    note = write_the_note(opencode.workdir)
+    call_first(service, ToolCall("read", {"filePath": str(note)}))
     mark = len(daemon.log())
     run = opencode.run("What does notes.txt say?")
-    assert run.succeeded().endswith(final)
-    (used,) = [part for part in run.parts("tool_use") if part["tool"] == "read"]
-    assert used["state"]["status"] == "completed", used
-    assert canary in used["state"]["output"]
+    assert run.succeeded().endswith(FINAL)
+    assert CANARY in run.tool_output("read")
     answered = [body for body in chats(service) if tool_results(body)]
     assert len(answered) == 1
-    (result,) = tool_results(answered[0])
-    assert result["status"] == "success"
-    assert canary in json.dumps(result["content"])
-    assert "read" in tool_names(answered[0])
+    assert_the_note_in(answered[0], "read")
     statuses = {line["status"] for line in new_access_lines(daemon, mark)}
     assert statuses == {"200"}
 
@@ -209,7 +167,7 @@ def test_chat_completions_while_off_says_how_to_turn_them_on(
     lines = new_access_lines(daemon, mark)
     # the title request, the agent request and one more attempt at the title; no retry loop
     assert 1 <= len(lines) <= 3, lines
-    assert {(line["path"], line["status"]) for line in lines} == {("/v1/chat/completions", "404")}
+    assert set(routes(lines)) == {("/v1/chat/completions", "404")}
     assert service.requests("chat") == []
 
 

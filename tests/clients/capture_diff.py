@@ -1,0 +1,178 @@
+"""How two captures of a client differ (`capture.py --compare`, `make clients-latest`): the
+names a decoder must understand in each, and which appeared or disappeared.
+
+Imported by capture.py and the capture tests (not a test module itself).
+
+For the clients of the Messages API: paths, headers, body fields, `anthropic-beta` values,
+message roles, content and system block types, tools, thinking types, models. For Codex (the
+Responses API): paths, headers, `x-codex-beta-features` values, top-level fields, reasoning
+fields, `include` values, input item types, message roles, content part types, tool types, names
+and formats, models.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import codex_env
+
+
+def api_requests(capture: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    """The model requests of a capture: Codex's to Responses, the others' to Messages."""
+    if capture.get("client") == codex_env.CLIENT:
+        return responses_requests(capture)
+    return messages_requests(capture)
+
+
+def messages_requests(capture: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    return [
+        request
+        for request in capture["requests"]
+        if request["path"].split("?")[0] == "/v1/messages" and isinstance(request["body"], dict)
+    ]
+
+
+def features(capture: Mapping[str, Any]) -> dict[str, set[str]]:
+    """What a decoder must understand, as sets of names, over every request of a capture."""
+    found: dict[str, set[str]] = {
+        key: set()
+        for key in (
+            "paths",
+            "body fields",
+            "anthropic-beta values",
+            "headers",
+            "message roles",
+            "content block types",
+            "system block types",
+            "tool names",
+            "tool fields",
+            "thinking types",
+            "models",
+        )
+    }
+    for request in capture["requests"]:
+        found["paths"].add(f"{request['method']} {request['path']}")
+        found["headers"].update(request["headers"])
+    for request in messages_requests(capture):
+        body, headers = request["body"], request["headers"]
+        found["body fields"].update(body)
+        beta = headers.get("anthropic-beta", "")
+        found["anthropic-beta values"].update(v.strip() for v in beta.split(",") if v.strip())
+        found["models"].add(str(body.get("model")))
+        thinking = body.get("thinking")
+        if isinstance(thinking, dict):
+            found["thinking types"].add(str(thinking.get("type")))
+        system = body.get("system")
+        if isinstance(system, list):
+            found["system block types"].update(str(block.get("type")) for block in system)
+        for message in body.get("messages", []):
+            found["message roles"].add(str(message.get("role")))
+            content = message.get("content")
+            if isinstance(content, list):
+                found["content block types"].update(str(b.get("type")) for b in content)
+            else:
+                found["content block types"].add("(string content)")
+        for tool in body.get("tools", []):
+            found["tool names"].add(str(tool.get("name", tool.get("type"))))
+            found["tool fields"].update(tool)
+    return found
+
+
+def responses_requests(capture: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    return [
+        request
+        for request in capture["requests"]
+        if request["method"] == "POST"
+        and request["path"].split("?")[0].startswith("/v1/responses")
+        and isinstance(request["body"], dict)
+    ]
+
+
+def _codex_tools(tools: Any, found: dict[str, set[str]], prefix: str = "") -> None:
+    for tool in tools if isinstance(tools, list) else []:
+        if not isinstance(tool, dict):
+            continue
+        kind = str(tool.get("type"))
+        found["tool types"].add(kind)
+        name = f"{prefix}{tool.get('name', kind)}"
+        if kind == "namespace":
+            found["tool names"].add(f"{name} (namespace)")
+            _codex_tools(tool.get("tools"), found, f"{name}.")
+            continue
+        found["tool names"].add(name)
+        found["tool fields"].update(tool)
+        form = tool.get("format")
+        if isinstance(form, dict):
+            found["custom tool formats"].add(f"{form.get('type')}/{form.get('syntax')}")
+
+
+def codex_features(capture: Mapping[str, Any]) -> dict[str, set[str]]:
+    """What a Responses decoder must understand in Codex's requests, as sets of names."""
+    found: dict[str, set[str]] = {
+        key: set()
+        for key in (
+            "paths",
+            "headers",
+            "x-codex-beta-features values",
+            "body fields",
+            "reasoning fields",
+            "include values",
+            "input item types",
+            "message roles",
+            "content part types",
+            "tool types",
+            "tool names",
+            "tool fields",
+            "custom tool formats",
+            "models",
+        )
+    }
+    for request in capture["requests"]:
+        found["paths"].add(f"{request['method']} {request['path']}")
+        found["headers"].update(request["headers"])
+    for request in responses_requests(capture):
+        body, headers = request["body"], request["headers"]
+        beta = headers.get("x-codex-beta-features", "")
+        found["x-codex-beta-features values"].update(
+            value.strip() for value in beta.split(",") if value.strip()
+        )
+        found["body fields"].update(body)
+        found["models"].add(str(body.get("model")))
+        if isinstance(body.get("reasoning"), dict):
+            found["reasoning fields"].update(body["reasoning"])
+        found["include values"].update(str(value) for value in body.get("include") or [])
+        _codex_tools(body.get("tools"), found)
+        for item in body.get("input") if isinstance(body.get("input"), list) else []:
+            if not isinstance(item, dict):
+                continue
+            found["input item types"].add(str(item.get("type", "(no type)")))
+            if item.get("type") == "additional_tools":
+                _codex_tools(item.get("tools"), found)
+            if "role" in item and item.get("type") in (None, "message"):
+                found["message roles"].add(str(item["role"]))
+            content = item.get("content")
+            if isinstance(content, list):
+                found["content part types"].update(
+                    str(part.get("type")) for part in content if isinstance(part, dict)
+                )
+    return found
+
+
+def differences(old: Mapping[str, Any], new: Mapping[str, Any]) -> list[str]:
+    """One line per name that appeared or disappeared between two captures."""
+    extract = codex_features if old.get("client") == codex_env.CLIENT else features
+    before, after = extract(old), extract(new)
+    lines = []
+    if len(old["requests"]) != len(new["requests"]):
+        lines.append(f"requests per run: {len(old['requests'])} → {len(new['requests'])}")
+    for key in before:
+        added, removed = sorted(after[key] - before[key]), sorted(before[key] - after[key])
+        if added:
+            lines.append(f"new {key}: {', '.join(added)}")
+        if removed:
+            lines.append(f"removed {key}: {', '.join(removed)}")
+    return lines

@@ -1,0 +1,313 @@
+"""The committed captures (`captures/<client>-<version>-<variant>.json`, written by `python
+tests/clients/capture.py --client NAME`) name their pinned client and what it ran, hold no
+secret or local detail, and show what the client tests and the README rely on: the one request
+a prompt makes, the session id kirod reads, the file-read tool the tests call.
+
+No client needed (but for the last test, which captures llm again): these read only files in
+the tree.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import re
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import aider_env
+import capture
+import cc_env
+import cline_env
+import codex_env
+import continue_env
+import copilot_env
+import install
+import kilo_env
+import llm_env
+import opencode_env
+import recorder
+from capture import CODEX_MODELS, DEFAULT
+from capture_diff import differences
+from recorder import (
+    BASE_URL_PLACEHOLDER,
+    DEVICE_PLACEHOLDER,
+    HOME_PLACEHOLDER,
+    OPENCODE_SESSION_PLACEHOLDER,
+    SESSION_PLACEHOLDER,
+    WORKDIR_PLACEHOLDER,
+)
+
+CAPTURES = [
+    pytest.param(client, variant, id=client if variant == DEFAULT else f"{client}-{variant}")
+    for client, variant in capture.every_capture()
+]
+COMMANDS = {
+    cc_env.CLIENT: ["claude", "-p", "hello", "--output-format", "json"],
+    codex_env.CLIENT: ["codex", "exec", "--skip-git-repo-check", "hello"],
+    opencode_env.CLIENT: ["opencode", "run", "--format", "json", "hello"],
+    kilo_env.CLIENT: kilo_env.command(capture.PROMPT),
+    cline_env.CLIENT: cline_env.command(capture.CLINE_PROMPT, Path(HOME_PLACEHOLDER)),
+    continue_env.CLIENT: continue_env.command(capture.PROMPT, f"{HOME_PLACEHOLDER}/kirod.yaml"),
+    copilot_env.CLIENT: ["copilot", "-p", "hello"],
+    aider_env.CLIENT: aider_env.command(capture.PROMPT),
+    llm_env.CLIENT: llm_env.command(capture.PROMPT),
+}
+"""What each client was run with: what its tests run."""
+PATHS = {cc_env.CLIENT: "/v1/messages?beta=true", codex_env.CLIENT: "/v1/responses"}
+"""Where each client sends its requests, if not `/v1/messages`."""
+USER_AGENTS = {
+    cc_env.CLIENT: "claude-cli/{version} .+",
+    codex_env.CLIENT: "codex_exec/{version} .+",
+    opencode_env.CLIENT: "opencode/{version} .+",
+    kilo_env.CLIENT: "Kilo-Code/{version} .+",
+    cline_env.CLIENT: "ai-sdk/anthropic/.+",
+    continue_env.CLIENT: "node-fetch",
+    copilot_env.CLIENT: "Anthropic/JS .+",
+    aider_env.CLIENT: "litellm/.+",
+    llm_env.CLIENT: "Anthropic/Python .+",
+}
+HEADERS = {copilot_env.CLIENT: {"x-initiator": "user"}}
+"""Headers of their own that the clients must send."""
+MODELS = {
+    kilo_env.CLIENT: kilo_env.MODEL,
+    cline_env.CLIENT: cline_env.MODEL,
+    continue_env.CLIENT: continue_env.MODEL,
+    copilot_env.CLIENT: copilot_env.MODEL,
+    aider_env.CLIENT: aider_env.MODEL,
+    llm_env.CLIENT: llm_env.MODEL,
+}
+"""The clients whose prompt makes one request, and the model the README gives them."""
+ID_PLACEHOLDERS = {
+    cc_env.CLIENT: {SESSION_PLACEHOLDER, DEVICE_PLACEHOLDER},
+    copilot_env.CLIENT: {SESSION_PLACEHOLDER},  # its session's folder, in the system prompt
+    opencode_env.CLIENT: {OPENCODE_SESSION_PLACEHOLDER},
+    kilo_env.CLIENT: {OPENCODE_SESSION_PLACEHOLDER},
+}
+"""The id placeholders a capture may hold (Codex's are named in it); none for the others."""
+SESSION_HEADERS = {
+    opencode_env.CLIENT: {"x-session-affinity", "x-session-id", "x-opencode-session-id"},
+    kilo_env.CLIENT: {"x-session-affinity", "x-session-id"},
+}
+"""The headers naming the session, of the clients that send one."""
+READ_TOOLS = {
+    kilo_env.CLIENT: "read",
+    cline_env.CLIENT: "read_files",
+    continue_env.CLIENT: continue_env.READ_TOOL,
+    copilot_env.CLIENT: copilot_env.READ_TOOL,
+}
+MACHINE_DETAILS = {
+    aider_env.CLIENT: r"Platform: (?!<platform>)|Current date: (?!<date>)",
+    llm_env.CLIENT: r"Platform: (?!<platform>)|Current date: (?!<date>)",
+    kilo_env.CLIENT: r"Today's date: (?!<date>)|Message time: (?!<date>)|\d\. Date: (?!<date>)",
+    cline_env.CLIENT: r"Today's date: (?!<date>)|Message time: (?!<date>)|\d\. Date: (?!<date>)",
+}
+"""What the captures of these clients must hold only as placeholders: the machine, the day."""
+
+
+def committed(client: str, variant: str = DEFAULT) -> dict[str, Any]:
+    document: dict[str, Any] = json.loads(capture.pinned_output(client, variant).read_text())
+    return document
+
+
+def test_every_pinned_client_is_captured() -> None:
+    assert list(capture.RECIPES) == list(install.TESTED_CLIENTS)
+    assert set(COMMANDS) == set(USER_AGENTS) == set(install.TESTED_CLIENTS)
+
+
+@pytest.mark.parametrize(("client", "variant"), CAPTURES)
+def test_the_capture_names_its_pinned_client_and_command(client: str, variant: str) -> None:
+    document = committed(client, variant)
+    pin = install.pin(client)
+    assert document["client"] == client
+    assert document["version"] == pin.version
+    plugins = [f"{name}=={version}" for name, version in document.get("plugins", {}).items()]
+    assert plugins == list(pin.plugins)
+    assert document["command"] == COMMANDS[client]
+
+
+@pytest.mark.parametrize(("client", "variant"), CAPTURES)
+def test_every_request_is_a_streamed_post_from_the_client(client: str, variant: str) -> None:
+    document = committed(client, variant)
+    agent = USER_AGENTS[client].format(version=re.escape(document["version"]))
+    assert document["requests"]
+    for request in document["requests"]:
+        assert (request["method"], request["path"]) == ("POST", PATHS.get(client, "/v1/messages"))
+        assert re.fullmatch(agent, request["headers"]["user-agent"]), request["headers"]
+        assert HEADERS.get(client, {}).items() <= request["headers"].items()
+        assert request["body"]["stream"] is True
+
+
+@pytest.mark.parametrize("client", MODELS)
+def test_a_prompt_is_one_request_for_the_readmes_model(client: str) -> None:
+    (request,) = committed(client)["requests"]
+    assert request["body"]["model"] == MODELS[client]
+    assert request["body"]["messages"][-1]["role"] == "user"
+
+
+@pytest.mark.parametrize(("client", "variant"), CAPTURES)
+def test_the_capture_holds_no_secret_or_local_detail(client: str, variant: str) -> None:
+    document = committed(client, variant)
+    text = json.dumps(document)
+    for request in document["requests"]:
+        assert not set(request["headers"]) & recorder.SECRET_HEADERS
+        assert not set(request["headers"]) & recorder.VARIABLE_HEADERS
+    assert recorder.TOKEN not in text
+    home, workdir = re.escape(HOME_PLACEHOLDER), re.escape(WORKDIR_PLACEHOLDER)
+    local = re.sub(rf"(?:{home}|{workdir})[\w/.-]*", "", text)  # paths under the placeholders
+    assert not re.search(r"/tmp/|/home/|/work/|kd-|127\.0\.0\.1:\d", local)
+    if client != codex_env.CLIENT:  # Codex names its agents `/root`, `/root/task1`, …
+        assert not re.search(r"/root\b", local)
+    ids = {
+        *re.findall(recorder.UUID, text),
+        *re.findall(r"\b[0-9a-f]{32,}\b", text),
+        *re.findall(r"\bses_\w+", text),
+    }
+    assert ids <= ID_PLACEHOLDERS.get(client, set()) | set(document.get("placeholders", {}))
+
+
+@pytest.mark.parametrize("client", MACHINE_DETAILS)
+def test_the_machine_and_the_day_are_placeholders(client: str) -> None:
+    assert not re.search(MACHINE_DETAILS[client], json.dumps(committed(client)))
+
+
+@pytest.mark.parametrize(
+    "client",
+    [client for client in capture.RECIPES if client not in (cc_env.CLIENT, codex_env.CLIENT)],
+)
+def test_the_session_id_kirod_reads(client: str) -> None:
+    """opencode and Kilo name their session in `x-session-affinity`, which kirod reads to keep
+    a session's turns on one Kiro conversation; the others send nothing kirod could keep a
+    conversation on one account by: no id header, no `metadata` (see the README's "How
+    requests use your accounts")."""
+    expected = dict.fromkeys(SESSION_HEADERS.get(client, ()), OPENCODE_SESSION_PLACEHOLDER)
+    for request in committed(client)["requests"]:
+        headers = request["headers"]
+        named = {
+            name: headers[name]
+            for name in headers
+            if re.search("session|affinity|conversation|thread", name)
+        }
+        assert named == expected
+        assert "metadata" not in request["body"]
+
+
+@pytest.mark.parametrize("client", READ_TOOLS)
+def test_the_file_read_tool_the_tests_call_is_declared(client: str) -> None:
+    (request,) = committed(client)["requests"]
+    assert READ_TOOLS[client] in {tool["name"] for tool in request["body"]["tools"]}
+
+
+def test_the_settings_are_the_drivers() -> None:
+    """What each client was run with is what its tests give it, from the README."""
+    opencode = committed(opencode_env.CLIENT)["opencode_json"]
+    assert opencode["provider"]["kirod"]["npm"] == opencode_env.ANTHROPIC
+    assert "provider: anthropic" in committed(continue_env.CLIENT)["config_yaml"]
+    copilot = committed(copilot_env.CLIENT)["environment"]
+    assert copilot["COPILOT_PROVIDER_TYPE"] == copilot_env.ANTHROPIC
+    kilo = committed(kilo_env.CLIENT)
+    assert kilo["kilo_json"] == kilo_env.config(BASE_URL_PLACEHOLDER)
+    assert kilo_env.OFFLINE.items() <= kilo["environment"].items()
+    cline = committed(cline_env.CLIENT)
+    assert cline["providers_json"] == cline_env.providers(BASE_URL_PLACEHOLDER, "<token>")
+    assert cline["global_settings_json"] == cline_env.GLOBAL_SETTINGS
+
+
+@pytest.mark.parametrize("model", CODEX_MODELS)
+def test_the_codex_capture_is_of_its_model(model: str) -> None:
+    document = committed(codex_env.CLIENT, model)
+    assert document["model"] == model
+    assert f'model = "{model}"' in document["config_toml"]
+    body = document["requests"][0]["body"]
+    assert body["model"] == model
+    if model == codex_env.CODE_MODE_MODEL:  # code mode: tools only in an `additional_tools` item
+        assert "tools" not in body
+        assert body["input"][0]["type"] == "additional_tools"
+    else:
+        assert "exec_command" in {tool.get("name") for tool in body["tools"]}
+
+
+@pytest.mark.parametrize("model", CODEX_MODELS)
+def test_each_codex_id_has_a_named_placeholder(model: str) -> None:
+    document = committed(codex_env.CLIENT, model)
+    ids = set(re.findall(recorder.UUID, json.dumps(document)))
+    assert ids == set(document["placeholders"]), ids ^ set(document["placeholders"])
+    assert SESSION_PLACEHOLDER in ids
+    assert document["placeholders"][recorder.id_placeholder(2)] == "installation_id"
+    metadata = json.loads(document["requests"][0]["headers"]["x-codex-turn-metadata"])
+    assert metadata["turn_started_at_unix_ms"] == 0
+
+
+def test_the_machine_placeholders() -> None:
+    info = "- Platform: Linux-6.1-x86_64-with-glibc2.36\n- Current date: 2026-12-05"
+    assert recorder.scrub({"system": [{"text": info}]}, capture.PLATFORM_AND_DATE) == {
+        "system": [{"text": "- Platform: <platform>\n- Current date: <date>"}]
+    }
+
+
+def test_the_date_placeholders() -> None:
+    prompt = "Today's date: Sat Dec 05 2026\nMessage time: 2026-12-05T19:04:08Z\n2. Date: 12/5/2026"
+    assert recorder.scrub({"system": [prompt]}, capture.PROMPT_DATES) == {
+        "system": ["Today's date: <date>\nMessage time: <date>\n2. Date: <date>"]
+    }
+
+
+def test_differences_name_what_a_new_version_changed() -> None:
+    old = committed(cc_env.CLIENT)
+    new = copy.deepcopy(old)
+    request = new["requests"][0]
+    request["headers"]["anthropic-beta"] += ",brand-new-2027-01-01"
+    request["body"]["brand_new_field"] = True
+    request["body"]["messages"].append(
+        {"role": "developer", "content": [{"type": "hologram", "data": "…"}]}
+    )
+    request["body"]["tools"].append({"name": "Teleport", "input_schema": {}, "eager": True})
+    request["body"]["model"] = "claude-opus-6"
+    new["requests"].append(copy.deepcopy(request))
+    lines = differences(old, new)
+    assert f"requests per run: {len(old['requests'])} → {len(new['requests'])}" in lines
+    assert "new anthropic-beta values: brand-new-2027-01-01" in lines
+    assert "new body fields: brand_new_field" in lines
+    assert "new message roles: developer" in lines
+    assert "new content block types: hologram" in lines
+    assert "new tool names: Teleport" in lines
+    assert "new tool fields: eager" in lines
+    assert "new models: claude-opus-6" in lines
+    assert differences(old, copy.deepcopy(old)) == []
+
+
+def test_codex_differences_name_what_a_new_version_changed() -> None:
+    old = committed(codex_env.CLIENT, codex_env.CODE_MODE_MODEL)
+    new = copy.deepcopy(old)
+    request = new["requests"][0]
+    request["headers"]["x-codex-beta-features"] += ",hologram_v1"
+    request["headers"]["x-brand-new"] = "1"
+    request["body"]["brand_new_field"] = True
+    request["body"]["input"].append({"type": "hologram", "role": "oracle", "content": []})
+    request["body"]["input"][0]["tools"][0]["tools"].append({"type": "teleport", "name": "beam"})
+    lines = differences(old, new)
+    assert "new x-codex-beta-features values: hologram_v1" in lines
+    assert "new headers: x-brand-new" in lines
+    assert "new body fields: brand_new_field" in lines
+    assert "new input item types: hologram" in lines
+    assert "new message roles: oracle" not in lines  # only messages have roles that count
+    assert "new tool types: teleport" in lines
+    assert "new tool names: functions.beam" in lines
+    assert differences(old, copy.deepcopy(old)) == []
+
+
+def test_capturing_the_pinned_llm_again_gives_the_committed_capture(
+    llm_binary: llm_env.Binary, tmp_path: Path
+) -> None:
+    """`capture.py --client llm`, run now, writes byte for byte what is committed (llm's
+    request holds no date or machine detail), and finds no difference."""
+    pinned = capture.pinned_output(llm_env.CLIENT)
+    if install.pin(llm_env.CLIENT).version not in llm_binary.version:
+        pytest.skip(f"{llm_binary.version} is not the pinned llm")
+    out = tmp_path / "llm.json"
+    assert capture.capture_to(llm_env.CLIENT, llm_binary.path, out=out, compare=pinned) == 0
+    assert out.read_bytes() == pinned.read_bytes()
