@@ -74,8 +74,12 @@ clients-latest: $(STAMP_TEST)
 browser:
 	-@sh tests/console/install_browser.sh
 
+# One pytest worker per core; each test module runs whole on one worker (its daemon and fake are
+# module fixtures). PYTEST_WORKERS=0 runs in one process.
+PYTEST_WORKERS ?= 2
+
 pytest: $(STAMP_TEST) clients-best-effort browser
-	$(BIN)/pytest
+	$(BIN)/pytest -n $(PYTEST_WORKERS) --dist loadfile
 
 test: check pytest
 

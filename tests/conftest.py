@@ -1,12 +1,14 @@
-"""Shared fixtures: short private directories (Unix socket paths are limited to ~100 bytes), and
-the session-wide check that no daemon ever logged a secret."""
+"""Shared fixtures: short private directories (Unix socket paths are limited to ~100 bytes), the
+session-wide check that no daemon ever logged a secret, and the summary of the real programs the
+session drove (client binaries, the browser), gathered from every pytest-xdist worker."""
 
 from __future__ import annotations
 
 import shutil
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -49,3 +51,35 @@ def module_tmp() -> Iterator[Path]:
         yield root
     finally:
         shutil.rmtree(root, ignore_errors=True)
+
+
+_DROVE: list[str] = []
+"""One line per real program the session drove besides kirod, for the terminal summary."""
+
+
+def _note(line: str) -> None:
+    if line not in _DROVE:
+        _DROVE.append(line)
+
+
+@pytest.fixture(scope="session")
+def drove() -> Callable[[str], None]:
+    """Notes a line (`client tests drove …`) for the summary CI prints."""
+    return _note
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    output = getattr(session.config, "workeroutput", None)
+    if output is not None:  # a pytest-xdist worker: the controller prints the summary
+        output["drove"] = list(_DROVE)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node: Any, error: object) -> None:
+    for line in getattr(node, "workeroutput", {}).get("drove", []):
+        _note(line)
+
+
+def pytest_terminal_summary(terminalreporter: Any) -> None:
+    for line in _DROVE:
+        terminalreporter.write_line(line)

@@ -15,7 +15,6 @@ import subprocess
 import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -30,12 +29,15 @@ import opencode_env
 from cc_env import Binary, ClaudeCode, locate
 from kiro_env import import_account, start_daemon
 
-_driven: list[tuple[str, Binary]] = []
+Note = Callable[[str], None]
 
 
-def _binary(name: str, found: install.Located, matches: Callable[[str, str], bool]) -> Binary:
+def _binary(
+    name: str, found: install.Located, matches: Callable[[str, str], bool], drove: Note
+) -> Binary:
     """The located binary of client `name`, checked to run and, when a version is asked for,
-    to report it (`matches(reported, asked)`); not located: skip, saying why."""
+    to report it (`matches(reported, asked)`); not located: skip, saying why. A binary that
+    runs is noted for the session's summary."""
     if found.path is None:
         if found.requested:
             pytest.fail(found.why)
@@ -46,74 +48,70 @@ def _binary(name: str, found: install.Located, matches: Callable[[str, str], boo
         pytest.fail(f"{found.path} is installed but does not run: {exc}")
     if found.version is not None and not matches(version, found.version):
         pytest.fail(f"{found.path} says {version!r}, expected {found.version}")
-    binary = Binary(found.path, version)
-    _driven.append((name, binary))
-    return binary
+    # Some clients name themselves in `--version` ("aider 0.86.2", "GitHub Copilot CLI …").
+    said = version.rstrip(".")
+    shown = said if said.lower().startswith(name.lower()) else f"{name} {said}"
+    drove(f"client tests drove {shown} ({found.path})")
+    return Binary(found.path, version)
 
 
 @pytest.fixture(scope="session")
-def claude_binary() -> Binary:
+def claude_binary(drove: Note) -> Binary:
     # "2.1.332 (Claude Code)"
-    return _binary("Claude Code", locate(), lambda said, asked: said.startswith(f"{asked} "))
+    return _binary("Claude Code", locate(), lambda said, asked: said.startswith(f"{asked} "), drove)
 
 
 @pytest.fixture(scope="session")
-def codex_binary() -> Binary:
+def codex_binary(drove: Note) -> Binary:
     # "codex-cli 0.171.0"
-    found = codex_env.locate()
-    return _binary("Codex", found, lambda said, asked: codex_env.reported_version(said) == asked)
+    def matches(said: str, asked: str) -> bool:
+        return codex_env.reported_version(said) == asked
+
+    return _binary("Codex", codex_env.locate(), matches, drove)
 
 
 @pytest.fixture(scope="session")
-def opencode_binary() -> Binary:
+def opencode_binary(drove: Note) -> Binary:
     # "1.18.34"
-    return _binary("opencode", opencode_env.locate(), lambda said, asked: said == asked)
+    return _binary("opencode", opencode_env.locate(), lambda said, asked: said == asked, drove)
 
 
-def _pinned(client: str, name: str) -> Binary:
+def _pinned(client: str, name: str, drove: Note) -> Binary:
     """The binary of `client` (a key of versions.json), named by `KIROD_TEST_<CLIENT>_BIN` or
     `KIROD_TEST_<CLIENT>_VERSION` (`make clients-latest`), else its pin; its `--version` names
     the version."""
     found = install.locate(client, *install.env_names(client))
-    return _binary(name, found, lambda said, asked: asked in said)
+    return _binary(name, found, lambda said, asked: asked in said, drove)
 
 
 @pytest.fixture(scope="session")
-def kilo_binary() -> Binary:
-    return _pinned("kilo-code", "Kilo Code")
+def kilo_binary(drove: Note) -> Binary:
+    return _pinned("kilo-code", "Kilo Code", drove)
 
 
 @pytest.fixture(scope="session")
-def cline_binary() -> Binary:
-    return _pinned("cline", "Cline")
+def cline_binary(drove: Note) -> Binary:
+    return _pinned("cline", "Cline", drove)
 
 
 @pytest.fixture(scope="session")
-def continue_binary() -> Binary:
-    return _pinned("continue", "Continue")
+def continue_binary(drove: Note) -> Binary:
+    return _pinned("continue", "Continue", drove)
 
 
 @pytest.fixture(scope="session")
-def copilot_binary() -> Binary:
-    return _pinned("copilot", "GitHub Copilot CLI")
+def copilot_binary(drove: Note) -> Binary:
+    return _pinned("copilot", "GitHub Copilot CLI", drove)
 
 
 @pytest.fixture(scope="session")
-def aider_binary() -> Binary:
-    return _pinned("aider", "aider")
+def aider_binary(drove: Note) -> Binary:
+    return _pinned("aider", "aider", drove)
 
 
 @pytest.fixture(scope="session")
-def llm_binary() -> Binary:
-    return _pinned("llm", "llm")
-
-
-def pytest_terminal_summary(terminalreporter: Any) -> None:
-    for name, binary in _driven:
-        # Some clients name themselves in `--version` ("aider 0.86.2", "GitHub Copilot CLI …").
-        said = binary.version.rstrip(".")
-        shown = said if said.lower().startswith(name.lower()) else f"{name} {said}"
-        terminalreporter.write_line(f"client tests drove {shown} ({binary.path})")
+def llm_binary(drove: Note) -> Binary:
+    return _pinned("llm", "llm", drove)
 
 
 @pytest.fixture(scope="module")

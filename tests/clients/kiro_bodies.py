@@ -8,6 +8,7 @@ Imported by the client test modules (not a test module itself).
 from __future__ import annotations
 
 import re
+import time
 from typing import Any
 
 from kirod.testing.daemon import DaemonProcess
@@ -56,9 +57,24 @@ def access_lines(log: str) -> list[dict[str, str]]:
     return [dict(_FIELD.findall(line)) for line in log.splitlines() if " request method=" in line]
 
 
+SETTLED_S = 0.2
+"""How long kirod's log must stay as it is before its access lines are read as complete."""
+SETTLE_TIMEOUT_S = 5.0
+
+
 def new_access_lines(daemon: DaemonProcess, mark: int) -> list[dict[str, str]]:
-    """The access-log lines kirod wrote after `mark` (a length of its log)."""
-    return access_lines(daemon.log()[mark:])
+    """The access-log lines kirod wrote after `mark` (a length of its log), once there is one
+    and the log has stopped growing: kirod writes a request's line as its handler returns, which
+    can be just after the client read the last byte and exited (at most `SETTLE_TIMEOUT_S`)."""
+    deadline = time.monotonic() + SETTLE_TIMEOUT_S
+    seen = daemon.log()
+    while time.monotonic() < deadline:
+        time.sleep(SETTLED_S)
+        now = daemon.log()
+        if now == seen and access_lines(now[mark:]):
+            break
+        seen = now
+    return access_lines(seen[mark:])
 
 
 def routes(lines: list[dict[str, str]]) -> list[tuple[str, str]]:

@@ -49,13 +49,12 @@ __all__ = ["SeenBodies", "known_secrets", "screenshot"]
 PageFactory = Callable[..., Awaitable[Page]]
 DRIVER_TIMEOUT_S = 30.0
 CLOSE_TIMEOUT_S = 15.0
-_launched: list[Chromium] = []
 
 
 @pytest.fixture(scope="session")
-def chromium() -> Chromium:
+def chromium(drove: Callable[[str], None]) -> Chromium:
     found = locate_chromium()
-    _launched.append(found)
+    drove(f"console tests drove {found.version} ({found.path})")
     return found
 
 
@@ -103,10 +102,3 @@ async def page(browser: Browser) -> AsyncIterator[PageFactory]:
             await recorder.settle()
         for context in contexts:
             await asyncio.wait_for(context.close(), CLOSE_TIMEOUT_S)
-
-
-def pytest_terminal_summary(terminalreporter: object) -> None:
-    for found in _launched[:1]:
-        terminalreporter.write_line(  # type: ignore[attr-defined]
-            f"console tests drove {found.version} ({found.path})"
-        )

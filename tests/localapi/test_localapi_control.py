@@ -140,7 +140,11 @@ def test_stats_summarize_the_requests(call: Any, daemon: DaemonProcess) -> None:
     assert everything["requests"] >= 1
 
 
-@pytest.mark.parametrize("since", ["abc", "-1", "nan", str(time.time() + 3600)])
+@pytest.mark.parametrize(
+    "since",
+    ["abc", "-1", "nan", str(time.time() + 3600)],
+    ids=["word", "negative", "nan", "an-hour-ahead"],  # stable ids: one collection per worker
+)
 def test_stats_refuse_a_bad_since(call: Any, since: str) -> None:
     with pytest.raises(ControlError) as caught:
         call("GET", f"/stats?since={since}")
