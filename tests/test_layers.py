@@ -1,5 +1,5 @@
-"""The layering of DESIGN.md §2, checked on every module's imports: lower never imports higher,
-and no modules import each other in a circle."""
+"""The layering docs/ARCHITECTURE.md describes, checked on every module's imports: lower never
+imports higher, and no modules import each other in a circle."""
 
 from __future__ import annotations
 
