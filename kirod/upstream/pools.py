@@ -40,7 +40,7 @@ from kirod import log
 from kirod.upstream.errors import UpstreamConnectionError
 from kirod.upstream.proxies import Route, effective_proxy, route
 
-logger = logging.getLogger("kirod.upstream")
+logger = logging.getLogger(__name__)
 
 KEEP_ALIVE_TIMEOUT_S = 15.0
 POOL_CONNECTIONS = 16

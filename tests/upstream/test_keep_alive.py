@@ -272,7 +272,7 @@ async def test_a_close_while_idle_is_noticed_before_reuse(
     assert service.connections.fail_now(fault) == 2
     await eventually(lambda: not kept & service.connections.open_serials())
     await asyncio.sleep(0.05)  # the client's side has read the close by now
-    with caplog.at_level(logging.INFO, logger="kirod.upstream"):
+    with caplog.at_level(logging.INFO, logger="kirod.upstream.pools"):
         assert await asyncio.gather(*(chat(client, a) for a in team)) == [TEXT] * 2
     assert "upstream_connection_stale" not in caplog.messages
     assert not kept & set(chats(service)[2:])

@@ -28,18 +28,15 @@ from kirod.testing.fake_kiro.script import (
 from kirod.testing.fake_kiro.state import FakeKiro, RecordedRequest
 from kirod.testing.fake_kiro.tokens import Account
 from kirod.testing.fake_kiro.validate import RULES, validate_chat
-from kirod.testing.fake_kiro.wire import authenticate, bearer_invalid, error
+from kirod.testing.fake_kiro.wire import error, signed_in
 
 EVENTSTREAM_CONTENT_TYPE = "application/vnd.amazon.eventstream"
 
 
+@signed_in
 async def generate_assistant_response(
-    fake: FakeKiro, request: web.Request, record: RecordedRequest
+    fake: FakeKiro, request: web.Request, record: RecordedRequest, account: Account
 ) -> web.StreamResponse:
-    account = authenticate(fake.tokens, request)
-    if account is None:
-        return bearer_invalid()
-    record.account_id = account.account_id
     models = {model.model_id: model for model in fake.models()}
     rejection = validate_chat(record.body, models)
     if rejection is not None:

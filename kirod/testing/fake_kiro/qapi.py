@@ -13,16 +13,13 @@ from kirod.testing.fake_kiro.catalog import InvalidNextToken, models_page
 from kirod.testing.fake_kiro.search import WEB_SEARCH_TOOL, SearchFault, search_text
 from kirod.testing.fake_kiro.state import FakeKiro, RecordedRequest
 from kirod.testing.fake_kiro.tokens import Account, AuthKind
-from kirod.testing.fake_kiro.wire import as_dict, authenticate, bearer_invalid, error, json_object
+from kirod.testing.fake_kiro.wire import as_dict, error, json_object, signed_in
 
 
+@signed_in
 async def get_usage_limits(
-    fake: FakeKiro, request: web.Request, record: RecordedRequest
+    fake: FakeKiro, request: web.Request, record: RecordedRequest, account: Account
 ) -> web.Response:
-    account = authenticate(fake.tokens, request)
-    if account is None:
-        return bearer_invalid()
-    record.account_id = account.account_id
     params: dict[str, Any] = dict(request.query)
     params.update(json_object(record.body))
     profile_arn = params.get("profileArn")
@@ -41,14 +38,11 @@ OVERAGE_REFUSED_BODY = {"message": "User is not authorized to access this featur
 body is the one of getUsageLimits' 403 (kiro-protocol §6.1)."""
 
 
+@signed_in
 async def set_user_preference(
-    fake: FakeKiro, request: web.Request, record: RecordedRequest
+    fake: FakeKiro, request: web.Request, record: RecordedRequest, account: Account
 ) -> web.Response:
     """setUserPreference: the overage switch, kept per account and reported by getUsageLimits."""
-    account = authenticate(fake.tokens, request)
-    if account is None:
-        return bearer_invalid()
-    record.account_id = account.account_id
     body = json_object(record.body)
     status = as_dict(body.get("overageConfiguration")).get("overageStatus")
     if status not in ("ENABLED", "DISABLED"):
@@ -64,13 +58,10 @@ async def set_user_preference(
     return web.json_response({})
 
 
+@signed_in
 async def list_available_models(
-    fake: FakeKiro, request: web.Request, record: RecordedRequest
+    fake: FakeKiro, request: web.Request, record: RecordedRequest, account: Account
 ) -> web.Response:
-    account = authenticate(fake.tokens, request)
-    if account is None:
-        return bearer_invalid()
-    record.account_id = account.account_id
     params: dict[str, Any] = dict(request.query)
     params.update(json_object(record.body))
     free = "FREE" in account.usage.subscription
@@ -87,13 +78,10 @@ def _profile_name(account: Account) -> str:
     return "Social_Default_Profile" if account.kind is AuthKind.SOCIAL else "QDefaultProfile"
 
 
+@signed_in
 async def list_available_profiles(
-    fake: FakeKiro, request: web.Request, record: RecordedRequest
+    fake: FakeKiro, request: web.Request, record: RecordedRequest, account: Account
 ) -> web.Response:
-    account = authenticate(fake.tokens, request)
-    if account is None:
-        return bearer_invalid()
-    record.account_id = account.account_id
     if account.kind is AuthKind.API_KEY:
         # A `ksk_` key cannot list profiles in any region; GetProfile names its one (§5.3).
         return error(403, {"message": "Unsupported token type"}, "AccessDeniedException")
@@ -116,14 +104,11 @@ async def list_available_profiles(
     return web.json_response(answer)
 
 
+@signed_in
 async def get_profile(
-    fake: FakeKiro, request: web.Request, record: RecordedRequest
+    fake: FakeKiro, request: web.Request, record: RecordedRequest, account: Account
 ) -> web.Response:
     """GetProfile: the caller's own profile, from the host of its region (a 403 elsewhere)."""
-    account = authenticate(fake.tokens, request)
-    if account is None:
-        return bearer_invalid()
-    record.account_id = account.account_id
     if record.region is not None and account.profile_arn.split(":")[3] != record.region:
         return error(403, {"message": "User is not authorized."}, "AccessDeniedException")
     profile = {
@@ -134,12 +119,11 @@ async def get_profile(
     return web.json_response({"profile": profile})
 
 
-async def invoke_mcp(fake: FakeKiro, request: web.Request, record: RecordedRequest) -> web.Response:
+@signed_in
+async def invoke_mcp(
+    fake: FakeKiro, request: web.Request, record: RecordedRequest, account: Account
+) -> web.Response:
     """JSON-RPC `tools/list`, and `tools/call` of `web_search` (`search.py`)."""
-    account = authenticate(fake.tokens, request)
-    if account is None:
-        return bearer_invalid()
-    record.account_id = account.account_id
     call = json_object(record.body)
     profile_arn = call.get("profileArn")
     if profile_arn is None and account.kind is AuthKind.SOCIAL:
