@@ -14,8 +14,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Literal, TypeAlias
 
+from kirod.canonical.catalog import ModelCatalog, ModelInfo, public_models
 from kirod.canonical.model_names import Vendor, line_word, parse_name
-from kirod.canonical.models import ModelCatalog, ModelInfo, public_models
 from kirod.errors import ApiError, ErrorKind
 
 FallbackPolicy: TypeAlias = Literal["family", "strict"]

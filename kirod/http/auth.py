@@ -23,7 +23,7 @@ from collections.abc import Iterable
 
 from aiohttp import web
 
-from kirod.canonical.models import ModelInfo
+from kirod.canonical.catalog import ModelInfo
 from kirod.config import is_loopback
 from kirod.errors import ApiError, ErrorKind
 from kirod.http.ingress import is_ollama_path

@@ -26,7 +26,6 @@ import aiohttp
 import aiohttp_socks
 
 from kirod.canonical import wirejson
-from kirod.upstream.credentials import AuthKind, Credentials
 from kirod.upstream.errors import (
     Failure,
     UpstreamConnectionError,
@@ -36,6 +35,7 @@ from kirod.upstream.errors import (
 )
 from kirod.upstream.frames import Frame, FrameDecoder
 from kirod.upstream.pools import KEEP_ALIVE_TIMEOUT_S, MAX_IDLE_POOLS, Pool, Pools
+from kirod.upstream.secrets import AuthKind, Credentials
 
 KIRO_IDE_VERSION = "0.9.2"
 SDK_VERSION = "1.0.34"

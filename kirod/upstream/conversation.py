@@ -15,7 +15,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from kirod.canonical.models import ModelInfo
+from kirod.canonical.catalog import ModelInfo
 from kirod.canonical.request import (
     DocumentBlock,
     ImageBlock,

@@ -33,8 +33,8 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 
 from kirod import log
+from kirod.canonical.catalog import ModelInfo
 from kirod.canonical.events import CanonicalEvent, ErrorEvent, MessageStart
-from kirod.canonical.models import ModelInfo
 from kirod.canonical.request import CanonicalRequest, WebSearch
 from kirod.canonical.tokens import estimate_request_tokens
 from kirod.upstream.client import KiroClient, UpstreamAccount
@@ -52,7 +52,7 @@ from kirod.upstream.websearch import SEARCH_TOOL, answer_search
 
 __all__ = ["Exchange", "ParameterPolicy", "Route", "ToolDelivery", "open_exchange"]
 
-logger = logging.getLogger("kirod.exchange")
+logger = logging.getLogger(__name__)
 
 # An answer that is only one of these errors may go to another account.
 _EARLY_FAILURES: dict[str | None, Failure] = {

@@ -36,7 +36,7 @@ from dataclasses import dataclass
 from typing import Any, Literal, TypeAlias
 
 from kirod.canonical import wirejson
-from kirod.canonical.models import ModelInfo
+from kirod.canonical.catalog import ModelInfo
 from kirod.canonical.request import (
     CanonicalRequest,
     ImageBlock,

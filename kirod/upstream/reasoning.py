@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from kirod.canonical.models import ModelInfo
+from kirod.canonical.catalog import ModelInfo
 from kirod.canonical.request import CanonicalRequest, Effort, Reasoning
 from kirod.upstream.conversation import Turn
 from kirod.upstream.thinking_tags import ThinkingMode

@@ -33,7 +33,7 @@ from kirod.upstream.translate import Truncation
 
 __all__ = ["CUT_OFF_NOTICE", "TruncationRecovery", "cut_off_notice"]
 
-logger = logging.getLogger("kirod.truncation")
+logger = logging.getLogger(__name__)
 
 CUT_OFF_NOTICE: Final = (
     "The upstream service cut this tool call off after {bytes_received} bytes and "

@@ -65,7 +65,7 @@ from kirod.upstream.client import KiroClient, UpstreamAccount
 from kirod.upstream.errors import UpstreamError
 from kirod.upstream.step import Next, Part
 
-logger = logging.getLogger("kirod.websearch")
+logger = logging.getLogger(__name__)
 
 SEARCH_TIMEOUT_S: Final = 30.0
 MAX_HITS: Final = 20

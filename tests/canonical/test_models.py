@@ -6,14 +6,14 @@ from typing import Any
 
 import pytest
 
-from kirod.canonical.model_names import parse_name
-from kirod.canonical.models import (
+from kirod.canonical.catalog import (
     STATIC_CATALOG,
     ModelCatalog,
     ModelInfo,
     catalog_from_list_available_models,
     public_models,
 )
+from kirod.canonical.model_names import parse_name
 from kirod.canonical.resolution import ModelPolicy, newest_of_family, resolve, resolve_model
 from kirod.errors import ApiError, ErrorKind
 

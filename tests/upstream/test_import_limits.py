@@ -13,14 +13,14 @@ from collections.abc import Callable
 
 import pytest
 
-from kirod.upstream.errors import CredentialImportError
-from kirod.upstream.importers import (
+from kirod.credentials.importers import (
     ImportLimits,
     detect_and_parse,
     parse_kiro_cli,
     parse_opencode_kiro_auth,
     parse_upload,
 )
+from kirod.upstream.errors import CredentialImportError
 
 EXPENSIVE = "hex(zeroblob(100000000))"  # 200 MB of text each time the column is read
 

@@ -12,9 +12,7 @@ from typing import Any
 
 import pytest
 
-from kirod.upstream.credentials import AuthKind
-from kirod.upstream.errors import CredentialImportError
-from kirod.upstream.importers import (
+from kirod.credentials.importers import (
     BUILDER_ID_START_URL,
     ImportedAccount,
     detect_and_parse,
@@ -23,6 +21,8 @@ from kirod.upstream.importers import (
     parse_kiro_ide,
     parse_opencode_kiro_auth,
 )
+from kirod.upstream.errors import CredentialImportError
+from kirod.upstream.secrets import AuthKind
 
 # Every secret carries a marker, so a leak of even part of one is caught.
 ACCESS = "aoaACCESSMARK" + "a" * 300

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from kirod.canonical.models import STATIC_CATALOG, ModelInfo, catalog_from_list_available_models
+from kirod.canonical.catalog import STATIC_CATALOG, ModelInfo, catalog_from_list_available_models
 from kirod.canonical.request import (
     Block,
     CanonicalRequest,

@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 
+from kirod.canonical.catalog import catalog_from_list_available_models
 from kirod.canonical.events import Usage
-from kirod.canonical.models import catalog_from_list_available_models
 from kirod.canonical.request import CanonicalRequest
 from kirod.canonical.resolution import resolve_model
 from kirod.protocols.anthropic.decode import decode_messages

@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kirod.canonical.models import catalog_from_list_available_models
+from kirod.canonical.catalog import catalog_from_list_available_models
 from kirod.canonical.request import (
     CanonicalRequest,
     ClientProtocol,

@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import re
 
-from kirod.upstream.credentials import AuthKind, Credentials
-from kirod.upstream.errors import CredentialImportError
-from kirod.upstream.importers.record import (
+from kirod.credentials.importers.record import (
     DEFAULT_REGION,
     ImportedAccount,
     decode,
     imported_account,
 )
+from kirod.upstream.errors import CredentialImportError
+from kirod.upstream.secrets import AuthKind, Credentials
 
 _API_KEY_FILE = "Kiro API key"
 

@@ -13,8 +13,8 @@ import uuid
 from dataclasses import dataclass
 
 from kirod.upstream.client import KiroClient
-from kirod.upstream.credentials import AuthKind, Credentials
 from kirod.upstream.errors import LoginError, UpstreamError, UpstreamHttpError
+from kirod.upstream.secrets import AuthKind, Credentials
 
 BUILDER_ID_START_URL = "https://view.awsapps.com/start"
 DEFAULT_REGION = "us-east-1"

@@ -8,8 +8,7 @@ from __future__ import annotations
 
 import re
 
-from kirod.upstream.credentials import AuthKind, Credentials
-from kirod.upstream.importers.record import (
+from kirod.credentials.importers.record import (
     DEFAULT_REGION,
     OIDC_PROVIDERS,
     ImportedAccount,
@@ -18,6 +17,7 @@ from kirod.upstream.importers.record import (
     json_object,
     social_provider,
 )
+from kirod.upstream.secrets import AuthKind, Credentials
 
 _KIRO_IDE_FILE = "Kiro IDE token file (kiro-auth-token.json)"
 

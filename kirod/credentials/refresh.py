@@ -13,8 +13,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from kirod.upstream.client import KiroClient, UpstreamAccount
-from kirod.upstream.credentials import AuthKind, Credentials
 from kirod.upstream.errors import RefreshError, UpstreamError, UpstreamHttpError
+from kirod.upstream.secrets import AuthKind, Credentials
 
 DEFAULT_EXPIRES_IN_S = 3600
 # OAuth / Kiro answers that mean the refresh token (or the client registration) is dead.
