@@ -107,9 +107,15 @@ def test_remote_scripting(threaded: ThreadedFake) -> None:
     assert chat_text(chat(threaded.base_url, account)[1]) == "default"
     remote.set_default_script(None)
     assert chat_text(chat(threaded.base_url, account)[1]) == "You said: Hi"
+    remote.set_default_script(Script(reply=Reply(text="only mine")), account_id=account["accountId"])
+    other = remote.issue_account("social")
+    assert chat_text(chat(threaded.base_url, account)[1]) == "only mine"
+    assert chat_text(chat(threaded.base_url, other)[1]) == "You said: Hi"
+    remote.set_default_script(None, account_id=account["accountId"])
+    assert chat_text(chat(threaded.base_url, account)[1]) == "You said: Hi"
 
     requests = remote.requests("chat")
-    assert [r["status"] for r in requests] == [200, 402, 200, 200]
+    assert [r["status"] for r in requests] == [200, 402, 200, 200, 200, 200, 200]
     assert requests[0]["json"]["profileArn"] == account["profileArn"]
     assert requests[0]["headers"]["authorization"] == f"Bearer {account['accessToken']}"
     assert remote.counters()["fault:QUOTA_402"] == 1

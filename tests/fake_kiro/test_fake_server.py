@@ -288,6 +288,34 @@ async def test_account_queues_come_first(served: Served, session: aiohttp.Client
     assert text_of(frames_of(raw)) == "default"
 
 
+async def test_a_standing_script_answers_one_account(
+    served: Served, session: aiohttp.ClientSession
+) -> None:
+    """A fault kept on one account (its connection drops after two events) answers every chat
+    of that account once its queue is empty, and no other account's."""
+    fake, url = served
+    faulty, healthy = fake.issue_social_account(), fake.issue_social_account()
+    cut = Script(reply=Reply(text="abcdefgh"), chunk_size=2, fault=Fault.CONNECTION_CUT, fault_at=2)
+    fake.set_account_script(faulty.account_id, cut)
+    fake.enqueue(Reply(text="queued"), account_id=faulty.account_id)
+    _, _, raw = await post_chat(session, url, faulty)
+    assert text_of(frames_of(raw)) == "queued"
+    for _ in range(2):
+        received = bytearray()
+        async with session.post(
+            url + "/generateAssistantResponse", json=chat_body(faulty), headers=auth(faulty)
+        ) as response:
+            with pytest.raises(aiohttp.ClientPayloadError):
+                await drain(response, received)
+        assert text_of(FrameDecoder().feed(bytes(received))) == "abcd"  # two events, then cut
+    _, _, raw = await post_chat(session, url, healthy)
+    assert text_of(frames_of(raw)) == "You said: Hello"
+    fake.set_account_script(faulty.account_id, None)
+    _, _, raw = await post_chat(session, url, faulty)
+    assert text_of(frames_of(raw)) == "You said: Hello"
+    assert fake.counters()["fault:CONNECTION_CUT"] == 2
+
+
 # Faults on the wire
 
 

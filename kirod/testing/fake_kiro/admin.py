@@ -5,7 +5,7 @@ camelCase like Kiro's own token file. `RemoteFake` in `remote.py` is the matchin
 
     POST   /__fake__/scripts        {"scripts": [Script…], "account_id"?}   queue answers
     DELETE /__fake__/scripts                                                clear the queues
-    PUT    /__fake__/default-script {"script": Script | null}
+    PUT    /__fake__/default-script {"script": Script | null, "account_id"?}  (one account's)
     PUT    /__fake__/latency        {"first_s", "between_s"}
     PUT    /__fake__/settings       {"rotate_refresh_tokens"?, "access_ttl_s"?, "models_page_size"?}
     PUT    /__fake__/device-flow    DeviceFlow fields
@@ -90,8 +90,12 @@ async def _clear_scripts(fake: FakeKiro, request: web.Request, data: Any) -> Any
 
 
 async def _default_script(fake: FakeKiro, request: web.Request, data: Any) -> Any:
-    script = data["script"]
-    fake.default_script = None if script is None else Script.from_json(script)
+    script = None if data["script"] is None else Script.from_json(data["script"])
+    account_id = data.get("account_id")
+    if account_id is None:
+        fake.default_script = script
+    else:
+        fake.set_account_script(str(account_id), script)
 
 
 async def _latency(fake: FakeKiro, request: web.Request, data: Any) -> Any:

@@ -41,8 +41,11 @@ class RemoteFake:
     def clear_scripts(self) -> None:
         self._call("DELETE", "/scripts")
 
-    def set_default_script(self, script: Script | None) -> None:
-        self._call("PUT", "/default-script", {"script": script and script.to_json()})
+    def set_default_script(self, script: Script | None, *, account_id: str | None = None) -> None:
+        """The answer when the queues are empty: for every account, or only for `account_id`
+        (`FakeKiro.set_account_script`)."""
+        body = {"script": script and script.to_json(), "account_id": account_id}
+        self._call("PUT", "/default-script", body)
 
     def set_latency(self, latency: Latency) -> None:
         self._call("PUT", "/latency", dataclasses.asdict(latency))

@@ -61,7 +61,9 @@ class FakeKiro:
     """The fake's state: catalog, credentials, script queues, received requests, counters.
 
     Scripts are answered FIFO, an account's own queue before the shared one; when both are
-    empty, `default_script` (or, if None, an echo of the prompt) answers. Every method is
+    empty, the account's standing script (`set_account_script`: a fault kept on one account,
+    such as its connection dropping after two events), else `default_script` (or, if None, an
+    echo of the prompt) answers. Every method is
     thread-safe, so a test thread may script a fake served by `ThreadedFake`.
 
     `created` lists every fake made in this process, so a test session can scan everything kirod
@@ -91,6 +93,7 @@ class FakeKiro:
         self._queue: collections.deque[Script] = collections.deque()
         self._searches: collections.deque[Search] = collections.deque()
         self._account_queues: dict[str, collections.deque[Script]] = {}
+        self._account_scripts: dict[str, Script] = {}
         self._requests: list[RecordedRequest] = []
         FakeKiro.created.append(self)
         self._counters: collections.Counter[str] = collections.Counter()
@@ -109,6 +112,15 @@ class FakeKiro:
                 else self._account_queues.setdefault(account_id, collections.deque())
             )
             queue.extend(scripts)
+
+    def set_account_script(self, account_id: str, script: Script | None) -> None:
+        """Answer every chat of `account_id` with `script` once its queue is empty (None: the
+        default again); other accounts are unaffected."""
+        with self._lock:
+            if script is None:
+                self._account_scripts.pop(account_id, None)
+            else:
+                self._account_scripts[account_id] = script
 
     def pending_scripts(self) -> int:
         with self._lock:
@@ -134,7 +146,8 @@ class FakeKiro:
             for queue in (self._account_queues.get(account_id), self._queue):
                 if queue:
                     return queue.popleft()
-        return self.default_script or Script()
+            standing = self._account_scripts.get(account_id)
+        return standing or self.default_script or Script()
 
     def oversize(self, operation: str, nbytes: int) -> None:
         """From now on, answer `operation` (usage, models, social_refresh, oidc_register, …;
