@@ -6,6 +6,10 @@ with the second chances that stay on this account, each at most once: a bearer r
 after a forced refresh, "profileArn is required" after discovery found the profile. Kiro refusing
 the model makes the account's catalog forget it. Any other failure is recorded on the account
 (the breaker, quota, suspension) and, when another account may do better, raised as `Retry`.
+
+An answer that breaks off after its first event is the account's failure as much as one before
+it: `broke` records it the same way for an answer no client has seen (it may go elsewhere), and
+`finished` tells the account's health how a committed answer ended.
 """
 
 from __future__ import annotations
@@ -130,6 +134,33 @@ class Attempts:
             dropped=",".join(exchange.dropped) or None,
         )
         return Opened(lease, route, exchange)
+
+    async def broke(
+        self, lease: Lease, operation: Operation, route: Route, error: UpstreamError
+    ) -> Retry | None:
+        """An answer no client has seen broke off on `lease`'s account after its first event:
+        recorded as a failure before it would be; the `Retry` to raise, or None when the failure
+        is the request's own (the answer stands as it ended)."""
+        if not error.failure.retryable:
+            return None
+        operation.abandoned()
+        refusal = await self._refused(lease, operation, route, error)
+        return refusal if isinstance(refusal, Retry) else None
+
+    async def finished(self, lease: Lease, route: Route, broke: UpstreamError | None) -> None:
+        """A committed answer ended: a break on the account counts against it (the breaker,
+        throttling) as before the first event; any other end closes its breaker."""
+        if broke is None or not broke.failure.retryable:
+            await self.pool.succeeded(lease)
+            return
+        bearer = broke.failure is Failure.BEARER
+        await self.pool.failed(
+            lease.account_id,
+            broke.failure,
+            detail=broke.detail,
+            retry_after_s=broke.retry_after_s,
+            rejected_token=route.account.credentials.access_token if bearer else None,
+        )
 
     def _upstream_account(self, record: AccountRecord) -> UpstreamAccount:
         kept = self._upstream.get(record.id)

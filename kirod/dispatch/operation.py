@@ -85,6 +85,11 @@ class Operation:
     def exchanged(self, exchange: Exchange) -> None:
         self._exchanges.append(exchange)
 
+    def abandoned(self) -> None:
+        """The attempt's answer broke off and goes to another account: its exchanges are not
+        the answer's (their frames, truncations and continuations)."""
+        self._exchanges.clear()
+
     def committed(self) -> None:
         self.ttfb_ms = self._elapsed_ms()
 

@@ -16,8 +16,15 @@ quota, suspension, server error, network, a stream that fails before its first e
 missing from this account's catalog) moves the request to another eligible account, at most
 `max_account_attempts` accounts in all; failures of the request itself (validation, context too
 long, a model Kiro refuses) raise at once, and the same server or protocol failure on two
-accounts in a row ends the failover. The exchange commits when the upstream produced its first
-event: from then on failures become the stream's terminal `ErrorEvent` and nothing is replayed.
+accounts in a row ends the failover.
+
+The request commits once its client may be sent a byte. A stream commits when the upstream
+produced its first event: from then on failures become the stream's terminal `ErrorEvent` and
+nothing is replayed. A request answered whole commits when its answer is whole: its client is
+sent nothing before, so a stream that broke off on the account after its first event moves it to
+the next account like a failure before that event. Either way a break after the first event
+counts against the account (`Exchange.failure`: the breaker, throttling) as one before it does,
+and the account's health hears how an answer ended before the client is sent its last event.
 
 Extensions (`kirod.dispatch.extensions`) run at both ends: `on_request` before the affinity key
 and the routing (the key's model scope is checked again on the model it leaves), the stream
@@ -52,7 +59,7 @@ from kirod.accounts.probes import UsageProbes
 from kirod.accounts.profiles import ProfileFinder
 from kirod.accounts.tokens import TokenKeeper
 from kirod.canonical.catalog import ModelInfo
-from kirod.canonical.events import CanonicalEvent, MessageStart
+from kirod.canonical.events import CanonicalEvent, ErrorEvent, MessageStart, MessageStop
 from kirod.canonical.request import CanonicalRequest
 from kirod.canonical.shape import request_shape
 from kirod.dispatch.attempt import Attempts, Opened, Retry, RouteSettings
@@ -64,7 +71,7 @@ from kirod.errors import ApiError
 from kirod.storage.affinity import Binding
 from kirod.storage.oplog import OpLog
 from kirod.upstream.client import KiroClient
-from kirod.upstream.errors import Failure
+from kirod.upstream.errors import Failure, UpstreamError
 from kirod.upstream.exchange import (
     Exchange,
     ParameterPolicy,
@@ -191,13 +198,13 @@ class Dispatcher:
                         self._branches.turn(key_hash, timeout_s=self._policy.branch_timeout_s)
                     )
                     binding = await self._affinity.lookup(key_hash)
-                opened = await self._open(request, binding, operation, stack)
+                opened, answer = await self._open(request, binding, operation, stack)
                 if key_hash is not None:
                     self._affinity.bind(
                         key_hash, opened.lease.account_id, opened.route.conversation_id
                     )
                 route, exchange = opened.route, opened.exchange
-                events = self._extensions.events(self._events(request, route, exchange, operation))
+                events = self._extensions.events(answer)
                 if lookup is not None and self._cache is not None:
                     events = self._cache.recorded(lookup, events)
                 committed = True
@@ -250,10 +257,15 @@ class Dispatcher:
                 self._authorize(operation.tenant, routing.resolution.info)
         return changed
 
-    def _events(
-        self, request: CanonicalRequest, route: Route, exchange: Exchange, operation: Operation
+    def _turn(
+        self,
+        request: CanonicalRequest,
+        route: Route,
+        parts: _Parts,
+        operation: Operation,
     ) -> AsyncIterator[list[CanonicalEvent]]:
         """The exchange's batches, or the turn its steps may add parts to (same route)."""
+        exchange = parts.exchanges[0]
         steps = self._steps(request, route) if self._steps is not None else ()
         if not steps:
             return exchange.batches()
@@ -261,11 +273,44 @@ class Dispatcher:
 
         @contextlib.asynccontextmanager
         async def open_part(following: CanonicalRequest) -> AsyncIterator[Exchange]:
-            async with open_exchange(client, following, route) as part:
-                operation.exchanged(part)
-                yield part
+            try:
+                async with open_exchange(client, following, route) as part:
+                    operation.exchanged(part)
+                    parts.exchanges.append(part)
+                    yield part
+            except UpstreamError as refused:  # a part's own break ends its events instead
+                parts.refused = refused
+                raise
 
         return run_turn(exchange, request, steps, open_part, max_parts=self._policy.max_turn_parts)
+
+    async def _answer(
+        self, request: CanonicalRequest, opened: Opened, operation: Operation
+    ) -> AsyncIterator[list[CanonicalEvent]]:
+        """The events to commit on `opened`: a stream's as they come; a whole answer's once it
+        is read to its end, or `Retry` when it broke off on the account on the way."""
+        parts = _Parts([opened.exchange])
+        turn = self._turn(request, opened.route, parts, operation)
+        if request.stream:
+            return self._heard(turn, opened, parts)
+        batches = [batch async for batch in turn]
+        broke = parts.failure
+        if broke is not None:
+            retry = await self._attempts.broke(opened.lease, operation, opened.route, broke)
+            if retry is not None:
+                raise retry
+        await self._attempts.finished(opened.lease, opened.route, broke)
+        return _replayed(batches)
+
+    async def _heard(
+        self, batches: AsyncIterator[list[CanonicalEvent]], opened: Opened, parts: _Parts
+    ) -> AsyncIterator[list[CanonicalEvent]]:
+        """A committed stream, whose account's health hears how it ended before its terminal
+        event (a stop or an error, always last in its batch) is handed on."""
+        async for batch in batches:
+            if batch and isinstance(batch[-1], MessageStop | ErrorEvent):
+                await self._attempts.finished(opened.lease, opened.route, parts.failure)
+            yield batch
 
     async def _open(
         self,
@@ -273,8 +318,9 @@ class Dispatcher:
         binding: Binding | None,
         operation: Operation,
         stack: contextlib.AsyncExitStack,
-    ) -> Opened:
-        """Try accounts until one produces a first event; its slot and response join `stack`.
+    ) -> tuple[Opened, AsyncIterator[list[CanonicalEvent]]]:
+        """Try accounts until one commits (module docstring): the attempt and the events to
+        hand on; its slot and response join `stack`.
 
         Only accounts whose catalog offers the request's model are leased (`ModelDirectory.route`);
         a model none offers is its 404 before any lease.
@@ -303,6 +349,8 @@ class Dispatcher:
                     opened = await self._attempts.attempt(
                         lease, request, routing, binding, operation, attempt
                     )
+                    operation.committed()  # the first event: the answering attempt's counts
+                    answer = await self._answer(request, opened, operation)
                 except Retry as retry:
                     last = retry.error
                     if retry.failure in _SUSPECT_REQUEST and retry.failure is previous:
@@ -310,10 +358,27 @@ class Dispatcher:
                         raise last from None
                     previous = retry.failure
                     continue
-                await self._pool.succeeded(lease)
                 operation.tried(lease.account_id, "ok")
-                operation.committed()
                 stack.push_async_exit(attempt.pop_all())
-                return opened
+                return opened, answer
         assert last is not None
         raise last
+
+
+@dataclass
+class _Parts:
+    """The exchanges of one attempt's turn, in order, and a later part Kiro refused to open."""
+
+    exchanges: list[Exchange]
+    refused: UpstreamError | None = None
+
+    @property
+    def failure(self) -> UpstreamError | None:
+        """Why the turn broke off on the account, if it did: its last part broke, or the part
+        after it could not open."""
+        return self.refused or self.exchanges[-1].failure
+
+
+async def _replayed(batches: list[list[CanonicalEvent]]) -> AsyncIterator[list[CanonicalEvent]]:
+    for batch in batches:
+        yield batch

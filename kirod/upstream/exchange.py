@@ -9,7 +9,10 @@ Kiro's answer up to its first output (`Exchange.first`); a failure until then ra
 `UpstreamError` (an answer that is only an error event raises `UpstreamStreamError`), so the
 caller, which owns the account logic (choice, lease, bearer retry, failover), can still try
 elsewhere. After it yields, `batches()` carries the rest, one list of events per network chunk,
-and a failure becomes the stream's terminal `ErrorEvent`.
+and a failure becomes the stream's terminal `ErrorEvent`; when the failure is the account's, as
+it would have been before the first event (the connection dropped, the stream broke or stalled,
+Kiro sent an error or throttling frame), `Exchange.failure` says so before that event is handed
+on, so the caller can count it against the account, or send elsewhere an answer no client saw.
 
 Images beyond Kiro's limits are resized first (`kirod.upstream.images`), in a worker thread
 when one may have to change; an image that cannot be is refused with no call to Kiro.
@@ -54,8 +57,9 @@ __all__ = ["Exchange", "ParameterPolicy", "Route", "ToolDelivery", "open_exchang
 
 logger = logging.getLogger(__name__)
 
-# An answer that is only one of these errors may go to another account.
-_EARLY_FAILURES: dict[str | None, Failure] = {
+# Kiro's error events that are the account's failure: an answer that is only one of them may go
+# to another account, and one after other events is a broken stream.
+_FAILURE_EVENTS: dict[str | None, Failure] = {
     "upstream_throttled": Failure.THROTTLED,
     "upstream_unavailable": Failure.SERVER,
     "empty_response": Failure.SERVER,
@@ -99,6 +103,9 @@ class Exchange:
         self._translator = translator
         self.frames = frames  # upstream event-stream frames read so far, for the trace
         self.bytes_read = bytes_read  # and their bytes
+        # Why the answer broke off after its first event, when that is the account's failure;
+        # set before the error event that ends the stream is handed on.
+        self.failure: UpstreamError | None = None
 
     @property
     def truncation(self) -> Truncation | None:
@@ -106,9 +113,12 @@ class Exchange:
         return self._translator.truncation if self._translator is not None else None
 
     async def batches(self) -> AsyncIterator[list[CanonicalEvent]]:
-        """`first`, then one batch per network chunk; an upstream failure ends it as an error."""
-        yield self.first
+        """`first`, then one batch per network chunk; an upstream failure ends it as an error
+        (and is the exchange's `failure` when it is the account's)."""
         translator = self._translator
+        if translator is not None and translator.error is not None:
+            self._judge(translator.error)
+        yield self.first
         if self._chunks is None or translator is None:
             return
         try:
@@ -121,16 +131,30 @@ class Exchange:
                     self.bytes_read += sum(frame.size for frame in frames)
                     events = [event for frame in frames for event in translator.feed(frame)]
                 if events:
+                    if translator.error is not None:
+                        self._judge(translator.error)
                     yield events
         except UpstreamError as exc:
             log.event(
                 logger, "upstream_stream_failed", level=logging.WARNING, failure=exc.failure.value
             )
-            if events := translator.broken(exc.to_api_error()):
+            ended = translator.error is not None
+            events = translator.broken(exc.to_api_error())
+            if not ended and translator.truncation is None:
+                self.failure = exc  # a tool call cut off is a truncation, which a step continues
+            if events:
                 yield events
         else:
             if events := translator.finish():
+                if translator.error is not None:
+                    self._judge(translator.error)
                 yield events
+
+    def _judge(self, error: ErrorEvent) -> None:
+        """Kiro's error event that ends the stream: the account's failure, or the request's."""
+        failure = _FAILURE_EVENTS.get(error.code)
+        if failure is not None:
+            self.failure = UpstreamStreamError(failure, error.to_error())
 
 
 @contextlib.asynccontextmanager
@@ -184,8 +208,8 @@ async def open_exchange(
         first, frames, bytes_read = await _first_events(chunks, translator)
         # Only an error before any output may go elsewhere: one after it is the stream's end.
         early = next((e for e in first if not isinstance(e, MessageStart)), None)
-        if isinstance(early, ErrorEvent) and early.code in _EARLY_FAILURES:
-            raise UpstreamStreamError(_EARLY_FAILURES[early.code], early.to_error())
+        if isinstance(early, ErrorEvent) and early.code in _FAILURE_EVENTS:
+            raise UpstreamStreamError(_FAILURE_EVENTS[early.code], early.to_error())
         yield Exchange(
             message_id=message_id,
             input_tokens=input_tokens,

@@ -203,6 +203,7 @@ class Translator:
         self._tool: _OpenTool | None = None  # the tool call being received
         self._finished_tools: set[str] = set()
         self.truncation: Truncation | None = None  # the call Kiro cut off, when it did
+        self.error: ErrorEvent | None = None  # the error that ended the stream, when one did
         self._leaked_calls = 0
 
         self._text_blocks = 0
@@ -258,7 +259,8 @@ class Translator:
         if self._tool is not None:
             self._fail_truncated_tool("connection_lost")
         else:
-            self._events.append(ErrorEvent.from_error(error))
+            self.error = ErrorEvent.from_error(error)
+            self._events.append(self.error)
             self._ended = True
         return self._take()
 
@@ -517,7 +519,8 @@ class Translator:
         )
 
     def _fail(self, kind: ErrorKind, code: str, message: str) -> None:
-        self._events.append(ErrorEvent(kind, message, code))
+        self.error = ErrorEvent(kind, message, code)
+        self._events.append(self.error)
         self._ended = True
 
     def _usage(self) -> Usage:

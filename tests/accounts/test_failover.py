@@ -159,9 +159,146 @@ async def test_nothing_is_replayed_after_the_first_event(tmp_path: Path) -> None
         assert any(isinstance(e, TextDelta) for e in events)
         assert isinstance(events[-1], ErrorEvent)
         assert env.chats() == [first.id]  # one upstream request, no second account
-        assert (await env.state(first.id)).status == "active"
+        # Kiro throttled the account mid-stream: it rests, as for a throttle before any output.
+        assert (await env.state(first.id)).status == "cooling_down"
         [row] = await env.oplog.entries()
         assert (row.status, row.error) == (200, "upstream_throttled")
+        assert [(a.account_id, a.outcome) for a in row.attempts] == [(first.id, "ok")]
+
+
+# A stream that breaks off after its first event (here Kiro's connection drops after two text
+# events) is a failure of the account, as one before it would be.
+DROPPED = Script(
+    reply=Reply(text="a long answer, " * 6), chunk_size=4, fault=Fault.CONNECTION_CUT, fault_at=2
+)
+BROKEN_MID = [
+    (DROPPED, "protocol", "active"),
+    (dataclasses.replace(DROPPED, fault=Fault.CORRUPT_CRC), "protocol", "active"),
+    (dataclasses.replace(DROPPED, fault=Fault.ERROR_FRAME), "server", "active"),
+    (dataclasses.replace(DROPPED, fault=Fault.MIDSTREAM_EXCEPTION), "throttled", "cooling_down"),
+]
+
+
+@pytest.mark.parametrize(
+    ("script", "outcome", "status"),
+    BROKEN_MID,
+    ids=[f"{s.fault.name}" for s, _, _ in BROKEN_MID if s.fault],
+)
+async def test_a_whole_answer_that_broke_off_goes_to_the_next_account(
+    tmp_path: Path, script: Script, outcome: str, status: str
+) -> None:
+    """Not streamed, its client has been sent nothing: the broken answer is dropped and the
+    request moves on as for a failure before the first event."""
+    async with pool_env(tmp_path, strategy=Strategy.ROUND_ROBIN) as env:
+        first, second = await env.add_accounts(2)
+        env.fake.enqueue(script, account_id=env.fake_ids[first.id])
+        env.fake.enqueue(Reply(text="from the second"), account_id=env.fake_ids[second.id])
+        events = await env.complete(request(stream=False))
+        assert "".join(e.text for e in events if isinstance(e, TextDelta)) == "from the second"
+        assert not any(isinstance(e, ErrorEvent) for e in events)
+        assert env.chats() == [first.id, second.id]
+        after = await env.state(first.id)
+        assert (after.status, after.failures) == (status, 1)
+        assert (after.last_error or "").startswith(outcome)
+        [row] = await env.oplog.entries()
+        assert [(a.account_id, a.outcome) for a in row.attempts] == [
+            (first.id, outcome),
+            (second.id, "ok"),
+        ]
+        assert (row.account_id, row.status, row.error) == (second.id, 200, None)
+        assert row.attempts[-1].frames is not None  # the answer's frames, not the broken one's
+        assert row.attempts[-1].frames < 20
+
+
+async def test_a_broken_stream_counts_until_the_breaker_opens(tmp_path: Path) -> None:
+    """Streamed, the answer began: never replayed, it ends with its error, and each break counts
+    against the account, so `breaker_consecutive_failures` of them in a row rest it."""
+    async with pool_env(tmp_path) as env:
+        first, _ = await env.add_accounts(2)
+        env.fake.set_account_script(env.fake_ids[first.id], DROPPED)
+        for count in (1, 2, 3):
+            events = await env.complete(request(key="one conversation"))  # stays on `first`
+            assert "".join(e.text for e in events if isinstance(e, TextDelta)) == "a lo" + "ng a"
+            assert isinstance(events[-1], ErrorEvent)
+            assert events[-1].code == "upstream_protocol"
+            assert env.chats() == [first.id] * count
+            state = await env.state(first.id)
+            assert state.failures == count
+        assert (state.status, state.status_transient) == ("cooling_down", True)
+        rows = await env.oplog.entries()
+        assert [(r.status, r.error) for r in rows] == [(200, "upstream_protocol")] * 3
+        assert all(
+            [(a.account_id, a.outcome) for a in r.attempts] == [(first.id, "ok")] for r in rows
+        )
+        # Resting, it is passed over even by the conversation bound to it.
+        events = await env.complete(request(key="one conversation"))
+        assert isinstance(events[-1], MessageStop)
+        assert env.chats()[-1] != first.id
+
+
+async def test_a_stream_that_ends_normally_closes_the_breaker(tmp_path: Path) -> None:
+    async with pool_env(tmp_path) as env:
+        account = await env.add_account()
+        env.fake.enqueue(DROPPED, DROPPED)
+        for _ in range(2):
+            await env.complete()
+        assert (await env.state(account.id)).failures == 2
+        await env.complete()
+        assert (await env.state(account.id)).failures == 0
+
+
+async def test_an_answer_that_ended_with_an_error_of_its_own_is_not_retried(
+    tmp_path: Path,
+) -> None:
+    """Kiro's error that is not the account's (a ValidationException frame mid-answer) ends the
+    answer where it is: no other account, and nothing counted against this one."""
+    async with pool_env(tmp_path) as env:
+        first, _ = await env.add_accounts(2)
+        env.fake.enqueue(
+            dataclasses.replace(
+                DROPPED, fault=Fault.MIDSTREAM_EXCEPTION, exception_type="ValidationException"
+            )
+        )
+        events = await env.complete(request(stream=False))
+        assert isinstance(events[-1], ErrorEvent)
+        assert events[-1].code == "upstream_error"
+        assert env.chats() == [first.id]
+        assert (await env.state(first.id)).failures == 0
+
+
+async def test_a_whole_answer_broken_on_the_only_account_is_its_error(tmp_path: Path) -> None:
+    """One account: no other to move to, and a transient failure is not retried on the same
+    account (the failover's rule), so the client gets the error; the next request is served."""
+    async with pool_env(tmp_path) as env:
+        account = await env.add_account()
+        env.fake.enqueue(DROPPED)
+        with pytest.raises(ApiError) as error:
+            await env.complete(request(stream=False))
+        assert (error.value.status, error.value.code) == (502, "upstream_protocol")
+        assert (await env.state(account.id)).failures == 1
+        events = await env.complete(request(stream=False))
+        assert isinstance(events[-1], MessageStop)
+        assert len(env.chats()) == 2
+        assert (await env.state(account.id)).failures == 0
+        served, failed = await env.oplog.entries()
+        assert [a.outcome for a in failed.attempts] == ["protocol"]
+        assert (failed.status, failed.error) == (502, "upstream_protocol")
+        assert [a.outcome for a in served.attempts] == ["ok"]
+
+
+async def test_broken_whole_answers_stay_within_the_attempt_budget(tmp_path: Path) -> None:
+    async with pool_env(tmp_path, strategy=Strategy.ROUND_ROBIN, max_attempts=3) as env:
+        accounts = await env.add_accounts(4)
+        breaks = (DROPPED, dataclasses.replace(DROPPED, fault=Fault.ERROR_FRAME)) * 2
+        for account, script in zip(accounts, breaks, strict=True):
+            env.fake.set_account_script(env.fake_ids[account.id], script)
+        with pytest.raises(ApiError) as error:
+            await env.complete(request(stream=False))
+        assert error.value.code == "upstream_protocol"
+        assert env.chats() == [a.id for a in accounts[:3]]
+        [row] = await env.oplog.entries()
+        assert [a.outcome for a in row.attempts] == ["protocol", "server", "protocol"]
+        assert row.status == 502
 
 
 async def test_attempts_are_bounded_and_the_last_error_is_returned(tmp_path: Path) -> None:

@@ -107,7 +107,9 @@ def test_remote_scripting(threaded: ThreadedFake) -> None:
     assert chat_text(chat(threaded.base_url, account)[1]) == "default"
     remote.set_default_script(None)
     assert chat_text(chat(threaded.base_url, account)[1]) == "You said: Hi"
-    remote.set_default_script(Script(reply=Reply(text="only mine")), account_id=account["accountId"])
+    remote.set_default_script(
+        Script(reply=Reply(text="only mine")), account_id=account["accountId"]
+    )
     other = remote.issue_account("social")
     assert chat_text(chat(threaded.base_url, account)[1]) == "only mine"
     assert chat_text(chat(threaded.base_url, other)[1]) == "You said: Hi"

@@ -332,8 +332,10 @@ def test_count_tokens_counts_documents(claude: anthropic.Anthropic) -> None:
 def test_mid_stream_failure_ends_with_an_error_event(
     claude: anthropic.Anthropic, service: FakeKiro
 ) -> None:
+    # Kiro's error frame, a transient failure: one leaves the module's only account in service
+    # (a mid-stream ThrottlingException would rest it, as before the first event).
     service.enqueue(
-        Script(reply=Reply(text="partial answer " * 5), fault=Fault.MIDSTREAM_EXCEPTION, fault_at=3)
+        Script(reply=Reply(text="partial answer " * 5), fault=Fault.ERROR_FRAME, fault_at=3)
     )
     with (
         pytest.raises(anthropic.APIStatusError) as error,

@@ -353,9 +353,9 @@ async def test_warm_up_calls_no_model_and_can_be_continued(
 async def test_failure_after_start_is_response_failed_and_the_socket_stays(
     daemon: DaemonProcess, service: FakeKiro
 ) -> None:
-    service.enqueue(
-        Script(reply=Reply(text="partial " * 10), fault=Fault.MIDSTREAM_EXCEPTION, fault_at=3)
-    )
+    # A transient failure: the module's only account stays in service (a mid-stream
+    # ThrottlingException would rest it, as before the first event).
+    service.enqueue(Script(reply=Reply(text="partial " * 10), fault=Fault.ERROR_FRAME, fault_at=3))
     service.enqueue(Reply(text="Recovered."))
     async with connect(daemon) as ws:
         events = await turn(ws, model=MODEL, input="x", store=False)

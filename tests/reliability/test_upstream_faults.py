@@ -2,10 +2,12 @@
 against the real daemon with two accounts.
 
 For each fault the client gets the documented status or terminal event (the table is in
-docs/RELIABILITY.md and in `VARIANTS` below), failover happens before the first event and never
-after it, no request outlives its bound, every account slot comes back, and the operation log
-holds every attempt. Each scenario runs twice: the fault once (the second account answers), and the
-fault on every account (the client sees the error).
+docs/RELIABILITY.md and in `VARIANTS` below), failover happens while the client has been sent
+nothing (before the first event; for an answer not streamed, until it is whole) and never after,
+a break after the first event counts against the account, no request outlives its bound, every
+account slot comes back, and the operation log holds every attempt. Each scenario runs twice: the
+fault once (the second account answers), and the fault on every account (the client sees the
+error).
 
 The six (protocol, streaming) lanes are independent (a fake and a daemon each) and run on threads
 of one module fixture, so the idle-timeout faults overlap; each case is then its own test.
@@ -56,7 +58,7 @@ OK_TEXT = "answered by the other account"
 PARTIAL = Reply(text="".join(f"part {n:02d} of a long answer; " for n in range(8)))
 BOUND_S = 4.0  # any answer, plus one idle timeout per stalled attempt
 
-Phase = Literal["http", "early", "late", "continued", "repaired"]
+Phase = Literal["http", "early", "mid", "late", "continued", "repaired"]
 
 
 @dataclass(frozen=True)
@@ -64,10 +66,13 @@ class Variant:
     """One fault and what it must lead to.
 
     `http`/`early`: a recoverable failure before the first event (an error status, or a stream
-    that fails before producing anything): the next account is tried. `late`: the exchange had
-    committed (an event was produced): no failover, the error ends the stream. `continued`: Kiro
-    cut a tool call off; kirod continued the turn once on the same account, the client sees one
-    normal answer. `repaired`: the translator fixes the stream, the client sees a normal answer.
+    that fails before producing anything): the next account is tried. `mid`: the account's
+    failure after the first event: a stream had begun, so the error ends it (the account counts
+    it); an answer not streamed had sent nothing, so the next account is tried. `late`: the
+    request's own error after the first event: no failover, the error ends the answer.
+    `continued`: Kiro cut a tool call off; kirod continued the turn once on the same account, the
+    client sees one normal answer. `repaired`: the translator fixes the stream, the client sees a
+    normal answer.
     """
 
     name: str
@@ -246,37 +251,43 @@ VARIANTS: tuple[Variant, ...] = (
     Variant(
         "exception_frame_mid",
         Script(reply=PARTIAL, fault=Fault.MIDSTREAM_EXCEPTION, fault_at=3),
-        "late",
-        kind=ErrorKind.OVERLOADED,
-        code="upstream_throttled",
+        "mid",
+        "throttled",
+        ErrorKind.OVERLOADED,
+        "upstream_throttled",
+        after="cooling_down",  # throttled: it rests, as when the throttle comes first
     ),
     Variant(
         "error_frame_mid",
         Script(reply=PARTIAL, fault=Fault.ERROR_FRAME, fault_at=3),
-        "late",
-        kind=ErrorKind.UPSTREAM,
-        code="upstream_unavailable",
+        "mid",
+        "server",
+        ErrorKind.UPSTREAM,
+        "upstream_unavailable",
     ),
     Variant(
         "corrupt_crc_mid",
         Script(reply=PARTIAL, fault=Fault.CORRUPT_CRC, fault_at=3),
-        "late",
-        kind=ErrorKind.UPSTREAM,
-        code="upstream_protocol",
+        "mid",
+        "protocol",
+        ErrorKind.UPSTREAM,
+        "upstream_protocol",
     ),
     Variant(
         "connection_cut_mid",
         Script(reply=PARTIAL, fault=Fault.CONNECTION_CUT, fault_at=3),
-        "late",
-        kind=ErrorKind.UPSTREAM,
-        code="upstream_protocol",
+        "mid",
+        "protocol",
+        ErrorKind.UPSTREAM,
+        "upstream_protocol",
     ),
     Variant(
         "stall_mid",
         Script(reply=PARTIAL, fault=Fault.STALL, fault_at=3, stall_s=STALL_S),
-        "late",
-        kind=ErrorKind.UPSTREAM,
-        code="upstream_timeout",
+        "mid",
+        "timeout",
+        ErrorKind.UPSTREAM,
+        "upstream_timeout",
         stalls=1,
     ),
     Variant(
@@ -349,6 +360,7 @@ class Seen:
     oplog_status: int = 0
     oplog_error: str | None = None
     first_state: str | None = None  # the first account tried, right after the case
+    first_failures: int = 0  # and its breaker's count of failures in a row
     pending_scripts: int = 0
     crash: str | None = None  # a traceback if running the case failed
 
@@ -435,7 +447,7 @@ def _run_case(lane: Lane, case: Case) -> Seen:
         row["status"],
         row["error"],
     )
-    wait_idle(proc, transcript)
+    pool = wait_idle(proc, transcript)
     seen.chats = [record.account_id for record in service.requests("chat")]
     seen.refreshes = len(service.requests("social_refresh"))
     seen.pending_scripts = service.pending_scripts()
@@ -444,6 +456,8 @@ def _run_case(lane: Lane, case: Case) -> Seen:
     }
     if seen.attempts:
         seen.first_state = states[seen.attempts[0][0]]
+        failures = {a["id"]: a["failures"] for a in pool["accounts"]}
+        seen.first_failures = failures[seen.attempts[0][0]]
     for account_id in lane.accounts:  # the next case starts with healthy accounts
         transcript.control(proc, "POST", f"/accounts/{account_id}/enable")
     service.clear_scripts()
@@ -551,8 +565,14 @@ def test_fault(case: Case, seen: dict[str, Seen]) -> None:
     assert got.elapsed_s < BOUND_S + IDLE_TIMEOUT_S * variant.stalls * failing_accounts
     assert got.pending_scripts == 0  # exactly the upstream calls expected were made
 
-    if variant.phase in ("http", "early") and case.scenario == "once":
-        # Failover before the first event: the client never notices.
+    sent_nothing = variant.phase in ("http", "early") or (
+        variant.phase == "mid" and not case.stream
+    )
+    if variant.phase == "mid":
+        # The break counts against the account, streamed or not.
+        assert (got.first_state, got.first_failures) == (variant.after, 1)
+    if sent_nothing and case.scenario == "once":
+        # Failover while the client has been sent nothing: it never notices.
         assert (got.status, got.terminal, got.text) == (200, "ok", OK_TEXT)
         assert (got.oplog_status, got.oplog_error) == (200, None)
         first = got.attempts[0][0]
@@ -585,7 +605,7 @@ def test_fault(case: Case, seen: dict[str, Seen]) -> None:
         ]
         assert len(got.chats) == 2 * attempts_per_account
         assert (got.oplog_status, got.oplog_error) == (variant.kind.status, variant.code)
-    elif variant.phase == "late":
+    elif variant.phase in ("mid", "late"):
         # Committed: no failover after the first event; the error ends the answer.
         assert variant.kind is not None
         assert len(got.chats) == 1

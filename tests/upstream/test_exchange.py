@@ -3,6 +3,7 @@ early failures raised before anything is committed, and exchanges composed into 
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import AsyncIterator
 
 import pytest
@@ -124,6 +125,59 @@ async def test_a_mid_stream_failure_ends_the_batches_with_an_error_event(
     last = batches[-1]
     assert len(last) == 1
     assert isinstance(last[0], ErrorEvent)
+
+
+@pytest.mark.parametrize(
+    ("script", "failure", "code"),
+    [
+        (Script(fault=Fault.CONNECTION_CUT, fault_at=3), Failure.PROTOCOL, "upstream_protocol"),
+        (Script(fault=Fault.CORRUPT_CRC, fault_at=3), Failure.PROTOCOL, "upstream_protocol"),
+        (Script(fault=Fault.ERROR_FRAME, fault_at=3), Failure.SERVER, "upstream_unavailable"),
+        (
+            Script(fault=Fault.MIDSTREAM_EXCEPTION, fault_at=3),
+            Failure.THROTTLED,
+            "upstream_throttled",
+        ),
+        (
+            Script(
+                fault=Fault.MIDSTREAM_EXCEPTION, fault_at=3, exception_type="ValidationException"
+            ),
+            None,  # Kiro's refusal of the request, not the account's failure
+            "upstream_error",
+        ),
+        (Script(fault=Fault.DUPLICATED_DELTAS, fault_at=2), None, None),
+    ],
+    ids=["cut", "crc", "error-frame", "throttled", "validation", "repaired"],
+)
+async def test_a_break_after_the_first_event_is_the_exchanges_failure_before_its_error_event(
+    kiro: tuple[FakeKiro, KiroClient, Route],
+    script: Script,
+    failure: Failure | None,
+    code: str | None,
+) -> None:
+    """The account's failure is known when the error event that ends the stream is handed on,
+    so a caller that stops reading there still knows it."""
+    service, client, route = kiro
+    service.enqueue(dataclasses.replace(script, reply=Reply(text="x" * 200)))
+    async with open_exchange(client, request(), route) as exchange:
+        assert exchange.failure is None
+        last: CanonicalEvent | None = None
+        async for batch in exchange.batches():
+            last = batch[-1]
+            if isinstance(last, ErrorEvent):
+                break  # not read any further
+    if code is None:
+        assert not isinstance(last, ErrorEvent)
+        assert exchange.failure is None
+        return
+    assert isinstance(last, ErrorEvent)
+    assert last.code == code
+    if failure is None:
+        assert exchange.failure is None
+    else:
+        assert exchange.failure is not None
+        assert exchange.failure.failure is failure
+        assert exchange.failure.to_api_error().code == code
 
 
 def answered(completion: CanonicalCompletion) -> tuple[Message, Message]:

@@ -315,6 +315,7 @@ async def test_a_connection_cut_after_a_long_silence_is_a_truncation_not_a_failo
     assert exchange.truncation is not None
     assert exchange.truncation.cause == "connection_lost"
     assert exchange.truncation.elapsed_s >= 0.3
+    assert exchange.failure is None  # a truncation, not a break the account is blamed for
 
 
 async def test_silence_past_the_idle_timeout_inside_a_held_call_is_continued(
