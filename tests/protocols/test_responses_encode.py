@@ -10,11 +10,11 @@ import openai
 import pytest
 from openai.lib.streaming.responses import ResponseStreamState
 from openai.types.responses import Response, ResponseStreamEvent
-from openai_streams import START, parse_sse, redacted, stream, text, thinking, tool
+from openai_streams import START, parse_sse, redacted, sse_json, stream, text, thinking, tool
 from pydantic import TypeAdapter
 
 from kirod.canonical.assemble import assemble
-from kirod.canonical.events import CanonicalEvent, ErrorEvent, StopReason, Usage
+from kirod.canonical.events import CanonicalEvent, ErrorEvent, MessageStop, StopReason, Usage
 from kirod.canonical.request import Message, RedactedThinkingBlock, Role, ThinkingBlock
 from kirod.errors import ErrorKind
 from kirod.protocols.responses.decode import decode_responses
@@ -438,6 +438,38 @@ def test_feed_starts_the_stream_once() -> None:
     first = encoder.feed(START)
     assert [name for name, _ in parse_sse(first)] == ["response.created", "response.in_progress"]
     assert encoder.start() == []
+
+
+@pytest.mark.parametrize("compaction", [False, True], ids=["answer", "compaction"])
+def test_end_encodes_the_terminal_event_ahead_of_its_feed(compaction: bool) -> None:
+    """What `end` returns is the Response the terminal event then carries, with the items to
+    store; the stream is the same as without `end` (a compaction's sealed summary aside)."""
+    events = stream(text(0, "Hello, ", "world"))
+    *before, stop = events
+    assert isinstance(stop, MessageStop)
+    encoders = [
+        ResponsesStreamEncoder(
+            response_id=RESPONSE_ID,
+            echo=echo(compaction=compaction),
+            reasoning_box=BOX,
+            created_at=CREATED,
+        )
+        for _ in range(2)
+    ]
+    plain, ahead = encoders
+    expected = [chunk for event in events for chunk in plain.feed(event)]
+    chunks = [chunk for event in before for chunk in ahead.feed(event)]
+    assert ahead.response is None
+    response = ahead.end(stop)
+    assert response["status"] == "completed"
+    assert ahead.end(stop) is response  # encoded once
+    chunks += ahead.feed(stop)
+    sent = sse_json(chunks)
+    assert sent[-1]["response"] == response
+    assert [e["type"] for e in sent] == [e["type"] for e in sse_json(expected)]
+    if not compaction:  # a compaction's summary is sealed with a fresh nonce each time
+        assert chunks == expected
+        assert ahead.history_items == plain.history_items
 
 
 CODE_MODE = {"functions__exec": ("functions", "exec")}

@@ -6,7 +6,9 @@ can continue it with `previous_response_id`; stored responses belong to the API 
 A create runs one pipeline whichever transport carries it (HTTP here, WebSocket frames in
 `kirod/http/websocket.py`): `prepare` loads the conversation `previous_response_id` names and
 decodes the body, `stream_turn` dispatches it and feeds the events through the encoder to the
-transport's `send`, then stores the response. Both return what the next turn continues from.
+transport's `send`, storing the response before the event that completes it is sent, so that
+whatever a client saw it can continue (a kill right after leaves it stored). Both return what
+the next turn continues from.
 """
 
 from __future__ import annotations
@@ -151,6 +153,54 @@ async def _keep(
     return conversation
 
 
+class _Keeper:
+    """Stores a streamed turn's response (`_keep`) once: before its terminal event is sent when
+    `store` asks for it, else when the stream has ended."""
+
+    def __init__(
+        self,
+        services: Services,
+        tenant: str,
+        decoded: DecodedResponses,
+        history: Items,
+        encoder: ResponsesStreamEncoder,
+    ) -> None:
+        self._args = (services, tenant, decoded)
+        self._history = history
+        self._encoder = encoder
+        self._done = False
+        self.conversation: Items | None = None
+
+    def events(
+        self, batches: AsyncIterator[list[CanonicalEvent]]
+    ) -> AsyncIterator[list[CanonicalEvent]]:
+        """`batches` as `send` is to read them: stored first when the request stores."""
+        return self._stored_first(batches) if self._args[2].store else batches
+
+    async def _stored_first(
+        self, batches: AsyncIterator[list[CanonicalEvent]]
+    ) -> AsyncIterator[list[CanonicalEvent]]:
+        async for batch in batches:
+            stop = batch[-1] if batch else None
+            if not isinstance(stop, MessageStop):  # a stop is the last event of its stream
+                yield batch
+                continue
+            if len(batch) > 1:
+                yield batch[:-1]  # what the response holds is encoded first
+            self._encoder.end(stop)
+            await self.keep()
+            yield [stop]
+
+    async def keep(self) -> None:
+        if self._done:
+            return
+        self._done = True
+        encoder = self._encoder
+        self.conversation = await _keep(
+            *self._args, encoder.response, encoder.history_items, self._history
+        )
+
+
 async def stream_turn(
     services: Services,
     tenant: str,
@@ -160,8 +210,8 @@ async def stream_turn(
     *,
     render: Render = encode_event,
 ) -> Turn[T]:
-    """Dispatch `decoded`, hand its events and an encoder rendering with `render` to `send`,
-    then store the response."""
+    """Dispatch `decoded`, hand its events and an encoder rendering with `render` to `send`;
+    the response is stored before its terminal event is sent."""
     async with _dispatched(services, decoded, tenant) as (decoded, dispatch):
         encoder = ResponsesStreamEncoder(
             response_id=new_response_id(),
@@ -169,11 +219,10 @@ async def stream_turn(
             reasoning_box=services.reasoning_box,
             render=render,
         )
-        sent = await send(dispatch.events, encoder)
-        kept = await _keep(
-            services, tenant, decoded, encoder.response, encoder.history_items, history
-        )
-    return Turn(sent, encoder.response, kept)
+        keeper = _Keeper(services, tenant, decoded, history, encoder)
+        sent = await send(keeper.events(dispatch.events), encoder)
+        await keeper.keep()
+    return Turn(sent, encoder.response, keeper.conversation)
 
 
 async def _no_output() -> AsyncIterator[list[CanonicalEvent]]:
@@ -198,9 +247,10 @@ async def warm_turn(
         reasoning_box=services.reasoning_box,
         render=render,
     )
-    sent = await send(_no_output(), encoder)
-    kept = await _keep(services, tenant, decoded, encoder.response, [], history)
-    return Turn(sent, encoder.response, kept)
+    keeper = _Keeper(services, tenant, decoded, history, encoder)
+    sent = await send(keeper.events(_no_output()), encoder)
+    await keeper.keep()
+    return Turn(sent, encoder.response, keeper.conversation)
 
 
 async def create_response(request: web.Request) -> web.StreamResponse:

@@ -76,6 +76,8 @@ class ResponsesStreamEncoder:
     whatever `render(event, type)` makes of each event object (a WebSocket text frame sends the
     same object alone). After the terminal event, `response` is the final Response object (as in
     the terminal event) and `history_items` the output items to store for `previous_response_id`.
+    `end(stop)` encodes the terminal event ahead of its `feed`, which then returns what `end`
+    made: the response can be stored before the client is sent the event that completes it.
     """
 
     def __init__(
@@ -102,6 +104,7 @@ class ResponsesStreamEncoder:
         self._reasoning_text: list[str] = []
         self._summary: list[str] = []
         self.response: dict[str, Any] | None = None
+        self._ending: list[bytes] | None = None  # the terminal events `end` encoded
 
     @property
     def history_items(self) -> list[dict[str, Any]]:
@@ -119,8 +122,22 @@ class ResponsesStreamEncoder:
             self._event("response.in_progress", response=snapshot),
         ]
 
+    def end(self, stop: MessageStop) -> dict[str, Any]:
+        """Encode the terminal events for `stop` now, and return the final Response object they
+        carry; `feed(stop)` returns them."""
+        if self._ending is None:
+            self._ending = self._encode(stop)
+        assert self.response is not None
+        return self.response
+
     def feed(self, event: CanonicalEvent) -> list[bytes]:
         """The SSE events for one canonical event; starts the stream first if needed."""
+        if self._ending is not None and isinstance(event, MessageStop):
+            ending, self._ending = self._ending, None
+            return ending
+        return self._encode(event)
+
+    def _encode(self, event: CanonicalEvent) -> list[bytes]:
         out = self.start()
         if self._echo.compaction and not isinstance(event, MessageStart | Usage | ErrorEvent):
             return out + self._compacting(event)
