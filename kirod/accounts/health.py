@@ -121,7 +121,8 @@ def after_failure(
     now: float,
     threshold: int = DEFAULT_THRESHOLD,
 ) -> AccountState | None:
-    """The state after an attempt on the account failed with `failure` before any output."""
+    """The state after an attempt on the account failed with `failure`, before any output or
+    as its answer broke off after it (a broken stream)."""
     if not failure.retryable:
         return None
     noted = dataclasses.replace(

@@ -424,9 +424,9 @@ class AccountPool:
         retry_after_s: float | None = None,
         rejected_token: str | None = None,
     ) -> AccountRecord | None:
-        """An attempt failed before any output; the account as it is after. A credential
-        rejection counts only while the rejected token is still the stored one (a new login
-        since does not inherit it)."""
+        """An attempt failed, before any output or as its answer broke off after it; the account
+        as it is after. A credential rejection counts only while the rejected token is still the
+        stored one (a new login since does not inherit it)."""
         now = self._clock()
 
         def decide(record: AccountRecord) -> AccountState | None:

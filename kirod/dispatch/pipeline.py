@@ -1,7 +1,7 @@
 """Dispatch: a canonical request in, a canonical event stream out, over the account pool.
 
     affinity key → branch queue → account lease → fresh token → model route → upstream exchange
-                                       ▲ recoverable failure before any output: the next account
+                   ▲ recoverable failure before the client was sent anything: the next account
     → Dispatch (committed) → event batches → the protocol encoder
 
 Dispatch keeps the account logic only; building the payload, calling Kiro and translating its

@@ -47,7 +47,8 @@ POOL: tuple[Option, ...] = (
     Option(
         "max_account_attempts",
         Kind.INT,
-        "Accounts one request may try when upstream failures happen before any output.",
+        "Accounts one request may try when upstream failures happen before its client was sent "
+        "anything (a stream's first event, a whole answer's end).",
         3,
         minimum=1,
         maximum=10,
