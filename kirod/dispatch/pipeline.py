@@ -48,6 +48,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import time
 from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass
 
@@ -98,6 +99,9 @@ class Dispatch:
     account_id: str | None  # None for an answer from the response cache
     input_tokens: int
     events: AsyncIterator[list[CanonicalEvent]]  # one batch per upstream network chunk
+    # Monotonic ns when the answer's first event was ready (an answer read whole before it is
+    # handed on was ready earlier than it is handed on).
+    first_ns: int
     cache: str | None = None  # "hit" or "miss" when the cache was asked; the x-kirod-cache header
 
 
@@ -186,6 +190,7 @@ class Dispatcher:
                     account_id=None,
                     input_tokens=start.input_tokens,
                     events=operation.observed(lookup.replay()),
+                    first_ns=time.monotonic_ns(),
                     cache="hit",
                 )
                 return
@@ -215,6 +220,7 @@ class Dispatcher:
                     account_id=opened.lease.account_id,
                     input_tokens=exchange.input_tokens,
                     events=operation.observed(events),
+                    first_ns=exchange.opened_ns,
                     cache=None if lookup is None else "miss",
                 )
         except BaseException as exc:

@@ -32,6 +32,7 @@ import contextlib
 import dataclasses
 import logging
 import secrets
+import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 
@@ -99,6 +100,7 @@ class Exchange:
         self.input_tokens = input_tokens
         self.dropped = dropped
         self.first = first
+        self.opened_ns = time.monotonic_ns()  # when its first output was read
         self._chunks = chunks
         self._translator = translator
         self.frames = frames  # upstream event-stream frames read so far, for the trace

@@ -17,7 +17,15 @@ import pytest
 from PIL import Image
 
 from kirod.testing.daemon import DaemonProcess
-from kirod.testing.fake_kiro import DEFAULT_MODELS, FakeKiro, Model, Reply, ThreadedFake, ToolCall
+from kirod.testing.fake_kiro import (
+    DEFAULT_MODELS,
+    FakeKiro,
+    Model,
+    Reply,
+    Script,
+    ThreadedFake,
+    ToolCall,
+)
 
 sys.path.insert(0, str(Path(__file__).parent))
 from kiro_env import import_account, start_daemon
@@ -230,7 +238,11 @@ def test_streamed_chat_with_a_tool_round_trip(client: ollama.Client, service: Fa
 
 
 def test_non_streamed_chat(client: ollama.Client, service: FakeKiro) -> None:
-    service.enqueue(Reply(text="Hello from Kiro."))
+    # Kiro takes 0.2 s between its first output and the end (the answer is read whole before it
+    # is handed on): the time to the first output and the rest are told apart all the same.
+    service.enqueue(
+        Script(reply=Reply(text="Hello from Kiro."), chunk_size=4, delay_between_s=0.05)
+    )
     answer = client.chat(
         model=MODEL,
         messages=[
@@ -244,6 +256,8 @@ def test_non_streamed_chat(client: ollama.Client, service: FakeKiro) -> None:
     assert (answer.done, answer.done_reason, answer.model) == (True, "stop", MODEL)
     assert (answer.prompt_eval_count or 0) > 0
     assert (answer.eval_count or 0) > 0
+    assert (answer.eval_duration or 0) >= 150_000_000
+    assert (answer.prompt_eval_duration or 0) < (answer.eval_duration or 0)
     history = chats(service)[-1]["conversationState"]["history"]
     assert "Be brief." in history[0]["userInputMessage"]["content"]
 

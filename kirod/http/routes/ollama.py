@@ -100,9 +100,8 @@ async def chat(request: web.Request) -> web.StreamResponse:
                 heartbeat=encoder.keepalive(),
                 headers=NDJSON_HEADERS,
             )
-        first_ns = time.monotonic_ns()  # the dispatch opens on the first output
         completion = await collect(dispatch.events)
-    timing = Timing(started_ns, first_ns, time.monotonic_ns())
+    timing = Timing(started_ns, dispatch.first_ns, time.monotonic_ns())
     return web.json_response(
         ollama_chat_json(completion, model=model, timing=timing),
         headers={
