@@ -10,8 +10,8 @@ This is the upstream branch of the tree drawn in `kirod.errors`. Foreign excepti
     │   ├── UpstreamHttpError      Kiro answered with an error status
     │   ├── UpstreamConnectionError  no connection, or it broke
     │   ├── UpstreamTimeout        no answer, or silence past the idle timeout
-    │   ├── UpstreamStreamError    the answer was only an error event (throttled, unavailable,
-    │   │                          empty), before any output
+    │   ├── UpstreamStreamError    Kiro's error event that is the account's failure (throttled,
+    │   │                          unavailable, empty): before any output, or mid-stream
     │   ├── UpstreamPromptTooLong  the prompt exceeds the model's window, by Kiro's count
     │   ├── RefreshError           a token refresh failed (`permanent`: the account needs login)
     │   └── LoginError             a device-code login ended without tokens
@@ -116,7 +116,8 @@ class UpstreamTimeout(UpstreamError):
 
 
 class UpstreamStreamError(UpstreamError):
-    """Kiro's answer was only an error event, before any output; `code` is the event's."""
+    """Kiro's error event that is the account's failure: the answer's only event (before any
+    output), or the one that broke it off after others; `code` is the event's."""
 
     def __init__(self, failure: Failure, error: ApiError) -> None:
         super().__init__(error.code or failure.value)

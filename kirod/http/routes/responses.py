@@ -165,7 +165,9 @@ class _Keeper:
         history: Items,
         encoder: ResponsesStreamEncoder,
     ) -> None:
-        self._args = (services, tenant, decoded)
+        self._services = services
+        self._tenant = tenant
+        self._decoded = decoded
         self._history = history
         self._encoder = encoder
         self._done = False
@@ -175,7 +177,7 @@ class _Keeper:
         self, batches: AsyncIterator[list[CanonicalEvent]]
     ) -> AsyncIterator[list[CanonicalEvent]]:
         """`batches` as `send` is to read them: stored first when the request stores."""
-        return self._stored_first(batches) if self._args[2].store else batches
+        return self._stored_first(batches) if self._decoded.store else batches
 
     async def _stored_first(
         self, batches: AsyncIterator[list[CanonicalEvent]]
@@ -195,9 +197,13 @@ class _Keeper:
         if self._done:
             return
         self._done = True
-        encoder = self._encoder
         self.conversation = await _keep(
-            *self._args, encoder.response, encoder.history_items, self._history
+            self._services,
+            self._tenant,
+            self._decoded,
+            self._encoder.response,
+            self._encoder.history_items,
+            self._history,
         )
 
 
