@@ -112,7 +112,7 @@ def fake() -> Iterator[ThreadedFake]:
         yield server
 
 
-@pytest.fixture(scope="module", params=[1, 2, 4], ids=["one-account", "two-accounts", "four"])
+@pytest.fixture(scope="module", params=[1, 2, 4], ids=["one-account", "two-accounts", "four-accounts"])
 def pool(request: pytest.FixtureRequest, fake: ThreadedFake) -> Iterator[Pool]:
     count: int = request.param
     root = Path(tempfile.mkdtemp(prefix="kd-"))
