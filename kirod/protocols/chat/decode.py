@@ -89,11 +89,11 @@ def decode_chat(body: object, headers: Mapping[str, str], *, request_id: str) ->
     """Decode a Chat Completions request body; raises `ApiError` (400) naming the field."""
     if not isinstance(body, dict):
         raise invalid("", "the request body must be a JSON object", "invalid_type")
+    model = model_field(body.get("model"))  # first: a bad name is reported before any field
     for name, message in _UNSUPPORTED_FIELDS.items():
         if body.get(name) is not None:
             raise unsupported(name, message)
     _check_options(body)
-    model = model_field(body.get("model"))
     system, messages = _messages(body.get("messages"))
     metadata = string_metadata(body.get("metadata"))
     max_tokens = positive_integer(body, "max_completion_tokens")

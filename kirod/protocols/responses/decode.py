@@ -141,10 +141,10 @@ def decode_responses(
     """
     if not isinstance(body, dict):
         raise invalid("", "the request body must be a JSON object", "invalid_type")
+    model = model_field(body.get("model"))  # first: a bad name is reported before any field
     for name, message in _UNSUPPORTED_FIELDS.items():
         if body.get(name) not in (None, False):
             raise unsupported(name, message)
-    model = model_field(body.get("model"))
     instructions = string_field(body, "instructions", "")
     choice, choice_echo = tool_choice(body.get("tool_choice"))
     reasoning, reasoning_echo, summary = reasoning_options(body.get("reasoning"))
