@@ -211,10 +211,17 @@ def build_console_app(
 
 
 async def _to_console(request: web.Request) -> web.Response:
-    raise web.HTTPPermanentRedirect(PREFIX + "/")
+    # Returned, not raised: the public app's ingress renders a raised HTTPException as an error.
+    query = request.rel_url.raw_query_string
+    location = f"{PREFIX}/?{query}" if query else f"{PREFIX}/"
+    return web.Response(status=308, headers={"Location": location})
 
 
 def mount(public: web.Application, console: web.Application) -> None:
-    """Serve `console` under /console/ of the public app."""
-    public.add_subapp(PREFIX, console)
+    """Serve `console` under /console/ of the public app, and redirect /console to it.
+
+    The redirect's route comes first: the sub-app's prefix matches `/console` too, and would
+    answer it with its own 404.
+    """
     public.router.add_get(PREFIX, _to_console)
+    public.add_subapp(PREFIX, console)
