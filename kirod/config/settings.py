@@ -70,6 +70,7 @@ class Settings:
     ca_file: Path | None
     allow_remote: bool
     cors_origins: tuple[str, ...]
+    allowed_hosts: tuple[str, ...]
     console: bool
     console_remote: bool
     console_idle_s: float

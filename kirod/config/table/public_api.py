@@ -147,4 +147,13 @@ EXPOSURE: tuple[Option, ...] = (
         "API keys. Empty: CORS off.",
         (),
     ),
+    Option(
+        "allowed_hosts",
+        Kind.HOSTS,
+        "Host names the API answers to besides loopback (127.0.0.1, localhost, [::1]) and the "
+        "address it listens on, such as host.docker.internal for a client in a container; any "
+        "port. Other Host headers get 403 host_not_allowed, which defeats DNS rebinding. '*' "
+        "turns the check off.",
+        (),
+    ),
 )

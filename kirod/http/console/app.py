@@ -11,7 +11,8 @@ from collections.abc import Awaitable, Callable
 
 from aiohttp import web
 
-from kirod.config import Settings, is_loopback
+from kirod.config import Settings
+from kirod.config.hosts import is_loopback, loopback_hosts, url_host
 from kirod.errors import InvalidControlRequest
 from kirod.http.console import events, pages
 from kirod.http.console.guard import SESSION, Guard, add_security_headers, error
@@ -31,18 +32,6 @@ RECENT_ROWS = 50
 Page = Callable[[web.Request, Session], Awaitable[str]]
 
 
-def loopback_hosts(port: int) -> frozenset[str]:
-    """The `Host` values a browser sends for this listener on loopback."""
-    names = ("127.0.0.1", "localhost", "[::1]")
-    return frozenset(f"{name}:{port}" for name in names) | (
-        frozenset(names) if port == 80 else frozenset()
-    )
-
-
-def _url_host(host: str) -> str:
-    return f"[{host.strip('[]')}]" if ":" in host else host
-
-
 def served_hosts(settings: Settings, port: int) -> frozenset[str] | None:
     """The `Host` values the console answers to on this listener; None: it serves no console
     (turned off, or a remote bind that `console_remote` does not extend it to)."""
@@ -53,13 +42,13 @@ def served_hosts(settings: Settings, port: int) -> frozenset[str] | None:
         return hosts
     if not settings.console_remote:
         return None
-    return hosts | {f"{_url_host(settings.host)}:{port}".lower()}
+    return hosts | {f"{url_host(settings.host)}:{port}".lower()}
 
 
 def link(sessions: ConsoleSessions, settings: Settings, port: int) -> Callable[[], ConsoleLink]:
     """What `kiroctl console` asks for: a URL on an address of the listener, with a new token."""
     wildcard = settings.host in ("0.0.0.0", "::", "")  # noqa: S104 - names, not a bind
-    host = "127.0.0.1" if wildcard else _url_host(settings.host)
+    host = "127.0.0.1" if wildcard else url_host(settings.host)
 
     def mint() -> ConsoleLink:
         url = f"http://{host}:{port}{PREFIX}/#t={sessions.mint()}"
