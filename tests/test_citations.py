@@ -41,7 +41,8 @@ STANDARD = re.compile(rf"\bRFC\s?\d+\s+§{_NUMBER}")
 OWN_SECTION = re.compile(rf"§(?P<number>{_NUMBER})")
 HEADING = re.compile(rf"^#{{1,6}}\s+(?P<number>{_NUMBER})\.?\s")
 OUTSIDE = re.compile(
-    r"\.\./shared\b|(?<![\w/-])(?:DESIGN|kiro-protocol|capabilities|clients)\.md\b", re.IGNORECASE
+    r"\.\./shared\b|/work/shared\b|(?<!docs/)\b(?:DESIGN|kiro-protocol|capabilities|clients)\.md\b",
+    re.IGNORECASE,
 )
 
 
@@ -141,6 +142,7 @@ def test_the_scan_sees_the_citations() -> None:
     [
         "(docs/KIRO-PROTOCOL.md §2.3)",
         "`docs/UPSTREAM.md §5.2`",
+        "Codex compacts (docs/CLIENTS.md §3.3)",
         "docs/KIRO-PROTOCOL.md §5.2, §5.3; external IdP: docs/UPSTREAM.md §5.5",
         "repairs what breaks (docs/KIRO-PROTOCOL.md §3.3 to §3.5, §4.2)",
         "docs/KIRO-PROTOCOL.md §2.3's rules",
@@ -164,6 +166,9 @@ def test_a_good_reference_passes(line: str) -> None:
         ("see kiro-protocol.md", "outside the repository: 'kiro-protocol.md'"),
         ("Codex's compaction (clients.md §2.3c)", "outside the repository: 'clients.md'"),
         ("the notes in ../shared/anchors.md", "outside the repository: '../shared'"),
+        ("(/work/shared/DESIGN.md §2)", "outside the repository: '/work/shared'"),
+        ("(/work/shared/DESIGN.md §2)", "outside the repository: 'DESIGN.md'"),
+        ("as CLIENTS.md says", "outside the repository: 'CLIENTS.md'"),
         ("(docs/NOWHERE.md §1)", "docs/NOWHERE.md does not exist"),
         ("(docs/KIRO-PROTOCOL.md §99.9)", "docs/KIRO-PROTOCOL.md has no section 99.9"),
         ("(docs/KIRO-PROTOCOL.md §2.3, §77)", "docs/KIRO-PROTOCOL.md has no section 77"),
