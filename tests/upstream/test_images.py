@@ -1,4 +1,4 @@
-"""Images as Kiro limits them (capabilities §9): what is resized, to what, and what is refused.
+"""Images as Kiro limits them (docs/UPSTREAM.md §6): what is resized, to what, and what is refused.
 
 Images are made with Pillow here; a decompression bomb's header is written by hand, since no
 library will make one."""
