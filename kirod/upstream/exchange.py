@@ -36,7 +36,7 @@ from kirod import log
 from kirod.canonical.catalog import ModelInfo
 from kirod.canonical.events import CanonicalEvent, ErrorEvent, MessageStart
 from kirod.canonical.request import CanonicalRequest, WebSearch
-from kirod.canonical.tokens import estimate_request_tokens
+from kirod.canonical.token_count import estimate_request_tokens
 from kirod.upstream.client import KiroClient, UpstreamAccount
 from kirod.upstream.errors import (
     Failure,

@@ -58,7 +58,7 @@ from kirod.canonical.request import (
     TextBlock,
     ToolResultBlock,
 )
-from kirod.canonical.tokens import image_size
+from kirod.canonical.token_count import image_size
 from kirod.errors import ApiError, ErrorKind
 
 MAX_IMAGE_BASE64: Final = 5 * 1024 * 1024

@@ -22,9 +22,9 @@ can (what it cannot repair, it reports: a cut-off tool call is never "repaired")
   is a declared tool (`kirod.upstream.leaks`).
 - **Usage and stop reason.** Kiro usually sends neither token counts nor a stop reason; both are
   inferred as docs/KIRO-PROTOCOL.md §3.4 and §3.5 describe, with output tokens estimated by
-  `kirod.canonical.tokens`. When a `metadataEvent` carries `tokenUsage` (docs/UPSTREAM.md §1.4),
-  its counts win over every estimate, cache reads and writes included; without it the cache
-  counts stay 0.
+  `kirod.canonical.token_count`. When a `metadataEvent` carries `tokenUsage`
+  (docs/UPSTREAM.md §1.4), its counts win over every estimate, cache reads and writes
+  included; without it the cache counts stay 0.
 
 The stream always starts with `MessageStart`. Failures become an `ErrorEvent` with a short,
 client-safe message: upstream text is never copied into it. Codes in `RETRYABLE_CODES` mark
@@ -56,7 +56,7 @@ from kirod.canonical.events import (
     ToolInputDelta,
     Usage,
 )
-from kirod.canonical.tokens import estimate_text_tokens
+from kirod.canonical.token_count import estimate_text_tokens
 from kirod.errors import ApiError, ErrorKind
 from kirod.upstream.frames import Frame
 from kirod.upstream.leaks import LeakedCall, LeakRescuer

@@ -60,7 +60,7 @@ from kirod.canonical.request import (
     ToolUseBlock,
     WebSearch,
 )
-from kirod.canonical.tokens import estimate_text_tokens
+from kirod.canonical.token_count import estimate_text_tokens
 from kirod.upstream.client import KiroClient, UpstreamAccount
 from kirod.upstream.errors import UpstreamError
 from kirod.upstream.step import Next, Part

@@ -24,7 +24,7 @@ from kirod.canonical.request import (
     TextBlock,
     ToolResultBlock,
 )
-from kirod.canonical.tokens import image_size
+from kirod.canonical.token_count import image_size
 from kirod.errors import ApiError
 from kirod.upstream import images
 from kirod.upstream.images import (

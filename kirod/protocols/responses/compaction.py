@@ -20,7 +20,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
-from kirod.canonical.tokens import estimate_text_tokens
+from kirod.canonical.token_count import estimate_text_tokens
 from kirod.protocols.responses.reasoning import ReasoningBox
 
 SUMMARY_INSTRUCTION: Final = (

@@ -68,7 +68,7 @@ from kirod.protocols.responses.client_tools import CALL_TYPES, OUTPUT_TYPES
 from kirod.protocols.responses.compaction import ITEM_TYPES as COMPACTION_ITEMS
 from kirod.protocols.responses.compaction import SUMMARY_INSTRUCTION
 from kirod.protocols.responses.compaction import TRIGGER as COMPACTION_TRIGGER
-from kirod.protocols.responses.messages import content_parts
+from kirod.protocols.responses.message_items import content_parts
 from kirod.protocols.responses.reasoning import ReasoningBox, reasoning_options
 from kirod.protocols.responses.response import ResponseEcho
 from kirod.protocols.responses.tools import (

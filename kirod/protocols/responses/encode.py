@@ -50,7 +50,7 @@ from kirod.protocols.responses.calls import custom_tool_call_item, function_call
 from kirod.protocols.responses.client_tools import CLIENT_TOOLS, ClientTool
 from kirod.protocols.responses.compaction import compaction_item
 from kirod.protocols.responses.freeform import CUSTOM_INPUT, InputReader
-from kirod.protocols.responses.messages import message_item, text_part
+from kirod.protocols.responses.message_items import message_item, text_part
 from kirod.protocols.responses.reasoning import ReasoningBox, reasoning_item
 from kirod.protocols.responses.response import (
     ResponseEcho,
