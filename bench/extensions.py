@@ -16,7 +16,6 @@ import asyncio
 import time
 from collections.abc import AsyncIterator
 
-from kirod.accounts.extensions import Extension, Extensions, Loaded, Produced
 from kirod.canonical.events import (
     BlockKind,
     BlockStart,
@@ -29,6 +28,8 @@ from kirod.canonical.events import (
     Usage,
 )
 from kirod.canonical.request import CanonicalRequest, ClientProtocol, Message, Role, TextBlock
+from kirod.dispatch.extensions import Extensions, Loaded
+from kirod.extension import Extension, Produced
 
 REQUEST = CanonicalRequest(
     "req_bench",

@@ -22,6 +22,16 @@ request_fields_var: contextvars.ContextVar[dict[str, Any] | None] = contextvars.
 
 FIELDS_ATTR = "kirod_fields"
 
+ROOT = "kirod"
+"""The parent of every kirod logger, whose level `--log-level` sets."""
+ACCESS = "kirod.access"
+"""The access log: one `request` line per public request and per WebSocket turn.
+
+Every other logger is its module's `__name__`, so a line names where it came from. This is the
+one name kept stable whatever module writes it, for filters that select the access log (`journalctl
+--user -u kirod | grep kirod.access`): the table of such names is this module's `PUBLIC_LOGGERS`."""
+PUBLIC_LOGGERS = (ACCESS,)
+
 
 def event(logger: logging.Logger, name: str, *, level: int = logging.INFO, **fields: Any) -> None:
     """Log `name` with structured `fields` at `level`."""

@@ -31,25 +31,39 @@ SERVER_LIBRARIES = ("aiohttp", "botocore", "aiosqlite")
 # an allowed prefix, "kirod" would let every module import anything.
 ROOT_PACKAGE = {"kirod", "kirod.__version__"}
 
-# What each layer may import from kirod (prefixes), besides itself.
+# What each layer may import from kirod (prefixes), besides itself: docs/ARCHITECTURE.md's
+# layers, lowest first. The pool (accounts) never imports the pipeline (dispatch) or the control
+# services; upstream never imports the credential lifecycle that sits on top of it.
+DOMAIN = {"kirod.canonical", "kirod.upstream", "kirod.storage"}
 ALLOWED: dict[str, set[str]] = {
     "kirod.canonical": BASE,
     "kirod.protocols": BASE | {"kirod.canonical"},
     "kirod.upstream": BASE | {"kirod.canonical"},
     "kirod.storage": BASE,
-    "kirod.accounts": BASE | {"kirod.canonical", "kirod.upstream", "kirod.storage"},
+    "kirod.credentials": BASE | {"kirod.canonical", "kirod.upstream"},
+    "kirod.accounts": BASE | DOMAIN | {"kirod.credentials"},
+    "kirod.dispatch": BASE | DOMAIN | {"kirod.accounts", "kirod.extension"},
+    "kirod.control": BASE | DOMAIN | {"kirod.credentials", "kirod.accounts"},
+    # The public contract of extensions: the base class, its option specs, the canonical types.
+    "kirod.extension": BASE | {"kirod.canonical"},
     "kirod.http": BASE
-    | {"kirod.canonical", "kirod.protocols", "kirod.upstream", "kirod.storage", "kirod.accounts"},
-    "kirod.localapi": BASE | {"kirod.accounts", "kirod.localapi"},
+    | DOMAIN
+    | {"kirod.protocols", "kirod.accounts", "kirod.dispatch", "kirod.control"},
+    # The model directory is the one pool service the front ends read directly: read-only, and
+    # the same list `/v1/models` shows.
+    "kirod.localapi": BASE
+    | {"kirod.dispatch", "kirod.control", "kirod.accounts.model_directory", "kirod.localapi"},
     # The console is a second front end of the control API: its handlers, its vocabulary.
-    "kirod.http.console": BASE | {"kirod.accounts", "kirod.localapi", "kirod.http.console"},
+    "kirod.http.console": BASE
+    | {"kirod.dispatch", "kirod.control", "kirod.localapi", "kirod.http.console"},
     "kirod.daemon": BASE
+    | DOMAIN
     | {
-        "kirod.canonical",
         "kirod.protocols",
-        "kirod.upstream",
-        "kirod.storage",
+        "kirod.credentials",
         "kirod.accounts",
+        "kirod.dispatch",
+        "kirod.control",
         "kirod.http",
         "kirod.localapi",
     },
@@ -137,12 +151,24 @@ EXCHANGE_INTERNALS = (
 )
 
 
-def test_accounts_reach_kiros_chat_only_through_the_exchange() -> None:
+def test_the_pool_and_the_pipeline_reach_kiros_chat_only_through_the_exchange() -> None:
     for name, path in MODULES:
-        if not name.startswith("kirod.accounts"):
+        if not name.startswith(("kirod.accounts", "kirod.dispatch")):
             continue
         for target in imports(path):
             assert not target.startswith(EXCHANGE_INTERNALS), (name, target)
+
+
+def test_published_extensions_import_only_the_public_extension_module() -> None:
+    """`contrib/extensions` is what an author copies: it imports kirod only through
+    `kirod.extension`, so the runner behind it stays free to move."""
+    sources = sorted((ROOT / "contrib" / "extensions").rglob("*.py"))
+    assert sources
+    for path in sources:
+        for target in imports(path):
+            if target.startswith("kirod"):
+                assert target.startswith("kirod.extension"), f"{path.name} imports {target}"
+        assert "kirod.dispatch" not in path.read_text()
 
 
 def test_report_types_and_the_control_wire_import_only_the_standard_library() -> None:
@@ -164,12 +190,21 @@ def test_the_report_types_live_only_in_kirod_report_types() -> None:
                 assert not target.startswith("kirod.localapi.schema"), f"{path} imports {target}"
 
 
-def test_the_store_and_the_account_layer_never_import_the_control_api() -> None:
+def test_the_domain_never_imports_the_control_api() -> None:
     for name, path in MODULES:
-        if not name.startswith(("kirod.storage", "kirod.accounts")):
+        if not name.startswith(DOMAIN_PACKAGES):
             continue
         for target in imports(path):
             assert not target.startswith("kirod.localapi"), f"{name} imports {target}"
+
+
+DOMAIN_PACKAGES = (
+    "kirod.storage",
+    "kirod.credentials",
+    "kirod.accounts",
+    "kirod.dispatch",
+    "kirod.control",
+)
 
 
 ALL_MODULES = {module_name(path): path for path in PACKAGE.rglob("*.py")}

@@ -1,4 +1,5 @@
-"""Conventions checked on the source: every task started through `kirod.tasks` (DESIGN.md §3.6).
+"""Conventions checked on the source: every task started through `kirod.tasks`
+(docs/ARCHITECTURE.md §4.6), and every logger named for its module.
 
 Ruff's banned-api catches `asyncio.create_task` and `asyncio.ensure_future` by name; this also
 catches what a name check cannot: `loop.create_task(...)`, `get_running_loop().create_task(...)`
@@ -105,3 +106,43 @@ def test_no_coroutine_is_stepped_by_hand(path: Path) -> None:
     trampoline): a hand-stepped one skips the event loop's own bookkeeping."""
     text = path.read_text()
     assert [marker for marker in HAND_STEPPED if marker in text] == []
+
+
+def _logger_names(tree: ast.AST) -> Iterator[ast.expr | None]:
+    """The argument of each `getLogger(...)` call (None for the root logger's bare call)."""
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call):
+            func = node.func
+            name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", None)
+            if name == "getLogger":
+                yield node.args[0] if node.args else None
+
+
+def _allowed_logger_name(arg: ast.expr | None) -> bool:
+    """`__name__`, the root logger, or a name from `kirod.log`'s table of public names."""
+    if arg is None:
+        return True
+    if isinstance(arg, ast.Name):
+        return arg.id in {"__name__", "ROOT"}
+    return isinstance(arg, ast.Attribute) and arg.attr in {"ACCESS", "ROOT"}
+
+
+@pytest.mark.parametrize("path", SOURCES, ids=lambda path: str(path.relative_to(PACKAGE)))
+def test_each_logger_is_named_for_its_module(path: Path) -> None:
+    """A log line's logger names its module; the few stable public names (the access log) come
+    from the one table in `kirod.log`, never from a string written in place."""
+    for arg in _logger_names(ast.parse(path.read_text(), str(path))):
+        assert _allowed_logger_name(arg), f"{path.name}: getLogger({ast.unparse(arg)})"  # type: ignore[arg-type]
+
+
+def test_the_public_logger_names_are_one_table_under_the_root() -> None:
+    from kirod import log
+
+    assert log.ACCESS in log.PUBLIC_LOGGERS
+    assert len(set(log.PUBLIC_LOGGERS)) == len(log.PUBLIC_LOGGERS)
+    assert all(name.startswith(log.ROOT + ".") for name in log.PUBLIC_LOGGERS)
+
+
+def test_a_logger_named_in_place_is_caught() -> None:
+    tree = ast.parse('logger = logging.getLogger("kirod.http")')
+    assert not any(_allowed_logger_name(arg) for arg in _logger_names(tree))

@@ -1,1 +1,2 @@
-"""The account layer: choosing an account, keeping its tokens fresh, dispatching requests."""
+"""The account pool: each account, its health and pacing, its fresh tokens, usage probes, profiles,
+conversation affinity, background maintenance and the catalog of models each account offers."""

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from kirod.storage.accounts import AccountRecord
 from kirod.upstream.client import UpstreamAccount
-from kirod.upstream.credentials import AuthKind, Credentials
+from kirod.upstream.secrets import AuthKind, Credentials
 
 
 def to_upstream(record: AccountRecord) -> UpstreamAccount:

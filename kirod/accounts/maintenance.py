@@ -28,21 +28,21 @@ from dataclasses import dataclass
 from kirod import log
 from kirod.accounts.account import to_upstream
 from kirod.accounts.affinity import AffinityMap
-from kirod.accounts.models import ModelDirectory
+from kirod.accounts.model_directory import ModelDirectory
 from kirod.accounts.pool import AccountPool
 from kirod.accounts.probes import UsageProbes
 from kirod.accounts.profiles import ProfileFinder
 from kirod.accounts.tokens import TokenKeeper
+from kirod.credentials import refresh as auth
 from kirod.errors import KirodError
 from kirod.report_types import Maintenance as MaintenanceReport
 from kirod.report_types import MaintenanceResult
 from kirod.storage.accounts import AccountRecord
 from kirod.storage.oplog import OpLog
 from kirod.tasks import TaskOwner
-from kirod.upstream import auth
 from kirod.upstream.errors import RefreshError
 
-logger = logging.getLogger("kirod.maintenance")
+logger = logging.getLogger(__name__)
 
 DEFAULT_CONCURRENCY = 4
 DEFAULT_PASS_DEADLINE_S = 60.0

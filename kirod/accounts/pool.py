@@ -48,7 +48,7 @@ from kirod.storage.accounts import AccountRecord, AccountState, AccountStore
 from kirod.upstream.errors import Failure
 from kirod.upstream.usage import UsageSnapshot
 
-logger = logging.getLogger("kirod.accounts")
+logger = logging.getLogger(__name__)
 
 BUSY_RETRY_AFTER_S = 2
 RECHECK_S = 1.0  # how often a queued request looks for cool-downs that ended

@@ -25,7 +25,7 @@ from kirod.upstream.client import KiroClient, UpstreamAccount
 from kirod.upstream.errors import Failure, UpstreamError
 from kirod.upstream.usage import parse_usage_limits
 
-logger = logging.getLogger("kirod.accounts")
+logger = logging.getLogger(__name__)
 
 T = TypeVar("T")
 

@@ -1,4 +1,4 @@
-"""Profile discovery (capabilities §5.3) and the `needs_profile` state.
+"""Profile discovery (docs/UPSTREAM.md §5.3) and the `needs_profile` state.
 
 An IdC, Builder ID or external-IdP login carries no profile ARN, yet Kiro wants one on every
 chat. `discover` asks `ListAvailableProfiles` in the account's mapped API region, then in the
@@ -23,19 +23,19 @@ from dataclasses import dataclass
 from kirod import log
 from kirod.accounts.account import to_upstream
 from kirod.accounts.tokens import TokenKeeper
-from kirod.storage.accounts import AccountRecord, AccountState, AccountStore
-from kirod.upstream.client import KiroClient, UpstreamAccount
-from kirod.upstream.credentials import AuthKind
-from kirod.upstream.errors import UpstreamError
-from kirod.upstream.regions import (
+from kirod.credentials.regions import (
     API_REGIONS,
     PROFILE_ARN,
     api_region,
     other_regions,
     profile_region,
 )
+from kirod.storage.accounts import AccountRecord, AccountState, AccountStore
+from kirod.upstream.client import KiroClient, UpstreamAccount
+from kirod.upstream.errors import UpstreamError
+from kirod.upstream.secrets import AuthKind
 
-logger = logging.getLogger("kirod.accounts")
+logger = logging.getLogger(__name__)
 
 RETRY_S = 600.0
 """How soon maintenance asks Kiro again for the profiles of an account that still has none."""

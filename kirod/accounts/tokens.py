@@ -15,14 +15,14 @@ import time
 from kirod import log
 from kirod.accounts import health
 from kirod.accounts.account import to_upstream
+from kirod.credentials import refresh as auth
 from kirod.errors import GenerationConflict
 from kirod.storage.accounts import AccountStore
 from kirod.tasks import SingleFlight, TaskOwner
-from kirod.upstream import auth
 from kirod.upstream.client import KiroClient, UpstreamAccount
 from kirod.upstream.errors import RefreshError
 
-logger = logging.getLogger("kirod.accounts")
+logger = logging.getLogger(__name__)
 
 DEFAULT_REFRESH_WINDOW_S = 600.0
 

@@ -1,4 +1,4 @@
-"""Which catalog model serves a client's model name (kiro-protocol §2.5).
+"""Which catalog model serves a client's model name (docs/KIRO-PROTOCOL.md §2.7).
 
 A name the catalog lists (in any of its spellings: dated, dashed, `[1m]`, legacy enum) is served
 as named. Under the "family" policy a name it lacks is served by the newest model of the same
@@ -14,8 +14,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Literal, TypeAlias
 
+from kirod.canonical.catalog import ModelCatalog, ModelInfo, public_models
 from kirod.canonical.model_names import Vendor, line_word, parse_name
-from kirod.canonical.models import ModelCatalog, ModelInfo, public_models
 from kirod.errors import ApiError, ErrorKind
 
 FallbackPolicy: TypeAlias = Literal["family", "strict"]

@@ -276,7 +276,7 @@ def _extension_tables(
     """`[extensions.NAME]` tables, or a JSON object of them from the environment or a flag.
 
     Only the shape is checked here: each extension's schema judges its options when it loads
-    (`kirod.accounts.extensions`). Errors name the table and key, never a value.
+    (`kirod.dispatch.extensions`). Errors name the table and key, never a value.
     """
     if isinstance(value, str):
         try:

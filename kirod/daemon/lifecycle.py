@@ -26,15 +26,14 @@ from pathlib import Path
 from aiohttp import web
 
 from kirod import __version__, log
-from kirod.accounts.alerts import Alerts
-from kirod.accounts.apikeys import ApiKeys
-from kirod.accounts.extensions import load_extensions
-from kirod.accounts.layer import build_account_layer
-from kirod.accounts.logins import Logins
-from kirod.accounts.registry import AccountRegistry
-from kirod.accounts.reports import LayerReports
-from kirod.accounts.spending import Spending
 from kirod.config import ServiceEnv, Settings
+from kirod.control.alerts import Alerts
+from kirod.control.apikeys import ApiKeys
+from kirod.control.logins import Logins
+from kirod.control.registry import AccountRegistry
+from kirod.control.reports import LayerReports
+from kirod.control.spending import Spending
+from kirod.credentials.importers import ImportLimits
 from kirod.daemon.install_key import derive, load_or_create
 from kirod.daemon.lock import Holder, InstanceLock, how_to_stop
 from kirod.daemon.logging import LogTail
@@ -51,6 +50,8 @@ from kirod.daemon.sockets import (
     raise_open_files_limit,
     tcp_address,
 )
+from kirod.dispatch.builder import build_account_layer
+from kirod.dispatch.extensions import load_extensions
 from kirod.errors import StartupError
 from kirod.http.app import Route, build_public_app
 from kirod.http.auth import KeyGate
@@ -70,9 +71,8 @@ from kirod.storage.keys import KeyStore, generate_key
 from kirod.storage.responses import ResponseStore
 from kirod.tasks import TaskOwner
 from kirod.upstream.client import ClientOptions, Endpoints, KiroClient
-from kirod.upstream.importers import ImportLimits
 
-logger = logging.getLogger("kirod.daemon")
+logger = logging.getLogger(__name__)
 
 LOCK_CHECK_INTERVAL_S = 5.0
 EXIT_OK = 0

@@ -14,7 +14,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from kirod.log import FIELDS_ATTR, request_id_var
+from kirod.log import FIELDS_ATTR, ROOT, request_id_var
 from kirod.report_types import LogLines
 
 # Quoted: separators, and every control character a client could smuggle into a value (a path
@@ -102,7 +102,7 @@ def configure(level: str, fmt: str) -> None:
         root.removeHandler(old)
     root.addHandler(handler)
     root.setLevel(logging.WARNING)
-    logging.getLogger("kirod").setLevel(level.upper())
+    logging.getLogger(ROOT).setLevel(level.upper())
     # No line shows the caller's file, thread or process: the logging HOWTO's "Optimization"
     # switches skip collecting them, a third of the cost of each record (one per request).
     logging._srcfile = None

@@ -29,7 +29,7 @@ from kirod.errors import ConfigError, KirodError
 
 EXIT_USAGE = 2
 
-logger = logging.getLogger("kirod.daemon")
+logger = logging.getLogger(__name__)
 
 
 _METAVARS = {

@@ -33,7 +33,7 @@ from kirod import log
 from kirod.errors import AlreadyRunning, StartupError
 from kirod.paths import ensure_private_dir, private_umask
 
-logger = logging.getLogger("kirod.daemon")
+logger = logging.getLogger(__name__)
 
 _ExceptionHandler = Callable[[asyncio.AbstractEventLoop, dict[str, Any]], object]
 

@@ -22,7 +22,7 @@ from collections.abc import Iterable
 
 from aiohttp import web
 
-from kirod.canonical.models import ModelInfo
+from kirod.canonical.catalog import ModelInfo
 from kirod.config.hosts import host_name, is_loopback, loopback_address
 from kirod.errors import ApiError, ErrorKind
 from kirod.http.ingress import is_ollama_path

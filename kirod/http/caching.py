@@ -1,7 +1,7 @@
 """The response cache at the edge: whether a request asks for it, and what its answer says.
 
 A request asks with `x-kirod-cache: use`; only a key created with the cache permission is heard
-(configured keys never). The dispatcher decides hit or miss (`kirod.accounts.cache`); the answer
+(configured keys never). The dispatcher decides hit or miss (`kirod.dispatch.cache`); the answer
 carries `x-kirod-cache: hit|miss`, and a hit's rpm admission is given back to its key.
 """
 
@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from aiohttp import web
 
-from kirod.accounts.dispatch import Dispatch
+from kirod.dispatch.pipeline import Dispatch
 from kirod.http.ingress import API_KEY_ID
 from kirod.http.services import SERVICES
 

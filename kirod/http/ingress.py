@@ -23,7 +23,8 @@ from kirod import log
 from kirod.errors import ApiError, ClientDisconnected, ErrorKind
 from kirod.protocols.envelopes import Family, render
 
-logger = logging.getLogger("kirod.http")
+logger = logging.getLogger(__name__)
+access_log = logging.getLogger(log.ACCESS)
 
 REQUEST_ID = web.RequestKey("request_id", str)
 API_KEY_ID = web.RequestKey("api_key_id", str)  # set by the key gate: the tenant of the request
@@ -176,7 +177,7 @@ def make_ingress() -> Middleware:
             }
             for key, value in annotations.items():
                 fields.setdefault(key, value)
-            log.event(logger, "request", **fields)
+            log.event(access_log, "request", **fields)
             log.request_fields_var.reset(fields_token)
             log.request_id_var.reset(token)
 

@@ -6,10 +6,10 @@ from dataclasses import dataclass
 
 from aiohttp import web
 
-from kirod.accounts.dispatch import Dispatcher
-from kirod.accounts.models import ModelDirectory
-from kirod.accounts.spending import Spending
+from kirod.accounts.model_directory import ModelDirectory
 from kirod.config import Settings
+from kirod.control.spending import Spending
+from kirod.dispatch.pipeline import Dispatcher
 from kirod.http.auth import KeyGate
 from kirod.protocols.anthropic import ThinkingSigner
 from kirod.protocols.responses import ReasoningBox

@@ -74,7 +74,8 @@ from kirod.protocols.envelopes import openai_error
 from kirod.protocols.responses import ResponsesStreamEncoder
 from kirod.tasks import TaskOwner
 
-logger = logging.getLogger("kirod.http")
+logger = logging.getLogger(__name__)
+access_log = logging.getLogger(log.ACCESS)
 
 MAX_WAITING: Final = 1
 """`response.create` frames that may wait behind the running turn."""
@@ -314,7 +315,7 @@ class _Socket:
             }
             for key, value in annotations.items():
                 fields.setdefault(key, value)
-            log.event(logger, "request", **fields)
+            log.event(access_log, "request", **fields)
             log.request_fields_var.reset(fields_token)
             log.request_id_var.reset(id_token)
 

@@ -12,8 +12,8 @@ from urllib.parse import urlsplit
 
 from aiohttp import web
 
-from kirod.accounts.logins import MAX_WAIT_S
 from kirod.config import Settings
+from kirod.control.logins import MAX_WAIT_S
 from kirod.errors import ControlError, ControlNotFound, InvalidControlRequest
 from kirod.localapi.control import CONTROL, json_body
 

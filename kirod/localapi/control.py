@@ -9,15 +9,15 @@ from typing import Any
 
 from aiohttp import web
 
-from kirod.accounts.alerts import Alerts
-from kirod.accounts.apikeys import ApiKeys
-from kirod.accounts.cache import ResponseCache
-from kirod.accounts.extensions import NONE, Extensions
-from kirod.accounts.logins import Logins
-from kirod.accounts.models import ModelDirectory
-from kirod.accounts.registry import AccountRegistry
-from kirod.accounts.reports import LayerReports
+from kirod.accounts.model_directory import ModelDirectory
 from kirod.config import Settings
+from kirod.control.alerts import Alerts
+from kirod.control.apikeys import ApiKeys
+from kirod.control.logins import Logins
+from kirod.control.registry import AccountRegistry
+from kirod.control.reports import LayerReports
+from kirod.dispatch.cache import ResponseCache
+from kirod.dispatch.extensions import NONE, Extensions
 from kirod.errors import InvalidControlRequest
 from kirod.report_types import ConsoleLink, DaemonInfo, LogLines, Status
 

@@ -1,6 +1,6 @@
 """Control routes for API keys: list, create (the key is shown in that answer only), revoke.
 
-Each validates its request and calls `kirod.accounts.apikeys.ApiKeys` once.
+Each validates its request and calls `kirod.control.apikeys.ApiKeys` once.
 """
 
 from __future__ import annotations

@@ -13,7 +13,7 @@ from typing import Any
 
 from aiohttp import web
 
-from kirod.accounts.models import ModelDirectory, Offer
+from kirod.accounts.model_directory import ModelDirectory, Offer
 from kirod.localapi.control import CONTROL
 
 

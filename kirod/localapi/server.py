@@ -15,14 +15,14 @@ from collections.abc import Awaitable, Callable
 from aiohttp import web
 
 from kirod import log
-from kirod.accounts.cache import ResponseCache
+from kirod.dispatch.cache import ResponseCache
 from kirod.errors import ControlError, ControlNotFound, InvalidControlRequest
 from kirod.localapi import accounts, keys, models
 from kirod.localapi.control import CONTROL, Control
 from kirod.localapi.wire import PREFIX, error_body
 from kirod.report_types import AlertTest, ExtensionList
 
-logger = logging.getLogger("kirod.localapi")
+logger = logging.getLogger(__name__)
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 

@@ -2,7 +2,7 @@
 
 Each check raises `ApiError` (400, `invalid_request`) whose message and `param` name the
 offending field path, so every codec reports a bad field the same way. Codecs never import
-each other (DESIGN.md §2); what they share lives here.
+each other (docs/ARCHITECTURE.md §3.3); what they share lives here.
 
 Bounds (docs/RELIABILITY.md, "Request bounds"), the same in every protocol, each a 400 naming it:
 

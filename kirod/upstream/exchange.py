@@ -33,10 +33,10 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 
 from kirod import log
+from kirod.canonical.catalog import ModelInfo
 from kirod.canonical.events import CanonicalEvent, ErrorEvent, MessageStart
-from kirod.canonical.models import ModelInfo
 from kirod.canonical.request import CanonicalRequest, WebSearch
-from kirod.canonical.tokens import estimate_request_tokens
+from kirod.canonical.token_count import estimate_request_tokens
 from kirod.upstream.client import KiroClient, UpstreamAccount
 from kirod.upstream.errors import (
     Failure,
@@ -52,7 +52,7 @@ from kirod.upstream.websearch import SEARCH_TOOL, answer_search
 
 __all__ = ["Exchange", "ParameterPolicy", "Route", "ToolDelivery", "open_exchange"]
 
-logger = logging.getLogger("kirod.exchange")
+logger = logging.getLogger(__name__)
 
 # An answer that is only one of these errors may go to another account.
 _EARLY_FAILURES: dict[str | None, Failure] = {
@@ -146,7 +146,8 @@ async def open_exchange(
     if request.server_tools:
         request = dataclasses.replace(request, tools=(*request.tools, SEARCH_TOOL))
     if model.supports_images and needs_fitting(request):
-        # Decoding and resampling take up to a few hundred milliseconds an image (capabilities §9).
+        # Decoding and resampling take up to a few hundred milliseconds an image
+        # (docs/UPSTREAM.md §6).
         request = await asyncio.to_thread(fit_images, request)
     payload = build_payload(
         request,

@@ -1,4 +1,5 @@
-"""One continuation after Kiro cut a tool call off (capabilities §3.4, modelled on AWS's client).
+"""One continuation after Kiro cut a tool call off (modelled on AWS's client:
+docs/UPSTREAM.md §3.3, §3.4).
 
 The translator never hands out a cut-off call (`kirod.upstream.translate`); the part ends with
 `tool_input_truncated` and its `Truncation`. `TruncationRecovery` answers such a part once per
@@ -33,7 +34,7 @@ from kirod.upstream.translate import Truncation
 
 __all__ = ["CUT_OFF_NOTICE", "TruncationRecovery", "cut_off_notice"]
 
-logger = logging.getLogger("kirod.truncation")
+logger = logging.getLogger(__name__)
 
 CUT_OFF_NOTICE: Final = (
     "The upstream service cut this tool call off after {bytes_received} bytes and "

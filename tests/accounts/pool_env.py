@@ -19,18 +19,15 @@ import aiohttp
 from aiohttp import web
 
 from kirod.accounts.affinity import AffinityMap
-from kirod.accounts.cache import ResponseCache
-from kirod.accounts.dispatch import Dispatch, Dispatcher, DispatchPolicy
-from kirod.accounts.extensions import NONE, Extensions
 from kirod.accounts.maintenance import Maintenance, RetentionPolicy
-from kirod.accounts.models import CatalogCache, ModelDirectory
+from kirod.accounts.model_directory import CatalogCache, ModelDirectory
 from kirod.accounts.pool import AccountPool
 from kirod.accounts.probes import UsageProbes
 from kirod.accounts.profiles import ProfileFinder
 from kirod.accounts.strategy import Strategy
 from kirod.accounts.tokens import TokenKeeper
+from kirod.canonical.catalog import ModelInfo
 from kirod.canonical.events import CanonicalEvent
-from kirod.canonical.models import ModelInfo
 from kirod.canonical.request import (
     CanonicalRequest,
     ClientProtocol,
@@ -40,6 +37,9 @@ from kirod.canonical.request import (
     TextBlock,
 )
 from kirod.canonical.resolution import STRICT, ModelPolicy
+from kirod.dispatch.cache import ResponseCache
+from kirod.dispatch.extensions import NONE, Extensions
+from kirod.dispatch.pipeline import Dispatch, Dispatcher, DispatchPolicy
 from kirod.storage.accounts import AccountRecord, AccountStore
 from kirod.storage.affinity import AffinityStore
 from kirod.storage.db import Database
@@ -47,7 +47,7 @@ from kirod.storage.oplog import OpLog
 from kirod.tasks import TaskOwner
 from kirod.testing.fake_kiro import FakeKiro, TokenSet, running_fake
 from kirod.upstream.client import ClientOptions, Endpoints, KiroClient
-from kirod.upstream.credentials import Credentials
+from kirod.upstream.secrets import Credentials
 
 MODEL = "claude-sonnet-4-6"
 TENANT = "key-1"

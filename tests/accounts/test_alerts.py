@@ -23,9 +23,9 @@ import pytest
 from aiohttp import web
 
 from kirod import __version__
-from kirod.accounts.alerts import Alerts
 from kirod.accounts.health import FLAGGED_REASON
 from kirod.config import Webhook, load_settings
+from kirod.control.alerts import Alerts
 from kirod.errors import ConfigError
 from kirod.log import FIELDS_ATTR
 from kirod.storage.accounts import AccountState, AccountStore, StatusChange
@@ -181,7 +181,7 @@ async def test_a_flagged_account_alerts_when_its_rest_begins() -> None:
 async def test_a_failing_webhook_is_retried_with_backoff_until_it_takes_the_alert(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    caplog.set_level(logging.INFO, "kirod.accounts.alerts")
+    caplog.set_level(logging.INFO, "kirod.control.alerts")
     receiver = Receiver(statuses=(500, 429))
     async with receiver, Alerts([Webhook(receiver.url)], backoff_s=0.05) as alerts:
         seeded(alerts, a1="active", a2="active")
@@ -197,7 +197,7 @@ async def test_a_failing_webhook_is_retried_with_backoff_until_it_takes_the_aler
 async def test_a_down_webhook_gives_up_after_its_tries_and_a_4xx_at_once(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    caplog.set_level(logging.INFO, "kirod.accounts.alerts")
+    caplog.set_level(logging.INFO, "kirod.control.alerts")
     async with Receiver(statuses=(404,)) as refusing:
         hooks = [Webhook(closed_port_url()), Webhook(refusing.url)]
         async with Alerts(hooks, tries=3, backoff_s=0.01) as alerts:
@@ -234,7 +234,7 @@ async def test_a_request_past_the_timeout_counts_as_not_delivered() -> None:
 
 
 async def test_the_queue_is_bounded_and_drops_the_oldest(caplog: pytest.LogCaptureFixture) -> None:
-    caplog.set_level(logging.INFO, "kirod.accounts.alerts")
+    caplog.set_level(logging.INFO, "kirod.control.alerts")
     slow = Receiver(delay_s=30)
     async with (
         slow,

@@ -7,16 +7,8 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
-from kirod.accounts.cache import (
-    Lookup,
-    ResponseCache,
-    decode_events,
-    eligible,
-    encode_events,
-    request_digest,
-)
-from kirod.accounts.extensions import Extension, Extensions, Loaded
 from kirod.canonical.assemble import CanonicalCompletion
+from kirod.canonical.catalog import STATIC_CATALOG, ModelInfo
 from kirod.canonical.events import (
     BlockKind,
     BlockStart,
@@ -29,7 +21,6 @@ from kirod.canonical.events import (
     TextDelta,
     Usage,
 )
-from kirod.canonical.models import STATIC_CATALOG, ModelInfo
 from kirod.canonical.request import (
     CanonicalRequest,
     ClientProtocol,
@@ -40,7 +31,17 @@ from kirod.canonical.request import (
     ToolSpec,
 )
 from kirod.canonical.resolution import resolve
+from kirod.dispatch.cache import (
+    Lookup,
+    ResponseCache,
+    decode_events,
+    eligible,
+    encode_events,
+    request_digest,
+)
+from kirod.dispatch.extensions import Extensions, Loaded
 from kirod.errors import ErrorKind
+from kirod.extension import Extension
 from kirod.storage.cache import CacheStore
 from kirod.storage.db import Database
 

@@ -15,16 +15,8 @@ from typing import Any
 
 import pytest
 
-from kirod.accounts.extensions import (
-    GROUP,
-    Extension,
-    Extensions,
-    Loaded,
-    OptionSpec,
-    Produced,
-    load_extensions,
-)
 from kirod.canonical.assemble import CanonicalCompletion
+from kirod.canonical.catalog import ModelInfo
 from kirod.canonical.events import (
     BlockKind,
     BlockStart,
@@ -38,10 +30,11 @@ from kirod.canonical.events import (
     TextDelta,
     Usage,
 )
-from kirod.canonical.models import ModelInfo
 from kirod.canonical.request import CanonicalRequest, TextBlock
 from kirod.config import load_settings
+from kirod.dispatch.extensions import GROUP, Extensions, Loaded, load_extensions
 from kirod.errors import ApiError, ConfigError, ErrorKind
+from kirod.extension import Extension, OptionSpec, Produced
 from kirod.log import FIELDS_ATTR
 
 sys.path.insert(0, str(Path(__file__).parent))

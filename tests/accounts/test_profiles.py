@@ -15,7 +15,7 @@ from kirod.accounts.profiles import RETRY_S
 from kirod.errors import ApiError
 from kirod.storage.accounts import AccountRecord
 from kirod.testing.fake_kiro import TokenSet
-from kirod.upstream.credentials import Credentials
+from kirod.upstream.secrets import Credentials
 
 sys.path.insert(0, str(Path(__file__).parent))
 from pool_env import Env, pool_env

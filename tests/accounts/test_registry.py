@@ -11,10 +11,10 @@ import pytest
 from aiohttp import web
 
 from kirod.accounts.account import to_upstream
-from kirod.accounts.registry import AccountRegistry
+from kirod.control.registry import AccountRegistry
+from kirod.credentials.importers import ImportLimits
 from kirod.errors import ControlNotFound
 from kirod.upstream.client import ClientOptions, Endpoints, KiroClient
-from kirod.upstream.importers import ImportLimits
 
 sys.path.insert(0, str(Path(__file__).parent))
 from pool_env import Gate, pool_env

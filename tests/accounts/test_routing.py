@@ -11,17 +11,17 @@ from typing import Any, cast
 
 import pytest
 
-from kirod.accounts.models import STATIC_CATALOG_MAX_AGE_S, CatalogCache, ModelDirectory
+from kirod.accounts.model_directory import STATIC_CATALOG_MAX_AGE_S, CatalogCache, ModelDirectory
 from kirod.accounts.tokens import TokenKeeper
-from kirod.canonical.models import STATIC_CATALOG, STATIC_CATALOG_AS_OF
+from kirod.canonical.catalog import STATIC_CATALOG, STATIC_CATALOG_AS_OF
 from kirod.canonical.resolution import STRICT, ModelPolicy
 from kirod.errors import ApiError, ErrorKind
 from kirod.storage.accounts import AccountStore
 from kirod.tasks import TaskOwner
 from kirod.testing.fake_kiro.catalog import Model
 from kirod.upstream.client import KiroClient, UpstreamAccount
-from kirod.upstream.credentials import Credentials
 from kirod.upstream.errors import UpstreamError
+from kirod.upstream.secrets import Credentials
 
 sys.path.insert(0, str(Path(__file__).parent))
 from pool_env import pool_env, request

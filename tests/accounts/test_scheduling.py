@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from kirod.accounts.branches import BranchQueue
 from kirod.canonical.events import TextDelta
+from kirod.dispatch.branches import BranchQueue
 from kirod.errors import ApiError
 from kirod.testing.fake_kiro import Reply, Script
 

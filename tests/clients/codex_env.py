@@ -33,7 +33,7 @@ RUN_TIMEOUT_S = 75.0
 only bounds a hang."""
 
 CODE_MODE_MODEL = "gpt-5.6-sol"
-"""A slug Codex's bundled catalog marks `tool_mode: code_mode_only` (clients.md §2.3b)."""
+"""A slug Codex's bundled catalog marks `tool_mode: code_mode_only` (docs/CLIENTS.md §3.2)."""
 DEFAULT_MODEL = "gpt-6.2-sol"
 """What 0.171.0 asks for with no `model` line: its catalog's first (`codex debug models`:
 priority 1, `tool_mode: code_mode_only`); Kiro offers no such model."""

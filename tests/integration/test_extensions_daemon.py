@@ -31,7 +31,7 @@ SECRET_DETAIL = "the failing hook's own words"
 
 # A test extension beside the shipped ones: it fails the requests that ask for it.
 FAILING = f"""
-from kirod.accounts.extensions import Extension, OptionSpec
+from kirod.extension import Extension, OptionSpec
 
 
 class Failing(Extension):

@@ -27,7 +27,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kirod.canonical.models import STATIC_CATALOG
+from kirod.canonical.catalog import STATIC_CATALOG
 from kirod.canonical.request import (
     CanonicalRequest,
     ClientProtocol,

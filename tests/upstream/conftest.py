@@ -8,7 +8,7 @@ import pytest
 
 from kirod.testing.fake_kiro import FakeKiro, running_fake
 from kirod.upstream.client import ClientOptions, Endpoints, KiroClient, UpstreamAccount
-from kirod.upstream.credentials import AuthKind, Credentials
+from kirod.upstream.secrets import AuthKind, Credentials
 
 Loopback = tuple[FakeKiro, KiroClient, UpstreamAccount]
 

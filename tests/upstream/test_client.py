@@ -15,7 +15,9 @@ import pytest
 from kirod.accounts.account import to_upstream
 from kirod.accounts.tokens import TokenKeeper
 from kirod.canonical.assemble import assemble
-from kirod.canonical.models import catalog_from_list_available_models
+from kirod.canonical.catalog import catalog_from_list_available_models
+from kirod.credentials import device_login as login
+from kirod.credentials import refresh as auth
 from kirod.storage.accounts import AccountStore
 from kirod.storage.db import Database
 from kirod.tasks import TaskOwner
@@ -30,7 +32,6 @@ from kirod.testing.fake_kiro import (
     ToolCall,
     running_fake,
 )
-from kirod.upstream import auth, login
 from kirod.upstream.client import (
     ClientOptions,
     Endpoints,
@@ -38,7 +39,6 @@ from kirod.upstream.client import (
     UpstreamAccount,
     classify,
 )
-from kirod.upstream.credentials import AuthKind, Credentials
 from kirod.upstream.errors import (
     Failure,
     LoginError,
@@ -46,6 +46,7 @@ from kirod.upstream.errors import (
     UpstreamError,
     UpstreamHttpError,
 )
+from kirod.upstream.secrets import AuthKind, Credentials
 from kirod.upstream.translate import translate_all
 from kirod.upstream.usage import parse_usage_limits
 
@@ -259,8 +260,8 @@ async def test_rejections_are_classified(fake: tuple[FakeKiro, str], client: Kir
 async def test_a_tool_schema_kiro_refuses_is_a_bad_request(
     fake: tuple[FakeKiro, str], client: KiroClient
 ) -> None:
-    """Capabilities §9: a top-level union is `400 TOOL_SCHEMA_INVALID`, the payload's fault:
-    never retried, and told to the client with Kiro's reason."""
+    """docs/KIRO-PROTOCOL.md §4.2: a top-level union is `400 TOOL_SCHEMA_INVALID`, the payload's
+    fault: never retried, and told to the client with Kiro's reason."""
     service, _ = fake
     tokens = service.issue_social_account()
     body = chat_body("hi", tokens)

@@ -8,6 +8,7 @@ from collections.abc import AsyncIterator
 import pytest
 
 from kirod.canonical.assemble import CanonicalCompletion, assemble
+from kirod.canonical.catalog import catalog_from_list_available_models
 from kirod.canonical.events import (
     BlockKind,
     BlockStart,
@@ -18,7 +19,6 @@ from kirod.canonical.events import (
     TextDelta,
     Usage,
 )
-from kirod.canonical.models import catalog_from_list_available_models
 from kirod.canonical.request import (
     CanonicalRequest,
     ClientProtocol,

@@ -13,14 +13,14 @@ from collections.abc import Callable
 
 import pytest
 
-from kirod.upstream.errors import CredentialImportError
-from kirod.upstream.importers import (
+from kirod.credentials.importers import (
     ImportLimits,
     detect_and_parse,
     parse_kiro_cli,
     parse_opencode_kiro_auth,
     parse_upload,
 )
+from kirod.upstream.errors import CredentialImportError
 
 EXPENSIVE = "hex(zeroblob(100000000))"  # 200 MB of text each time the column is read
 
@@ -139,10 +139,12 @@ async def test_parse_upload_runs_beside_the_event_loop() -> None:
     )
     ticks = 0
 
+    # Each tick is one turn of the event loop: a parse run inline would leave none, one in a
+    # thread leaves some however loaded the machine is (a timed sleep might not come round).
     async def tick() -> None:
         nonlocal ticks
         for _ in range(10_000):
-            await asyncio.sleep(0.005)
+            await asyncio.sleep(0)
             ticks += 1
 
     ticker = asyncio.ensure_future(tick())

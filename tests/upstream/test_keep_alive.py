@@ -18,6 +18,7 @@ import pytest
 from aiohttp import web
 
 from kirod.config import OPTIONS
+from kirod.credentials import device_login as login
 from kirod.testing.fake_kiro import (
     ConnectionFault,
     DeviceFlow,
@@ -30,12 +31,11 @@ from kirod.testing.fake_kiro import (
     running_fake,
 )
 from kirod.testing.tls import make_certificates
-from kirod.upstream import login
 from kirod.upstream.client import ClientOptions, Endpoints, KiroClient, UpstreamAccount
-from kirod.upstream.credentials import AuthKind, Credentials
 from kirod.upstream.errors import UpstreamConnectionError, UpstreamError
 from kirod.upstream.frames import Frame
 from kirod.upstream.pools import KEEP_ALIVE_TIMEOUT_S, POOL_CONNECTIONS
+from kirod.upstream.secrets import AuthKind, Credentials
 
 FAULTS = list(ConnectionFault)
 TEXT = "kept alive"

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
+from kirod.canonical.catalog import ModelCatalog, catalog_from_list_available_models, describe
 from kirod.canonical.model_names import NAME_RULES, parse_name
-from kirod.canonical.models import ModelCatalog, catalog_from_list_available_models, describe
 from kirod.canonical.resolution import ModelPolicy, line_defaults, resolve
 from kirod.errors import ApiError
 from kirod.testing.fake_kiro import (

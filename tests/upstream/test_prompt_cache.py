@@ -1,5 +1,5 @@
 """Prompt caching, honestly: Kiro's own token counts, a byte-stable payload prefix, and the
-opt-in message-level cache points (capabilities §1)."""
+opt-in message-level cache points (docs/UPSTREAM.md §1)."""
 
 from __future__ import annotations
 
@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 
+from kirod.canonical.catalog import catalog_from_list_available_models
 from kirod.canonical.events import Usage
-from kirod.canonical.models import catalog_from_list_available_models
 from kirod.canonical.request import CanonicalRequest
 from kirod.canonical.resolution import resolve_model
 from kirod.protocols.anthropic.decode import decode_messages

@@ -13,16 +13,17 @@ from pathlib import Path
 import pytest
 from aiohttp import web
 
+from kirod.credentials import device_login as login
+from kirod.credentials import refresh as auth
 from kirod.log import redact_url
 from kirod.testing.fake_kiro import DeviceFlow, FakeKiro, Reply, TokenSet, running_fake
 from kirod.testing.fake_kiro.server import build_app
 from kirod.testing.proxies import HttpProxy, Socks5Proxy
 from kirod.testing.tls import Certificates, make_certificates
-from kirod.upstream import auth, login
 from kirod.upstream.client import ClientOptions, Endpoints, KiroClient, UpstreamAccount
-from kirod.upstream.credentials import AuthKind, Credentials
 from kirod.upstream.errors import UpstreamConnectionError
 from kirod.upstream.proxies import DIRECT, ProxyUrlError, check_proxy_url, effective_proxy
+from kirod.upstream.secrets import AuthKind, Credentials
 
 
 def endpoints(base: str) -> Endpoints:

@@ -1,5 +1,5 @@
-"""API regions (capabilities §5.1), external-IdP refresh (§5.5), OIDC registration expiry and
-profile listing, through `KiroClient` against the fake Kiro on loopback."""
+"""API regions (docs/UPSTREAM.md §5.1), external-IdP refresh (docs/UPSTREAM.md §5.5), OIDC
+registration expiry and profile listing, through `KiroClient` against the fake Kiro on loopback."""
 
 from __future__ import annotations
 
@@ -14,14 +14,14 @@ from pathlib import Path
 import aiohttp
 import pytest
 
+from kirod.credentials import refresh as auth
+from kirod.credentials.importers import parse_kiro_cli, parse_kiro_ide
+from kirod.credentials.regions import RegionError, api_region, mapped_api_region
 from kirod.testing.fake_kiro import FakeKiro, Reply, TokenSet, running_fake
 from kirod.testing.fake_kiro.tokens import EXTERNAL_IDP_TOKEN_PATH
-from kirod.upstream import auth
 from kirod.upstream.client import ClientOptions, Endpoints, KiroClient, UpstreamAccount
-from kirod.upstream.credentials import AuthKind, Credentials
 from kirod.upstream.errors import CredentialImportError, Failure, RefreshError, UpstreamHttpError
-from kirod.upstream.importers import parse_kiro_cli, parse_kiro_ide
-from kirod.upstream.regions import RegionError, api_region, mapped_api_region
+from kirod.upstream.secrets import AuthKind, Credentials
 
 EU_ARN = "arn:aws:codewhisperer:eu-central-1:123456789012:profile/ABCDEF"
 

@@ -15,11 +15,12 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from kirod.accounts.extensions import Extension, OptionSpec
-from kirod.canonical.request import (
+from kirod.extension import (
     Block,
     CanonicalRequest,
+    Extension,
     Message,
+    OptionSpec,
     TextBlock,
     ToolResultBlock,
 )

@@ -17,8 +17,16 @@ import contextvars
 from collections.abc import Mapping
 from typing import Any
 
-from kirod.accounts.extensions import Extension, OptionSpec, Produced
-from kirod.canonical.events import BlockKind, BlockStart, BlockStop, CanonicalEvent, TextDelta
+from kirod.extension import (
+    BlockKind,
+    BlockStart,
+    BlockStop,
+    CanonicalEvent,
+    Extension,
+    OptionSpec,
+    Produced,
+    TextDelta,
+)
 
 
 class Watermark(Extension):

@@ -14,7 +14,7 @@ from aiohttp import web
 from kirod.config import Settings
 from kirod.config.hosts import is_loopback, loopback_hosts, url_host
 from kirod.errors import InvalidControlRequest
-from kirod.http.console import events, pages
+from kirod.http.console import live, pages
 from kirod.http.console.guard import SESSION, Guard, add_security_headers, error
 from kirod.http.console.overview import Snapshots, TrafficCache, read_overview
 from kirod.http.console.sessions import LINK_TTL_S, ConsoleSessions, Session
@@ -155,7 +155,7 @@ def _static_handler(files: dict[str, bytes]) -> Callable[[web.Request], Awaitabl
 
 
 async def _stop_streams(app: web.Application) -> None:
-    app[events.STOPPING].set()
+    app[live.STOPPING].set()
 
 
 def build_console_app(
@@ -165,8 +165,8 @@ def build_console_app(
     app = web.Application(middlewares=[guard.middleware])
     app[CONTROL] = control
     app[GUARD] = guard
-    app[events.STOPPING] = asyncio.Event()
-    app[events.SNAPSHOTS] = Snapshots(control)
+    app[live.STOPPING] = asyncio.Event()
+    app[live.SNAPSHOTS] = Snapshots(control)
     app[TRAFFIC] = TrafficCache(control)
     app.on_response_prepare.append(add_security_headers)
     app.on_shutdown.append(_stop_streams)
@@ -181,7 +181,7 @@ def build_console_app(
         ("GET", "/static/{name}", _static_handler(_static())),
         ("POST", "/session", sign_in),
         ("POST", "/signout", signed(sign_out)),
-        ("GET", "/events", signed(events.stream)),
+        ("GET", "/events", signed(live.stream)),
         ("POST", "/api/accounts/import", signed(accounts.import_accounts)),
         ("DELETE", "/api/accounts/{account_id}", signed(accounts.remove_account)),
         ("POST", "/api/accounts/{account_id}/enable", signed(accounts.enable_account)),

@@ -20,7 +20,7 @@ from kirod import log
 from kirod.errors import ControlError
 from kirod.http.console.sessions import ConsoleSessions, Session
 
-logger = logging.getLogger("kirod.console")
+logger = logging.getLogger(__name__)
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 

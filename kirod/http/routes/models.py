@@ -12,8 +12,8 @@ from typing import Any
 
 from aiohttp import web
 
+from kirod.canonical.catalog import ListedModel, ModelCatalog, public_models
 from kirod.canonical.model_names import parse_name
-from kirod.canonical.models import ListedModel, ModelCatalog, public_models
 from kirod.errors import ApiError, ErrorKind
 from kirod.http.ingress import API_KEY_ID
 from kirod.http.services import SERVICES

@@ -21,8 +21,8 @@ from typing import Any, Generic, TypeVar
 
 from aiohttp import web
 
-from kirod.accounts.dispatch import Dispatch
 from kirod.canonical.events import CanonicalEvent, MessageStop, StopReason
+from kirod.dispatch.pipeline import Dispatch
 from kirod.errors import ApiError, ErrorKind
 from kirod.http.body import read_json
 from kirod.http.caching import asks_cache, cache_headers

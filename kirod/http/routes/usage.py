@@ -1,7 +1,7 @@
 """`GET /v1/usage`: the calling API key's Kiro credits, and the pool's remaining quota.
 
 Gated by the API key like every `/v1` route; the document names the key by its id and the
-accounts by their opaque ids (`kirod.accounts.spending`), never a token or an email.
+accounts by their opaque ids (`kirod.control.spending`), never a token or an email.
 """
 
 from __future__ import annotations

@@ -25,7 +25,7 @@ from kirod.protocols.anthropic.checks import check, choices, invalid, unsupporte
 _EFFORTS: Final[Mapping[str, Effort]] = {effort: effort for effort in get_args(Effort)}
 _DISPLAYS: Final = frozenset({"summarized", "omitted"})
 
-logger = logging.getLogger("kirod.protocols.anthropic")  # the codec's one logger
+logger = logging.getLogger(__name__)
 
 
 def requested_reasoning(thinking: object, output_config: object) -> Reasoning | None:

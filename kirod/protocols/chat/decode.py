@@ -1,7 +1,7 @@
 """OpenAI Chat Completions request body → `CanonicalRequest` (legacy API, opt-in).
 
-Translated straight to canonical, never through the Responses codec (DESIGN §1). `system` and
-`developer` messages become system text in order; user and assistant content, assistant
+Translated straight to canonical, never through the Responses codec (docs/ARCHITECTURE.md §3.3).
+`system` and `developer` messages become system text in order; user and assistant content, assistant
 `tool_calls` and `tool` messages become canonical blocks, consecutive blocks of one role merged
 into one message. An assistant's `reasoning_content` is dropped: Chat carries no signature, so it
 could never be replayed upstream.

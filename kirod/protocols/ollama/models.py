@@ -15,8 +15,8 @@ from __future__ import annotations
 import hashlib
 from typing import Any, Final
 
+from kirod.canonical.catalog import ListedModel, ModelInfo
 from kirod.canonical.model_names import parse_name
-from kirod.canonical.models import ListedModel, ModelInfo
 
 VERSION: Final = "0.12.10"
 """The Ollama release whose chat API this codec speaks (its tool calls carry ids since then);

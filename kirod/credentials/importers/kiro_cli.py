@@ -1,4 +1,5 @@
-"""kiro-cli's SQLite store `data.sqlite3`: tables `auth_kv` and `state` (kiro-protocol.md §5.6).
+"""kiro-cli's SQLite store `data.sqlite3`: tables `auth_kv` and `state`
+(docs/KIRO-PROTOCOL.md §5.6).
 
 Values are the serde JSON of AWS's own CLI (`aws/amazon-q-developer-cli`,
 `crates/chat-cli/src/auth/builder_id.rs` `DeviceRegistration`/`BuilderIdToken`, `social.rs`
@@ -9,9 +10,7 @@ from __future__ import annotations
 
 import sqlite3
 
-from kirod.upstream.credentials import AuthKind, Credentials
-from kirod.upstream.errors import CredentialImportError
-from kirod.upstream.importers.record import (
+from kirod.credentials.importers.record import (
     BUILDER_ID_START_URL,
     DEFAULT_REGION,
     OIDC_PROVIDERS,
@@ -21,7 +20,9 @@ from kirod.upstream.importers.record import (
     json_object,
     social_provider,
 )
-from kirod.upstream.importers.sqlite import ImportLimits, read_rows, sqlite_copy, table_names
+from kirod.credentials.importers.sqlite import ImportLimits, read_rows, sqlite_copy, table_names
+from kirod.upstream.errors import CredentialImportError
+from kirod.upstream.secrets import AuthKind, Credentials
 
 _KIRO_CLI = "kiro-cli store (data.sqlite3)"
 

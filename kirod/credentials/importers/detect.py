@@ -8,19 +8,19 @@ from __future__ import annotations
 
 import asyncio
 
-from kirod.upstream.errors import CredentialImportError
-from kirod.upstream.importers.api_key import parse_api_key
-from kirod.upstream.importers.kiro_cli import kiro_cli_accounts
-from kirod.upstream.importers.kiro_ide import parse_kiro_ide
-from kirod.upstream.importers.opencode import opencode_db_accounts, parse_opencode_kiro_auth
-from kirod.upstream.importers.record import ImportedAccount, decode, json_object
-from kirod.upstream.importers.sqlite import (
+from kirod.credentials.importers.api_key import parse_api_key
+from kirod.credentials.importers.kiro_cli import kiro_cli_accounts
+from kirod.credentials.importers.kiro_ide import parse_kiro_ide
+from kirod.credentials.importers.opencode import opencode_db_accounts, parse_opencode_kiro_auth
+from kirod.credentials.importers.record import ImportedAccount, decode, json_object
+from kirod.credentials.importers.sqlite import (
     SQLITE_MAGIC,
     ImportLimits,
     check_size,
     sqlite_copy,
     table_names,
 )
+from kirod.upstream.errors import CredentialImportError
 
 MAX_TEXT_BYTES = 4 * 1024 * 1024
 """Largest JSON or key upload: credential files are kilobytes, and a JSON parse holds the GIL."""

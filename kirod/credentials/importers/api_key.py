@@ -1,17 +1,17 @@
-"""A Kiro API key `ksk_…` (kiro-protocol.md §5.7)."""
+"""A Kiro API key `ksk_…` (docs/KIRO-PROTOCOL.md §5.8)."""
 
 from __future__ import annotations
 
 import re
 
-from kirod.upstream.credentials import AuthKind, Credentials
-from kirod.upstream.errors import CredentialImportError
-from kirod.upstream.importers.record import (
+from kirod.credentials.importers.record import (
     DEFAULT_REGION,
     ImportedAccount,
     decode,
     imported_account,
 )
+from kirod.upstream.errors import CredentialImportError
+from kirod.upstream.secrets import AuthKind, Credentials
 
 _API_KEY_FILE = "Kiro API key"
 

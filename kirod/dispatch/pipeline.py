@@ -10,7 +10,7 @@ that the request's steps make of it. The model is routed before any lease: only 
 catalog offers it are leased (`ModelDirectory.route`), and pacing waits happen in the pool.
 `Dispatcher.open` is an async context manager
 with two phases. Before it yields, nothing has reached the client. One account's try is
-`kirod.accounts.attempt`: a bearer rejection is retried once on the same account after a forced
+`kirod.dispatch.attempt`: a bearer rejection is retried once on the same account after a forced
 refresh, "profileArn is required" once after discovery; any other recoverable failure (throttling,
 quota, suspension, server error, network, a stream that fails before its first event, a model
 missing from this account's catalog) moves the request to another eligible account, at most
@@ -19,12 +19,12 @@ long, a model Kiro refuses) raise at once, and the same server or protocol failu
 accounts in a row ends the failover. The exchange commits when the upstream produced its first
 event: from then on failures become the stream's terminal `ErrorEvent` and nothing is replayed.
 
-Extensions (`kirod.accounts.extensions`) run at both ends: `on_request` before the affinity key
+Extensions (`kirod.dispatch.extensions`) run at both ends: `on_request` before the affinity key
 and the routing (the key's model scope is checked again on the model it leaves), the stream
 hooks on the committed events before the operation log notes them, `on_error` on an error that
 ends the request before it commits. With none enabled the request and its stream are untouched.
 
-The response cache (`kirod.accounts.cache`) comes after the extensions and before routing, when
+The response cache (`kirod.dispatch.cache`) comes after the extensions and before routing, when
 the route asks for it (`cache=True`: the key allows it and the request asked): the redacted
 request is what is hashed, and the key's scope is judged on the resolved model first. A hit is
 yielded at once, leasing no account and running no hook (it replays what the stream hooks made
@@ -33,7 +33,7 @@ its answer is recorded once the stream ran to its end.
 
 Leaving the context, however it happens (done, failed, or cancelled because the client went away),
 aborts the upstream response if still open, releases the account's slot and the conversation's
-branch, and writes the request's operation-log row (`kirod.accounts.operation`) through the
+branch, and writes the request's operation-log row (`kirod.dispatch.operation`) through the
 store's writer.
 """
 
@@ -46,20 +46,20 @@ from dataclasses import dataclass
 
 from kirod import log
 from kirod.accounts.affinity import AffinityMap
-from kirod.accounts.attempt import Attempts, Opened, Retry, RouteSettings
-from kirod.accounts.branches import BranchQueue
-from kirod.accounts.cache import Lookup, ResponseCache
-from kirod.accounts.extensions import NONE, Extensions
-from kirod.accounts.models import ModelDirectory
-from kirod.accounts.operation import Operation
+from kirod.accounts.model_directory import ModelDirectory
 from kirod.accounts.pool import AccountPool
 from kirod.accounts.probes import UsageProbes
 from kirod.accounts.profiles import ProfileFinder
 from kirod.accounts.tokens import TokenKeeper
+from kirod.canonical.catalog import ModelInfo
 from kirod.canonical.events import CanonicalEvent, MessageStart
-from kirod.canonical.models import ModelInfo
 from kirod.canonical.request import CanonicalRequest
 from kirod.canonical.shape import request_shape
+from kirod.dispatch.attempt import Attempts, Opened, Retry, RouteSettings
+from kirod.dispatch.branches import BranchQueue
+from kirod.dispatch.cache import Lookup, ResponseCache
+from kirod.dispatch.extensions import NONE, Extensions
+from kirod.dispatch.operation import Operation
 from kirod.errors import ApiError
 from kirod.storage.affinity import Binding
 from kirod.storage.oplog import OpLog
@@ -78,7 +78,7 @@ from kirod.upstream.turn import run_turn
 StepsFor = Callable[[CanonicalRequest, Route], Sequence[Step]]
 """The steps that may add parts to this request's turn on this route (`kirod.upstream.turn`)."""
 
-logger = logging.getLogger("kirod.dispatch")
+logger = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)

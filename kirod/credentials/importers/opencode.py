@@ -9,9 +9,7 @@ from __future__ import annotations
 
 import sqlite3
 
-from kirod.upstream.credentials import AuthKind, Credentials
-from kirod.upstream.errors import CredentialImportError
-from kirod.upstream.importers.record import (
+from kirod.credentials.importers.record import (
     BUILDER_ID_START_URL,
     DEFAULT_REGION,
     OIDC_PROVIDERS,
@@ -20,7 +18,7 @@ from kirod.upstream.importers.record import (
     imported_account,
     json_object,
 )
-from kirod.upstream.importers.sqlite import (
+from kirod.credentials.importers.sqlite import (
     SQLITE_MAGIC,
     ImportLimits,
     check_size,
@@ -28,6 +26,8 @@ from kirod.upstream.importers.sqlite import (
     sqlite_copy,
     table_names,
 )
+from kirod.upstream.errors import CredentialImportError
+from kirod.upstream.secrets import AuthKind, Credentials
 
 _OPENCODE_DB = "opencode-kiro-auth store (kiro.db)"
 _OPENCODE_JSON = "opencode-kiro-auth accounts file (kiro-accounts.json)"

@@ -26,6 +26,7 @@ from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from kirod.canonical.catalog import ModelInfo
 from kirod.canonical.events import (
     SCHEMA_VERSION,
     BlockKind,
@@ -41,7 +42,6 @@ from kirod.canonical.events import (
     ThinkingDelta,
     Usage,
 )
-from kirod.canonical.models import ModelInfo
 from kirod.canonical.request import (
     CanonicalRequest,
     DocumentBlock,

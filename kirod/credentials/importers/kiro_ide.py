@@ -1,4 +1,4 @@
-"""Kiro IDE's `~/.aws/sso/cache/kiro-auth-token.json` (kiro-protocol.md §5.1).
+"""Kiro IDE's `~/.aws/sso/cache/kiro-auth-token.json` (docs/KIRO-PROTOCOL.md §5.1).
 
 A Builder ID / IAM Identity Center login also needs its OIDC client registration
 `{clientIdHash}.json` beside it.
@@ -8,8 +8,7 @@ from __future__ import annotations
 
 import re
 
-from kirod.upstream.credentials import AuthKind, Credentials
-from kirod.upstream.importers.record import (
+from kirod.credentials.importers.record import (
     DEFAULT_REGION,
     OIDC_PROVIDERS,
     ImportedAccount,
@@ -18,6 +17,7 @@ from kirod.upstream.importers.record import (
     json_object,
     social_provider,
 )
+from kirod.upstream.secrets import AuthKind, Credentials
 
 _KIRO_IDE_FILE = "Kiro IDE token file (kiro-auth-token.json)"
 

@@ -11,19 +11,19 @@ Every error is a `CredentialImportError` naming the kind of file and the field a
 quote only values that passed validation (regions, key names), never a token or secret.
 """
 
-from kirod.upstream.importers.api_key import parse_api_key
-from kirod.upstream.importers.detect import detect_and_parse, parse_upload
-from kirod.upstream.importers.kiro_cli import parse_kiro_cli
-from kirod.upstream.importers.kiro_ide import parse_kiro_ide
-from kirod.upstream.importers.opencode import parse_opencode_kiro_auth
-from kirod.upstream.importers.record import (
+from kirod.credentials.importers.api_key import parse_api_key
+from kirod.credentials.importers.detect import detect_and_parse, parse_upload
+from kirod.credentials.importers.kiro_cli import parse_kiro_cli
+from kirod.credentials.importers.kiro_ide import parse_kiro_ide
+from kirod.credentials.importers.opencode import parse_opencode_kiro_auth
+from kirod.credentials.importers.record import (
     BUILDER_ID_START_URL,
     DEFAULT_REGION,
     MIN_REFRESH_TOKEN_LENGTH,
     ImportedAccount,
     ImportSource,
 )
-from kirod.upstream.importers.sqlite import SQLITE_MAGIC, ImportLimits
+from kirod.credentials.importers.sqlite import SQLITE_MAGIC, ImportLimits
 
 __all__ = [
     "BUILDER_ID_START_URL",

@@ -13,7 +13,7 @@ from kirod.errors import ControlConflict, ControlNotFound
 from kirod.report_types import ApiKey
 from kirod.storage.keys import ApiKeyRecord, KeyScope, KeyStore, generate_key
 
-logger = logging.getLogger("kirod.localapi")  # the control plane's log, as before the move
+logger = logging.getLogger(__name__)
 
 
 def key_view(record: ApiKeyRecord) -> ApiKey:

@@ -26,15 +26,15 @@ from dataclasses import dataclass
 from kirod import log
 from kirod.accounts.account import to_upstream
 from kirod.accounts.tokens import TokenKeeper
-from kirod.canonical.client_models import CLIENT_MODELS
-from kirod.canonical.model_names import parse_name
-from kirod.canonical.models import (
+from kirod.canonical.catalog import (
     STATIC_CATALOG,
     STATIC_CATALOG_AS_OF,
     ModelCatalog,
     ModelInfo,
 )
-from kirod.canonical.models import catalog_from_list_available_models as parse_catalog
+from kirod.canonical.catalog import catalog_from_list_available_models as parse_catalog
+from kirod.canonical.client_models import CLIENT_MODELS
+from kirod.canonical.model_names import parse_name
 from kirod.canonical.resolution import (
     ModelPolicy,
     Resolution,
@@ -49,7 +49,7 @@ from kirod.tasks import SingleFlight, TaskOwner
 from kirod.upstream.client import KiroClient, UpstreamAccount
 from kirod.upstream.errors import RefreshError, UpstreamError
 
-logger = logging.getLogger("kirod.models")
+logger = logging.getLogger(__name__)
 
 CATALOG_TTL_S = 3600.0
 STATIC_CATALOG_MAX_AGE_S = 180 * 86400.0  # after this the static fallback is likely out of date
@@ -195,7 +195,7 @@ def free_plan(record: AccountRecord) -> bool:
 
 
 def premium(kiro_id: str) -> bool:
-    """Models Free plans do not get: Opus (kiro-protocol §2.5; kiro.rs skips it on FREE)."""
+    """Models Free plans do not get: Opus (docs/KIRO-PROTOCOL.md §2.7; kiro.rs skips it on FREE)."""
     name = parse_name(kiro_id)
     return name.vendor == "claude" and name.line == "opus"
 

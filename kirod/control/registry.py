@@ -20,6 +20,10 @@ from kirod.accounts import profiles
 from kirod.accounts.health import current_status
 from kirod.accounts.maintenance import Maintenance
 from kirod.accounts.pool import AccountPool
+from kirod.credentials import refresh as auth
+from kirod.credentials.importers import ImportedAccount, ImportLimits, parse_api_key, parse_upload
+from kirod.credentials.refresh import registration_expired
+from kirod.credentials.regions import RegionError, api_region
 from kirod.errors import (
     ControlError,
     ControlNotFound,
@@ -28,16 +32,12 @@ from kirod.errors import (
 )
 from kirod.report_types import AccountCounts
 from kirod.storage.accounts import AccountRecord, AccountStore
-from kirod.upstream import auth
-from kirod.upstream.auth import registration_expired
 from kirod.upstream.client import KiroClient, UpstreamAccount
-from kirod.upstream.credentials import Credentials
 from kirod.upstream.errors import CredentialImportError, Failure, RefreshError, UpstreamError
-from kirod.upstream.importers import ImportedAccount, ImportLimits, parse_api_key, parse_upload
 from kirod.upstream.proxies import ProxyUrlError, check_proxy_url
-from kirod.upstream.regions import RegionError, api_region
+from kirod.upstream.secrets import Credentials
 
-logger = logging.getLogger("kirod.localapi")  # the control plane's log, as before the move
+logger = logging.getLogger(__name__)
 
 Operation = Callable[[str], Awaitable[AccountRecord | None]]
 
@@ -269,7 +269,7 @@ class AccountRegistry:
         return await self._operate(account_id, "probed", self._maintenance.probe_usage)
 
     async def set_overage(self, account_id: str, enabled: bool) -> dict[str, Any]:
-        """Turn overage on or off at Kiro (capabilities §9), then read the usage back.
+        """Turn overage on or off at Kiro (docs/KIRO-PROTOCOL.md §6.5), then read the usage back.
 
         Kiro's 403 (a plan without overage, such as Free) is the `overage_unavailable` refusal.
         """

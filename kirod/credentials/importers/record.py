@@ -14,9 +14,9 @@ from datetime import UTC, datetime
 from typing import Any, Literal
 from urllib.parse import urlsplit
 
-from kirod.upstream.credentials import AuthKind, Credentials
+from kirod.credentials.regions import PROFILE_ARN, RegionError, api_region
 from kirod.upstream.errors import CredentialImportError
-from kirod.upstream.regions import PROFILE_ARN, RegionError, api_region
+from kirod.upstream.secrets import AuthKind, Credentials
 
 ImportSource = Literal["kiro-ide", "kiro-cli", "opencode-kiro-auth", "api-key"]
 
@@ -169,7 +169,7 @@ def imported_account(
     name: str | None = None,
 ) -> ImportedAccount:
     """Assemble the account; the API region is the profile's, which is where Kiro serves it, else
-    the one serving `auth_region` (`kirod.upstream.regions`)."""
+    the one serving `auth_region` (`kirod.credentials.regions`)."""
     try:
         region = api_region(profile_arn, auth_region)
     except RegionError as exc:

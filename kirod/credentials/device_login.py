@@ -1,4 +1,5 @@
-"""Device-code login through AWS SSO OIDC (kiro-protocol §5.4): Builder ID or an IdC start URL.
+"""Device-code login through AWS SSO OIDC, for Builder ID or an IdC start URL
+(docs/KIRO-PROTOCOL.md §5.4).
 
 `start` registers a client and asks for a device code; the caller shows the user code and URL,
 then calls `poll` every `interval_s` until it returns credentials. The control API drives this
@@ -13,8 +14,8 @@ import uuid
 from dataclasses import dataclass
 
 from kirod.upstream.client import KiroClient
-from kirod.upstream.credentials import AuthKind, Credentials
 from kirod.upstream.errors import LoginError, UpstreamError, UpstreamHttpError
+from kirod.upstream.secrets import AuthKind, Credentials
 
 BUILDER_ID_START_URL = "https://view.awsapps.com/start"
 DEFAULT_REGION = "us-east-1"

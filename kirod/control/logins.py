@@ -20,19 +20,19 @@ from typing import Any
 
 from kirod import log
 from kirod.accounts import profiles
+from kirod.credentials import device_login as device
+from kirod.credentials.regions import RegionError, api_region, mapped_api_region
 from kirod.errors import ControlUpstreamFailed, InvalidControlRequest, StoreError, TooManyLogins
 from kirod.report_types import Login
 from kirod.storage.accounts import AccountStore
 from kirod.tasks import TaskOwner
-from kirod.upstream import login as device
 from kirod.upstream.client import KiroClient, UpstreamAccount
-from kirod.upstream.credentials import AuthKind, Credentials
 from kirod.upstream.errors import LoginError, UpstreamError
 from kirod.upstream.proxies import ProxyUrlError, check_proxy_url
-from kirod.upstream.regions import RegionError, api_region, mapped_api_region
+from kirod.upstream.secrets import AuthKind, Credentials
 from kirod.upstream.usage import UsageSnapshot, parse_usage_limits
 
-logger = logging.getLogger("kirod.localapi")  # the control plane's log, as before the move
+logger = logging.getLogger(__name__)
 
 KEEP_FINISHED_S = 600.0
 MAX_PENDING = 8
@@ -200,7 +200,8 @@ class Logins:
     async def _store_account(
         self, login: device.DeviceLogin, credentials: Credentials
     ) -> dict[str, Any]:
-        # No profile ARN comes back from an OIDC login: ask Kiro which profiles it has (§5.3).
+        # No profile ARN comes back from an OIDC login: ask Kiro which profiles it has
+        # (docs/UPSTREAM.md §5.3).
         discovery = await self._discover(login, credentials)
         usage = await self._usage(login, credentials)
         kind = _KIND_NAMES[login.auth_kind]

@@ -1,4 +1,4 @@
-"""One account's try at a request, for the failover loop in `kirod.accounts.dispatch`.
+"""One account's try at a request, for the failover loop in `kirod.dispatch.pipeline`.
 
     fresh token → the model routed on this account's own catalog → the upstream exchange opened
 
@@ -20,15 +20,15 @@ from dataclasses import dataclass, field
 from kirod import log
 from kirod.accounts.account import to_upstream
 from kirod.accounts.affinity import AffinityMap
-from kirod.accounts.models import ModelDirectory, Routing
-from kirod.accounts.operation import Operation
+from kirod.accounts.model_directory import ModelDirectory, Routing
 from kirod.accounts.pool import AccountPool, Lease
 from kirod.accounts.probes import UsageProbes
 from kirod.accounts.profiles import ProfileFinder
 from kirod.accounts.tokens import TokenKeeper
-from kirod.canonical.models import ModelInfo
+from kirod.canonical.catalog import ModelInfo
 from kirod.canonical.request import CanonicalRequest
 from kirod.canonical.resolution import resolve
+from kirod.dispatch.operation import Operation
 from kirod.errors import ApiError
 from kirod.storage.accounts import AccountRecord
 from kirod.storage.affinity import Binding
@@ -42,7 +42,7 @@ from kirod.upstream.exchange import (
     open_exchange,
 )
 
-logger = logging.getLogger("kirod.dispatch")
+logger = logging.getLogger(__name__)
 
 
 class Retry(Exception):

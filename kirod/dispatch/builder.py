@@ -6,20 +6,20 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from kirod.accounts.affinity import AffinityMap
-from kirod.accounts.cache import ResponseCache
-from kirod.accounts.dispatch import Dispatcher, DispatchPolicy, StepsFor
-from kirod.accounts.extensions import NONE, Extensions
 from kirod.accounts.maintenance import Maintenance, RetentionPolicy
-from kirod.accounts.models import CatalogCache, ModelDirectory
+from kirod.accounts.model_directory import CatalogCache, ModelDirectory
 from kirod.accounts.pool import AccountPool
 from kirod.accounts.probes import UsageProbes
 from kirod.accounts.profiles import ProfileFinder
 from kirod.accounts.strategy import Strategy
 from kirod.accounts.tokens import TokenKeeper
-from kirod.canonical.models import ModelInfo
+from kirod.canonical.catalog import ModelInfo
 from kirod.canonical.request import CanonicalRequest
 from kirod.canonical.resolution import ModelPolicy
 from kirod.config import Settings
+from kirod.dispatch.cache import ResponseCache
+from kirod.dispatch.extensions import NONE, Extensions
+from kirod.dispatch.pipeline import Dispatcher, DispatchPolicy, StepsFor
 from kirod.storage.accounts import AccountStore
 from kirod.storage.affinity import AffinityStore
 from kirod.storage.cache import CacheStore
