@@ -296,7 +296,7 @@ def _access_lines(log: str) -> list[dict[str, str]]:
     return [
         dict(field.split("=", 1) for field in line.split()[4:] if "=" in field)
         for line in log.splitlines()
-        if " info kirod.http request " in line
+        if " info kirod.access request " in line
     ]
 
 
@@ -322,7 +322,7 @@ def test_streams_dropped_anywhere_are_client_closed_in_both_logs(
         return (lines, access) if ids >= {f"drop-{n}" for n in range(DROPS)} else None
 
     lines, access = wait_until(settled, 10.0, "an access line for every dropped stream")
-    assert [line for line in lines if " error " in line or " warning kirod.http " in line] == []
+    assert [line for line in lines if " error " in line or " warning " in line] == []
     dropped = {
         line["request_id"]: line
         for line in access
