@@ -40,10 +40,6 @@ class Slots:
     def __len__(self) -> int:
         return len(self._open)
 
-    @property
-    def idle(self) -> int:
-        return len(self._idle)
-
     def opened(self, slot: Slot) -> None:
         loop = asyncio.get_running_loop()
         self._open.add(slot)
