@@ -26,6 +26,7 @@ class Settings:
     api_key_file: Path
     api_keys: tuple[str, ...] = dataclasses.field(repr=False)
     max_request_body_bytes: int
+    client_first_byte_timeout_s: float
     client_header_timeout_s: float
     client_body_timeout_s: float
     max_connections: int

@@ -113,12 +113,9 @@ def build_public_app(services: Services, extra_routes: tuple[Route, ...] = ()) -
     app = web.Application(
         middlewares=middlewares,
         client_max_size=settings.max_request_body_bytes,
-        # keepalive_timeout also bounds how long a new connection may take to send its headers:
-        # aiohttp arms it when the connection is made and does not re-arm it as bytes trickle in.
-        handler_args={
-            "handler_cancellation": True,
-            "keepalive_timeout": settings.client_header_timeout_s,
-        },
+        # The connections' own options (timeouts) are set where they are made:
+        # kirod/http/connection.py.
+        handler_args={"handler_cancellation": True},
     )
     app[SERVICES] = services
     app[STREAMS] = Streams()
