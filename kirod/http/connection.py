@@ -21,6 +21,7 @@ from typing import Any
 
 from aiohttp import web
 from aiohttp.http_exceptions import HttpProcessingError
+from aiohttp.web_protocol import RequestPayloadError
 
 from kirod import log
 from kirod.errors import ErrorKind
@@ -81,6 +82,15 @@ class PublicConnection(web.RequestHandler):
     def _start(self) -> None:
         self._in_flight = True
         self._listener.slots.busy(self)
+
+    def log_exception(self, *args: Any, **kw: Any) -> None:
+        """A body that breaks off or will not inflate, found while aiohttp reads what the handler
+        left unread (the handler has answered 400 already): a throttled warning like any other
+        malformed request, not an error with a traceback that anyone could repeat."""
+        if isinstance(kw.get("exc_info"), RequestPayloadError):
+            self._listener.refused.event("malformed_request", error="RequestPayloadError")
+            return
+        super().log_exception(*args, **kw)
 
     def handle_error(
         self,
