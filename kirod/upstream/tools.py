@@ -221,7 +221,7 @@ def _object_root(cleaned: dict[str, Any]) -> dict[str, Any]:
     return flat
 
 
-_Fields = tuple[dict[str, Any], list[str]]
+_Fields = tuple[Mapping[str, Any], list[str]]
 """What a schema says of an object: its properties by name, and the names it requires."""
 
 
@@ -237,8 +237,8 @@ class _Flattener:
     def __init__(self, root: Mapping[str, Any]) -> None:
         self._definitions: dict[str, Mapping[str, Any]] = {}
         for key in ("$defs", "definitions"):
-            for name, schema in root.get(key, {}).items():
-                pointer = name.replace("~", "~0").replace("/", "~1")
+            for name, schema in _mapping(root.get(key)).items():
+                pointer = str(name).replace("~", "~0").replace("/", "~1")
                 self._definitions[f"#/{key}/{pointer}"] = schema
         self._nodes = 0
 
@@ -251,18 +251,34 @@ class _Flattener:
                 "schemas; simplify it",
                 code="invalid_value",
             )
-        if node.get("type", "object") != "object":
+        # A schema that is not what JSON Schema allows where it stands (a branch that is a
+        # string, `required` that is not a list) adds nothing rather than failing the request.
+        if not isinstance(node, Mapping) or node.get("type", "object") != "object":
             return {}, []
-        parts: list[_Fields] = [(node.get("properties", {}), node.get("required", []))]
+        required = node.get("required")
+        names = (
+            [name for name in required if isinstance(name, str)]
+            if isinstance(required, list)
+            else []
+        )
+        parts: list[_Fields] = [(_mapping(node.get("properties")), names)]
         ref = node.get("$ref")
         if isinstance(ref, str) and ref in self._definitions and ref not in followed:
             parts.append(self.fields(self._definitions[ref], followed | {ref}))
-        parts.extend(self.fields(branch, followed) for branch in node.get("allOf", ()))
+        parts.extend(self.fields(branch, followed) for branch in _sequence(node.get("allOf")))
         for key in ("anyOf", "oneOf"):
-            if branches := [self.fields(branch, followed) for branch in node.get(key, ())]:
+            if branches := [self.fields(branch, followed) for branch in _sequence(node.get(key))]:
                 parts.append(_either(branches))
         properties = _merged([properties for properties, _ in parts], "allOf")
         return properties, _union(required for _, required in parts)
+
+
+def _mapping(value: object) -> Mapping[str, Any]:
+    return value if isinstance(value, Mapping) else {}
+
+
+def _sequence(value: object) -> Sequence[Any]:
+    return value if isinstance(value, list) else ()
 
 
 def _either(branches: Sequence[_Fields]) -> _Fields:
