@@ -35,9 +35,7 @@ from kirod.testing.fake_kiro import (
     ThreadedFake,
     TokenSet,
 )
-
-sys.path.insert(0, str(Path(__file__).parents[1] / "integration"))
-from kiro_env import kiro_ide_token_file, start_daemon
+from tests.support.kiro_env import kiro_ide_token_file, start_daemon
 
 FAST = 0.05
 KIROCTL = [sys.executable, "-c", "from kirod.cli.main import main; main()"]

@@ -10,10 +10,10 @@ from pathlib import Path
 import anthropic
 import openai
 import pytest
-from kiro_env import import_account, start_daemon
 
 from kirod.testing.daemon import DaemonProcess
 from kirod.testing.fake_kiro import FakeKiro, ThreadedFake
+from tests.support.kiro_env import import_account, start_daemon
 
 
 @pytest.fixture(scope="module")

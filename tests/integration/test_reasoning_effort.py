@@ -6,7 +6,6 @@ clamp in the request's log line."""
 from __future__ import annotations
 
 import dataclasses
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -17,9 +16,7 @@ import pytest
 from kirod.testing.daemon import DaemonProcess
 from kirod.testing.fake_kiro import FakeKiro, Reply, ThreadedFake
 from kirod.testing.fake_kiro.catalog import DEFAULT_MODELS, GPT_REQUEST_FIELDS
-
-sys.path.insert(0, str(Path(__file__).parent))
-from kiro_env import import_account, start_daemon
+from tests.support.kiro_env import import_account, start_daemon
 
 MODEL = "gpt-5.6-sol"
 LOW_TO_HIGH: dict[str, Any] = {

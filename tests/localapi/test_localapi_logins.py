@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -14,9 +13,7 @@ import pytest
 from kirod.localapi.client import ControlError
 from kirod.testing.daemon import DaemonProcess
 from kirod.testing.fake_kiro import DeviceFlow, DeviceOutcome, ThreadedFake
-
-sys.path.insert(0, str(Path(__file__).parents[1] / "integration"))
-from kiro_env import start_daemon
+from tests.support.kiro_env import start_daemon
 
 FAST = 0.05  # the fake's poll interval; `slow_down` then adds the standard 5 s
 

@@ -7,13 +7,11 @@ from __future__ import annotations
 
 import json
 import os
-import sys
 from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).parent))
-from figures import FIGURES, ROOT, SAVED, write_doc
+from tests.reliability.figures import FIGURES, ROOT, SAVED, write_doc
 
 HERE = Path(__file__).parent
 CHECKER = "test_figures_doc.py"  # checks the document the run rewrites: not a figure itself

@@ -29,10 +29,14 @@ import pytest
 from kirod.localapi.client import ControlError
 from kirod.testing.daemon import DaemonProcess
 from kirod.testing.fake_kiro import ThreadedFake
-
-sys.path.insert(0, str(Path(__file__).parent))
-from figures import FIGURES, bound
-from reliability_env import Transcript, import_account, secrets_of, start, wait_until
+from tests.reliability.figures import FIGURES, bound
+from tests.reliability.reliability_env import (
+    Transcript,
+    import_account,
+    secrets_of,
+    start,
+    wait_until,
+)
 
 MIB = 1024 * 1024
 HUGE = 200 * MIB
