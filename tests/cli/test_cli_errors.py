@@ -26,12 +26,6 @@ COLOUR = re.compile(r"\x1b\[[0-9;]*(3[0-7]|9[0-7]|38;)[0-9;]*m")
 
 
 @pytest.fixture(scope="module")
-def fake() -> Iterator[ThreadedFake]:
-    with ThreadedFake() as server:
-        yield server
-
-
-@pytest.fixture(scope="module")
 def daemon(fake: ThreadedFake, module_tmp: Path) -> Iterator[DaemonProcess]:
     proc = start_daemon(module_tmp, fake)
     for _ in range(2):  # two accounts with one label: references by label are ambiguous

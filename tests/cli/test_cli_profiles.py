@@ -20,12 +20,6 @@ from tests.support.kiro_env import start_daemon
 
 
 @pytest.fixture(scope="module")
-def fake() -> Iterator[ThreadedFake]:
-    with ThreadedFake() as server:
-        yield server
-
-
-@pytest.fixture(scope="module")
 def daemon(fake: ThreadedFake, module_tmp: Path) -> Iterator[DaemonProcess]:
     proc = start_daemon(module_tmp, fake, {"KIROD_KIRO_ENDPOINT": fake.base_url + "/{region}"})
     try:

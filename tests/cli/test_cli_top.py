@@ -32,12 +32,6 @@ REQUESTS = 3
 
 
 @pytest.fixture(scope="module")
-def fake() -> Iterator[ThreadedFake]:
-    with ThreadedFake() as server:
-        yield server
-
-
-@pytest.fixture(scope="module")
 def daemon(fake: ThreadedFake, module_tmp: Path) -> Iterator[DaemonProcess]:
     """A daemon with one account labelled `topper`, which has served a few requests."""
     proc = start_daemon(module_tmp, fake)

@@ -37,12 +37,6 @@ KIROCTL = [sys.executable, "-c", "from kirod.cli.main import main; main()"]
 
 
 @pytest.fixture(scope="module")
-def fake() -> Iterator[ThreadedFake]:
-    with ThreadedFake() as server:
-        yield server
-
-
-@pytest.fixture(scope="module")
 def daemon(fake: ThreadedFake, module_tmp: Path) -> Iterator[DaemonProcess]:
     proc = start_daemon(
         module_tmp,

@@ -35,12 +35,6 @@ HTTP_LINK = re.compile(r"^http://127\.0\.0\.1:\d+/")
 
 
 @pytest.fixture(scope="module")
-def fake() -> Iterator[ThreadedFake]:
-    with ThreadedFake() as server:
-        yield server
-
-
-@pytest.fixture(scope="module")
 def daemon(fake: ThreadedFake, module_tmp: Path) -> Iterator[DaemonProcess]:
     proc = start_daemon(module_tmp, fake)
     for _ in range(2):

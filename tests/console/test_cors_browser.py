@@ -78,12 +78,6 @@ def origins() -> Iterator[tuple[str, str]]:
 
 
 @pytest.fixture(scope="module")
-def fake() -> Iterator[ThreadedFake]:
-    with ThreadedFake() as server:
-        yield server
-
-
-@pytest.fixture(scope="module")
 def daemon(
     fake: ThreadedFake, module_tmp: Path, origins: tuple[str, str]
 ) -> Iterator[DaemonProcess]:

@@ -24,12 +24,6 @@ CONFIG_KEY = "config-key-0123456789abcdefghijklmnopqrstuvwxyz"
 
 
 @pytest.fixture(scope="module")
-def fake() -> Iterator[ThreadedFake]:
-    with ThreadedFake() as server:
-        yield server
-
-
-@pytest.fixture(scope="module")
 def daemon(fake: ThreadedFake, module_tmp: Path) -> Iterator[DaemonProcess]:
     proc = start_daemon(module_tmp, fake, {"KIROD_API_KEYS": CONFIG_KEY})  # so no key file
     try:

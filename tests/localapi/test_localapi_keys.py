@@ -18,12 +18,6 @@ from tests.support.kiro_env import import_account, start_daemon
 HELLO: Any = [{"role": "user", "content": "hi"}]
 
 
-@pytest.fixture(scope="module")
-def fake() -> Iterator[ThreadedFake]:
-    with ThreadedFake() as server:
-        yield server
-
-
 CREATED: list[str] = []  # every key this module made, none of which may reach the log
 
 

@@ -63,11 +63,6 @@ SETTINGS = settings(
 
 
 @pytest.fixture(scope="module")
-def transcript() -> Transcript:
-    return Transcript()
-
-
-@pytest.fixture(scope="module")
 def daemon(transcript: Transcript) -> Iterator[DaemonProcess]:
     root = Path(tempfile.mkdtemp(prefix="kd-"))
     with ThreadedFake() as fake:

@@ -45,17 +45,6 @@ LINUX = sys.platform.startswith("linux")
 
 
 @pytest.fixture(scope="module")
-def fake() -> Iterator[ThreadedFake]:
-    with ThreadedFake() as server:
-        yield server
-
-
-@pytest.fixture(scope="module")
-def transcript() -> Transcript:
-    return Transcript()
-
-
-@pytest.fixture(scope="module")
 def daemon(fake: ThreadedFake, transcript: Transcript) -> Iterator[DaemonProcess]:
     root = Path(tempfile.mkdtemp(prefix="kd-"))
     proc = start(

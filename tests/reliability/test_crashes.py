@@ -267,11 +267,6 @@ def import_trials(run: Run, root: Path, transcript: Transcript) -> None:
 
 
 @pytest.fixture(scope="module")
-def transcript() -> Transcript:
-    return Transcript()
-
-
-@pytest.fixture(scope="module")
 def runs(transcript: Transcript) -> Iterator[dict[str, Run]]:
     """The three scenarios at once, each with its own fake and daemon (startup is CPU-bound)."""
     root = Path(tempfile.mkdtemp(prefix="kd-"))

@@ -53,12 +53,6 @@ class Daemon:
     accounts: int
 
 
-@pytest.fixture(scope="module")
-def fake() -> Iterator[ThreadedFake]:
-    with ThreadedFake() as server:
-        yield server
-
-
 TRANSCRIPT = Transcript()  # what the SDK received, of both daemons
 
 

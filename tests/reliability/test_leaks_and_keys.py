@@ -133,11 +133,6 @@ def ide_file(tokens: TokenSet) -> dict[str, str]:
 
 
 @pytest.fixture(scope="module")
-def transcript() -> Transcript:
-    return Transcript()
-
-
-@pytest.fixture(scope="module")
 def env(transcript: Transcript) -> Iterator[tuple[FakeKiro, DaemonProcess, dict[str, str]]]:
     """A daemon with a social, a Builder ID and an API-key account; kind → kirod account id."""
     root = Path(tempfile.mkdtemp(prefix="kd-"))

@@ -63,11 +63,6 @@ RSS_GROWTH_LIMIT_KIB = 96 * 1024  # left behind; was +175 to +616 MB (schemas), 
 
 
 @pytest.fixture(scope="module")
-def transcript() -> Transcript:
-    return Transcript()
-
-
-@pytest.fixture(scope="module")
 def daemon(transcript: Transcript) -> Iterator[DaemonProcess]:
     root = Path(tempfile.mkdtemp(prefix="kd-"))
     with ThreadedFake() as fake:

@@ -104,17 +104,6 @@ class Responsiveness:
 
 
 @pytest.fixture(scope="module")
-def fake() -> Iterator[ThreadedFake]:
-    with ThreadedFake() as served:
-        yield served
-
-
-@pytest.fixture(scope="module")
-def transcript() -> Transcript:
-    return Transcript()
-
-
-@pytest.fixture(scope="module")
 def daemon(fake: ThreadedFake, transcript: Transcript) -> Iterator[DaemonProcess]:
     root = Path(tempfile.mkdtemp(prefix="kd-"))
     proc = start(root, fake, {"KIROD_IMPORT_MAX_BYTES": str(4 * MIB)})

@@ -478,11 +478,6 @@ def _run_lane(
 
 
 @pytest.fixture(scope="module")
-def transcript() -> Transcript:
-    return Transcript()
-
-
-@pytest.fixture(scope="module")
 def seen(transcript: Transcript) -> Iterator[dict[str, Seen]]:
     root = Path(tempfile.mkdtemp(prefix="kd-"))
     lanes = [(protocol, stream) for protocol in PROTOCOLS for stream in (False, True)]
