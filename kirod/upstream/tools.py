@@ -1,9 +1,9 @@
 """The tools of a Kiro payload: names (rule 10), specs (rules 7, 8, 11) and schemas (rule 13).
 
-Rule numbers are kiro-protocol §2.3's, as in `kirod.upstream.payload`, which calls this module.
-The one cache, of cleaned tool schemas, is bounded by bytes (`SchemaCache`). A schema's top level
-is always an object schema with no `oneOf`/`anyOf`/`allOf` (capabilities §9: Kiro answers
-`TOOL_SCHEMA_INVALID` otherwise), which MCP servers' schemas often are not (`_object_root`).
+Rule numbers are docs/KIRO-PROTOCOL.md §2.3's, as in `kirod.upstream.payload`, which calls this
+module. The one cache, of cleaned tool schemas, is bounded by bytes (`SchemaCache`). A schema's top
+level is always an object schema with no `oneOf`/`anyOf`/`allOf` (docs/KIRO-PROTOCOL.md §4.2: Kiro
+answers `TOOL_SCHEMA_INVALID` otherwise), which MCP servers' schemas often are not (`_object_root`).
 """
 
 from __future__ import annotations
@@ -181,8 +181,9 @@ def _clean_schema_root(schema: Mapping[str, Any]) -> dict[str, Any]:
     """Rule 13: the common ground of peers' schema fixes, rooted as an object schema.
 
     Where peers conflict (jwadow strips `required: []`, empty `properties` and
-    `additionalProperties`; kiro.rs forces them) we follow kiro.rs and the §2.1 skeleton: the root
-    is `type: object` with a `properties` object, and other keywords are kept when well-formed.
+    `additionalProperties`; kiro.rs forces them) we follow kiro.rs and docs/KIRO-PROTOCOL.md §2.1's
+    skeleton: the root is `type: object` with a `properties` object, and other keywords are kept
+    when well-formed.
     """
     return _object_root(_clean_schema(schema, 1))
 
@@ -195,7 +196,8 @@ MAX_FLATTEN_NODES = 10_000
 
 
 def _object_root(cleaned: dict[str, Any]) -> dict[str, Any]:
-    """Capabilities §9: the top level is `type: object`, without `oneOf`/`anyOf`/`allOf`.
+    """docs/KIRO-PROTOCOL.md §2.3, rule 13: the top level is `type: object`, without
+    `oneOf`/`anyOf`/`allOf`.
 
     A root of another type cannot describe a tool's input, which Kiro passes as an object, so
     it becomes the empty object schema (its title, description and definitions kept). A root

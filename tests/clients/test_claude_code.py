@@ -206,7 +206,7 @@ def test_thinking_turn_then_next_turn(
     later = chats(service)[1]
     history = later["conversationState"]["history"]
     assert "A haiku it is." in json.dumps(history)
-    # Kiro may get the thinking back only as native reasoning (kiro-protocol.md §2.4b), never
+    # Kiro may get the thinking back only as native reasoning (docs/KIRO-PROTOCOL.md §2.6), never
     # as text of a message.
     replayed = [
         entry["assistantResponseMessage"].pop("reasoningContent")

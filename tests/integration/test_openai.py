@@ -212,7 +212,8 @@ def test_native_reasoning_round_trips_encrypted(
     sealed = reasoning[0].encrypted_content  # type: ignore[union-attr]
     assert sealed
     assert "Deep thought" not in sealed
-    if model.startswith("gpt-"):  # GPT-5.6 reads its effort from the root (capabilities §9)
+    # GPT-5.6 reads its effort from the root (docs/KIRO-PROTOCOL.md §2.6)
+    if model.startswith("gpt-"):
         fields = service.requests("chat")[-1].json["additionalModelRequestFields"]
         assert fields == {"reasoning": {"effort": "high"}}
     else:

@@ -1,7 +1,7 @@
-"""GPT-5.6's reasoning effort end to end (capabilities §9): the openai SDK asks the Responses API
-for an effort the account's catalog does not list for the model; kirod sends the nearest one it
-lists, in `additionalModelRequestFields.reasoning` (never Claude's `output_config`), and names the
-clamp in the request's log line."""
+"""GPT-5.6's reasoning effort end to end (docs/KIRO-PROTOCOL.md §2.6): the openai SDK asks the
+Responses API for an effort the account's catalog does not list for the model; kirod sends the
+nearest one it lists, in `additionalModelRequestFields.reasoning` (never Claude's `output_config`),
+and names the clamp in the request's log line."""
 
 from __future__ import annotations
 

@@ -278,7 +278,7 @@ def test_a_device_login_finds_its_profile(daemon: DaemonProcess, service: FakeKi
 
 
 def test_an_api_key_asks_for_its_own_profile(daemon: DaemonProcess, service: FakeKiro) -> None:
-    """A `ksk_` key may not list profiles: GetProfile names its one (capabilities §5.3)."""
+    """A `ksk_` key may not list profiles: GetProfile names its one (docs/UPSTREAM.md §5.3)."""
     tokens = service.issue_api_key_account()
     [imported] = daemon.client.import_accounts(api_key=tokens.access_token)
     account = daemon.client.account(imported.account.id)

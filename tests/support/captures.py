@@ -18,7 +18,7 @@ CODEX = "codex"
 """The two clients whose captures other folders replay, as versions.json names them."""
 
 CODE_MODE_MODEL = "gpt-5.6-sol"
-"""A slug Codex's bundled catalog marks `tool_mode: code_mode_only` (clients.md §2.3b)."""
+"""A slug Codex's bundled catalog marks `tool_mode: code_mode_only` (docs/CLIENTS.md §3.2)."""
 CLAUDE_MODEL = "claude-sonnet-4-6"
 """A model Codex does not know: the classic shape, top-level function tools."""
 

@@ -1,5 +1,5 @@
 """Prompt caching, honestly: Kiro's own token counts, a byte-stable payload prefix, and the
-opt-in message-level cache points (capabilities §1)."""
+opt-in message-level cache points (docs/UPSTREAM.md §1)."""
 
 from __future__ import annotations
 

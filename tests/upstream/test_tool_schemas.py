@@ -1,6 +1,6 @@
-"""Tool schemas at their top level (capabilities §9): Kiro answers `TOOL_SCHEMA_INVALID` unless it
-is `type: object` without `oneOf`/`anyOf`/`allOf`, which MCP servers' schemas often are not.
-kirod flattens what clients send; whatever it sends, the fake Kiro's validator accepts."""
+"""Tool schemas at their top level (docs/KIRO-PROTOCOL.md §4.2): Kiro answers `TOOL_SCHEMA_INVALID`
+unless it is `type: object` without `oneOf`/`anyOf`/`allOf`, which MCP servers' schemas often are
+not. kirod flattens what clients send; whatever it sends, the fake Kiro's validator accepts."""
 
 from __future__ import annotations
 

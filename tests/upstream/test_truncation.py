@@ -1,6 +1,6 @@
 """Tool calls Kiro cuts off: held until complete, never handed out cut, continued once.
 
-The translator is fed the fake's own wire for every cut scenario of capabilities §3.5; the
+The translator is fed the fake's own wire for every cut scenario of docs/UPSTREAM.md §3.5; the
 continuation runs as a real turn against the fake on loopback.
 """
 
