@@ -34,6 +34,7 @@ only bounds a hang."""
 DEFAULT_MODEL = "gpt-6.2-sol"
 """What 0.171.0 asks for with no `model` line: its catalog's first (`codex debug models`:
 priority 1, `tool_mode: code_mode_only`); Kiro offers no such model."""
+
 SANDBOX_ARGS = ("--sandbox", "danger-full-access")
 """How the tests let Codex run the commands the fake asks for. In this container (root) the
 bundled bubblewrap works, and `codex exec` never asks for approval, so the default read-only
