@@ -17,7 +17,6 @@ from typing import Any
 import aiohttp
 import pytest
 from click.testing import CliRunner
-from kiro_env import kiro_ide_token_file, start_daemon
 
 from kirod.cli.main import cli
 from kirod.errors import ControlError
@@ -25,6 +24,7 @@ from kirod.http.console.sessions import MAX_STREAMS_PER_SESSION
 from kirod.report_types import ApiKey
 from kirod.testing.daemon import DaemonProcess
 from kirod.testing.fake_kiro import ThreadedFake
+from tests.support.kiro_env import kiro_ide_token_file, start_daemon
 
 PAGES = ("/console/", "/console/traffic", "/console/models", "/console/keys", "/console/add")
 

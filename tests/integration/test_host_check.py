@@ -15,10 +15,10 @@ from typing import Any
 import anthropic
 import openai
 import pytest
-from kiro_env import import_account, start_daemon
 
 from kirod.testing.daemon import DaemonProcess
 from kirod.testing.fake_kiro import FakeKiro, Reply, ThreadedFake
+from tests.support.kiro_env import import_account, start_daemon
 
 MODEL = "claude-sonnet-4-6"
 ORIGIN = "http://localhost:3210"

@@ -26,10 +26,10 @@ from typing import Any
 import aiohttp
 import anthropic
 import pytest
-from kiro_env import import_account, start_daemon
 
 from kirod.testing.daemon import DaemonProcess
 from kirod.testing.fake_kiro import Reply, Script, ThreadedFake
+from tests.support.kiro_env import import_account, start_daemon
 
 MODEL = "claude-sonnet-4-6"
 LIMIT = 16

@@ -16,10 +16,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from kiro_env import start_daemon
 
 from kirod.testing.daemon import DaemonProcess
 from kirod.testing.fake_kiro import ThreadedFake
+from tests.support.kiro_env import start_daemon
 
 FILLER = b"q" * 9000
 

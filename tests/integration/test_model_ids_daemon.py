@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import sqlite3
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -24,9 +23,7 @@ from kirod.canonical.model_ids import model_id_problem
 from kirod.cli import main
 from kirod.testing.daemon import DaemonProcess
 from kirod.testing.fake_kiro import FakeKiro, Reply, ThreadedFake
-
-sys.path.insert(0, str(Path(__file__).parent))
-from kiro_env import import_account, start_daemon
+from tests.support.kiro_env import import_account, start_daemon
 
 USER = [{"role": "user", "content": "hi"}]
 # (the id, what its refusal says: the position and code point of its first bad character, or

@@ -6,7 +6,6 @@ from __future__ import annotations
 import http.client
 import io
 import json
-import sys
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
@@ -18,9 +17,7 @@ from PIL import Image
 
 from kirod.testing.daemon import DaemonProcess
 from kirod.testing.fake_kiro import DEFAULT_MODELS, FakeKiro, Model, Reply, ThreadedFake, ToolCall
-
-sys.path.insert(0, str(Path(__file__).parent))
-from kiro_env import import_account, start_daemon
+from tests.support.kiro_env import import_account, start_daemon
 
 MODEL = "claude-sonnet-4-6"
 TEXT_ONLY = Model("glm-5", "GLM-5", 128_000, 16_000, 0.5, ("TEXT",), provider="zhipu")

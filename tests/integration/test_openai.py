@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -14,9 +13,7 @@ import pytest
 
 from kirod.testing.daemon import DaemonProcess
 from kirod.testing.fake_kiro import FakeKiro, Fault, Reply, Script, ThreadedFake, ToolCall
-
-sys.path.insert(0, str(Path(__file__).parent))
-from kiro_env import import_account, start_daemon
+from tests.support.kiro_env import import_account, start_daemon
 
 MODEL = "claude-sonnet-4-6"
 SHELL_TOOL: dict[str, Any] = {

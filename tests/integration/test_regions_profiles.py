@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import base64
 import json
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -22,9 +21,7 @@ from kirod.localapi.client import ControlError
 from kirod.testing.daemon import DaemonProcess
 from kirod.testing.fake_kiro import DeviceFlow, FakeKiro, Reply, ThreadedFake, TokenSet
 from kirod.testing.fake_kiro.tokens import BUILDER_ID_PROFILE_ARN, EXTERNAL_IDP_TOKEN_PATH
-
-sys.path.insert(0, str(Path(__file__).parent))
-from kiro_env import start_daemon
+from tests.support.kiro_env import start_daemon
 
 MODEL = "claude-sonnet-4-6"
 

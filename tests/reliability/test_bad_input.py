@@ -14,7 +14,6 @@ import http.client
 import json
 import shutil
 import socket
-import sys
 import tempfile
 import time
 import zlib
@@ -28,10 +27,16 @@ from hypothesis import strategies as st
 
 from kirod.testing.daemon import DaemonProcess
 from kirod.testing.fake_kiro import ThreadedFake
-
-sys.path.insert(0, str(Path(__file__).parent))
-from figures import FIGURES
-from reliability_env import FULL, PATHS, Transcript, import_account, request_body, secrets_of, start
+from tests.reliability.figures import FIGURES
+from tests.reliability.reliability_env import (
+    FULL,
+    PATHS,
+    Transcript,
+    import_account,
+    request_body,
+    secrets_of,
+    start,
+)
 
 LIMIT = 64 * 1024
 ROUTES = {**PATHS, "count_tokens": "/v1/messages/count_tokens"}
@@ -56,11 +61,6 @@ SETTINGS = settings(
     suppress_health_check=[HealthCheck.function_scoped_fixture],
     derandomize=True,
 )
-
-
-@pytest.fixture(scope="module")
-def transcript() -> Transcript:
-    return Transcript()
 
 
 @pytest.fixture(scope="module")

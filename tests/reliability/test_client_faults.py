@@ -27,9 +27,7 @@ import pytest
 
 from kirod.testing.daemon import DaemonProcess
 from kirod.testing.fake_kiro import FakeKiro, Reply, Script, ThreadedFake
-
-sys.path.insert(0, str(Path(__file__).parent))
-from reliability_env import (
+from tests.reliability.reliability_env import (
     FULL,
     PATHS,
     Transcript,
@@ -48,17 +46,6 @@ from reliability_env import (
 HEADER_TIMEOUT_S = 1.0
 BODY_TIMEOUT_S = 1.0
 LINUX = sys.platform.startswith("linux")
-
-
-@pytest.fixture(scope="module")
-def fake() -> Iterator[ThreadedFake]:
-    with ThreadedFake() as server:
-        yield server
-
-
-@pytest.fixture(scope="module")
-def transcript() -> Transcript:
-    return Transcript()
 
 
 @pytest.fixture(scope="module")

@@ -28,10 +28,8 @@ import pytest
 from kirod.localapi.client import ControlError
 from kirod.testing.daemon import DaemonProcess
 from kirod.testing.fake_kiro import ThreadedFake
-
-sys.path.insert(0, str(Path(__file__).parent))
-from figures import FIGURES, bound
-from reliability_env import (
+from tests.reliability.figures import FIGURES, bound
+from tests.reliability.reliability_env import (
     Transcript,
     fd_count,
     import_account,
@@ -103,17 +101,6 @@ class Responsiveness:
     def __exit__(self, *exc_info: object) -> None:
         self._stop.set()
         self._thread.join(60)
-
-
-@pytest.fixture(scope="module")
-def fake() -> Iterator[ThreadedFake]:
-    with ThreadedFake() as served:
-        yield served
-
-
-@pytest.fixture(scope="module")
-def transcript() -> Transcript:
-    return Transcript()
 
 
 @pytest.fixture(scope="module")
