@@ -56,17 +56,17 @@ check: lint types
 # Code, Codex, opencode, Kilo Code, Cline, Continue and Copilot CLI from npm (`npm ci`), aider and
 # llm from PyPI (a venv each, `pip --require-hashes`), installed once into .cache/clients.
 clients: $(STAMP_TEST)
-	$(BIN)/python tests/clients/install.py
+	$(BIN)/python -m tests.clients.install
 
 # What `make test` runs: without npm or its registry it says why and goes on; the client tests
 # then skip with that reason.
 clients-best-effort: $(STAMP_TEST)
-	-@$(BIN)/python tests/clients/install.py --best-effort
+	-@$(BIN)/python -m tests.clients.install --best-effort
 
 # The client tests against the newest published version of each client, and how each client's
 # requests differ from the pinned one's captures (not part of `make test`).
 clients-latest: $(STAMP_TEST)
-	$(BIN)/python tests/clients/latest.py
+	$(BIN)/python -m tests.clients.latest
 
 # Debian's Chromium for tests/console (Playwright drives it; never `playwright install`, whose CDN
 # CI cannot reach). Best effort: without apt or root it says why and goes on; the console tests

@@ -30,7 +30,7 @@ from typing import Any
 from bench import payloads
 from kirod.canonical.catalog import ModelInfo
 from kirod.canonical.request import CanonicalRequest
-from kirod.canonical.tokens import estimate_request_tokens
+from kirod.canonical.token_count import estimate_request_tokens
 from kirod.http.body import parse_json
 from kirod.protocols.anthropic import decode_messages
 from kirod.protocols.anthropic.signatures import ThinkingSigner

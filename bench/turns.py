@@ -48,8 +48,8 @@ WRITE_TOOL: Final = {
     "input_schema": {"type": "object", "properties": {"content": {"type": "string"}}},
 }
 CUT_AFTER: Final = 5_000
-"""Characters of the Write call's input Kiro sends before the cut: about the 5.7 KB measured
-when Kiro cut a real large write (capabilities §3)."""
+"""Characters of the Write call's input Kiro sends before the cut, within the sizes reported for
+real cut writes (docs/UPSTREAM.md §3.1: a 4,775-byte stream, "~9 KB")."""
 VARIANTS: Final = (
     "plain",
     "search-side-call",

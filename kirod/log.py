@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextvars
 import logging
+import time
 from typing import Any
 
 request_id_var: contextvars.ContextVar[str | None] = contextvars.ContextVar(
@@ -21,6 +22,7 @@ request_fields_var: contextvars.ContextVar[dict[str, Any] | None] = contextvars.
 )
 
 FIELDS_ATTR = "kirod_fields"
+THROTTLE_INTERVAL_S = 10.0
 
 ROOT = "kirod"
 """The parent of every kirod logger, whose level `--log-level` sets."""
@@ -61,3 +63,23 @@ def redact_url(url: str | None) -> str | None:
     user, colon, _password = userinfo.partition(":")
     masked = f"{user}:***" if colon and user else "***"
     return f"{scheme}://{masked}@{hostpart}"
+
+
+class Throttle:
+    """Lets an event through at most once per interval, with the count of the ones it held
+    back: for events anyone can cause (a connection flood, malformed requests), so that they
+    cannot fill the log."""
+
+    def __init__(self, logger: logging.Logger, interval_s: float = THROTTLE_INTERVAL_S) -> None:
+        self._logger = logger
+        self._interval_s = interval_s
+        self._next = 0.0
+        self._held = 0
+
+    def event(self, name: str, *, level: int = logging.WARNING, **fields: Any) -> None:
+        now = time.monotonic()
+        if now < self._next:
+            self._held += 1
+            return
+        held, self._held, self._next = self._held, 0, now + self._interval_s
+        event(self._logger, name, level=level, **fields, suppressed=held or None)

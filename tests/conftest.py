@@ -1,4 +1,5 @@
-"""Shared fixtures: short private directories (Unix socket paths are limited to ~100 bytes), the
+"""Shared fixtures: short private directories (Unix socket paths are limited to ~100 bytes), one
+fake Kiro service per module (`fake`; a module that needs another defines its own), the
 session-wide check that no daemon ever logged a secret, and the summary of the real programs the
 session drove (client binaries, the browser), gathered from every pytest-xdist worker."""
 
@@ -13,7 +14,7 @@ from typing import Any
 import pytest
 
 from kirod.testing.daemon import DaemonProcess
-from kirod.testing.fake_kiro import FakeKiro
+from kirod.testing.fake_kiro import FakeKiro, ThreadedFake
 
 
 @pytest.fixture
@@ -23,6 +24,13 @@ def short_tmp() -> Iterator[Path]:
         yield root
     finally:
         shutil.rmtree(root, ignore_errors=True)
+
+
+@pytest.fixture(scope="module")
+def fake() -> Iterator[ThreadedFake]:
+    """The fake Kiro service on a thread of its own, for the module's daemons to point at."""
+    with ThreadedFake() as server:
+        yield server
 
 
 @pytest.fixture(scope="session", autouse=True)

@@ -1,5 +1,5 @@
-"""Conventions checked on the source: every task started through `kirod.tasks` (DESIGN.md §3.6),
-and every logger named for its module.
+"""Conventions checked on the source: every task started through `kirod.tasks`
+(docs/ARCHITECTURE.md §4.6), and every logger named for its module.
 
 Ruff's banned-api catches `asyncio.create_task` and `asyncio.ensure_future` by name; this also
 catches what a name check cannot: `loop.create_task(...)`, `get_running_loop().create_task(...)`

@@ -195,7 +195,7 @@ def free_plan(record: AccountRecord) -> bool:
 
 
 def premium(kiro_id: str) -> bool:
-    """Models Free plans do not get: Opus (kiro-protocol §2.5; kiro.rs skips it on FREE)."""
+    """Models Free plans do not get: Opus (docs/KIRO-PROTOCOL.md §2.7; kiro.rs skips it on FREE)."""
     name = parse_name(kiro_id)
     return name.vendor == "claude" and name.line == "opus"
 

@@ -1,4 +1,4 @@
-"""Profile discovery (capabilities §5.3) and the `needs_profile` state.
+"""Profile discovery (docs/UPSTREAM.md §5.3) and the `needs_profile` state.
 
 An IdC, Builder ID or external-IdP login carries no profile ARN, yet Kiro wants one on every
 chat. `discover` asks `ListAvailableProfiles` in the account's mapped API region, then in the

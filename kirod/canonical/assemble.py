@@ -1,7 +1,8 @@
 """Fold a canonical event stream into one completed message, for non-streaming answers.
 
-Non-streaming responses come from the same event stream as streaming ones (DESIGN §1), so every
-protocol's JSON answer is rendered from a `CanonicalCompletion` built here.
+Non-streaming responses come from the same event stream as streaming ones
+(docs/ARCHITECTURE.md §4.1), so every protocol's JSON answer is rendered from a
+`CanonicalCompletion` built here.
 """
 
 from __future__ import annotations
@@ -100,7 +101,7 @@ class _OpenBlock:
 
 
 def _parse_input(text: str) -> dict[str, object]:
-    # A tool without arguments may stream no input at all (kiro-protocol §3.3).
+    # A tool without arguments may stream no input at all (docs/KIRO-PROTOCOL.md §3.3).
     if not text.strip():
         return {}
     try:

@@ -1,4 +1,5 @@
-"""The model catalog: public ids ↔ Kiro ids, limits and capabilities (kiro-protocol §2.5, §6.2).
+"""The model catalog: public ids ↔ Kiro ids, limits and capabilities
+(docs/KIRO-PROTOCOL.md §2.7, §6.2).
 
 Clients name models the way Anthropic and OpenAI do (`claude-sonnet-4-5-20250929`,
 `claude-opus-4-6[1m]`); Kiro wants its own lowercase dotted ids (`claude-sonnet-4.5`). A model's
@@ -32,12 +33,12 @@ class ModelInfo:
     """One model as kirod serves it.
 
     `public_id` is the Anthropic-style name listed on /v1/models; `kiro_id` is the upstream
-    `modelId`. `native_reasoning` says the model honours `userInputMessage.reasoning` (§2.4b);
-    other models get prompt-tag thinking (§2.4a). `reasoning_field_style` names the effort field
-    the model takes (none: it predates adaptive thinking, so tag thinking asks it for a budget),
-    `efforts` the levels it lists; an effort is clamped to them. `cache_checkpoints` is how many
-    message-level `cachePoint`s a request may carry: the catalog's
-    `promptCaching.maximumCacheCheckpointsPerRequest` for a model listed with
+    `modelId`. `native_reasoning` says the model honours `userInputMessage.reasoning`
+    (docs/KIRO-PROTOCOL.md §2.6); other models get prompt-tag thinking (docs/KIRO-PROTOCOL.md §2.5).
+    `reasoning_field_style` names the effort field the model takes (none: it predates adaptive
+    thinking, so tag thinking asks it for a budget), `efforts` the levels it lists; an effort is
+    clamped to them. `cache_checkpoints` is how many message-level `cachePoint`s a request may
+    carry: the catalog's `promptCaching.maximumCacheCheckpointsPerRequest` for a model listed with
     `supportsPromptCaching`, else 0 (the static fallback never assumes caching). Likewise
     `supports_documents` only where the catalog lists DOCUMENT input: no capture shows one.
     `provider` is the catalog's `modelProvider` (`anthropic`, `openai`, …), else the name's.
@@ -156,7 +157,8 @@ STATIC_CATALOG = ModelCatalog(
         describe("qwen3-coder-next", "Qwen3 Coder Next"),
     )
 )
-"""Fallback for accounts whose ListAvailableModels cannot be read (runtime.kiro.dev, §1.2)."""
+"""Fallback for accounts whose ListAvailableModels cannot be read (runtime.kiro.dev:
+docs/KIRO-PROTOCOL.md §1.1)."""
 
 STATIC_CATALOG_AS_OF = 1_796_342_400.0  # 2026-12-04 UTC: when the list above was last checked
 
@@ -170,7 +172,7 @@ def public_models(catalog: ModelCatalog) -> tuple[ListedModel, ...]:
 
 
 def catalog_from_list_available_models(pages: Iterable[Mapping[str, Any]]) -> ModelCatalog:
-    """Build a catalog from ListAvailableModels response pages (§6.2).
+    """Build a catalog from ListAvailableModels response pages (docs/KIRO-PROTOCOL.md §6.2).
 
     Fields the response leaves out fall back to the static entry for the same id, else to what
     the id's name tells (`NAME_RULES`), so a sparse answer or a model launched today still has

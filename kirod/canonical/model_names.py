@@ -1,5 +1,5 @@
 """What a model's id says: its maker, line, version and context size, and the one table of
-traits read from a name (kiro-protocol §2.4, §2.5, §6.2).
+traits read from a name (docs/KIRO-PROTOCOL.md §2.6, §2.7, §6.2).
 
 Kiro's ListAvailableModels says most of what kirod needs of a model: limits, input types, prompt
 caching, the effort field it takes. What the list leaves out is read from the model's id here,
@@ -17,8 +17,8 @@ from typing import Any, Literal, TypeAlias
 
 Vendor: TypeAlias = Literal["claude", "gpt"]
 ReasoningFieldStyle: TypeAlias = Literal["none", "output_config", "reasoning"]
-"""Which root `additionalModelRequestFields` key carries an effort (§2.4b): Claude takes
-`output_config`, GPT-5.6 takes `reasoning`, and the 4.5 generation rejects any such field."""
+"""Which root `additionalModelRequestFields` key carries an effort (docs/KIRO-PROTOCOL.md §2.6):
+Claude takes `output_config`, GPT-5.6 takes `reasoning`, and Claude 4.5 refuses any such field."""
 
 _CONTEXT_SUFFIX = re.compile(r"\[(?P<size>\d+[km])\]$")
 _PREFIXES = ("anthropic/", "openai/", "kiro/")
@@ -74,7 +74,8 @@ def _version(major: str, minor: str | None) -> tuple[int, ...]:
 
 
 def parse_name(name: str) -> ModelName:
-    """Read a client's or Kiro's model id (jwadow's normalizer, §2.5, made general)."""
+    """Read a client's or Kiro's model id, by jwadow's normalizer made general
+    (docs/KIRO-PROTOCOL.md §2.7)."""
     normal, million = _normal(name)
     if normal == "auto-kiro":
         return ModelName(None, None, (), False, ("auto",))
@@ -147,36 +148,38 @@ DEFAULT_CONTEXT_WINDOW = 200_000
 
 NAME_RULES: tuple[NameRule, ...] = (
     NameRule(
-        "§2.4b: Opus from 4.7 honours userInputMessage.reasoning",
+        "docs/KIRO-PROTOCOL.md §2.6: Opus from 4.7 honours userInputMessage.reasoning",
         Traits(native_reasoning=True),
         vendor="claude",
         line="opus",
         since=(4, 7),
     ),
     NameRule(
-        "§2.4b: the 4.5 generation and older reject any additionalModelRequestFields",
+        "docs/KIRO-PROTOCOL.md §2.6: Claude 4.5 and older refuse any additionalModelRequestFields",
         Traits(reasoning_field_style="none"),
         vendor="claude",
         before=(4, 6),
     ),
     NameRule(
-        "§2.5: a -1m id is the 1M-context variant", Traits(context_window=MILLION), pattern=r"-1m$"
+        "docs/KIRO-PROTOCOL.md §2.7: a -1m id is the 1M-context variant",
+        Traits(context_window=MILLION),
+        pattern=r"-1m$",
     ),
     NameRule(
-        "§2.5: Sonnet and Opus from 4.6 have a 1M window",
+        "docs/KIRO-PROTOCOL.md §2.7: Sonnet and Opus from 4.6 have a 1M window",
         Traits(context_window=MILLION),
         vendor="claude",
         pattern=r"^claude-(sonnet|opus)-",
         since=(4, 6),
     ),
     NameRule(
-        "§2.5: Claude from 5 has a 1M window",
+        "docs/KIRO-PROTOCOL.md §2.7: Claude from 5 has a 1M window",
         Traits(context_window=MILLION),
         vendor="claude",
         since=(5,),
     ),
     NameRule(
-        "§2.4b: Claude takes its effort in output_config",
+        "docs/KIRO-PROTOCOL.md §2.6: Claude takes its effort in output_config",
         Traits(
             provider="anthropic",
             context_window=DEFAULT_CONTEXT_WINDOW,
@@ -187,7 +190,7 @@ NAME_RULES: tuple[NameRule, ...] = (
         vendor="claude",
     ),
     NameRule(
-        "§2.4b, §2.5: GPT reasons natively, its effort in reasoning; 272k window",
+        "docs/KIRO-PROTOCOL.md §2.6, §2.7: GPT reasons natively, effort in reasoning; 272k window",
         Traits(
             provider="openai",
             context_window=272_000,
@@ -199,7 +202,7 @@ NAME_RULES: tuple[NameRule, ...] = (
         vendor="gpt",
     ),
     NameRule(
-        "§2.5: the open-weight models take text only",
+        "docs/KIRO-PROTOCOL.md §2.7: the open-weight models take text only",
         Traits(max_output_tokens=32_000, supports_images=False),
         pattern=r"^(deepseek|glm|minimax|qwen|kimi)",
     ),

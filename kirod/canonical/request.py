@@ -94,7 +94,8 @@ class ToolResultBlock:
 
 @dataclass(frozen=True, slots=True)
 class ThinkingBlock:
-    """Model reasoning; only signed reasoning may be replayed upstream (kiro-protocol §2.4)."""
+    """Model reasoning; only signed reasoning may be replayed upstream
+    (docs/KIRO-PROTOCOL.md §2.6)."""
 
     thinking: str
     signature: str | None = None

@@ -1,4 +1,4 @@
-"""Which catalog model serves a client's model name (kiro-protocol §2.5).
+"""Which catalog model serves a client's model name (docs/KIRO-PROTOCOL.md §2.7).
 
 A name the catalog lists (in any of its spellings: dated, dashed, `[1m]`, legacy enum) is served
 as named. Under the "family" policy a name it lacks is served by the newest model of the same

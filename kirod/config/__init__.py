@@ -9,16 +9,17 @@ command-line flags, the man page and the example config are all derived from `OP
 - `values`: a raw value turned into its kind's type, or refused (`coerce`, `Webhook`);
 - `settings`: `Settings`, the resolved values;
 - `loading`: flag > environment > file > default, and the checks across options;
+- `hosts`: loopback names, `Host` values, and which of them the listener answers to;
 - `service_env`: what systemd, launchd and the desktop session say through the environment.
 """
 
 from __future__ import annotations
 
+from kirod.config.hosts import ApiHosts, is_loopback
 from kirod.config.loading import (
     CONFIG_ENV,
     default_config_file,
     default_value,
-    is_loopback,
     load_option,
     load_settings,
     unknown_env,
@@ -36,6 +37,7 @@ __all__ = [
     "OPTIONS",
     "OPTIONS_BY_NAME",
     "REMOVED",
+    "ApiHosts",
     "Kind",
     "Option",
     "ServiceEnv",

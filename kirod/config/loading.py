@@ -5,7 +5,6 @@ allow_remote, endpoint templates are URLs, the CA file loads)."""
 from __future__ import annotations
 
 import difflib
-import ipaddress
 import os
 import ssl
 import sys
@@ -16,6 +15,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from kirod import paths
+from kirod.config.hosts import is_loopback
 from kirod.config.option import ENV_PREFIX, Option
 from kirod.config.settings import Settings
 from kirod.config.table import OPTIONS, OPTIONS_BY_NAME, REMOVED
@@ -97,15 +97,6 @@ def read_config_file(path: Path) -> dict[str, Any]:
     _flatten_alerts(data, str(path))
     _check_known(list(data), str(path))
     return data
-
-
-def is_loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host.strip("[]")).is_loopback
-    except ValueError:
-        return False
 
 
 def _config_file(

@@ -19,6 +19,7 @@ class Kind(enum.Enum):
     PATH = "path"
     LIST = "list of strings"
     ORIGINS = "list of origins (scheme://host[:port])"
+    HOSTS = "list of host names"
     CHOICE = "one of"
     URL = "http(s) URL"
     MAP = "table of strings"

@@ -26,6 +26,7 @@ class Settings:
     api_key_file: Path
     api_keys: tuple[str, ...] = dataclasses.field(repr=False)
     max_request_body_bytes: int
+    client_first_byte_timeout_s: float
     client_header_timeout_s: float
     client_body_timeout_s: float
     max_connections: int
@@ -70,6 +71,7 @@ class Settings:
     ca_file: Path | None
     allow_remote: bool
     cors_origins: tuple[str, ...]
+    allowed_hosts: tuple[str, ...]
     console: bool
     console_remote: bool
     console_idle_s: float

@@ -101,6 +101,12 @@ def coerce(option: Option, value: object, source: str) -> Any:
         if isinstance(value, list | tuple) and all(isinstance(v, str) for v in value):
             return _long_enough(option, tuple(value), source)
         raise _bad(option, value, source)
+    elif kind is Kind.HOSTS:
+        if isinstance(value, str):
+            value = [part.strip() for part in value.split(",") if part.strip()]
+        if not isinstance(value, list | tuple) or not all(isinstance(v, str) for v in value):
+            raise _bad(option, value, source)
+        return tuple(_host(option, item, number, source) for number, item in enumerate(value, 1))
     elif kind is Kind.ORIGINS:
         if isinstance(value, str):
             value = [part.strip() for part in value.split(",") if part.strip()]
@@ -152,6 +158,20 @@ def _long_enough(option: Option, items: tuple[str, ...], source: str) -> tuple[s
 _SCHEME = re.compile(r"[a-z][a-z0-9+.-]*")
 _HOST = re.compile(r"[a-z0-9_-]+(\.[a-z0-9_-]+)*")
 _DEFAULT_PORTS = {"http": 80, "https": 443}
+
+
+_HOST_ENTRY = re.compile(r"[A-Za-z0-9_.:\[\]*-]+")
+
+
+def _host(option: Option, item: str, number: int, source: str) -> str:
+    """`item`, a host name or address as a `Host` header carries it (a port may follow), or `*`;
+    a ConfigError for a URL or anything else no `Host` header holds."""
+    if not _HOST_ENTRY.fullmatch(item) or ("*" in item and item != "*"):
+        raise ConfigError(
+            f"invalid value for {option.name!r} from {source}: item {number} ({item!r}): expected "
+            "a host name such as host.docker.internal, without a scheme or a path, or '*'"
+        )
+    return item
 
 
 def _origin(option: Option, item: str, number: int, source: str) -> str:

@@ -200,7 +200,8 @@ class Logins:
     async def _store_account(
         self, login: device.DeviceLogin, credentials: Credentials
     ) -> dict[str, Any]:
-        # No profile ARN comes back from an OIDC login: ask Kiro which profiles it has (§5.3).
+        # No profile ARN comes back from an OIDC login: ask Kiro which profiles it has
+        # (docs/UPSTREAM.md §5.3).
         discovery = await self._discover(login, credentials)
         usage = await self._usage(login, credentials)
         kind = _KIND_NAMES[login.auth_kind]

@@ -269,7 +269,7 @@ class AccountRegistry:
         return await self._operate(account_id, "probed", self._maintenance.probe_usage)
 
     async def set_overage(self, account_id: str, enabled: bool) -> dict[str, Any]:
-        """Turn overage on or off at Kiro (capabilities §9), then read the usage back.
+        """Turn overage on or off at Kiro (docs/KIRO-PROTOCOL.md §6.5), then read the usage back.
 
         Kiro's 403 (a plan without overage, such as Free) is the `overage_unavailable` refusal.
         """

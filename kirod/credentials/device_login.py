@@ -1,4 +1,5 @@
-"""Device-code login through AWS SSO OIDC (kiro-protocol §5.4): Builder ID or an IdC start URL.
+"""Device-code login through AWS SSO OIDC, for Builder ID or an IdC start URL
+(docs/KIRO-PROTOCOL.md §5.4).
 
 `start` registers a client and asks for a device code; the caller shows the user code and URL,
 then calls `poll` every `interval_s` until it returns credentials. The control API drives this

@@ -1,5 +1,5 @@
-"""Token refresh for each kind of account (kiro-protocol §5.2, §5.3; external IdP: capabilities
-§5.5).
+"""Token refresh for each kind of account (docs/KIRO-PROTOCOL.md §5.2, §5.3; external IdP:
+docs/UPSTREAM.md §5.5).
 
 These functions only talk HTTP; single-flight and persistence (compare-and-swap on the account's
 generation) belong to the account layer, which calls `refresh` when a token nears expiry.
@@ -55,7 +55,7 @@ def registration_expired(credentials: Credentials, now: float | None = None) -> 
 
 
 async def _external_idp_refresh(client: KiroClient, account: UpstreamAccount) -> dict[str, Any]:
-    """The tenant's own OAuth token endpoint (Entra ID, Okta; capabilities §5.5): a form post
+    """The tenant's own OAuth token endpoint (Entra ID, Okta; docs/UPSTREAM.md §5.5): a form post
     as a public client (no secret), answered in snake_case."""
     credentials = account.credentials
     if not credentials.token_endpoint or not credentials.client_id:

@@ -1,4 +1,4 @@
-"""Which Kiro API region serves an account (capabilities §5.1).
+"""Which Kiro API region serves an account (docs/UPSTREAM.md §5.1).
 
 Kiro's API answers only at `q.us-east-1` and `q.eu-central-1`. An account's API region is its
 profile ARN's region when it has one; otherwise it follows its SSO / auth region by AWS's
@@ -19,7 +19,7 @@ _REGION = r"[a-z]{2}(?:-[a-z]+)+-\d{1,2}"
 PROFILE_ARN = re.compile(
     rf"arn:aws:codewhisperer:(?P<region>{_REGION}):\d{{12}}:profile/[A-Za-z0-9_-]+"
 )
-"""`arn:aws:codewhisperer:<region>:<12 digits>:profile/<id>` (capabilities §5.2)."""
+"""`arn:aws:codewhisperer:<region>:<12 digits>:profile/<id>` (docs/UPSTREAM.md §5.2)."""
 
 _MAPPED = {
     "us-east-1": "us-east-1",

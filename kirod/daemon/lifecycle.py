@@ -42,6 +42,7 @@ from kirod.daemon.notify import Notifier
 from kirod.daemon.sockets import (
     CONTROL_MAX_CONNECTIONS,
     Acceptor,
+    Served,
     bind_tcp,
     bind_unix,
     connection_cap,
@@ -55,6 +56,7 @@ from kirod.dispatch.extensions import load_extensions
 from kirod.errors import StartupError
 from kirod.http.app import Route, build_public_app
 from kirod.http.auth import KeyGate
+from kirod.http.connection import PublicConnections
 from kirod.http.console.app import build_console_app, link, mount, served_hosts
 from kirod.http.console.sessions import ConsoleSessions
 from kirod.http.ingress import new_request_id
@@ -380,7 +382,7 @@ async def run(
             await stack.enter_async_context(
                 Acceptor(
                     unix.sock,
-                    control_runner.server,
+                    Served(control_runner.server),
                     name="control",
                     limit=CONTROL_MAX_CONNECTIONS,
                     refusal=control_refusal,
@@ -421,7 +423,11 @@ async def run(
             await stack.enter_async_context(
                 Acceptor(
                     tcp,
-                    public_runner.server,
+                    PublicConnections(
+                        public_runner.server,
+                        first_byte_s=settings.client_first_byte_timeout_s,
+                        header_s=settings.client_header_timeout_s,
+                    ),
                     name="public",
                     limit=max_connections,
                     refusal=lambda: public_refusal(new_request_id()),

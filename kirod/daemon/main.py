@@ -40,6 +40,7 @@ _METAVARS = {
     Kind.PATH: "PATH",
     Kind.LIST: "KEY,...",
     Kind.ORIGINS: "ORIGIN,...",
+    Kind.HOSTS: "HOST,...",
     Kind.URL: "URL",
     Kind.MAP: "ID=MODEL,...",
     Kind.WEBHOOKS: "JSON",

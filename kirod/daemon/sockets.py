@@ -4,8 +4,10 @@ and the servers that serve them with a cap on open connections.
 Descriptors are budgeted: at start the soft `RLIMIT_NOFILE` is raised to the hard limit, and the
 public listener's cap (`max_connections`) is lowered to what that limit leaves room for, so a
 flood of idle connections on the public port can never take the descriptors the control socket,
-the store and the upstream connections need. A connection beyond its listener's cap is answered
-503 at once and closed; descriptor exhaustion is logged at most every ten seconds.
+the store and the upstream connections need. At its cap a listener first asks its connections to
+make room (the public one closes the connection idle longest, `kirod/http/slots.py`; the control
+one never does); when they cannot, the new connection is answered 503 at once and closed.
+Descriptor exhaustion is logged at most every ten seconds.
 """
 
 from __future__ import annotations
@@ -19,13 +21,12 @@ import os
 import resource
 import socket
 import stat
-import time
 from asyncio.trsock import TransportSocket
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
-from typing import Any
+from typing import Any, Protocol
 
 from aiohttp import web
 
@@ -46,7 +47,6 @@ RESERVED_FDS = 64 + CONTROL_MAX_CONNECTIONS
 the store and its WAL files, the lock, logs, the event loop's own."""
 FDS_PER_CONNECTION = 2  # the client's, and the upstream connection serving its request
 MACOS_OPEN_MAX = 10240  # macOS refuses a soft limit above OPEN_MAX even when the hard one is higher
-LOG_INTERVAL_S = 10.0
 REFUSAL_LINGER_S = 0.5
 MAX_LINGERING = 32
 _RESOURCE_ERRNOS = frozenset({errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM})
@@ -175,23 +175,6 @@ def connection_cap(configured: int, open_files: int) -> int:
 # -- accepting ----------------------------------------------------------------------------------
 
 
-class Throttle:
-    """Lets an event through at most once per interval; counts the ones it held back."""
-
-    def __init__(self, interval_s: float = LOG_INTERVAL_S) -> None:
-        self._interval_s = interval_s
-        self._next = 0.0
-        self._held = 0
-
-    def event(self, name: str, *, level: int = logging.WARNING, **fields: object) -> None:
-        now = time.monotonic()
-        if now < self._next:
-            self._held += 1
-            return
-        held, self._held, self._next = self._held, 0, now + self._interval_s
-        log.event(logger, name, level=level, **fields, suppressed=held or None)
-
-
 def _http_answer(status: str, document: object, headers: dict[str, str]) -> bytes:
     body = json.dumps(document, separators=(",", ":")).encode()
     head = [f"HTTP/1.1 {status}", "Content-Type: application/json", "Connection: close"]
@@ -282,12 +265,44 @@ def _spare_descriptor() -> int | None:
         return None
 
 
+class Connections(Protocol):
+    """A listener's open connections, as its `Acceptor` counts and adds to them."""
+
+    def __len__(self) -> int:
+        """How many are open."""
+        ...
+
+    def new(self) -> asyncio.BaseProtocol:
+        """The request handler of a connection just accepted."""
+        ...
+
+    def make_room(self) -> bool:
+        """Close one to make room for a new one, if one may be closed; whether one was."""
+        ...
+
+
+class Served:
+    """An aiohttp server's connections, none of which is ever closed to make room."""
+
+    def __init__(self, server: web.Server) -> None:
+        self._server = server
+
+    def __len__(self) -> int:
+        return len(self._server.connections)
+
+    def new(self) -> asyncio.BaseProtocol:
+        return self._server()
+
+    def make_room(self) -> bool:
+        return False
+
+
 class Acceptor:
     """Serves a listening socket to an aiohttp server through the event loop's own server
     (`loop.create_server`, which accepts in batches), at most `limit` connections at once.
 
-    Its protocol factory counts live connections and hands the excess a `_Refusal` instead of
-    a request handler.
+    Its protocol factory counts live connections; at the cap it asks them to make room, and
+    hands a connection they cannot make room for a `_Refusal` instead of a request handler.
 
     Out of descriptors, asyncio's accept loop reports the failure to the loop's exception
     handler, stops watching the listener and schedules a retry a second later, and does so for
@@ -304,21 +319,22 @@ class Acceptor:
     def __init__(
         self,
         sock: socket.socket,
-        server: web.Server,
+        connections: Connections,
         *,
         name: str,
         limit: int,
         refusal: Callable[[], bytes],
     ) -> None:
         self._sock = sock
-        self._server = server
+        self._connections = connections
         self._name = name
         self.limit = limit
         self._refusal = refusal
-        self._pending: set[web.RequestHandler] = set()
+        self._pending: set[asyncio.BaseProtocol] = set()
         self._lingering: set[_Refusal] = set()
-        self._exhausted = Throttle()
-        self._refused = Throttle()
+        self._exhausted = log.Throttle(logger)
+        self._refused = log.Throttle(logger)
+        self._evicted = log.Throttle(logger)
         self._spare: int | None = None
         self._listener: asyncio.Server | None = None
         self._previous_handler: _ExceptionHandler | None = None
@@ -351,11 +367,18 @@ class Acceptor:
 
     def _protocol(self) -> asyncio.BaseProtocol:
         loop = asyncio.get_running_loop()
-        if len(self._server.connections) + len(self._pending) >= self.limit:
-            self._refused.event("connection_limit_reached", listener=self._name, limit=self.limit)
-            return _Refusal(self._refusal(), self._lingering)
-        handler = self._server()
-        # The server lists a handler only from its connection_made, which the transport
+        if len(self._connections) + len(self._pending) >= self.limit:
+            if not self._connections.make_room():
+                self._refused.event(
+                    "connection_limit_reached", listener=self._name, limit=self.limit
+                )
+                return _Refusal(self._refusal(), self._lingering)
+            # The connection closed frees its descriptor a turn of the loop later. An idle one
+            # holds no upstream descriptor, so the second one budgeted per connection covers a
+            # batch of them.
+            self._evicted.event("idle_connection_closed", listener=self._name, limit=self.limit)
+        handler = self._connections.new()
+        # A handler is counted only from its connection_made, which the transport
         # schedules right after this factory returns; until then it counts as pending. This
         # callback, scheduled first, runs just before that connection_made, with nothing in
         # between, so a batch of accepts can never overshoot the cap.

@@ -8,8 +8,10 @@ from dataclasses import dataclass
 from aiohttp import web
 from aiohttp.typedefs import Middleware
 
+from kirod.config.hosts import ApiHosts
 from kirod.http import websocket
 from kirod.http.cors import add_cors_headers, make_cors
+from kirod.http.hosts import make_host_check
 from kirod.http.ingress import (
     API_KEY_ID,
     Handler,
@@ -60,13 +62,18 @@ ROUTES: tuple[Route, ...] = (
 )
 
 
+def outside_api(path: str) -> bool:
+    """`/health` (open to all) and the console's paths (its guard checks `Host` and sessions its
+    own way): neither the API's `Host` check nor its key gate applies."""
+    path = path.rstrip("/")
+    return path in OPEN_PATHS or path == CONSOLE_PREFIX or path.startswith(CONSOLE_PREFIX + "/")
+
+
 def _gate() -> Middleware:
     @web.middleware
     async def gate(request: web.Request, handler: Handler) -> web.StreamResponse:
         path = request.path.rstrip("/")
-        if path not in OPEN_PATHS and not (
-            path == CONSOLE_PREFIX or path.startswith(CONSOLE_PREFIX + "/")
-        ):
+        if not outside_api(path):
             services = request.app[SERVICES]
             ollama_path = is_ollama_path(path)
             if ollama_path:
@@ -94,17 +101,21 @@ async def _drain_streams(app: web.Application) -> None:
 
 
 def build_public_app(services: Services, extra_routes: tuple[Route, ...] = ()) -> web.Application:
-    origins = services.settings.cors_origins
-    middlewares = [make_ingress(), *([make_cors(origins)] if origins else []), _gate()]
+    settings = services.settings
+    origins = settings.cors_origins
+    hosts = ApiHosts(settings.host, settings.allowed_hosts)
+    middlewares = [
+        make_ingress(),
+        make_host_check(hosts, outside_api),
+        *([make_cors(origins)] if origins else []),
+        _gate(),
+    ]
     app = web.Application(
         middlewares=middlewares,
-        client_max_size=services.settings.max_request_body_bytes,
-        # keepalive_timeout also bounds how long a new connection may take to send its headers:
-        # aiohttp arms it when the connection is made and does not re-arm it as bytes trickle in.
-        handler_args={
-            "handler_cancellation": True,
-            "keepalive_timeout": services.settings.client_header_timeout_s,
-        },
+        client_max_size=settings.max_request_body_bytes,
+        # The connections' own options (timeouts) are set where they are made:
+        # kirod/http/connection.py.
+        handler_args={"handler_cancellation": True},
     )
     app[SERVICES] = services
     app[STREAMS] = Streams()

@@ -18,13 +18,12 @@ from __future__ import annotations
 
 import fnmatch
 import hmac
-import ipaddress
 from collections.abc import Iterable
 
 from aiohttp import web
 
 from kirod.canonical.catalog import ModelInfo
-from kirod.config import is_loopback
+from kirod.config.hosts import host_name, is_loopback, loopback_address
 from kirod.errors import ApiError, ErrorKind
 from kirod.http.ingress import is_ollama_path
 from kirod.http.ratelimit import RateWindows, retry_after_header
@@ -48,23 +47,6 @@ def presented_keys(request: web.Request) -> list[str]:
         if token:
             keys.append(token)
     return keys
-
-
-def loopback_address(host: str) -> bool:
-    try:
-        address = ipaddress.ip_address(host.partition("%")[0])
-    except ValueError:
-        return False
-    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
-        return address.ipv4_mapped.is_loopback
-    return address.is_loopback
-
-
-def host_name(host: str) -> str:
-    """The name in a `Host` value, without its port (`[::1]:5476` → `::1`)."""
-    if host.startswith("["):
-        return host[1:].partition("]")[0]
-    return host.rpartition(":")[0] if host.count(":") == 1 else host
 
 
 def local_caller(request: web.Request) -> bool:

@@ -1,4 +1,9 @@
-"""The outermost middleware: request id, access log, and every error rendered in its envelope."""
+"""The outermost middleware: request id, access log, and every error rendered in its envelope.
+
+A client that goes away (its handler cancelled, its connection reset or closed under a write, its
+body cut short) is no error of kirod's: its access-log line says `status=499 error=client_closed`
+at info, as its operation-log row says 499 `client_closed`.
+"""
 
 from __future__ import annotations
 
@@ -128,9 +133,11 @@ def make_ingress() -> Middleware:
         try:
             try:
                 response = await handler(request)
-            except ClientDisconnected:
+            except (ClientDisconnected, ConnectionError):
+                # Gone while its body was read, or reset or closed while its answer was written
+                # (aiohttp's ClientConnectionResetError): the operation log's 499 too.
                 status = CLIENT_CLOSED
-                return web.Response(status=400)
+                return web.Response(status=400)  # nobody is left to send it to
             except ApiError as error:
                 response = error_response(request, error)
             except web.HTTPException as exc:
@@ -159,6 +166,8 @@ def make_ingress() -> Middleware:
             status = response.status
             return response
         finally:
+            if status == CLIENT_CLOSED:
+                annotations["error"] = "client_closed"
             fields: dict[str, Any] = {
                 "method": request.method,
                 "path": request.path,

@@ -303,6 +303,8 @@ class _Socket:
             raise
         finally:
             self._turn_limit = None
+            if status == CLIENT_CLOSED:
+                annotations["error"] = "client_closed"
             fields: dict[str, Any] = {
                 "method": "WS",
                 "path": self._request.path,

@@ -2,7 +2,7 @@
 
 Each check raises `ApiError` (400, `invalid_request`) whose message and `param` name the
 offending field path, so every codec reports a bad field the same way. Codecs never import
-each other (DESIGN.md §2); what they share lives here.
+each other (docs/ARCHITECTURE.md §3.3); what they share lives here.
 
 Bounds (docs/RELIABILITY.md, "Request bounds"), the same in every protocol, each a 400 naming it:
 
@@ -13,7 +13,7 @@ Bounds (docs/RELIABILITY.md, "Request bounds"), the same in every protocol, each
     MAX_DEPTH           128   nested arrays and objects, in the body (kirod.http.body) and in
                               a tool call's JSON-encoded `arguments`
     MAX_CONTAINERS  100 000   arrays and objects in the body, and in such `arguments`
-    MAX_MODEL_CHARS     128   the `model` name
+    MAX_MODEL_CHARS     128   the `model` name, an identifier (kirod.canonical.model_ids)
     MAX_DOCUMENT_BYTES  4.5 MB  one attached document, decoded (Bedrock Converse's limit for the
                               document shape Kiro's model copies; Kiro's own is unknown)
     MAX_DOCUMENT_NAME   200   a document's name (file name or title)
@@ -36,6 +36,7 @@ from collections.abc import Callable, Mapping
 from typing import Any, Final, TypeAlias, TypeGuard
 
 from kirod.canonical import wirejson
+from kirod.canonical.model_ids import model_id_problem
 from kirod.canonical.request import (
     DOCUMENT_MEDIA_TYPES,
     DocumentBlock,
@@ -53,7 +54,6 @@ MAX_BLOCKS: Final = 20_000
 MAX_TOOLS: Final = 1_000
 MAX_DEPTH: Final = 128
 MAX_CONTAINERS: Final = 100_000
-MAX_MODEL_CHARS: Final = 128
 MAX_DOCUMENT_BYTES: Final = 4_500_000
 MAX_DOCUMENT_NAME: Final = 200
 _MAX_DOCUMENT_BASE64: Final = -(-MAX_DOCUMENT_BYTES // 3) * 4
@@ -120,6 +120,16 @@ class Checks:
         if not text:
             raise self.fail(path, "must not be empty", "invalid_value")
         return text
+
+    def model(self, value: object, path: str = "model") -> str:
+        """The required `model`: an identifier of at most `MAX_MODEL_CHARS` characters."""
+        if value is None:
+            raise self.fail(path, "is required", "missing_required_parameter")
+        name = self.text(value, path)
+        problem = model_id_problem(name)
+        if problem is not None:
+            raise self.fail(path, problem.text, problem.code)
+        return name
 
     def boolean(self, value: object, path: str) -> bool:
         if not isinstance(value, bool):
@@ -245,14 +255,8 @@ def quoted(value: object) -> str:
 
 
 def model_name(value: object, param: str = "model") -> str:
-    """The required `model`: a string of at most `MAX_MODEL_CHARS` characters."""
-    if value is None:
-        raise invalid(param, "is required", "missing_required_parameter")
-    if not isinstance(value, str):
-        raise invalid(param, "must be a string", "invalid_type")
-    if len(value) > MAX_MODEL_CHARS:
-        raise invalid(param, f"must be at most {MAX_MODEL_CHARS} characters", "string_too_long")
-    return value
+    """The required `model`, checked as the OpenAI codecs report a field."""
+    return OPENAI.model(value, param)
 
 
 def at_most(count: int, limit: int, param: str, what: str) -> None:

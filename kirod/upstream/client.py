@@ -119,13 +119,13 @@ def _retry_after(value: str | None) -> float | None:
 # The allowance is used up: the month's credits, or the overage limit on top of them.
 _QUOTA_REASONS = frozenset({"MONTHLY_REQUEST_COUNT", "OVERAGE_REQUEST_LIMIT_EXCEEDED"})
 # A 403 saying the account is locked: "temporarily is suspended. We've locked your account as a
-# security precaution" (kiro-protocol §4.2), or "... locked it as a security precaution"
+# security precaution" (docs/KIRO-PROTOCOL.md §4.2), or "... locked it as a security precaution"
 # (kirodotdev/Kiro#4963).
 _LOCKED_WORDS = ("suspended", "locked your account", "security precaution")
 
 
 def classify(status: int, headers: Mapping[str, str], body: bytes) -> UpstreamHttpError:
-    """Turn an error response into a classified `UpstreamHttpError` (kiro-protocol §4)."""
+    """Turn an error response into a classified `UpstreamHttpError` (docs/KIRO-PROTOCOL.md §4)."""
     try:
         doc = json.loads(body) if body else {}
     except ValueError:
@@ -153,7 +153,7 @@ def classify(status: int, headers: Mapping[str, str], body: bytes) -> UpstreamHt
         # Before the 400s: peers saw the overage limit come as a 400 as well as a 402.
         failure = Failure.QUOTA
     elif status == 400:
-        if reason == "TOOL_SCHEMA_INVALID":  # capabilities §9, whatever the message says
+        if reason == "TOOL_SCHEMA_INVALID":  # docs/KIRO-PROTOCOL.md §4.2, whatever it says
             failure = Failure.BAD_REQUEST
         elif (
             reason == "CONTENT_LENGTH_EXCEEDS_THRESHOLD"
@@ -176,7 +176,7 @@ def classify(status: int, headers: Mapping[str, str], body: bytes) -> UpstreamHt
         failure = Failure.CAPACITY
     elif status == 429 and "suspicious activity" in lowered:
         # "Due to suspicious activity, we are imposing temporary limits on how frequently your
-        # account ... can send a request" (capabilities §9): the account's, and for hours.
+        # account ... can send a request" (docs/KIRO-PROTOCOL.md §4.3): the account's, for hours.
         failure = Failure.SUSPICIOUS
     elif status == 429:
         failure = Failure.THROTTLED
@@ -412,7 +412,7 @@ class KiroClient:
         return f"&profileArn={quote(account.profile_arn, safe='')}" if account.profile_arn else ""
 
     async def usage_limits(self, account: UpstreamAccount) -> dict[str, Any]:
-        """getUsageLimits (kiro-protocol §6.1)."""
+        """getUsageLimits (docs/KIRO-PROTOCOL.md §6.1)."""
         base = self.endpoints.kiro_url(account.region)
         url = (
             f"{base}/getUsageLimits?origin=AI_EDITOR&resourceType=AGENTIC_REQUEST"
@@ -422,9 +422,10 @@ class KiroClient:
         return await self._json(account.id, base, account.proxy_url, "GET", url, headers=headers)
 
     async def set_overage(self, account: UpstreamAccount, enabled: bool) -> None:
-        """setUserPreference with the overage switch Kiro IDE's settings flip (capabilities §9):
-        past the plan's credits, Kiro goes on serving and bills the overage while it is on. A
-        plan that cannot use overage (Free) is answered 403, raised as `Failure.FORBIDDEN`.
+        """setUserPreference with the overage switch Kiro IDE's settings flip
+        (docs/KIRO-PROTOCOL.md §6.5): past the plan's credits, Kiro goes on serving and bills the
+        overage while it is on. A plan that cannot use overage (Free) is answered 403, raised as
+        `Failure.FORBIDDEN`.
 
         The answer carries nothing kirod reads: getUsageLimits reports the status.
         """
@@ -444,7 +445,7 @@ class KiroClient:
     async def list_models(
         self, account: UpstreamAccount, max_pages: int = 20
     ) -> list[dict[str, Any]]:
-        """ListAvailableModels, all pages (kiro-protocol §6.2)."""
+        """ListAvailableModels, all pages (docs/KIRO-PROTOCOL.md §6.2)."""
         base = self.endpoints.kiro_url(account.region)
         headers = self._api_headers(account, "codewhispererruntime")
         pages: list[dict[str, Any]] = []
@@ -467,7 +468,7 @@ class KiroClient:
         self, account: UpstreamAccount, region: str, max_pages: int = 20
     ) -> list[dict[str, Any]]:
         """ListAvailableProfiles in `region`, every page (awsJson1.0 on `POST /`, following
-        `nextToken`; capabilities §5.3): the profile objects, `{arn, profileName, …}`."""
+        `nextToken`; docs/UPSTREAM.md §5.3): the profile objects, `{arn, profileName, …}`."""
         base = self.endpoints.kiro_url(region)
         headers = self._api_headers(account, "codewhispererruntime")
         headers["Content-Type"] = "application/x-amz-json-1.0"
@@ -490,7 +491,7 @@ class KiroClient:
 
     async def get_profile(self, account: UpstreamAccount, region: str) -> dict[str, Any] | None:
         """GetProfile in `region` (awsJson1.0, body `{}`): the caller's own profile object, the
-        one way a `ksk_` API key learns its profile (capabilities §5.3)."""
+        one way a `ksk_` API key learns its profile (docs/UPSTREAM.md §5.3)."""
         base = self.endpoints.kiro_url(region)
         headers = self._api_headers(account, "codewhispererruntime")
         headers["Content-Type"] = "application/x-amz-json-1.0"
@@ -502,7 +503,7 @@ class KiroClient:
         return profile if isinstance(profile, dict) else None
 
     async def mcp(self, account: UpstreamAccount, call: Mapping[str, Any]) -> dict[str, Any]:
-        """One JSON-RPC call to Kiro's MCP endpoint (web search; capabilities §2.1).
+        """One JSON-RPC call to Kiro's MCP endpoint (web search; docs/UPSTREAM.md §2.1).
 
         The profile travels both ways reported to be required: the `x-amzn-kiro-profile-arn`
         header and a root-level `profileArn` in the body.

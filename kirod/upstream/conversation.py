@@ -1,4 +1,4 @@
-"""Client messages shaped into the turns Kiro accepts (kiro-protocol §2.3).
+"""Client messages shaped into the turns Kiro accepts (docs/KIRO-PROTOCOL.md §2.3).
 
 Each construction rule is one small function, named in its docstring by rule number, and
 `shape_turns` applies them in an order where each rule's output satisfies the ones before it.
@@ -111,7 +111,8 @@ def shape_turns(
 def _to_turn(
     message: Message, names: Mapping[str, str], tools_enabled: bool, mode: ThinkingMode
 ) -> Turn:
-    """One client message as a turn; reasoning is kept only where §2.4b can replay it."""
+    """One client message as a turn; reasoning is kept only where it can be replayed
+    (docs/KIRO-PROTOCOL.md §2.6)."""
     turn = Turn(message.role)
     for block in message.content:
         if isinstance(block, TextBlock):
@@ -143,7 +144,8 @@ def _to_turn(
             and (isinstance(block, RedactedThinkingBlock) or block.signature)
         ):
             turn.reasoning = block
-        # Other thinking is neither replayed nor re-sent as prompt text (§2.4).
+        # Other thinking is neither replayed nor re-sent as prompt text
+        # (docs/KIRO-PROTOCOL.md §2.4).
     return turn
 
 

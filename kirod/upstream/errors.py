@@ -32,7 +32,7 @@ from kirod.errors import ApiError, ErrorKind, KirodError
 
 
 class Failure(enum.Enum):
-    """The §4 classification: what a failure means for the request and for the account."""
+    """What a failure means for the request and for the account (docs/KIRO-PROTOCOL.md §4.3)."""
 
     BAD_REQUEST = "bad_request"  # the payload was rejected: fatal, never retried
     CONTEXT_TOO_LONG = "context_too_long"  # the prompt exceeds the model's window

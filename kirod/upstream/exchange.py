@@ -40,7 +40,7 @@ from kirod import log
 from kirod.canonical.catalog import ModelInfo
 from kirod.canonical.events import CanonicalEvent, ErrorEvent, MessageStart
 from kirod.canonical.request import CanonicalRequest, WebSearch
-from kirod.canonical.tokens import estimate_request_tokens
+from kirod.canonical.token_count import estimate_request_tokens
 from kirod.upstream.client import KiroClient, UpstreamAccount
 from kirod.upstream.errors import (
     Failure,
@@ -172,7 +172,8 @@ async def open_exchange(
     if request.server_tools:
         request = dataclasses.replace(request, tools=(*request.tools, SEARCH_TOOL))
     if model.supports_images and needs_fitting(request):
-        # Decoding and resampling take up to a few hundred milliseconds an image (capabilities §9).
+        # Decoding and resampling take up to a few hundred milliseconds an image
+        # (docs/UPSTREAM.md §6).
         request = await asyncio.to_thread(fit_images, request)
     payload = build_payload(
         request,

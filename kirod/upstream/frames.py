@@ -1,7 +1,7 @@
 """Incremental, sans-IO decoder for the AWS binary event stream Kiro answers with.
 
 Feed it the response body in chunks of any size, down to single bytes; it returns each frame as
-soon as its last byte arrives. Wire format: kiro-protocol.md §3.1.
+soon as its last byte arrives. Wire format: docs/KIRO-PROTOCOL.md §3.1.
 
 The decoder assembles each frame itself, so the size guard runs on the 12-byte prelude before a
 large frame is buffered and a truncated stream is detected exactly. Each complete frame's message

@@ -1,4 +1,4 @@
-"""Images as Kiro limits them (capabilities §9): resized to fit, else refused or named in text.
+"""Images as Kiro limits them (docs/UPSTREAM.md §6): resized to fit, else refused or named in text.
 
 Behind Kiro, the model's endpoint refuses a whole request when one of its images is larger than
 5 MiB of base64 (the encoded bytes are what it measures: "image exceeds 5 MB maximum: 6714372
@@ -58,11 +58,11 @@ from kirod.canonical.request import (
     TextBlock,
     ToolResultBlock,
 )
-from kirod.canonical.tokens import image_size
+from kirod.canonical.token_count import image_size
 from kirod.errors import ApiError, ErrorKind
 
 MAX_IMAGE_BASE64: Final = 5 * 1024 * 1024
-"""The most base64 characters one image may take (capabilities §9: "5 MB", measured encoded)."""
+"""The most base64 characters one image may take (docs/UPSTREAM.md §6: "5 MB", measured encoded)."""
 MAX_IMAGE_SIDE: Final = 8_000
 MANY_IMAGES: Final = 20
 """More images than this in one request and each side must be at most `MANY_IMAGES_SIDE`."""

@@ -1,19 +1,19 @@
 """Build the GenerateAssistantResponse body (IDE persona) from a CanonicalRequest.
 
 Kiro rejects many conversations that Anthropic and OpenAI accept, mostly with an unexplained
-`400 Improperly formed request.`. Every construction rule peers learned (kiro-protocol §2.3) is one
-small function, named in its docstring by rule number: the conversation's shape (rules 1-6, 9,
-14, 17, 18) is `kirod.upstream.conversation`'s, reasoning (§2.4) `kirod.upstream.reasoning`'s,
-the tools' names, specs and schemas `kirod.upstream.tools`'s; the request-level checks and the
-serialisation are here. Nothing the client said is dropped silently: what Kiro cannot carry
-structurally becomes text or a clear 400 (forced tool choice, unsupported parameters under the
-"error" policy, oversized prompts, images of an unsupported type).
+`400 Improperly formed request.`. Every construction rule peers learned (docs/KIRO-PROTOCOL.md §2.3)
+is one small function, named in its docstring by rule number: the conversation's shape (rules 1-6,
+9, 14, 17, 18) is `kirod.upstream.conversation`'s, reasoning (docs/KIRO-PROTOCOL.md §2.4)
+`kirod.upstream.reasoning`'s, the tools' names, specs and schemas `kirod.upstream.tools`'s; the
+request-level checks and the serialisation are here. Nothing the client said is dropped silently:
+what Kiro cannot carry structurally becomes text or a clear 400 (forced tool choice, unsupported
+parameters under the "error" policy, oversized prompts, images of an unsupported type).
 
 Rule 12 (no `cachePoint` in `tools[]`) needs no code: client `cache_control` never reaches the
 canonical request. Message-level cache points are an experiment behind `cache_points`
-(`_cache_points`, capabilities §1.8). Rule 15 is `_check_tool_choice`; rule 16 is `_check_size`.
+(`_cache_points`, docs/UPSTREAM.md §1.5). Rule 15 is `_check_tool_choice`; rule 16 is `_check_size`.
 
-Prompt caching upstream keys on a stable prefix (capabilities §1.3), so the body is laid out for
+Prompt caching upstream keys on a stable prefix (docs/UPSTREAM.md §1.2), so the body is laid out for
 it: the system prompt is the first history pair, `history` is serialised before
 `currentMessage`, and nothing depends on the clock or randomness. Two turns of one conversation
 therefore encode to bodies whose bytes agree up to the end of the earlier turn's history.
@@ -208,7 +208,7 @@ def _check_size(size: int, limit: int, *, at_least: bool = False) -> None:
 
 
 def _image_bytes(turns: Sequence[Turn]) -> int:
-    """Rule 16 leaves images out: Kiro bounds each image by itself (capabilities §9), and images
+    """Rule 16 leaves images out: Kiro bounds each image by itself (docs/UPSTREAM.md §6), and images
     of 6.7 and 13 MB of base64 reached the model's own check through it (kirodotdev/KiroCrew#1941,
     kirodotdev/Kiro#11497), so the ~600 KB limit is not on them."""
     return sum(len(image.data_base64) for turn in turns for image in turn.images)
@@ -220,8 +220,8 @@ def _least_size(request: CanonicalRequest) -> int:
     Every non-blank text of the messages, their tool results and the system prompt is sent
     verbatim (a character is at least one byte, and JSON escaping only adds), and each run of
     one role becomes a history entry of at least `_ENTRY_BYTES`. Blank texts may be dropped
-    (rule 5), thinking, images and documents may be left out (§2.4, rule 17): none of them
-    count.
+    (rule 5), thinking, images and documents may be left out (docs/KIRO-PROTOCOL.md §2.4, rule 17):
+    none of them count.
     """
     size = sum(len(text) for text in request.system if not text.isspace())
     role: Role | None = None
@@ -281,7 +281,8 @@ def _user_entry(
 
 
 def _assistant_entry(turn: Turn) -> dict[str, Any]:
-    """§2.4b: signed reasoning replays as nested `reasoningContent.reasoningText`.
+    """docs/KIRO-PROTOCOL.md §2.6: signed reasoning replays as nested
+    `reasoningContent.reasoningText`.
 
     Redacted reasoning (GPT-5.6's opaque blob) replays as `reasoningContent.redactedContent`, the
     other member of the Bedrock-style reasoning union, as `reasoningContentEvent` delivers it.
@@ -318,7 +319,7 @@ _CACHE_POINTS_AT_MOST = 2
 
 
 def _cache_points(entries: Sequence[dict[str, Any]], model: ModelInfo) -> None:
-    """Capabilities §1.8: message-level `cachePoint`s, only where the catalog allows them.
+    """docs/UPSTREAM.md §1.5: message-level `cachePoint`s, only where the catalog allows them.
 
     Placed as the one published attempt did (opencode PR #18768, modelled on kiro-cli): on the
     first user entry, which carries the system prompt, and on the last assistant entry, the end

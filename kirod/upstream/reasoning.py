@@ -1,5 +1,5 @@
-"""A request's reasoning as Kiro is asked for it (kiro-protocol §2.4): natively, by an effort
-field where the model reads it, or by thinking tags in the prompt, never both. The answer to
+"""A request's reasoning as Kiro is asked for it (docs/KIRO-PROTOCOL.md §2.4): natively, by an
+effort field where the model reads it, or by thinking tags in the prompt, never both. The answer to
 prompt tags is split out of the response text by `thinking_tags.py`.
 """
 
@@ -23,7 +23,8 @@ _DEFAULT_EFFORT: Effort = "high"
 
 
 def thinking_mode(request: CanonicalRequest, model: ModelInfo) -> ThinkingMode:
-    """§2.4: native reasoning where the model honours it, prompt tags elsewhere, never both.
+    """docs/KIRO-PROTOCOL.md §2.4: native reasoning where the model honours it, prompt tags
+    elsewhere, never both.
 
     A model taking its effort in `additionalModelRequestFields.reasoning` (GPT) reasons natively
     by that field; prompt tags are a Claude device.
@@ -42,14 +43,15 @@ def clamped_effort(asked: Effort, model: ModelInfo) -> tuple[Effort, str | None]
 
 
 def native_effort(effort: Effort, model: ModelInfo, current: dict[str, Any]) -> dict[str, Any]:
-    """§2.4b: the effort where the model reads it; returns `additionalModelRequestFields`.
+    """docs/KIRO-PROTOCOL.md §2.6: the effort where the model reads it; returns
+    `additionalModelRequestFields`.
 
     A model whose field is `reasoning` (GPT-5.6) takes `additionalModelRequestFields.reasoning`
-    (capabilities §9; sunerpy's probes saw credits rise with it), and nothing in
+    (docs/KIRO-PROTOCOL.md §2.6; sunerpy's probes saw credits rise with it), and nothing in
     `userInputMessage`, a combination no peer sends. Other models (Claude) get
     `userInputMessage.reasoning` and never a root `output_config`: the 4.5 generation rejects
-    any such field and external-IdP accounts the root field itself (§2.4b), while the effort
-    already reaches Claude here or through the prompt tags.
+    any such field and external-IdP accounts the root field itself (docs/KIRO-PROTOCOL.md §2.6),
+    while the effort already reaches Claude here or through the prompt tags.
     """
     if model.reasoning_field_style == "reasoning":
         return {"reasoning": {"effort": effort}}
@@ -58,7 +60,7 @@ def native_effort(effort: Effort, model: ModelInfo, current: dict[str, Any]) -> 
 
 
 def asked_effort(reasoning: Reasoning) -> Effort:
-    """§2.4b: the effort to send natively; budgets map onto effort bands."""
+    """docs/KIRO-PROTOCOL.md §2.6: the effort to send natively; budgets map onto effort bands."""
     if reasoning.effort is not None:
         return reasoning.effort
     if reasoning.budget_tokens is None:
@@ -70,9 +72,9 @@ def asked_effort(reasoning: Reasoning) -> Effort:
 
 
 def thinking_tags(reasoning: Reasoning, model: ModelInfo) -> tuple[str, str | None]:
-    """§2.4a: a budget asks for budgeted thinking (clamped, never above what the model's catalog
-    entry lets it write), an effort for adaptive thinking at the strongest level the model lists.
-    Returns the tags and, as `clamped_effort` does, the effort clamp if there was one.
+    """docs/KIRO-PROTOCOL.md §2.5: a budget asks for budgeted thinking (clamped, never above what
+    the model's catalog entry lets it write), an effort for adaptive thinking at the strongest
+    level the model lists. Returns the tags and, as `clamped_effort` does, any effort clamp.
 
     A model with no effort field (the 4.5 generation, Sonnet 4) predates adaptive thinking: its
     effort becomes the budget of that effort's band. The tags know no `xhigh`; it becomes `max`,
@@ -101,7 +103,7 @@ def _effort_budget(effort: Effort) -> int:
 
 
 def inject_thinking_tags(tags: str, system: str, first: Turn) -> str:
-    """§2.4a: tags open the system text, or else the conversation's first user turn.
+    """docs/KIRO-PROTOCOL.md §2.5: tags open the system text, or else the first user turn.
 
     Both are plain user turns by construction — rule 6 turns results without a preceding
     assistant into text and rule 3 puts a placeholder user before a leading assistant — so tags

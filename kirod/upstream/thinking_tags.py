@@ -1,5 +1,5 @@
-"""Prompt-tag thinking (kiro-protocol §2.4a): a leading `<thinking>…</thinking>` block split off
-the response text.
+"""Prompt-tag thinking (docs/KIRO-PROTOCOL.md §2.5): a leading `<thinking>…</thinking>` block split
+off the response text.
 
 Only a tag at the very start (after whitespace) opens the block; a close tag counts only when the
 rest of its line is blank, so a quoted `</thinking>` inside the reasoning stays reasoning. At most
@@ -35,7 +35,8 @@ def _is_bare_close_tag(text: str) -> bool:
 
 
 class ThinkingTagSplitter:
-    """Splits a leading `<thinking>…</thinking>` block off the response text (§2.4a)."""
+    """Splits a leading `<thinking>…</thinking>` block off the response text
+    (docs/KIRO-PROTOCOL.md §2.5)."""
 
     def __init__(self) -> None:
         self._state: Literal["start", "thinking", "after", "text"] = "start"

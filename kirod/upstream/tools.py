@@ -1,9 +1,9 @@
 """The tools of a Kiro payload: names (rule 10), specs (rules 7, 8, 11) and schemas (rule 13).
 
-Rule numbers are kiro-protocol §2.3's, as in `kirod.upstream.payload`, which calls this module.
-The one cache, of cleaned tool schemas, is bounded by bytes (`SchemaCache`). A schema's top level
-is always an object schema with no `oneOf`/`anyOf`/`allOf` (capabilities §9: Kiro answers
-`TOOL_SCHEMA_INVALID` otherwise), which MCP servers' schemas often are not (`_object_root`).
+Rule numbers are docs/KIRO-PROTOCOL.md §2.3's, as in `kirod.upstream.payload`, which calls this
+module. The one cache, of cleaned tool schemas, is bounded by bytes (`SchemaCache`). A schema's top
+level is always an object schema with no `oneOf`/`anyOf`/`allOf` (docs/KIRO-PROTOCOL.md §4.2: Kiro
+answers `TOOL_SCHEMA_INVALID` otherwise), which MCP servers' schemas often are not (`_object_root`).
 """
 
 from __future__ import annotations
@@ -181,8 +181,9 @@ def _clean_schema_root(schema: Mapping[str, Any]) -> dict[str, Any]:
     """Rule 13: the common ground of peers' schema fixes, rooted as an object schema.
 
     Where peers conflict (jwadow strips `required: []`, empty `properties` and
-    `additionalProperties`; kiro.rs forces them) we follow kiro.rs and the §2.1 skeleton: the root
-    is `type: object` with a `properties` object, and other keywords are kept when well-formed.
+    `additionalProperties`; kiro.rs forces them) we follow kiro.rs and docs/KIRO-PROTOCOL.md §2.1's
+    skeleton: the root is `type: object` with a `properties` object, and other keywords are kept
+    when well-formed.
     """
     return _object_root(_clean_schema(schema, 1))
 
@@ -195,7 +196,8 @@ MAX_FLATTEN_NODES = 10_000
 
 
 def _object_root(cleaned: dict[str, Any]) -> dict[str, Any]:
-    """Capabilities §9: the top level is `type: object`, without `oneOf`/`anyOf`/`allOf`.
+    """docs/KIRO-PROTOCOL.md §2.3, rule 13: the top level is `type: object`, without
+    `oneOf`/`anyOf`/`allOf`.
 
     A root of another type cannot describe a tool's input, which Kiro passes as an object, so
     it becomes the empty object schema (its title, description and definitions kept). A root
@@ -219,7 +221,7 @@ def _object_root(cleaned: dict[str, Any]) -> dict[str, Any]:
     return flat
 
 
-_Fields = tuple[dict[str, Any], list[str]]
+_Fields = tuple[Mapping[str, Any], list[str]]
 """What a schema says of an object: its properties by name, and the names it requires."""
 
 
@@ -235,8 +237,8 @@ class _Flattener:
     def __init__(self, root: Mapping[str, Any]) -> None:
         self._definitions: dict[str, Mapping[str, Any]] = {}
         for key in ("$defs", "definitions"):
-            for name, schema in root.get(key, {}).items():
-                pointer = name.replace("~", "~0").replace("/", "~1")
+            for name, schema in _mapping(root.get(key)).items():
+                pointer = str(name).replace("~", "~0").replace("/", "~1")
                 self._definitions[f"#/{key}/{pointer}"] = schema
         self._nodes = 0
 
@@ -249,18 +251,34 @@ class _Flattener:
                 "schemas; simplify it",
                 code="invalid_value",
             )
-        if node.get("type", "object") != "object":
+        # A schema that is not what JSON Schema allows where it stands (a branch that is a
+        # string, `required` that is not a list) adds nothing rather than failing the request.
+        if not isinstance(node, Mapping) or node.get("type", "object") != "object":
             return {}, []
-        parts: list[_Fields] = [(node.get("properties", {}), node.get("required", []))]
+        required = node.get("required")
+        names = (
+            [name for name in required if isinstance(name, str)]
+            if isinstance(required, list)
+            else []
+        )
+        parts: list[_Fields] = [(_mapping(node.get("properties")), names)]
         ref = node.get("$ref")
         if isinstance(ref, str) and ref in self._definitions and ref not in followed:
             parts.append(self.fields(self._definitions[ref], followed | {ref}))
-        parts.extend(self.fields(branch, followed) for branch in node.get("allOf", ()))
+        parts.extend(self.fields(branch, followed) for branch in _sequence(node.get("allOf")))
         for key in ("anyOf", "oneOf"):
-            if branches := [self.fields(branch, followed) for branch in node.get(key, ())]:
+            if branches := [self.fields(branch, followed) for branch in _sequence(node.get(key))]:
                 parts.append(_either(branches))
         properties = _merged([properties for properties, _ in parts], "allOf")
         return properties, _union(required for _, required in parts)
+
+
+def _mapping(value: object) -> Mapping[str, Any]:
+    return value if isinstance(value, Mapping) else {}
+
+
+def _sequence(value: object) -> Sequence[Any]:
+    return value if isinstance(value, list) else ()
 
 
 def _either(branches: Sequence[_Fields]) -> _Fields:

@@ -2,13 +2,13 @@
 
 `Translator` is fed the decoded `Frame`s of one response and returns canonical events as soon as
 they are known, so clients see text and thinking while Kiro is still generating. It also
-repairs what the upstream gets wrong (kiro-protocol §3.3 to §3.5, §4.2), because no client can
-(what it cannot repair, it reports: a cut-off tool call is never "repaired"):
+repairs what the upstream gets wrong (docs/KIRO-PROTOCOL.md §3.3 to §3.5, §4.2), because no client
+can (what it cannot repair, it reports: a cut-off tool call is never "repaired"):
 
 - **Thinking tags.** With prompt-tag thinking the leading `<thinking>…</thinking>` block becomes
   a THINKING block (`kirod.upstream.thinking_tags`).
 - **Tool calls.** A call is complete when its `stop: true` frame has come and its input (string
-  fragments, or growing whole objects: capabilities §3.2) parses as a JSON object. By default
+  fragments, or growing whole objects: docs/UPSTREAM.md §3.2) parses as a JSON object. By default
   (`ToolDelivery` "complete") it is held until then and handed out in one piece; "live" streams
   each fragment as it arrives. A call Kiro cuts off (the stream ends, breaks or faults while it
   is open, `stop` comes with input that does not parse, the output limit stops it) never reaches
@@ -21,9 +21,10 @@ repairs what the upstream gets wrong (kiro-protocol §3.3 to §3.5, §4.2), beca
 - **Leaked tool calls.** `[Called X with args: {…}]` written as text becomes a real call when X
   is a declared tool (`kirod.upstream.leaks`).
 - **Usage and stop reason.** Kiro usually sends neither token counts nor a stop reason; both are
-  inferred as §3.4 and §3.5 describe, with output tokens estimated by `kirod.canonical.tokens`.
-  When a `metadataEvent` carries `tokenUsage` (capabilities §1.5), its counts win over every
-  estimate, cache reads and writes included; without it the cache counts stay 0.
+  inferred as docs/KIRO-PROTOCOL.md §3.4 and §3.5 describe, with output tokens estimated by
+  `kirod.canonical.token_count`. When a `metadataEvent` carries `tokenUsage`
+  (docs/UPSTREAM.md §1.4), its counts win over every estimate, cache reads and writes
+  included; without it the cache counts stay 0.
 
 The stream always starts with `MessageStart`. Failures become an `ErrorEvent` with a short,
 client-safe message: upstream text is never copied into it. Codes in `RETRYABLE_CODES` mark
@@ -55,7 +56,7 @@ from kirod.canonical.events import (
     ToolInputDelta,
     Usage,
 )
-from kirod.canonical.tokens import estimate_text_tokens
+from kirod.canonical.token_count import estimate_text_tokens
 from kirod.errors import ApiError, ErrorKind
 from kirod.upstream.frames import Frame
 from kirod.upstream.leaks import LeakedCall, LeakRescuer
@@ -75,7 +76,8 @@ TRUNCATED: Final = "tool_input_truncated"
 RETRYABLE_CODES: Final = frozenset({"upstream_throttled", "upstream_unavailable", "empty_response"})
 """Error codes for transient upstream failures: the request may succeed if tried again."""
 
-# Mid-stream faults that are transient (§4.2); any other is fatal, `upstream_error`.
+# Mid-stream faults that are transient (docs/KIRO-PROTOCOL.md §4.2); any other is fatal,
+# `upstream_error`.
 _TRANSIENT_FAULTS: Final[Mapping[str, tuple[ErrorKind, str]]] = {
     "ThrottlingException": (ErrorKind.OVERLOADED, "upstream_throttled"),
     "ServiceUnavailableException": (ErrorKind.OVERLOADED, "upstream_unavailable"),
@@ -568,7 +570,7 @@ def _number(payload: Mapping[str, Any], key: str) -> float | None:
 
 @dataclass(frozen=True, slots=True)
 class _TokenUsage:
-    """Kiro's own counts; `uncached` excludes the cache reads and writes (model shape §1.5)."""
+    """Kiro's own counts; `uncached` excludes the cache reads and writes (docs/UPSTREAM.md §1.4)."""
 
     uncached: int
     output: int | None

@@ -1,4 +1,5 @@
-"""One continuation after Kiro cut a tool call off (capabilities §3.4, modelled on AWS's client).
+"""One continuation after Kiro cut a tool call off (modelled on AWS's client:
+docs/UPSTREAM.md §3.3, §3.4).
 
 The translator never hands out a cut-off call (`kirod.upstream.translate`); the part ends with
 `tool_input_truncated` and its `Truncation`. `TruncationRecovery` answers such a part once per

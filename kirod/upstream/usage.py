@@ -1,4 +1,4 @@
-"""Usage limits: what an account has left this billing window (kiro-protocol §6.1).
+"""Usage limits: what an account has left this billing window (docs/KIRO-PROTOCOL.md §6.1).
 
 Remaining credits = base (limit - used) + an ACTIVE free trial + ACTIVE bonuses, taken from the
 `CREDIT` entry of `usageBreakdownList`. The answer also says whether overage is on

@@ -1,7 +1,7 @@
 """Web search through Kiro's MCP endpoint, for the hosted web-search tools clients declare.
 
 Kiro runs no hosted tools in a chat, but its MCP endpoint answers `tools/call` of `web_search`
-(capabilities §2.1). kirod uses it two ways:
+(docs/UPSTREAM.md §2.1). kirod uses it two ways:
 
 - A search-only call (`WebSearch.query` set: Claude Code's WebSearch side call) is answered
   without a model turn: `answer_search` makes the whole message — the search call, its results,
@@ -60,7 +60,7 @@ from kirod.canonical.request import (
     ToolUseBlock,
     WebSearch,
 )
-from kirod.canonical.tokens import estimate_text_tokens
+from kirod.canonical.token_count import estimate_text_tokens
 from kirod.upstream.client import KiroClient, UpstreamAccount
 from kirod.upstream.errors import UpstreamError
 from kirod.upstream.step import Next, Part

@@ -3,7 +3,6 @@ expiry and tenant isolation."""
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -11,9 +10,7 @@ from kirod.accounts.affinity import AffinityMap
 from kirod.accounts.strategy import Strategy
 from kirod.storage.affinity import AffinityStore
 from kirod.testing.fake_kiro import FakeKiro, Fault, Script
-
-sys.path.insert(0, str(Path(__file__).parent))
-from pool_env import SECRET, TENANT, Env, pool_env, request
+from tests.support.pool_env import SECRET, TENANT, Env, pool_env, request
 
 
 def conversation_ids(fake: FakeKiro) -> list[str]:

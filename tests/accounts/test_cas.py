@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -17,9 +16,7 @@ import pytest
 from kirod.accounts.account import to_upstream
 from kirod.testing.fake_kiro import FakeKiro
 from kirod.upstream.errors import Failure, RefreshError
-
-sys.path.insert(0, str(Path(__file__).parent))
-from pool_env import Env, Gate, credentials, pool_env
+from tests.support.pool_env import Env, Gate, credentials, pool_env
 
 
 @contextlib.asynccontextmanager

@@ -4,16 +4,13 @@ single-flight probes, deadlines, pruning and the status it reports."""
 from __future__ import annotations
 
 import asyncio
-import sys
 from pathlib import Path
 
 import pytest
 
 from kirod.storage.oplog import OpEntry
 from kirod.upstream.errors import RefreshError
-
-sys.path.insert(0, str(Path(__file__).parent))
-from pool_env import TENANT, Gate, pool_env, request
+from tests.support.pool_env import TENANT, Gate, pool_env, request
 
 
 async def test_a_pass_refreshes_expiring_tokens_and_reads_stale_usage(tmp_path: Path) -> None:

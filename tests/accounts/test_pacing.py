@@ -6,7 +6,6 @@ and every wait is bounded."""
 from __future__ import annotations
 
 import asyncio
-import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -19,9 +18,7 @@ from kirod.errors import ApiError, ErrorKind
 from kirod.storage.accounts import AccountRecord, AccountStore
 from kirod.storage.db import Database
 from kirod.upstream.errors import Failure
-
-sys.path.insert(0, str(Path(__file__).parent))
-from pool_env import Clock
+from tests.support.pool_env import Clock
 
 
 @pytest.fixture

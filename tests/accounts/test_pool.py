@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -16,9 +15,7 @@ from kirod.storage.accounts import AccountRecord, AccountState, AccountStore
 from kirod.storage.db import Database
 from kirod.upstream.errors import Failure
 from kirod.upstream.usage import UsageSnapshot
-
-sys.path.insert(0, str(Path(__file__).parent))
-from pool_env import Clock
+from tests.support.pool_env import Clock
 
 
 @pytest.fixture

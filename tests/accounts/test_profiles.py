@@ -5,7 +5,6 @@ several; in-process against the fake Kiro."""
 from __future__ import annotations
 
 import dataclasses
-import sys
 import time
 from pathlib import Path
 
@@ -16,9 +15,7 @@ from kirod.errors import ApiError
 from kirod.storage.accounts import AccountRecord
 from kirod.testing.fake_kiro import TokenSet
 from kirod.upstream.secrets import Credentials
-
-sys.path.insert(0, str(Path(__file__).parent))
-from pool_env import Env, pool_env
+from tests.support.pool_env import Env, pool_env
 
 
 async def without_profile(env: Env, tokens: TokenSet, *, expired: bool = False) -> AccountRecord:

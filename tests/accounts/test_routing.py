@@ -4,7 +4,6 @@ model no account offers is the 404 before any lease, and `/ready`'s catalog verd
 
 from __future__ import annotations
 
-import sys
 import time
 from pathlib import Path
 from typing import Any, cast
@@ -22,9 +21,7 @@ from kirod.testing.fake_kiro.catalog import Model
 from kirod.upstream.client import KiroClient, UpstreamAccount
 from kirod.upstream.errors import UpstreamError
 from kirod.upstream.secrets import Credentials
-
-sys.path.insert(0, str(Path(__file__).parent))
-from pool_env import pool_env, request
+from tests.support.pool_env import pool_env, request
 
 OPUS = "claude-opus-4-6"
 

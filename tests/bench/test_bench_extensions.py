@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from bench_run import run_module
+from tests.bench.bench_run import run_module
 
 
 def test_the_extension_bench_measures_every_variant() -> None:

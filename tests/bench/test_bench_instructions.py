@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import pytest
-from bench_run import run_module
 
 from bench.instructions import STAGES
+from tests.bench.bench_run import run_module
 
 
 @pytest.mark.timeout(90)

@@ -13,7 +13,8 @@ import sys
 from pathlib import Path
 
 import pytest
-from bench_run import ROOT, run_module
+
+from tests.bench.bench_run import ROOT, run_module
 
 
 @pytest.mark.timeout(90)

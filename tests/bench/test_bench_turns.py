@@ -5,7 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from bench_run import run_bench
+
+from tests.bench.bench_run import run_bench
 
 
 @pytest.mark.timeout(90)

@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from kirod.canonical.tokens import estimate_json_tokens, estimate_text_tokens
+from kirod.canonical.token_count import estimate_json_tokens, estimate_text_tokens
 
 PROSE = """\
 The daemon keeps one connection pool per account and hands each request to the account that has

@@ -8,8 +8,8 @@ import sys
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kirod.canonical import tokens
-from kirod.canonical.tokens import estimate_text_tokens
+from kirod.canonical import token_count as tokens
+from kirod.canonical.token_count import estimate_text_tokens
 
 
 def reference(text: str) -> int:

@@ -15,7 +15,6 @@ import sqlite3
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from contextlib import closing
 from pathlib import Path
 from typing import Any
@@ -35,27 +34,10 @@ from kirod.testing.fake_kiro import (
     ThreadedFake,
     TokenSet,
 )
-
-sys.path.insert(0, str(Path(__file__).parents[1] / "integration"))
-from kiro_env import kiro_ide_token_file, start_daemon
+from tests.support.kiro_env import kiro_ide_token_file, start_daemon
 
 FAST = 0.05
 KIROCTL = [sys.executable, "-c", "from kirod.cli.main import main; main()"]
-
-
-@pytest.fixture(scope="module")
-def fake() -> Iterator[ThreadedFake]:
-    with ThreadedFake() as server:
-        yield server
-
-
-@pytest.fixture(scope="module")
-def daemon(fake: ThreadedFake, module_tmp: Path) -> Iterator[DaemonProcess]:
-    proc = start_daemon(module_tmp, fake)
-    try:
-        yield proc
-    finally:
-        proc.kill()
 
 
 def kiroctl(

@@ -18,9 +18,7 @@ from click.testing import CliRunner
 from kirod.cli.main import cli
 from kirod.testing.daemon import DaemonProcess
 from kirod.testing.fake_kiro import ThreadedFake
-
-sys.path.insert(0, str(Path(__file__).parents[1] / "integration"))
-from kiro_env import kiro_ide_token_file, start_daemon
+from tests.support.kiro_env import kiro_ide_token_file, start_daemon
 
 KIROCTL = [sys.executable, "-c", "from kirod.cli.main import main; main()"]
 

@@ -7,9 +7,6 @@ from __future__ import annotations
 import base64
 import json
 import re
-import sys
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import aiohttp
@@ -21,24 +18,7 @@ from kirod.cli.main import cli
 from kirod.errors import ControlError
 from kirod.testing.daemon import DaemonProcess
 from kirod.testing.fake_kiro import ThreadedFake
-
-sys.path.insert(0, str(Path(__file__).parents[1] / "integration"))
-from kiro_env import kiro_ide_token_file, start_daemon
-
-
-@pytest.fixture(scope="module")
-def fake() -> Iterator[ThreadedFake]:
-    with ThreadedFake() as server:
-        yield server
-
-
-@pytest.fixture(scope="module")
-def daemon(fake: ThreadedFake, module_tmp: Path) -> Iterator[DaemonProcess]:
-    proc = start_daemon(module_tmp, fake)
-    try:
-        yield proc
-    finally:
-        proc.kill()
+from tests.support.kiro_env import kiro_ide_token_file
 
 
 def add(daemon: DaemonProcess, fake: ThreadedFake, plan: str, label: str) -> dict[str, Any]:

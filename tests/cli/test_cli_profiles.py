@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import base64
 import json
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -17,15 +16,7 @@ from click.testing import CliRunner, Result
 from kirod.cli.main import cli
 from kirod.testing.daemon import DaemonProcess
 from kirod.testing.fake_kiro import ThreadedFake
-
-sys.path.insert(0, str(Path(__file__).parents[1] / "integration"))
-from kiro_env import start_daemon
-
-
-@pytest.fixture(scope="module")
-def fake() -> Iterator[ThreadedFake]:
-    with ThreadedFake() as server:
-        yield server
+from tests.support.kiro_env import start_daemon
 
 
 @pytest.fixture(scope="module")

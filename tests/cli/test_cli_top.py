@@ -25,18 +25,10 @@ from click.testing import CliRunner, Result
 from kirod.cli.main import cli
 from kirod.testing.daemon import DaemonProcess
 from kirod.testing.fake_kiro import ThreadedFake
-
-sys.path.insert(0, str(Path(__file__).parents[1] / "integration"))
-from kiro_env import import_account, start_daemon
+from tests.support.kiro_env import import_account, start_daemon
 
 KIROCTL = [sys.executable, "-c", "from kirod.cli.main import main; main()"]
 REQUESTS = 3
-
-
-@pytest.fixture(scope="module")
-def fake() -> Iterator[ThreadedFake]:
-    with ThreadedFake() as server:
-        yield server
 
 
 @pytest.fixture(scope="module")

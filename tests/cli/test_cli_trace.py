@@ -28,20 +28,12 @@ from click.testing import CliRunner, Result
 from kirod.cli.main import cli
 from kirod.testing.daemon import DaemonProcess
 from kirod.testing.fake_kiro import Fault, Reply, Script, ThreadedFake
-
-sys.path.insert(0, str(Path(__file__).parents[1] / "integration"))
-from kiro_env import import_account, start_daemon
+from tests.support.kiro_env import import_account, start_daemon
 
 MODEL = "claude-sonnet-4-6"
 PROMPT = "Zanzibar-prompt-marker: what is in the vault?"
 TOOL = "open_the_vault_tool"
 KIROCTL = [sys.executable, "-c", "from kirod.cli.main import main; main()"]
-
-
-@pytest.fixture(scope="module")
-def fake() -> Iterator[ThreadedFake]:
-    with ThreadedFake() as server:
-        yield server
 
 
 @pytest.fixture(scope="module")

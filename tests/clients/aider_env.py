@@ -21,14 +21,11 @@ these, a run's only connection is to kirod.
 from __future__ import annotations
 
 import json
-import sys
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-import install
-import runs
+from tests.clients import install, runs
 
 CLIENT = "aider"
 MODEL = "claude-sonnet-4-5"

@@ -2,12 +2,12 @@
 every client the tests drive, run once against `recorder.py`'s loopback server, which logs every
 request and refuses it.
 
-    python tests/clients/capture.py                       # the pinned Claude Code, `-p hello`
-    python tests/clients/capture.py --client NAME         # any client versions.json pins
-    python tests/clients/capture.py --client codex        # the pinned Codex, once per model
-    python tests/clients/capture.py --client codex --model gpt-5.6-sol --compare FILE
-    python tests/clients/capture.py --client llm --version 0.37 --compare captures/X.json
-    python tests/clients/capture.py --client cline --bin PATH --out FILE
+    python -m tests.clients.capture                       # the pinned Claude Code, `-p hello`
+    python -m tests.clients.capture --client NAME         # any client versions.json pins
+    python -m tests.clients.capture --client codex        # the pinned Codex, once per model
+    python -m tests.clients.capture --client codex --model gpt-5.6-sol --compare FILE
+    python -m tests.clients.capture --client llm --version 0.37 --compare captures/X.json
+    python -m tests.clients.capture --client cline --bin PATH --out FILE
 
 Each client runs as its tests run it (its `*_env` driver: the README's settings, a private HOME,
 no traffic beyond the gateway), asked `hello` (Cline `say hello`: it takes a lone word for a
@@ -41,29 +41,27 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-import aider_env
-import cc_env
-import cline_env
-import codex_env
-import continue_env
-import copilot_env
-import install
-import kilo_env
-import llm_env
-import opencode_env
-import recorder
-import runs
-from capture_diff import api_requests, differences
-from recorder import BASE_URL_PLACEHOLDER, HOME_PLACEHOLDER, TOKEN
+from tests.clients import (
+    aider_env,
+    cc_env,
+    cline_env,
+    codex_env,
+    continue_env,
+    copilot_env,
+    install,
+    kilo_env,
+    llm_env,
+    opencode_env,
+    recorder,
+    runs,
+)
+from tests.clients.capture_diff import api_requests, differences
+from tests.clients.recorder import BASE_URL_PLACEHOLDER, HOME_PLACEHOLDER, TOKEN
+from tests.support.captures import DEFAULT, PROMPT, output
 
-PROMPT = "hello"
 CLINE_PROMPT = "say hello"
 """Cline takes a lone word for a command name."""
-DEFAULT = "default"
-"""The one variant of every client but Codex, whose variants are its models."""
 CODEX_MODELS = (codex_env.CODE_MODE_MODEL, codex_env.CLAUDE_MODEL)
-CAPTURES = install.HERE / "captures"
 PLATFORM_PLACEHOLDER = "<platform>"
 DATE_PLACEHOLDER = "<date>"
 
@@ -333,11 +331,6 @@ def capture(client: str, binary: Path, variant: str = DEFAULT) -> dict[str, Any]
         shutil.rmtree(root, ignore_errors=True)
 
 
-def output(client: str, version: str, variant: str = DEFAULT) -> Path:
-    """Where the capture of `client` at `version` is committed."""
-    return CAPTURES / f"{client}-{version}-{variant}.json"
-
-
 def pinned_output(client: str, variant: str = DEFAULT) -> Path:
     """The committed capture of the pinned version of `client`."""
     return output(client, install.pin(client).version, variant)
@@ -367,36 +360,6 @@ def capture_to(
         print(f"compared with {compare} ({old['version']}):")
         print("\n".join(f"  {line}" for line in lines) if lines else "  no differences")
     return 0
-
-
-@dataclass(frozen=True)
-class Recorded:
-    """One API request of the committed capture of a pinned client: what tests replay."""
-
-    client: str
-    version: str
-    path: str
-    headers: dict[str, str]  # as sent, minus credentials (a test adds its own)
-    body: dict[str, Any]  # a private copy: a test may change it
-
-
-def pinned_requests(client: str = cc_env.CLIENT, model: str | None = None) -> list[Recorded]:
-    """The model requests the pinned `client` sends with default settings (Codex: for `model`,
-    by default the classic shape), in order. Raises FileNotFoundError when versions.json names
-    a version nobody captured yet: run `python tests/clients/capture.py --client CLIENT`."""
-    version = install.pin(client).version
-    default = codex_env.CLAUDE_MODEL if client == codex_env.CLIENT else DEFAULT
-    document = json.loads(output(client, version, model or default).read_text())
-    return [
-        Recorded(client, version, r["path"], dict(r["headers"]), r["body"])
-        for r in document["requests"]
-        if r["path"].startswith("/v1/")
-    ]
-
-
-def pinned_request(client: str = cc_env.CLIENT, model: str | None = None) -> Recorded:
-    """The first of `pinned_requests`."""
-    return pinned_requests(client, model)[0]
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -12,13 +12,10 @@ and formats, models.
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Mapping
-from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-import codex_env
+from tests.clients import codex_env
 
 
 def api_requests(capture: Mapping[str, Any]) -> list[Mapping[str, Any]]:

@@ -10,16 +10,13 @@ import json
 import os
 import signal
 import subprocess
-import sys
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-import install
-import runs
+from tests.clients import install, runs
 
 CLIENT = "claude-code"
 BIN_ENV = "KIROD_TEST_CLAUDE_BIN"

@@ -26,14 +26,11 @@ import contextlib
 import json
 import os
 import signal
-import sys
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-import install
-import runs
+from tests.clients import install, runs
 
 CLIENT = "cline"
 MODEL = "claude-sonnet-4-6"

@@ -15,14 +15,13 @@ or `turn.failed`); the session's items as the model produced them go to a rollou
 from __future__ import annotations
 
 import json
-import sys
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-import install
-import runs
+from tests.clients import install, runs
+from tests.support.captures import CLAUDE_MODEL as CLAUDE_MODEL
+from tests.support.captures import CODE_MODE_MODEL as CODE_MODE_MODEL
 
 CLIENT = "codex"
 BIN_ENV = "KIROD_TEST_CODEX_BIN"
@@ -32,13 +31,9 @@ RUN_TIMEOUT_S = 75.0
 """One `codex exec` run; the fake answers in milliseconds (a run takes about a second), so this
 only bounds a hang."""
 
-CODE_MODE_MODEL = "gpt-5.6-sol"
-"""A slug Codex's bundled catalog marks `tool_mode: code_mode_only` (clients.md §2.3b)."""
 DEFAULT_MODEL = "gpt-6.2-sol"
 """What 0.171.0 asks for with no `model` line: its catalog's first (`codex debug models`:
 priority 1, `tool_mode: code_mode_only`); Kiro offers no such model."""
-CLAUDE_MODEL = "claude-sonnet-4-6"
-"""A model Codex does not know: the classic shape, top-level function tools."""
 
 SANDBOX_ARGS = ("--sandbox", "danger-full-access")
 """How the tests let Codex run the commands the fake asks for. In this container (root) the

@@ -12,7 +12,6 @@ the others `KIROD_TEST_<CLIENT>_BIN` / `KIROD_TEST_<CLIENT>_VERSION`, e.g.
 from __future__ import annotations
 
 import subprocess
-import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -20,14 +19,9 @@ import pytest
 
 from kirod.testing.daemon import DaemonProcess
 from kirod.testing.fake_kiro import DEFAULT_MODELS, FABLE_MODELS, FakeKiro, ThreadedFake
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "integration"))
-import codex_env
-import install
-import opencode_env
-from cc_env import Binary, ClaudeCode, locate
-from kiro_env import import_account, start_daemon
+from tests.clients import codex_env, install, opencode_env
+from tests.clients.cc_env import Binary, ClaudeCode, locate
+from tests.support.kiro_env import import_account, start_daemon
 
 Note = Callable[[str], None]
 

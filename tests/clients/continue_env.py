@@ -20,14 +20,11 @@ that off, and when it fails cn goes on silently.
 from __future__ import annotations
 
 import json
-import sys
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-import install
-import runs
+from tests.clients import install, runs
 
 CLIENT = "continue"
 KEY_ENV = "KIROD_API_KEY"

@@ -20,14 +20,11 @@ tests share, since the package is the same for every run.
 from __future__ import annotations
 
 import re
-import sys
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-import install
-import runs
+from tests.clients import install, runs
 
 CLIENT = "copilot"
 MODEL = "claude-sonnet-4-6"

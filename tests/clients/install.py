@@ -2,10 +2,10 @@
 
 Standard library only.
 
-    python tests/clients/install.py                  # every client with tests, at its pin
-    python tests/clients/install.py --best-effort    # `make test`: report a failure, exit 0
-    python tests/clients/install.py --latest         # the newest published version of each
-    python tests/clients/install.py --relock         # package.json + lockfile from versions.json
+    python -m tests.clients.install                  # every client with tests, at its pin
+    python -m tests.clients.install --best-effort    # `make test`: report a failure, exit 0
+    python -m tests.clients.install --latest         # the newest published version of each
+    python -m tests.clients.install --relock         # package.json + lockfile from versions.json
 
 A pinned npm client copies `npm/<client>/package.json` and its `package-lock.json` (committed,
 written by `--relock` with `omit-lockfile-registry-resolved`, so it names no registry host but

@@ -16,15 +16,11 @@ these a run resolves no host name and connects only to the base URL.
 from __future__ import annotations
 
 import json
-import sys
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-import install
-import opencode_env
-import runs
+from tests.clients import install, opencode_env, runs
 
 CLIENT = "kilo-code"
 # An opencode fork: Kilo takes opencode's provider packages and key variable, and `kilo run

@@ -1,7 +1,7 @@
 """`make clients-latest`: the client tests and captures against the newest published clients.
 
-    python tests/clients/latest.py [pytest arguments…]
-    python tests/clients/latest.py --dry-run     # what it would install, capture and compare
+    python -m tests.clients.latest [pytest arguments…]
+    python -m tests.clients.latest --dry-run     # what it would install, capture and compare
 
 Installs the newest published version of every client versions.json pins (`@anthropic-ai/
 claude-code`, `@openai/codex`, opencode's Linux x64 package, Kilo Code, Cline, Continue, Copilot
@@ -25,12 +25,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-import capture
-import cc_env
-import codex_env
-import install
-import opencode_env
+from tests.clients import capture, cc_env, codex_env, install, opencode_env
 
 PYTEST_TIMEOUT_S = 600.0
 VERSION_ENVS = {
@@ -76,8 +71,8 @@ def jobs(newest: Mapping[str, str]) -> list[Job]:
 def pin_hint(client: str, version: str) -> str:
     return (
         f"to pin {client} {version}: set it in tests/clients/versions.json, then run "
-        f"`python tests/clients/install.py --relock {client}`, `make clients` and "
-        f"`python tests/clients/capture.py --client {client}`"
+        f"`python -m tests.clients.install --relock {client}`, `make clients` and "
+        f"`python -m tests.clients.capture --client {client}`"
     )
 
 

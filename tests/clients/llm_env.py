@@ -14,13 +14,10 @@ functions of FILE as tools, which llm runs when the model calls them and sends b
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Iterable
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-import install
-import runs
+from tests.clients import install, runs
 
 CLIENT = "llm"
 MODEL = "claude-sonnet-4-6"

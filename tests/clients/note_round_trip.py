@@ -8,14 +8,11 @@ Imported by the client test modules (not a test module itself).
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 from typing import Any
 
 from kirod.testing.fake_kiro import FakeKiro, Reply, Script, ToolCall
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from kiro_bodies import chats, tool_names, tool_results
+from tests.clients.kiro_bodies import chats, tool_names, tool_results
 
 CANARY = "The canary sings at 04:51 in room 7."
 FINAL = "The note is about a canary."

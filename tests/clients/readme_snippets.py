@@ -9,13 +9,11 @@ from __future__ import annotations
 
 import json
 import re
-import sys
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any, TypeVar
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-import runs
+from tests.clients import runs
 
 F = TypeVar("F", bound=runs.Finished)
 

@@ -19,19 +19,16 @@ from __future__ import annotations
 
 import json
 import shlex
-import sys
 from pathlib import Path
 
 import pytest
 
 from kirod.testing.daemon import DaemonProcess
 from kirod.testing.fake_kiro import FakeKiro, Reply, Script
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-import aider_env
-from aider_env import Aider
-from kiro_bodies import chats, current, new_access_lines, routes
-from readme_snippets import README_PORT, paste, readme_block
+from tests.clients import aider_env
+from tests.clients.aider_env import Aider
+from tests.clients.kiro_bodies import chats, current, new_access_lines, routes
+from tests.clients.readme_snippets import README_PORT, paste, readme_block
 
 KIRO_MODEL = "claude-sonnet-4.5"
 """What Kiro calls `claude-sonnet-4-5`."""

@@ -1,5 +1,5 @@
-"""The committed captures (`captures/<client>-<version>-<variant>.json`, written by `python
-tests/clients/capture.py --client NAME`) name their pinned client and what it ran, hold no
+"""The committed captures (`captures/<client>-<version>-<variant>.json`, written by `python -m
+tests.clients.capture --client NAME`) name their pinned client and what it ran, hold no
 secret or local detail, and show what the client tests and the README rely on: the one request
 a prompt makes, the session id kirod reads, the file-read tool the tests call.
 
@@ -12,28 +12,28 @@ from __future__ import annotations
 import copy
 import json
 import re
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-import aider_env
-import capture
-import cc_env
-import cline_env
-import codex_env
-import continue_env
-import copilot_env
-import install
-import kilo_env
-import llm_env
-import opencode_env
-import recorder
-from capture import CODEX_MODELS, DEFAULT
-from capture_diff import differences
-from recorder import (
+from tests.clients import (
+    aider_env,
+    capture,
+    cc_env,
+    cline_env,
+    codex_env,
+    continue_env,
+    copilot_env,
+    install,
+    kilo_env,
+    llm_env,
+    opencode_env,
+    recorder,
+)
+from tests.clients.capture import CODEX_MODELS, DEFAULT
+from tests.clients.capture_diff import differences
+from tests.clients.recorder import (
     BASE_URL_PLACEHOLDER,
     DEVICE_PLACEHOLDER,
     HOME_PLACEHOLDER,

@@ -10,8 +10,8 @@ the fake scripted to say something exact, and checks the JSON result, what the f
 and kirod's control API and access log.
 
 Updating the pin: edit `tests/clients/versions.json`, then
-`python tests/clients/install.py --relock` (rewrites `npm/<client>/package*.json`),
-`make clients`, `python tests/clients/capture.py` (writes
+`python -m tests.clients.install --relock` (rewrites `npm/<client>/package*.json`),
+`make clients`, `python -m tests.clients.capture` (writes
 `captures/claude-code-<version>-default.json`, what the new version sends by default) and run
 these tests. `make clients-latest` does the trial run for the newest published version: it
 installs it, runs these tests against it and prints how its default request differs from the
@@ -24,7 +24,6 @@ import json
 import os
 import re
 import signal
-import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -33,13 +32,10 @@ import pytest
 
 from kirod.testing.daemon import DaemonProcess
 from kirod.testing.fake_kiro import FakeKiro, Reply, Script, ThreadedFake, ToolCall
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-import cc_env
-import demo_env
-from cc_env import Binary, ClaudeCode, assistant_blocks, wait_until
-from kiro_bodies import access_lines, chats, context, current, new_access_lines
-from kiro_env import start_daemon
+from tests.clients import cc_env, demo_env
+from tests.clients.cc_env import Binary, ClaudeCode, assistant_blocks, wait_until
+from tests.clients.kiro_bodies import access_lines, chats, context, current, new_access_lines
+from tests.support.kiro_env import start_daemon
 
 MODEL = "claude-sonnet-4-6"
 """A model id Kiro offers as such (as `claude-sonnet-4.6`)."""
@@ -210,7 +206,7 @@ def test_thinking_turn_then_next_turn(
     later = chats(service)[1]
     history = later["conversationState"]["history"]
     assert "A haiku it is." in json.dumps(history)
-    # Kiro may get the thinking back only as native reasoning (kiro-protocol.md §2.4b), never
+    # Kiro may get the thinking back only as native reasoning (docs/KIRO-PROTOCOL.md §2.6), never
     # as text of a message.
     replayed = [
         entry["assistantResponseMessage"].pop("reasoningContent")

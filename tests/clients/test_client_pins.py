@@ -7,15 +7,12 @@ from __future__ import annotations
 
 import json
 import re
-import sys
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-import install
+from tests.clients import install
 
 PINS = install.pins()
 

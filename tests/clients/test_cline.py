@@ -15,7 +15,6 @@ a header or the body, so kirod has nothing to keep a task on one account with.
 from __future__ import annotations
 
 import json
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -24,13 +23,24 @@ import pytest
 
 from kirod.testing.daemon import DaemonProcess
 from kirod.testing.fake_kiro import FakeKiro, Reply, Script, ToolCall
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-import cline_env
-from cline_env import Cline
-from kiro_bodies import KIRO_MODEL, chats, current, new_access_lines, routes, tool_names
-from note_round_trip import CANARY, FINAL, assert_the_note_reached_kiro, call_first, write_the_note
-from readme_snippets import README_PORT, readme_block
+from tests.clients import cline_env
+from tests.clients.cline_env import Cline
+from tests.clients.kiro_bodies import (
+    KIRO_MODEL,
+    chats,
+    current,
+    new_access_lines,
+    routes,
+    tool_names,
+)
+from tests.clients.note_round_trip import (
+    CANARY,
+    FINAL,
+    assert_the_note_reached_kiro,
+    call_first,
+    write_the_note,
+)
+from tests.clients.readme_snippets import README_PORT, readme_block
 
 README_KEY = "sk-kirod-…"
 

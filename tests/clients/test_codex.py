@@ -19,15 +19,14 @@ access log:
   summary prompt) and remote v2 (provider named "OpenAI": a `compaction_trigger` input item);
   Codex 0.171.0 no longer sends the v1 `POST /v1/responses/compact`.
 
-What the pinned Codex sends is in `captures/codex-<version>-<model>.json` (`python
-tests/clients/capture.py --client codex`), checked in test_captures.py.
+What the pinned Codex sends is in `captures/codex-<version>-<model>.json` (`python -m
+tests.clients.capture --client codex`), checked in test_captures.py.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import json
-import sys
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -37,12 +36,10 @@ import pytest
 
 from kirod.testing.daemon import DaemonProcess
 from kirod.testing.fake_kiro import FakeKiro, Reply, ToolCall
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-import codex_env
-from cc_env import wait_until
-from codex_env import CLAUDE_MODEL, CODE_MODE_MODEL, DEFAULT_MODEL, Binary, Codex
-from kiro_bodies import chats, context, current, new_access_lines
+from tests.clients import codex_env
+from tests.clients.cc_env import wait_until
+from tests.clients.codex_env import CLAUDE_MODEL, CODE_MODE_MODEL, DEFAULT_MODEL, Binary, Codex
+from tests.clients.kiro_bodies import chats, context, current, new_access_lines
 
 CANARY = "The canary sings at 04:51 in room 7."
 FINAL = "The note is about a canary."

@@ -14,20 +14,29 @@ conversation id in any header or field, so kirod has nothing to keep its turns o
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
 import pytest
 
 from kirod.testing.daemon import DaemonProcess
 from kirod.testing.fake_kiro import FakeKiro, Reply, Script, ToolCall
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-import continue_env
-from continue_env import Continue
-from kiro_bodies import KIRO_MODEL, chats, current, new_access_lines, routes, tool_names
-from note_round_trip import FINAL, assert_the_note_reached_kiro, call_first, write_the_note
-from readme_snippets import README_PORT, readme_block
+from tests.clients import continue_env
+from tests.clients.continue_env import Continue
+from tests.clients.kiro_bodies import (
+    KIRO_MODEL,
+    chats,
+    current,
+    new_access_lines,
+    routes,
+    tool_names,
+)
+from tests.clients.note_round_trip import (
+    FINAL,
+    assert_the_note_reached_kiro,
+    call_first,
+    write_the_note,
+)
+from tests.clients.readme_snippets import README_PORT, readme_block
 
 
 def readme_config(base_url: str) -> str:

@@ -16,20 +16,30 @@ from __future__ import annotations
 
 import json
 import shlex
-import sys
 from pathlib import Path
 
 import pytest
 
 from kirod.testing.daemon import DaemonProcess
 from kirod.testing.fake_kiro import FakeKiro, Reply, Script, ToolCall
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-import copilot_env
-from copilot_env import Copilot
-from kiro_bodies import KIRO_MODEL, chats, current, new_access_lines, routes, tool_names
-from note_round_trip import CANARY, FINAL, assert_the_note_reached_kiro, call_first, write_the_note
-from readme_snippets import KEY_VARIABLE, README_PORT, readme_block
+from tests.clients import copilot_env
+from tests.clients.copilot_env import Copilot
+from tests.clients.kiro_bodies import (
+    KIRO_MODEL,
+    chats,
+    current,
+    new_access_lines,
+    routes,
+    tool_names,
+)
+from tests.clients.note_round_trip import (
+    CANARY,
+    FINAL,
+    assert_the_note_reached_kiro,
+    call_first,
+    write_the_note,
+)
+from tests.clients.readme_snippets import KEY_VARIABLE, README_PORT, readme_block
 
 KEY_REFERENCE = f"${KEY_VARIABLE}"
 

@@ -15,20 +15,30 @@ request while only kirod is enabled.
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
 import pytest
 
 from kirod.testing.daemon import DaemonProcess
 from kirod.testing.fake_kiro import FakeKiro, Reply, Script, ToolCall
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-import kilo_env
-from kilo_env import KiloCode
-from kiro_bodies import KIRO_MODEL, chats, current, new_access_lines, routes, tool_names
-from note_round_trip import CANARY, FINAL, assert_the_note_reached_kiro, call_first, write_the_note
-from readme_snippets import readme_json
+from tests.clients import kilo_env
+from tests.clients.kilo_env import KiloCode
+from tests.clients.kiro_bodies import (
+    KIRO_MODEL,
+    chats,
+    current,
+    new_access_lines,
+    routes,
+    tool_names,
+)
+from tests.clients.note_round_trip import (
+    CANARY,
+    FINAL,
+    assert_the_note_reached_kiro,
+    call_first,
+    write_the_note,
+)
+from tests.clients.readme_snippets import readme_json
 
 pytestmark = pytest.mark.timeout(90)  # a run takes 8 to 20 s on two busy cores
 

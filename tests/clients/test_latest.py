@@ -8,16 +8,10 @@ clients-latest` itself; these check what it would do.
 from __future__ import annotations
 
 import json
-import sys
-from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-import capture
-import codex_env
-import install
-import latest
+from tests.clients import capture, codex_env, install, latest
 
 NEWEST = "99.0.0"
 
@@ -43,8 +37,8 @@ def test_every_capture_is_made_and_compared_with_the_pinned_ones() -> None:
 def test_the_hint_to_pin_names_the_clients_commands() -> None:
     hint = latest.pin_hint("kilo-code", "7.8.0")
     assert hint.startswith("to pin kilo-code 7.8.0: set it in tests/clients/versions.json")
-    assert "`python tests/clients/install.py --relock kilo-code`" in hint
-    assert "`python tests/clients/capture.py --client kilo-code`" in hint
+    assert "`python -m tests.clients.install --relock kilo-code`" in hint
+    assert "`python -m tests.clients.capture --client kilo-code`" in hint
 
 
 def test_a_dry_run_lists_every_capture_and_installs_nothing(

@@ -18,21 +18,17 @@ session or conversation id anywhere. llm's tools are the Python functions given 
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
 import pytest
 
 from kirod.testing.daemon import DaemonProcess
 from kirod.testing.fake_kiro import FakeKiro, Reply, Script, ToolCall
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-import llm_env
-import runs
-from kiro_bodies import KIRO_MODEL, chats, context, current, new_access_lines, routes
-from llm_env import LLM
-from note_round_trip import CANARY, FINAL, call_first, write_the_note
-from readme_snippets import README_PORT, paste, readme_block
+from tests.clients import llm_env, runs
+from tests.clients.kiro_bodies import KIRO_MODEL, chats, context, current, new_access_lines, routes
+from tests.clients.llm_env import LLM
+from tests.clients.note_round_trip import CANARY, FINAL, call_first, write_the_note
+from tests.clients.readme_snippets import README_PORT, paste, readme_block
 
 WRONG_KEY = "sk-kirod-" + "x" * 43
 

@@ -19,20 +19,15 @@ from __future__ import annotations
 import json
 import os
 import signal
-import sys
 import time
 from pathlib import Path
 from typing import Any
 
 from kirod.testing.daemon import DaemonProcess
 from kirod.testing.fake_kiro import FakeKiro, Reply, Script, ToolCall
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-import demo_env
-import opencode_env
-import runs
-from cc_env import wait_until
-from kiro_bodies import (
+from tests.clients import demo_env, opencode_env, runs
+from tests.clients.cc_env import wait_until
+from tests.clients.kiro_bodies import (
     KIRO_MODEL,
     chats,
     current,
@@ -41,9 +36,15 @@ from kiro_bodies import (
     tool_names,
     tool_results,
 )
-from note_round_trip import CANARY, FINAL, assert_the_note_in, call_first, write_the_note
-from opencode_env import OpenCode
-from readme_snippets import readme_json
+from tests.clients.note_round_trip import (
+    CANARY,
+    FINAL,
+    assert_the_note_in,
+    call_first,
+    write_the_note,
+)
+from tests.clients.opencode_env import OpenCode
+from tests.clients.readme_snippets import readme_json
 
 
 def test_hello_with_the_readme_configuration(

@@ -16,7 +16,7 @@ Fixtures:
   that viewport width (1280 desktop, 360 phone) and 10 s default timeouts; with a `SeenBodies`,
   records it. Every context is closed after the test.
 
-Helpers (import them from `console_harness`): `screenshot(page, name)` writes
+Helpers (import them from `tests.console.console_harness`): `screenshot(page, name)` writes
 `artifacts/<name>.png`; `SeenBodies` records what the browser received from `/console` URLs and
 `assert_no_secret(secrets)` checks it; `known_secrets()` gathers what must never be shown.
 """
@@ -24,15 +24,12 @@ Helpers (import them from `console_harness`): `screenshot(page, name)` writes
 from __future__ import annotations
 
 import asyncio
-import sys
 from collections.abc import AsyncIterator, Awaitable, Callable
-from pathlib import Path
 
 import pytest
 from playwright.async_api import Browser, BrowserContext, Page, async_playwright
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from console_harness import (
+from tests.console.console_harness import (
     CHROMIUM_ARGS,
     DEFAULT_TIMEOUT_MS,
     LAUNCH_TIMEOUT_MS,

@@ -1,9 +1,8 @@
 """What the console tests import: where Chromium is, how it is launched, screenshots, and the
 recorder of everything the browser received from `/console` (see conftest.py for the fixtures).
 
-Tests import this module by name (`from console_harness import SeenBodies`); conftest.py puts
-this directory on sys.path. The name is unique so it cannot clash with another test directory's
-helpers.
+Tests import it as `tests.console.console_harness` (`from tests.console.console_harness import
+SeenBodies`).
 """
 
 from __future__ import annotations

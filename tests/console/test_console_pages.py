@@ -6,7 +6,6 @@ loopback origin, and what the pages weigh, show at 360 px and in dark mode, and 
 from __future__ import annotations
 
 import re
-import sys
 from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -15,14 +14,12 @@ import anthropic
 import pytest
 from aiohttp import web
 from aiohttp.test_utils import TestServer
-from console_harness import SeenBodies, known_secrets, screenshot
 from playwright.async_api import Browser, Page, expect
 
 from kirod.testing.daemon import DaemonProcess
 from kirod.testing.fake_kiro import DeviceFlow, Fault, Script, ThreadedFake
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "integration"))
-from kiro_env import import_account, kiro_ide_token_file, start_daemon
+from tests.console.console_harness import SeenBodies, known_secrets, screenshot
+from tests.support.kiro_env import import_account, kiro_ide_token_file, start_daemon
 
 PageFactory = Callable[..., Awaitable[Page]]
 PAGES = {
@@ -35,12 +32,6 @@ PAGES = {
 FIRST_LOAD_BUDGET = 100 * 1024
 IN_MINUTES = re.compile(r"^in [45]m \d+s$")
 HTTP_LINK = re.compile(r"^http://127\.0\.0\.1:\d+/")
-
-
-@pytest.fixture(scope="module")
-def fake() -> Iterator[ThreadedFake]:
-    with ThreadedFake() as server:
-        yield server
 
 
 @pytest.fixture(scope="module")

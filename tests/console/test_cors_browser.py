@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import sys
 import threading
 from collections.abc import Awaitable, Callable, Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -20,9 +19,7 @@ from playwright.async_api import Page
 
 from kirod.testing.daemon import DaemonProcess
 from kirod.testing.fake_kiro import Reply, Script, ThreadedFake
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "integration"))
-from kiro_env import import_account, start_daemon
+from tests.support.kiro_env import import_account, start_daemon
 
 PageFactory = Callable[..., Awaitable[Page]]
 MODEL = "claude-sonnet-4-6"
@@ -78,12 +75,6 @@ def origins() -> Iterator[tuple[str, str]]:
             server.shutdown()
             server.server_close()
             thread.join(5)
-
-
-@pytest.fixture(scope="module")
-def fake() -> Iterator[ThreadedFake]:
-    with ThreadedFake() as server:
-        yield server
 
 
 @pytest.fixture(scope="module")

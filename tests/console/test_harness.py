@@ -11,8 +11,9 @@ from collections.abc import AsyncIterator
 import pytest
 from aiohttp import web
 from aiohttp.test_utils import TestServer
-from console_harness import CHROMIUM_ARGS, SeenBodies, screenshot
 from playwright.async_api import Browser, ConsoleMessage, async_playwright, expect
+
+from tests.console.console_harness import CHROMIUM_ARGS, SeenBodies, screenshot
 
 PLANTED = "sk-planted-0123456789abcdefghij"
 CSP = "default-src 'self'"

@@ -209,6 +209,33 @@ def test_cors_origins_refuse_what_is_no_exact_origin(tmp_path: Path, raw: str, r
         assert reason in message
 
 
+@pytest.mark.parametrize(
+    ("where", "raw"),
+    [
+        ("flag", "--allowed-hosts=host.docker.internal,[fd00::2]:5476"),
+        ("env", "host.docker.internal, [fd00::2]:5476"),
+        ("file", '["host.docker.internal", "[fd00::2]:5476"]'),
+    ],
+)
+def test_allowed_hosts_from_every_source(tmp_path: Path, where: str, raw: str) -> None:
+    assert settings_from(tmp_path, where, "allowed_hosts", raw) == (
+        "host.docker.internal",
+        "[fd00::2]:5476",
+    )
+    assert settings_from(tmp_path, "env", "allowed_hosts", "*") == ("*",)
+
+
+@pytest.mark.parametrize(
+    "raw", ["http://host.docker.internal", "host/path", "two words", "*.example.com", "bü.example"]
+)
+def test_allowed_hosts_refuse_what_no_host_header_holds(tmp_path: Path, raw: str) -> None:
+    with pytest.raises(ConfigError) as refused:
+        settings_from(tmp_path, "file", "allowed_hosts", f'["ok.example", "{raw}"]')
+    message = str(refused.value)
+    assert message.startswith("invalid value for 'allowed_hosts' from "), message
+    assert f"item 2 ({raw!r}): expected a host name" in message
+
+
 def test_first_start_says_where_things_are_and_warns_of_unknown_variables(
     short_tmp: Path,
 ) -> None:

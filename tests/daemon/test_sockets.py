@@ -16,7 +16,7 @@ from collections.abc import AsyncIterator, Iterator
 import pytest
 from aiohttp import web
 
-from kirod.daemon.sockets import Acceptor, bind_tcp, control_refusal
+from kirod.daemon.sockets import Acceptor, Served, bind_tcp, control_refusal
 
 LIMIT = 3
 
@@ -30,7 +30,9 @@ async def serving(limit: int = LIMIT) -> AsyncIterator[tuple[int, web.Server]]:
     server = web.Server(ok)
     sock = bind_tcp("127.0.0.1", 0)
     try:
-        async with Acceptor(sock, server, name="test", limit=limit, refusal=control_refusal):
+        async with Acceptor(
+            sock, Served(server), name="test", limit=limit, refusal=control_refusal
+        ):
             yield sock.getsockname()[1], server
     finally:
         await server.shutdown(1.0)

@@ -92,13 +92,14 @@ def test_a_second_instance_says_at_once_who_it_waits_for_and_how_to_stop_it(
     first = DaemonProcess(short_tmp / "a", env={"INVOCATION_ID": "", "XPC_SERVICE_NAME": ""})
     try:
         first.wait_ready()
-        started = time.monotonic()
-        second = DaemonProcess(first.root, env={"KIROD_LOCK_TIMEOUT_S": "3"})
+        second = DaemonProcess(first.root, env={"KIROD_LOCK_TIMEOUT_S": "8"})
         waiting = f"waiting for kirod (pid {first.proc.pid}) to release"
-        wait_for(lambda: waiting in second.log(), 2.5)
-        assert time.monotonic() - started < 2.5  # long before the 3 s are over
-        assert f"{first.state_dir / 'kirod.lock'} (up to 3 s)" in second.log()
-        assert second.wait(15) == 1
+        wait_for(lambda: waiting in second.log(), 7.5)
+        # Said while it waits, not once the wait is over (a loaded machine may take seconds
+        # just to start the interpreter, so the bound is the wait itself, not the clock).
+        assert second.proc.poll() is None
+        assert f"{first.state_dir / 'kirod.lock'} (up to 8 s)" in second.log()
+        assert second.wait(20) == 1
         log = second.log()
         # The first one is a plain process here, not a service: its pid is how to stop it.
         assert f"stop it first: kill {first.proc.pid}" in log

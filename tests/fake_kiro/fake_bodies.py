@@ -1,4 +1,5 @@
-"""Builders of GenerateAssistantResponse bodies for the fake's tests (shapes: protocol §2.1)."""
+"""Builders of GenerateAssistantResponse bodies for the fake's tests (shapes:
+docs/KIRO-PROTOCOL.md §2.1)."""
 
 from __future__ import annotations
 

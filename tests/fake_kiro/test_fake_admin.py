@@ -14,7 +14,6 @@ from collections.abc import Iterator
 from typing import IO, Any
 
 import pytest
-from fake_bodies import body, user
 
 from kirod.testing.fake_kiro import (
     Bonus,
@@ -31,6 +30,7 @@ from kirod.testing.fake_kiro import (
     ToolCall,
 )
 from kirod.upstream.frames import FrameDecoder
+from tests.fake_kiro.fake_bodies import body, user
 
 
 def call(

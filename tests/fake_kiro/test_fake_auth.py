@@ -8,10 +8,10 @@ from typing import Any
 
 import aiohttp
 import pytest
-from fake_bodies import body, user
 from yarl import URL
 
 from kirod.testing.fake_kiro import DeviceFlow, DeviceOutcome, FakeKiro, TokenSet, running_fake
+from tests.fake_kiro.fake_bodies import body, user
 
 Served = tuple[FakeKiro, str]
 DEVICE_GRANT = "urn:ietf:params:oauth:grant-type:device_code"

@@ -6,7 +6,6 @@ import json
 from typing import Any
 
 import pytest
-from fake_bodies import SONNET, assistant, body, encode, tool, user
 
 from kirod.testing.fake_kiro.catalog import DEFAULT_MODELS, Model
 from kirod.testing.fake_kiro.script import (
@@ -30,6 +29,7 @@ from kirod.testing.fake_kiro.script import (
 from kirod.testing.fake_kiro.validate import validate_chat
 from kirod.upstream.errors import UpstreamProtocolError
 from kirod.upstream.frames import Frame, FrameDecoder
+from tests.fake_kiro.fake_bodies import SONNET, assistant, body, encode, tool, user
 
 MODELS = {model.model_id: model for model in DEFAULT_MODELS}
 WEATHER = ToolCall("get_weather", {"city": "Paris", "unit": "C"})

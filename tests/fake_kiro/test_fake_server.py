@@ -9,7 +9,6 @@ from typing import Any
 
 import aiohttp
 import pytest
-from fake_bodies import body, user
 
 from kirod.testing.fake_kiro import (
     Bonus,
@@ -26,6 +25,7 @@ from kirod.testing.fake_kiro import (
 )
 from kirod.upstream.errors import UpstreamProtocolError
 from kirod.upstream.frames import Frame, FrameDecoder
+from tests.fake_kiro.fake_bodies import body, user
 
 Served = tuple[FakeKiro, str]
 BEARER_INVALID = {"message": "The bearer token included in the request is invalid."}

@@ -12,7 +12,6 @@ import zlib
 from typing import Any
 
 import pytest
-from fake_bodies import PNG, SONNET, assistant, body, encode, result, tool, use, user
 from PIL import Image
 
 from kirod.testing.fake_kiro.catalog import DEFAULT_MODELS
@@ -24,6 +23,17 @@ from kirod.testing.fake_kiro.validate import (
     estimate_tokens,
     reasoning_signature,
     validate_chat,
+)
+from tests.fake_kiro.fake_bodies import (
+    PNG,
+    SONNET,
+    assistant,
+    body,
+    encode,
+    result,
+    tool,
+    use,
+    user,
 )
 
 DOCS = "claude-sonnet-4.6"  # lists DOCUMENT input; SONNET (4.5) does not

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from kirod.http.auth import host_name, loopback_address
+from kirod.config.hosts import host_name, loopback_address
 
 
 @pytest.mark.parametrize(

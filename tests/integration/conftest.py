@@ -1,6 +1,7 @@
-"""The fixtures most end-to-end modules share: one fake Kiro and one real daemon per module, with
-one social account imported, and the official SDKs pointed at it. A module that needs another
-daemon (several accounts, other settings) defines its own `daemon`, which wins over this one."""
+"""The fixtures most end-to-end modules share: one real daemon per module on the module's fake
+Kiro (`fake`, tests/conftest.py), with one social account imported, and the official SDKs pointed
+at it. A module that needs another daemon (several accounts, other settings) defines its own
+`daemon`, which wins over this one."""
 
 from __future__ import annotations
 
@@ -10,16 +11,10 @@ from pathlib import Path
 import anthropic
 import openai
 import pytest
-from kiro_env import import_account, start_daemon
 
 from kirod.testing.daemon import DaemonProcess
 from kirod.testing.fake_kiro import FakeKiro, ThreadedFake
-
-
-@pytest.fixture(scope="module")
-def fake() -> Iterator[ThreadedFake]:
-    with ThreadedFake() as server:
-        yield server
+from tests.support.kiro_env import import_account, start_daemon
 
 
 @pytest.fixture(scope="module")

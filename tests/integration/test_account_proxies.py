@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import shutil
-import sys
 import tempfile
 import time
 from collections.abc import Iterator
@@ -23,9 +22,7 @@ from kirod.errors import ControlError
 from kirod.testing.daemon import DaemonProcess
 from kirod.testing.fake_kiro import DeviceFlow, FakeKiro, ThreadedFake, TokenSet
 from kirod.testing.proxies import HttpProxy, Socks5Proxy, ThreadedProxy
-
-sys.path.insert(0, str(Path(__file__).parent))
-from kiro_env import import_account, start_daemon
+from tests.support.kiro_env import import_account, start_daemon
 
 MODEL = "claude-sonnet-4-6"
 PASSWORD = "hunter2-very-secret"

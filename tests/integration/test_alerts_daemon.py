@@ -12,7 +12,6 @@ import json
 import re
 import shutil
 import socket
-import sys
 import tempfile
 import threading
 import time
@@ -28,9 +27,7 @@ from click.testing import CliRunner, Result
 from kirod.cli.main import cli
 from kirod.testing.daemon import DaemonProcess
 from kirod.testing.fake_kiro import Fault, Script, ThreadedFake
-
-sys.path.insert(0, str(Path(__file__).parent))
-from kiro_env import import_account, start_daemon
+from tests.support.kiro_env import import_account, start_daemon
 
 MODEL = "claude-sonnet-4-6"
 SECRET = "whsec-integration-secret"

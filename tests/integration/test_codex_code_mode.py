@@ -9,26 +9,15 @@ fake Kiro; the SDK that reads the answers is the official openai one.
 from __future__ import annotations
 
 import json
-import sys
-from pathlib import Path
 from typing import Any
 
 import openai
 import pytest
 
 from kirod.testing.fake_kiro import FakeKiro, Reply, ToolCall
-
-sys.path.insert(0, str(Path(__file__).parent))
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "clients"))
-import capture
-from codex_env import CODE_MODE_MODEL
+from tests.integration.code_mode import captured_body
 
 SOURCE = "const r = await tools.exec_command({cmd: 'cat notes.txt'});\ntext(r.output);"
-
-
-def captured_body() -> dict[str, Any]:
-    """The pinned Codex's first `/v1/responses` body for gpt-5.6-sol, as captured."""
-    return capture.pinned_request("codex", CODE_MODE_MODEL).body
 
 
 def last_state(service: FakeKiro) -> dict[str, Any]:

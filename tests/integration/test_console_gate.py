@@ -17,7 +17,6 @@ from typing import Any
 import aiohttp
 import pytest
 from click.testing import CliRunner
-from kiro_env import kiro_ide_token_file, start_daemon
 
 from kirod.cli.main import cli
 from kirod.errors import ControlError
@@ -25,6 +24,7 @@ from kirod.http.console.sessions import MAX_STREAMS_PER_SESSION
 from kirod.report_types import ApiKey
 from kirod.testing.daemon import DaemonProcess
 from kirod.testing.fake_kiro import ThreadedFake
+from tests.support.kiro_env import kiro_ide_token_file, start_daemon
 
 PAGES = ("/console/", "/console/traffic", "/console/models", "/console/keys", "/console/add")
 
@@ -105,6 +105,23 @@ async def test_without_a_session_every_page_asks_to_sign_in_and_an_api_key_does_
     ) as action:
         assert action.status == 401
         assert (await action.json())["error"]["code"] == "signed_out"
+
+
+async def test_the_console_without_its_slash_redirects_there_keeping_the_query(
+    http: aiohttp.ClientSession, daemon: DaemonProcess
+) -> None:
+    for method in ("GET", "HEAD"):
+        async with http.request(
+            method, f"{daemon.base_url}/console?window=day&q=a%26b", allow_redirects=False
+        ) as moved:
+            assert moved.status == 308, method
+            assert moved.headers["Location"] == "/console/?window=day&q=a%26b"
+    async with http.get(f"{daemon.base_url}/console", allow_redirects=False) as bare:
+        assert (bare.status, bare.headers["Location"]) == (308, "/console/")
+    async with http.get(f"{daemon.base_url}/console") as followed:
+        assert followed.status == 401  # the page that asks to sign in
+        assert followed.url.path == "/console/"
+        assert "kiroctl console" in await followed.text()
 
 
 async def test_every_answer_carries_the_security_headers_and_no_cors(

@@ -12,10 +12,10 @@ import aiohttp
 import anthropic
 import openai
 import pytest
-from kiro_env import import_account, start_daemon
 
 from kirod.testing.daemon import DaemonProcess
 from kirod.testing.fake_kiro import FakeKiro, Reply, Script, ThreadedFake
+from tests.support.kiro_env import import_account, start_daemon
 
 LISTED = "http://localhost:3210"
 ALSO_LISTED = "https://chat.example.com"

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import http.client
 import signal
-import sys
 import threading
 import time
 import urllib.request
@@ -14,9 +13,7 @@ from pathlib import Path
 import pytest
 
 from kirod.testing.fake_kiro import Fault, Script, ThreadedFake
-
-sys.path.insert(0, str(Path(__file__).parent))
-from kiro_env import import_account, start_daemon
+from tests.support.kiro_env import import_account, start_daemon
 
 
 @pytest.fixture

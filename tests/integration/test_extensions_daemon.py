@@ -17,11 +17,11 @@ import anthropic
 import openai
 import pytest
 from click.testing import CliRunner, Result
-from kiro_env import import_account, start_daemon
 
 from kirod.cli.main import cli
 from kirod.testing.daemon import DaemonProcess
 from kirod.testing.fake_kiro import FakeKiro, Reply, Script, ThreadedFake
+from tests.support.kiro_env import import_account, start_daemon
 
 CONTRIB = Path(__file__).parents[2] / "contrib" / "extensions"
 MODEL = "claude-sonnet-4-6"

@@ -10,7 +10,6 @@ import http.client
 import json
 import os
 import socket
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -21,9 +20,7 @@ from hypothesis import strategies as st
 
 from kirod.testing.daemon import DaemonProcess
 from kirod.testing.fake_kiro import ThreadedFake
-
-sys.path.insert(0, str(Path(__file__).parent))
-from kiro_env import import_account, start_daemon
+from tests.support.kiro_env import import_account, start_daemon
 
 EXAMPLES = 400
 ANTHROPIC_ROUTES = ("/v1/messages", "/v1/messages/count_tokens")

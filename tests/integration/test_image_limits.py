@@ -1,5 +1,5 @@
 """Images as Kiro limits them, end to end: the official SDKs → the real daemon → the fake Kiro,
-which refuses what the service refuses (capabilities §9). The images are made with Pillow."""
+which refuses what the service refuses (docs/UPSTREAM.md §6). The images are made with Pillow."""
 
 from __future__ import annotations
 

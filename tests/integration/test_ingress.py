@@ -255,7 +255,7 @@ async def test_client_disconnect_mid_upload_is_logged_as_499(daemon: DaemonProce
     host, port = daemon.address.rsplit(":", 1)
     reader, writer = await asyncio.open_connection(host, int(port))
     writer.write(
-        b"POST /test/echo HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+        b"POST /test/echo HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n"
         b"Authorization: Bearer " + daemon.api_key.encode() + b"\r\n"
         b'Content-Length: 1000\r\n\r\n{"partial": '
     )

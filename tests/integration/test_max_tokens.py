@@ -6,7 +6,6 @@ request and names the clamp in the request's log line rather than refusing it.
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -16,9 +15,7 @@ import pytest
 
 from kirod.testing.daemon import DaemonProcess
 from kirod.testing.fake_kiro import ThreadedFake
-
-sys.path.insert(0, str(Path(__file__).parent))
-from kiro_env import import_account, start_daemon
+from tests.support.kiro_env import import_account, start_daemon
 
 MODEL = "claude-sonnet-4-6"
 HUGE = 10_000_000

@@ -1,6 +1,7 @@
 """MCP tools' schemas end to end: the Anthropic SDK declares tools whose top level Kiro refuses
-(capabilities §9: `400 TOOL_SCHEMA_INVALID` for a top level that is not `type: object` or holds
-a `oneOf`/`anyOf`/`allOf`); kirod flattens them, the fake accepts them, and the call comes back."""
+(docs/KIRO-PROTOCOL.md §4.2: `400 TOOL_SCHEMA_INVALID` for a top level that is not `type: object`
+or holds a `oneOf`/`anyOf`/`allOf`); kirod flattens them, the fake accepts them, and the call
+comes back."""
 
 from __future__ import annotations
 

@@ -11,7 +11,6 @@ import copy
 import dataclasses
 import json
 import re
-import sys
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
@@ -27,17 +26,13 @@ from click.testing import CliRunner
 from kirod.cli import main
 from kirod.testing.daemon import DaemonProcess
 from kirod.testing.fake_kiro import FakeKiro, Reply, ThreadedFake
-
-sys.path.insert(0, str(Path(__file__).parent))
-from kiro_env import import_account, start_daemon
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "clients"))
-import capture
+from tests.support import captures
+from tests.support.kiro_env import import_account, start_daemon
 
 
 def captured_request() -> tuple[dict[str, str], dict[str, Any]]:
     """The pinned Claude Code's first `/v1/messages` request with default settings."""
-    recorded = capture.pinned_request()
+    recorded = captures.pinned_request()
     headers = {k: v for k, v in recorded.headers.items() if k.lower() in _KEPT_HEADERS}
     return headers, recorded.body
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -14,9 +13,7 @@ import pytest
 
 from kirod.testing.daemon import DaemonProcess
 from kirod.testing.fake_kiro import FakeKiro, Fault, Reply, Script, ThreadedFake, ToolCall
-
-sys.path.insert(0, str(Path(__file__).parent))
-from kiro_env import import_account, start_daemon
+from tests.support.kiro_env import import_account, start_daemon
 
 MODEL = "claude-sonnet-4-6"
 SHELL_TOOL: dict[str, Any] = {
@@ -215,7 +212,8 @@ def test_native_reasoning_round_trips_encrypted(
     sealed = reasoning[0].encrypted_content  # type: ignore[union-attr]
     assert sealed
     assert "Deep thought" not in sealed
-    if model.startswith("gpt-"):  # GPT-5.6 reads its effort from the root (capabilities §9)
+    # GPT-5.6 reads its effort from the root (docs/KIRO-PROTOCOL.md §2.6)
+    if model.startswith("gpt-"):
         fields = service.requests("chat")[-1].json["additionalModelRequestFields"]
         assert fields == {"reasoning": {"effort": "high"}}
     else:

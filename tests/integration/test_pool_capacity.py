@@ -7,7 +7,6 @@ from __future__ import annotations
 import concurrent.futures
 import shutil
 import sqlite3
-import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterator
@@ -18,9 +17,7 @@ import pytest
 
 from kirod.testing.daemon import DaemonProcess
 from kirod.testing.fake_kiro import Reply, Script, ThreadedFake
-
-sys.path.insert(0, str(Path(__file__).parent))
-from kiro_env import import_account, start_daemon
+from tests.support.kiro_env import import_account, start_daemon
 
 MODEL = "claude-sonnet-4-6"
 SLOTS = 10

@@ -4,7 +4,6 @@ service, with accounts on different plans (a Free plan lists no Opus) and paced 
 from __future__ import annotations
 
 import concurrent.futures
-import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -14,9 +13,7 @@ import pytest
 
 from kirod.testing.daemon import DaemonProcess
 from kirod.testing.fake_kiro import ThreadedFake
-
-sys.path.insert(0, str(Path(__file__).parent))
-from kiro_env import import_account, start_daemon
+from tests.support.kiro_env import import_account, start_daemon
 
 OPUS = "claude-opus-4-6"
 SONNET = "claude-sonnet-4-6"

@@ -4,7 +4,6 @@ daemon → the fake Kiro service."""
 from __future__ import annotations
 
 import collections
-import sys
 import time
 from pathlib import Path
 
@@ -13,9 +12,7 @@ import pytest
 
 from kirod.testing.daemon import DaemonProcess
 from kirod.testing.fake_kiro import ThreadedFake
-
-sys.path.insert(0, str(Path(__file__).parent))
-from kiro_env import import_account, start_daemon
+from tests.support.kiro_env import import_account, start_daemon
 
 MODEL = "claude-sonnet-4-6"
 

@@ -12,7 +12,6 @@ import asyncio
 import copy
 import json
 import re
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -23,14 +22,10 @@ import pytest
 
 from kirod.testing.daemon import DaemonProcess
 from kirod.testing.fake_kiro import FakeKiro, Reply, ThreadedFake, TokenUsage
-
-sys.path.insert(0, str(Path(__file__).parent))
-from kiro_env import import_account, start_daemon
-from test_codex_code_mode import captured_body
-from test_responses_websocket import connect, final, turn
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "clients"))
-import capture
+from tests.integration.code_mode import captured_body
+from tests.integration.responses_ws import connect, final, turn
+from tests.support import captures
+from tests.support.kiro_env import import_account, start_daemon
 
 MODEL = "claude-sonnet-4-6"  # claude-sonnet-4.6: promptCaching, 4 checkpoints in the fake
 CACHED = TokenUsage(uncached=120, output=9, cache_read=8000, cache_write=880)
@@ -65,7 +60,7 @@ def conversation_ids(service: FakeKiro) -> list[str]:
 def claude_code_body(version: str, *more: dict[str, Any]) -> dict[str, Any]:
     """The pinned Claude Code's captured first request (for MODEL, not streamed), its billing
     header naming client `version` (it changes with every release), `more` messages after it."""
-    body = capture.pinned_request().body
+    body = captures.pinned_request().body
     billing = body["system"][0]
     billing["text"], found = re.subn(r"cc_version=[^;]*", f"cc_version={version}", billing["text"])
     assert found == 1
@@ -91,7 +86,7 @@ def two_turns(claude: anthropic.Anthropic, **options: Any) -> None:
 
 OPENCODE_SESSION = {
     name: value
-    for name, value in capture.pinned_request("opencode").headers.items()
+    for name, value in captures.pinned_request("opencode").headers.items()
     if name in ("x-session-affinity", "x-session-id")
 }
 """The session headers the pinned opencode sends (its capture; the id is a placeholder)."""
@@ -174,7 +169,7 @@ def test_consecutive_turns_share_the_payload_prefix(
     (its billing header differs): the upstream bytes of the first turn's history must not."""
     headers = {
         "x-claude-code-session-id": SESSION,
-        "anthropic-beta": capture.pinned_request().headers["anthropic-beta"],
+        "anthropic-beta": captures.pinned_request().headers["anthropic-beta"],
     }
     replied = {"role": "assistant", "content": [{"type": "text", "text": "Hello."}]}
     asked = {"role": "user", "content": [{"type": "text", "text": "Now?"}]}

@@ -1,14 +1,12 @@
-"""GPT-5.6's reasoning effort end to end (capabilities §9): the openai SDK asks the Responses API
-for an effort the account's catalog does not list for the model; kirod sends the nearest one it
-lists, in `additionalModelRequestFields.reasoning` (never Claude's `output_config`), and names the
-clamp in the request's log line."""
+"""GPT-5.6's reasoning effort end to end (docs/KIRO-PROTOCOL.md §2.6): the openai SDK asks the
+Responses API for an effort the account's catalog does not list for the model; kirod sends the
+nearest one it lists, in `additionalModelRequestFields.reasoning` (never Claude's `output_config`),
+and names the clamp in the request's log line."""
 
 from __future__ import annotations
 
 import dataclasses
-import sys
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import openai
@@ -17,9 +15,6 @@ import pytest
 from kirod.testing.daemon import DaemonProcess
 from kirod.testing.fake_kiro import FakeKiro, Reply, ThreadedFake
 from kirod.testing.fake_kiro.catalog import DEFAULT_MODELS, GPT_REQUEST_FIELDS
-
-sys.path.insert(0, str(Path(__file__).parent))
-from kiro_env import import_account, start_daemon
 
 MODEL = "gpt-5.6-sol"
 LOW_TO_HIGH: dict[str, Any] = {
@@ -48,16 +43,6 @@ def catalog() -> list[Any]:
 def fake() -> Iterator[ThreadedFake]:
     with ThreadedFake(FakeKiro(models=catalog())) as server:
         yield server
-
-
-@pytest.fixture(scope="module")
-def daemon(fake: ThreadedFake, module_tmp: Path) -> Iterator[DaemonProcess]:
-    proc = start_daemon(module_tmp, fake)
-    import_account(proc, fake.fake.issue_social_account())
-    try:
-        yield proc
-    finally:
-        proc.kill()
 
 
 def last_body(service: FakeKiro) -> dict[str, Any]:

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import base64
 import json
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -22,9 +21,7 @@ from kirod.localapi.client import ControlError
 from kirod.testing.daemon import DaemonProcess
 from kirod.testing.fake_kiro import DeviceFlow, FakeKiro, Reply, ThreadedFake, TokenSet
 from kirod.testing.fake_kiro.tokens import BUILDER_ID_PROFILE_ARN, EXTERNAL_IDP_TOKEN_PATH
-
-sys.path.insert(0, str(Path(__file__).parent))
-from kiro_env import start_daemon
+from tests.support.kiro_env import start_daemon
 
 MODEL = "claude-sonnet-4-6"
 
@@ -281,7 +278,7 @@ def test_a_device_login_finds_its_profile(daemon: DaemonProcess, service: FakeKi
 
 
 def test_an_api_key_asks_for_its_own_profile(daemon: DaemonProcess, service: FakeKiro) -> None:
-    """A `ksk_` key may not list profiles: GetProfile names its one (capabilities §5.3)."""
+    """A `ksk_` key may not list profiles: GetProfile names its one (docs/UPSTREAM.md §5.3)."""
     tokens = service.issue_api_key_account()
     [imported] = daemon.client.import_accounts(api_key=tokens.access_token)
     account = daemon.client.account(imported.account.id)

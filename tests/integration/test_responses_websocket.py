@@ -13,31 +13,31 @@ import json
 import signal
 import socket
 import sqlite3
-import sys
 import time
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import aiohttp
 import openai
-import pydantic
 import pytest
-from openai.lib.streaming.responses._responses import ResponseStreamState
-from openai.types.responses.responses_server_event import ResponsesServerEvent
 
 from kirod.testing.daemon import DaemonProcess
 from kirod.testing.fake_kiro import FakeKiro, Fault, Reply, Script, ThreadedFake, ToolCall
-
-sys.path.insert(0, str(Path(__file__).parent))
-from kiro_env import import_account, start_daemon
+from tests.integration.responses_ws import (
+    BETA,
+    connect,
+    events_of_turn,
+    final,
+    receive,
+    send,
+    turn,
+)
+from tests.support.kiro_env import import_account, start_daemon
 
 MODEL = "claude-sonnet-4-6"
-BETA = {"OpenAI-Beta": "responses_websockets=2026-02-06"}
-TERMINAL = {"response.completed", "response.incomplete", "response.failed"}
 MAX_BODY = 256 * 1024
 LIMIT_CODE = "websocket_connection_limit_reached"
-SERVER_EVENT: pydantic.TypeAdapter[Any] = pydantic.TypeAdapter(ResponsesServerEvent)
 SHELL_TOOL: dict[str, Any] = {
     "type": "function",
     "name": "exec_command",
@@ -62,63 +62,6 @@ def daemon(fake: ThreadedFake, module_tmp: Path) -> Iterator[DaemonProcess]:
         assert "Traceback" not in log
     finally:
         proc.kill()
-
-
-@contextlib.asynccontextmanager
-async def connect(
-    proc: DaemonProcess, key: str | None = None, **options: Any
-) -> AsyncIterator[aiohttp.ClientWebSocketResponse]:
-    """A WebSocket to /v1/responses, offering permessage-deflate as Codex does."""
-    headers = {"Authorization": f"Bearer {key or proc.api_key}", **BETA}
-    options.setdefault("compress", 15)
-    async with (
-        aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=60)) as session,
-        session.ws_connect(proc.base_url + "/v1/responses", headers=headers, **options) as ws,
-    ):
-        yield ws
-
-
-async def send(ws: aiohttp.ClientWebSocketResponse, **body: Any) -> None:
-    await ws.send_str(json.dumps({"type": "response.create", **body}))
-
-
-async def receive(ws: aiohttp.ClientWebSocketResponse, timeout_s: float = 20.0) -> dict[str, Any]:
-    message = await ws.receive(timeout=timeout_s)
-    assert message.type is aiohttp.WSMsgType.TEXT, message
-    event: dict[str, Any] = json.loads(message.data)
-    SERVER_EVENT.validate_python(event)  # every frame is an event the openai SDK knows
-    return event
-
-
-async def events_of_turn(ws: aiohttp.ClientWebSocketResponse) -> list[dict[str, Any]]:
-    """Frames up to the turn's terminal event, or its one error frame."""
-    events: list[dict[str, Any]] = []
-    async with asyncio.timeout(30):
-        while True:
-            event = await receive(ws)
-            events.append(event)
-            if event["type"] in TERMINAL or (event["type"] == "error" and "status" in event):
-                return events
-
-
-async def turn(ws: aiohttp.ClientWebSocketResponse, **body: Any) -> list[dict[str, Any]]:
-    await send(ws, **body)
-    return await events_of_turn(ws)
-
-
-def final(events: list[dict[str, Any]]) -> dict[str, Any]:
-    """The last event's response, after the openai SDK's accumulator accepted every event."""
-    state: ResponseStreamState[Any] = ResponseStreamState(
-        input_tools=openai.omit, text_format=openai.omit
-    )
-    for event in events:
-        state.handle_event(SERVER_EVENT.validate_python(event))
-    numbers = [event["sequence_number"] for event in events]
-    assert numbers == list(range(len(events)))
-    assert events[0]["type"] == "response.created"
-    assert events[-1]["type"] in TERMINAL
-    response: dict[str, Any] = events[-1]["response"]
-    return response
 
 
 def output_text(response: dict[str, Any]) -> str:

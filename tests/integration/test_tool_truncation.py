@@ -8,7 +8,6 @@ call, and `kiroctl stats` counts both.
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -21,9 +20,7 @@ from click.testing import CliRunner
 from kirod.cli.main import cli
 from kirod.testing.daemon import DaemonProcess
 from kirod.testing.fake_kiro import FakeKiro, Reply, ThreadedFake, ToolCall, ToolCut
-
-sys.path.insert(0, str(Path(__file__).parent))
-from kiro_env import import_account, start_daemon
+from tests.support.kiro_env import import_account, start_daemon
 
 MODEL = "claude-sonnet-4-6"
 WRITE_ARGS = {"file_path": "notes.md", "content": "All work and no play. " * 200}

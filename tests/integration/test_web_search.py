@@ -9,8 +9,6 @@ tool, kirod searches, and the model's continuation streams on in the same respon
 from __future__ import annotations
 
 import json
-import sys
-from pathlib import Path
 from typing import Any
 
 import anthropic
@@ -18,8 +16,6 @@ import openai
 import pytest
 
 from kirod.testing.fake_kiro import FakeKiro, Reply, Search, SearchFault, ToolCall
-
-sys.path.insert(0, str(Path(__file__).parent))
 
 MODEL = "claude-sonnet-4-6"
 SIDE_CALL_SYSTEM = "You are an assistant for performing a web search tool use"

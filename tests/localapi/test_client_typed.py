@@ -4,9 +4,6 @@ and the views kiroctl prints with --json give back the document kirod sent, unch
 from __future__ import annotations
 
 import base64
-import sys
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -15,24 +12,7 @@ from kirod.localapi.client import LocalClient
 from kirod.report_types import Account, Config, Imported, Models, Pool, PoolAccount, Usage
 from kirod.testing.daemon import DaemonProcess
 from kirod.testing.fake_kiro import ThreadedFake
-
-sys.path.insert(0, str(Path(__file__).parents[1] / "integration"))
-from kiro_env import kiro_ide_token_file, start_daemon
-
-
-@pytest.fixture(scope="module")
-def fake() -> Iterator[ThreadedFake]:
-    with ThreadedFake() as server:
-        yield server
-
-
-@pytest.fixture(scope="module")
-def daemon(fake: ThreadedFake, module_tmp: Path) -> Iterator[DaemonProcess]:
-    proc = start_daemon(module_tmp, fake)
-    try:
-        yield proc
-    finally:
-        proc.kill()
+from tests.support.kiro_env import kiro_ide_token_file
 
 
 @pytest.fixture(scope="module")

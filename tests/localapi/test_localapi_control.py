@@ -6,7 +6,6 @@ import dataclasses
 import json
 import socket
 import sqlite3
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -19,17 +18,9 @@ from kirod.localapi.client import ControlError
 from kirod.report_types import Pacing, Stats, Status
 from kirod.testing.daemon import DaemonProcess
 from kirod.testing.fake_kiro import Fault, Script, ThreadedFake
-
-sys.path.insert(0, str(Path(__file__).parents[1] / "integration"))
-from kiro_env import import_account, start_daemon
+from tests.support.kiro_env import import_account, start_daemon
 
 CONFIG_KEY = "config-key-0123456789abcdefghijklmnopqrstuvwxyz"
-
-
-@pytest.fixture(scope="module")
-def fake() -> Iterator[ThreadedFake]:
-    with ThreadedFake() as server:
-        yield server
 
 
 @pytest.fixture(scope="module")

@@ -3,10 +3,7 @@
 from __future__ import annotations
 
 import json
-import sys
 import time
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -15,25 +12,7 @@ from kirod.localapi.client import ControlError
 from kirod.testing.daemon import DaemonProcess
 from kirod.testing.fake_kiro import DeviceFlow, DeviceOutcome, ThreadedFake
 
-sys.path.insert(0, str(Path(__file__).parents[1] / "integration"))
-from kiro_env import start_daemon
-
 FAST = 0.05  # the fake's poll interval; `slow_down` then adds the standard 5 s
-
-
-@pytest.fixture(scope="module")
-def fake() -> Iterator[ThreadedFake]:
-    with ThreadedFake() as server:
-        yield server
-
-
-@pytest.fixture(scope="module")
-def daemon(fake: ThreadedFake, module_tmp: Path) -> Iterator[DaemonProcess]:
-    proc = start_daemon(module_tmp, fake)
-    try:
-        yield proc
-    finally:
-        proc.kill()
 
 
 def start(

@@ -3,7 +3,6 @@ import, not a pass later); a cool-down that ended shows as over without waiting 
 
 from __future__ import annotations
 
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -12,9 +11,7 @@ import anthropic
 import pytest
 
 from kirod.testing.fake_kiro import Fault, Script, ThreadedFake
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "integration"))
-from kiro_env import import_account, start_daemon
+from tests.support.kiro_env import import_account, start_daemon
 
 
 @pytest.fixture

@@ -26,7 +26,7 @@ from typing import Any
 import pytest
 
 from kirod.canonical.request import ImageBlock
-from kirod.canonical.tokens import (
+from kirod.canonical.token_count import (
     IMAGE_MAX_TOKENS,
     TOOLS_PROMPT_TOKENS,
     estimate_image_tokens,

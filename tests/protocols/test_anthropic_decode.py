@@ -5,9 +5,7 @@ from __future__ import annotations
 import base64
 import copy
 import json
-import sys
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -32,9 +30,7 @@ from kirod.canonical.request import (
 from kirod.errors import ApiError, ErrorKind
 from kirod.protocols.anthropic import ThinkingSigner, decode_count_tokens, decode_messages
 from kirod.protocols.anthropic.tools import EMPTY_SCHEMA
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "clients"))
-import capture
+from tests.support import captures
 
 SIGNER = ThinkingSigner(b"decode-test-secret-0123456789")
 PIXEL_PNG = base64.b64encode(
@@ -78,7 +74,7 @@ def image(media_type: str = "image/png", data: str = PIXEL_PNG) -> Body:
 def claude_code() -> tuple[dict[str, str], Body]:
     """The headers (with a key added) and body of the pinned Claude Code's first `claude -p
     hello` request, from its committed capture (tests/clients/captures)."""
-    recorded = capture.pinned_request()
+    recorded = captures.pinned_request()
     return {**recorded.headers, "authorization": "Bearer sk-kirod-test"}, recorded.body
 
 
@@ -110,7 +106,7 @@ def test_claude_code_first_request() -> None:
         Message(Role.USER, tuple(TextBlock(block["text"]) for block in prompt_turn["content"])),
         Message(Role.USER, tuple(TextBlock(block["text"]) for block in inline["content"])),
     )
-    assert request.messages[0].content[-1] == TextBlock(capture.PROMPT)
+    assert request.messages[0].content[-1] == TextBlock(captures.PROMPT)
     session = headers["x-claude-code-session-id"]
     assert json.loads(request.metadata["user_id"])["session_id"] == session
     assert request.affinity_key == session
@@ -120,7 +116,7 @@ def test_opencode_requests() -> None:
     """The pinned opencode's two requests per prompt (its capture): the title request (no tools)
     and the agent request (its ten tools, `tool_choice: auto`), both keyed to the session for
     account stickiness by `x-session-affinity`."""
-    title, agent = capture.pinned_requests("opencode")
+    title, agent = captures.pinned_requests("opencode")
     decoded = []
     for recorded in (title, agent):
         headers = {**recorded.headers, "x-api-key": "sk-kirod-test"}
@@ -128,7 +124,7 @@ def test_opencode_requests() -> None:
         assert request.model == recorded.body["model"]
         assert request.stream is True
         assert request.system == tuple(block["text"] for block in recorded.body["system"])
-        assert request.messages[-1].content[-1] == TextBlock(capture.PROMPT)
+        assert request.messages[-1].content[-1] == TextBlock(captures.PROMPT)
         assert request.affinity_key == recorded.headers["x-session-affinity"]
         decoded.append(request)
     assert decoded[0].tools == ()

@@ -10,12 +10,12 @@ import openai
 import pytest
 from openai.lib.streaming.chat import ChatCompletionStreamState
 from openai.types.chat import ChatCompletion, ChatCompletionChunk
-from openai_streams import parse_sse, redacted, stream, text, thinking, tool
 
 from kirod.canonical.assemble import assemble
 from kirod.canonical.events import CanonicalEvent, ErrorEvent, StopReason, Usage
 from kirod.errors import ErrorKind
 from kirod.protocols.chat.encode import ChatStreamEncoder, chat_completion_json
+from tests.protocols.openai_streams import parse_sse, redacted, stream, text, thinking, tool
 
 COMPLETION_ID = "chatcmpl-0001"
 MODEL = "claude-sonnet-4-5"

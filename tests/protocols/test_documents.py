@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from kirod.canonical.request import DocumentBlock, Message, Role, TextBlock, ToolResultBlock
-from kirod.canonical.tokens import (
+from kirod.canonical.token_count import (
     PDF_PAGE_TOKENS,
     estimate_document_tokens,
     estimate_request_tokens,

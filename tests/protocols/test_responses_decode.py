@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Mapping, Sequence
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -27,9 +25,7 @@ from kirod.errors import ApiError, ErrorKind
 from kirod.protocols.responses.decode import DecodedResponses, decode_responses
 from kirod.protocols.responses.reasoning import ReasoningBox
 from kirod.protocols.responses.tools import flat_tool_name
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "clients"))
-import capture
+from tests.support import captures
 
 BOX = ReasoningBox(bytes(range(32)))
 PNG = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAAB"  # the decoder passes image bytes through
@@ -62,7 +58,7 @@ def user(*parts: dict[str, Any] | str) -> dict[str, Any]:
 def codex() -> tuple[dict[str, str], dict[str, Any]]:
     """The headers and body of the pinned Codex's first `codex exec hello` request for a Claude
     model, from its committed capture (tests/clients/captures)."""
-    recorded = capture.pinned_request("codex")
+    recorded = captures.pinned_request("codex")
     return recorded.headers, recorded.body
 
 

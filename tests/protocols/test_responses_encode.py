@@ -10,7 +10,6 @@ import openai
 import pytest
 from openai.lib.streaming.responses import ResponseStreamState
 from openai.types.responses import Response, ResponseStreamEvent
-from openai_streams import START, parse_sse, redacted, sse_json, stream, text, thinking, tool
 from pydantic import TypeAdapter
 
 from kirod.canonical.assemble import assemble
@@ -21,6 +20,16 @@ from kirod.protocols.responses.decode import decode_responses
 from kirod.protocols.responses.encode import ResponsesStreamEncoder
 from kirod.protocols.responses.reasoning import ReasoningBox
 from kirod.protocols.responses.response import ResponseEcho, response_items, response_json
+from tests.protocols.openai_streams import (
+    START,
+    parse_sse,
+    redacted,
+    sse_json,
+    stream,
+    text,
+    thinking,
+    tool,
+)
 
 EVENTS: TypeAdapter[Any] = TypeAdapter(ResponseStreamEvent)
 BOX = ReasoningBox(bytes(range(32)))

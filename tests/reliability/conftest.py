@@ -1,19 +1,18 @@
 """Collects the reliability suite's figures: each test module's passed and failed tests and
 time, beside what the tests record themselves (`figures.FIGURES`); saves them at the end of the
 session and, with `KIROD_RELIABILITY_REPORT=1` after a complete and green run, rewrites the
-figures section of docs/RELIABILITY.md."""
+figures section of docs/RELIABILITY.md. Each module's `transcript` is made here."""
 
 from __future__ import annotations
 
 import json
 import os
-import sys
 from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).parent))
-from figures import FIGURES, ROOT, SAVED, write_doc
+from tests.reliability.figures import FIGURES, ROOT, SAVED, write_doc
+from tests.reliability.reliability_env import Transcript
 
 HERE = Path(__file__).parent
 CHECKER = "test_figures_doc.py"  # checks the document the run rewrites: not a figure itself
@@ -43,3 +42,9 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     green = exitstatus == 0 and not any(row.get("failed") for row in suite.values())
     if os.environ.get("KIROD_RELIABILITY_REPORT") == "1" and complete and green:
         write_doc(FIGURES.data)
+
+
+@pytest.fixture(scope="module")
+def transcript() -> Transcript:
+    """What the module's tests received from kirod, scanned for secrets by its daemon fixture."""
+    return Transcript()

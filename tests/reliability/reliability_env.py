@@ -15,7 +15,6 @@ import os
 import re
 import socket
 import sqlite3
-import sys
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
@@ -25,9 +24,7 @@ from typing import Any
 
 from kirod.testing.daemon import DaemonProcess
 from kirod.testing.fake_kiro import FakeKiro, ThreadedFake
-
-sys.path.insert(0, str(Path(__file__).parents[1] / "integration"))
-from kiro_env import daemon_env, import_account, kiro_ide_token_file
+from tests.support.kiro_env import daemon_env, import_account, kiro_ide_token_file
 
 __all__ = [
     "FULL",

@@ -14,8 +14,8 @@ import http.client
 import json
 import shutil
 import socket
-import sys
 import tempfile
+import time
 import zlib
 from collections.abc import Iterator, Mapping
 from pathlib import Path
@@ -27,10 +27,16 @@ from hypothesis import strategies as st
 
 from kirod.testing.daemon import DaemonProcess
 from kirod.testing.fake_kiro import ThreadedFake
-
-sys.path.insert(0, str(Path(__file__).parent))
-from figures import FIGURES
-from reliability_env import FULL, PATHS, Transcript, import_account, request_body, secrets_of, start
+from tests.reliability.figures import FIGURES
+from tests.reliability.reliability_env import (
+    FULL,
+    PATHS,
+    Transcript,
+    import_account,
+    request_body,
+    secrets_of,
+    start,
+)
 
 LIMIT = 64 * 1024
 ROUTES = {**PATHS, "count_tokens": "/v1/messages/count_tokens"}
@@ -55,11 +61,6 @@ SETTINGS = settings(
     suppress_health_check=[HealthCheck.function_scoped_fixture],
     derandomize=True,
 )
-
-
-@pytest.fixture(scope="module")
-def transcript() -> Transcript:
-    return Transcript()
 
 
 @pytest.fixture(scope="module")
@@ -472,3 +473,23 @@ def test_compressed_bodies_are_inflated(
     status, answer = send(daemon, "POST", route, packed, headers, transcript)
     check(route, status, answer)
     assert status == 413, answer
+
+
+def test_a_corrupt_body_is_not_logged_as_a_server_error(
+    daemon: DaemonProcess, transcript: Transcript
+) -> None:
+    """aiohttp reads what the handler left of a corrupt body after the 400 has gone out; what
+    it finds there is a malformed request, a throttled warning, never an error anyone can
+    repeat to fill the log."""
+    mark = len(daemon.log())
+    headers = {**keyed(daemon), "Content-Encoding": "gzip"}
+    body = b"\x1f\x8b\x08\x00 this is not gzip data" * 20
+    for _ in range(3):
+        status, answer = send(daemon, "POST", ROUTES["messages"], body, headers, transcript)
+        assert status == 400, answer
+    deadline = time.monotonic() + 5
+    while "malformed_request" not in daemon.log()[mark:] and time.monotonic() < deadline:
+        time.sleep(0.05)
+    written = daemon.log()[mark:]
+    assert "Unhandled exception" not in written
+    assert " error aiohttp" not in written

@@ -7,8 +7,12 @@ descriptors and memory stay bounded, and the next client is served.
 
 from __future__ import annotations
 
+import base64
+import concurrent.futures
 import http.client
 import json
+import os
+import random
 import secrets
 import shutil
 import socket
@@ -23,9 +27,7 @@ import pytest
 
 from kirod.testing.daemon import DaemonProcess
 from kirod.testing.fake_kiro import FakeKiro, Reply, Script, ThreadedFake
-
-sys.path.insert(0, str(Path(__file__).parent))
-from reliability_env import (
+from tests.reliability.reliability_env import (
     FULL,
     PATHS,
     Transcript,
@@ -47,17 +49,6 @@ LINUX = sys.platform.startswith("linux")
 
 
 @pytest.fixture(scope="module")
-def fake() -> Iterator[ThreadedFake]:
-    with ThreadedFake() as server:
-        yield server
-
-
-@pytest.fixture(scope="module")
-def transcript() -> Transcript:
-    return Transcript()
-
-
-@pytest.fixture(scope="module")
 def daemon(fake: ThreadedFake, transcript: Transcript) -> Iterator[DaemonProcess]:
     root = Path(tempfile.mkdtemp(prefix="kd-"))
     proc = start(
@@ -65,6 +56,7 @@ def daemon(fake: ThreadedFake, transcript: Transcript) -> Iterator[DaemonProcess
         fake,
         {
             "KIROD_ENABLE_CHAT_COMPLETIONS": "true",
+            "KIROD_ENABLE_OLLAMA_API": "true",
             "KIROD_CLIENT_HEADER_TIMEOUT_S": str(HEADER_TIMEOUT_S),
             "KIROD_CLIENT_BODY_TIMEOUT_S": str(BODY_TIMEOUT_S),
         },
@@ -96,10 +88,10 @@ def connect(daemon: DaemonProcess, *, rcvbuf: int | None = None) -> socket.socke
     return sock
 
 
-def head(daemon: DaemonProcess, path: str, length: int) -> bytes:
+def head(daemon: DaemonProcess, path: str, length: int, extra: str = "") -> bytes:
     return (
-        f"POST {path} HTTP/1.1\r\nHost: kirod\r\nContent-Type: application/json\r\n"
-        f"Authorization: Bearer {daemon.api_key}\r\nContent-Length: {length}\r\n\r\n"
+        f"POST {path} HTTP/1.1\r\nHost: {daemon.address}\r\nContent-Type: application/json\r\n"
+        f"Authorization: Bearer {daemon.api_key}\r\nContent-Length: {length}\r\n{extra}\r\n"
     ).encode()
 
 
@@ -236,13 +228,117 @@ def test_leaving_right_after_the_last_event_is_not_a_disconnect(
     wait_idle(daemon, transcript)
 
 
+DROPS = 40
+OLLAMA_CHAT = "/api/chat"
+
+
+def _websocket_turn(daemon: DaemonProcess, sock: socket.socket, correlation: str) -> None:
+    """Upgrade `sock` to a Responses WebSocket and send one streamed turn, by hand."""
+    sock.sendall(
+        (
+            f"GET /v1/responses HTTP/1.1\r\nHost: {daemon.address}\r\nUpgrade: websocket\r\n"
+            "Connection: Upgrade\r\nSec-WebSocket-Version: 13\r\n"
+            f"Sec-WebSocket-Key: {base64.b64encode(os.urandom(16)).decode()}\r\n"
+            f"Authorization: Bearer {daemon.api_key}\r\nx-request-id: {correlation}\r\n\r\n"
+        ).encode()
+    )
+    payload = json.dumps({"type": "response.create", **request_body("responses", True)}).encode()
+    mask = os.urandom(4)
+    masked = bytes(byte ^ mask[i % 4] for i, byte in enumerate(payload))
+    assert len(payload) < 126
+    sock.sendall(bytes([0x81, 0x80 | len(payload)]) + mask + masked)
+
+
+def _drop_one(daemon: DaemonProcess, n: int, seed: int) -> None:
+    """One stream (SSE on each API, or a WebSocket turn) left at a random point, by an RST or a
+    plain close: before any byte of the answer, or after some of it."""
+    chance = random.Random(seed)
+    correlation = f"drop-{n}"
+    sock = connect(daemon)
+    try:
+        protocol = chance.choice([*PATHS, "ollama", "websocket"])
+        extra = f"x-request-id: {correlation}\r\n"
+        if protocol == "websocket":
+            _websocket_turn(daemon, sock, correlation)
+        elif protocol == "ollama":  # NDJSON, written like SSE
+            body = json.dumps(request_body("chat", True)).encode()
+            sock.sendall(head(daemon, OLLAMA_CHAT, len(body), extra) + body)
+        else:
+            body = json.dumps(request_body(protocol, True)).encode()
+            sock.sendall(head(daemon, PATHS[protocol], len(body), extra) + body)
+        if chance.random() < 0.25:
+            time.sleep(chance.uniform(0, 0.2))  # gone before reading anything
+        else:
+            wanted, received = chance.randint(1, 4000), 0
+            while received < wanted and (chunk := sock.recv(wanted - received)):
+                received += len(chunk)
+    finally:
+        if chance.random() < 0.5:
+            reset(sock)
+        else:
+            sock.close()
+
+
+def _access_lines(log: str) -> list[dict[str, str]]:
+    return [
+        dict(field.split("=", 1) for field in line.split()[4:] if "=" in field)
+        for line in log.splitlines()
+        if " info kirod.access request " in line
+    ]
+
+
+def test_streams_dropped_anywhere_are_client_closed_in_both_logs(
+    daemon: DaemonProcess, service: FakeKiro, transcript: Transcript
+) -> None:
+    """Streams the client resets or closes at random points, on every API (Ollama's NDJSON too)
+    and over WebSocket, are 499 `client_closed` in the access log and the operation log alike,
+    and never an error line (a write into a connection just reset used to escape as
+    `unhandled_error`, with a 500 in the access log)."""
+    before = len(daemon.log().splitlines())
+    # Each answer lasts over a second, written two characters an event: many writes to hit.
+    service.enqueue(
+        *[Script(reply=Reply(text="z" * 400), chunk_size=2, delay_between_s=0.005)] * DROPS
+    )
+    with concurrent.futures.ThreadPoolExecutor(8) as pool:
+        list(pool.map(_drop_one, [daemon] * DROPS, range(DROPS), range(41, 41 + DROPS)))
+
+    def settled() -> tuple[list[str], list[dict[str, str]]] | None:
+        lines = daemon.log().splitlines()[before:]
+        access = _access_lines("\n".join(lines))
+        ids = {line.get("client_request_id") for line in access}
+        return (lines, access) if ids >= {f"drop-{n}" for n in range(DROPS)} else None
+
+    lines, access = wait_until(settled, 10.0, "an access line for every dropped stream")
+    assert [line for line in lines if " error " in line or " warning " in line] == []
+    dropped = {
+        line["request_id"]: line
+        for line in access
+        if line.get("client_request_id", "").startswith("drop-")
+    }
+    upgrades = {key for key, line in dropped.items() if line["method"] == "GET"}
+    assert upgrades  # WebSocket turns were among the drops, and Ollama's streams
+    assert any(line["path"] == OLLAMA_CHAT for line in dropped.values())
+    # A WebSocket's own line is its upgrade's (101), unless the drop cut the handshake's handler.
+    assert {dropped[key]["status"] for key in upgrades} <= {"101", "499"}
+    turns = [line for line in access if line.get("connection") in upgrades]
+    answers = [line for key, line in dropped.items() if key not in upgrades] + turns
+    assert len(answers) >= DROPS - len(upgrades)
+    assert {(line["status"], line.get("error")) for line in answers} == {("499", "client_closed")}
+    rows = [row for line in answers for row in daemon.client.trace(line["request_id"]).requests]
+    assert len(rows) >= DROPS // 2  # most left once their dispatch had begun
+    assert {(row.status, row.error) for row in rows} == {(499, "client_closed")}
+    wait_idle(daemon, transcript, timeout_s=10)
+    answer = post(daemon, PATHS["messages"], request_body("messages", False), transcript)
+    assert answer.status == 200
+
+
 # -- slow clients -------------------------------------------------------------------------------
 
 
 def test_trickled_headers_are_cut_off_at_the_header_deadline(daemon: DaemonProcess) -> None:
     sock = connect(daemon)
     opened = time.monotonic()
-    sock.sendall(b"POST /v1/messages HTTP/1.1\r\nHost: kirod\r\n")
+    sock.sendall(b"POST /v1/messages HTTP/1.1\r\nHost: 127.0.0.1\r\n")
     closed_after: float | None = None
     for n in range(50):  # a header line every 0.1 s: at most 5 s
         try:
@@ -319,8 +415,8 @@ def test_a_thousand_dropped_connections_leave_no_descriptor_behind(
     baseline = fd_count(pid)
     total = 10_000 if FULL else 1_000
     batch = 100
-    partial = b"POST /v1/messages HTTP/1.1\r\nHost: kirod\r\nContent-Length: 100\r\n"
-    whole = b"GET /health HTTP/1.1\r\nHost: kirod\r\n\r\n"
+    partial = b"POST /v1/messages HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 100\r\n"
+    whole = b"GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"
     for start_at in range(0, total, batch):
         socks = [connect(daemon) for _ in range(batch)]
         for n, sock in enumerate(socks, start_at):

@@ -20,7 +20,6 @@ import json
 import random
 import shutil
 import sqlite3
-import sys
 import tempfile
 import threading
 import time
@@ -35,10 +34,8 @@ import pytest
 from kirod.localapi.client import ControlError, DaemonUnreachable
 from kirod.testing.daemon import DaemonProcess
 from kirod.testing.fake_kiro import FakeKiro, ThreadedFake, TokenSet
-
-sys.path.insert(0, str(Path(__file__).parent))
-from figures import FIGURES
-from reliability_env import (
+from tests.reliability.figures import FIGURES
+from tests.reliability.reliability_env import (
     FULL,
     PATHS,
     Transcript,
@@ -267,11 +264,6 @@ def import_trials(run: Run, root: Path, transcript: Transcript) -> None:
         finally:
             proc.kill()
     tally.notes.append(f"{len(acknowledged)} accounts imported")
-
-
-@pytest.fixture(scope="module")
-def transcript() -> Transcript:
-    return Transcript()
 
 
 @pytest.fixture(scope="module")

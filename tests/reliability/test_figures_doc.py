@@ -5,13 +5,10 @@ from __future__ import annotations
 
 import os
 import re
-import sys
-from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).parent))
-from figures import DOC, SECTIONS, embedded, render, section_of
+from tests.reliability.figures import DOC, SECTIONS, embedded, render, section_of
 
 pytestmark = pytest.mark.skipif(
     os.environ.get("KIROD_RELIABILITY_REPORT") == "1",

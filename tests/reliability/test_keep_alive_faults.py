@@ -13,7 +13,6 @@ Every answer and event the SDK received is scanned for secrets at the end, as in
 from __future__ import annotations
 
 import shutil
-import sys
 import tempfile
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -31,9 +30,7 @@ from kirod.testing.fake_kiro import (
     Script,
     ThreadedFake,
 )
-
-sys.path.insert(0, str(Path(__file__).parent))
-from reliability_env import (
+from tests.reliability.reliability_env import (
     MODEL,
     Transcript,
     import_account,
@@ -54,12 +51,6 @@ LONG = Reply(text="".join(f"part {n:02d} of an answer that is cut; " for n in ra
 class Daemon:
     proc: DaemonProcess
     accounts: int
-
-
-@pytest.fixture(scope="module")
-def fake() -> Iterator[ThreadedFake]:
-    with ThreadedFake() as server:
-        yield server
 
 
 TRANSCRIPT = Transcript()  # what the SDK received, of both daemons

@@ -15,7 +15,6 @@ import hmac
 import json
 import secrets
 import shutil
-import sys
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -28,9 +27,7 @@ from kirod.localapi.client import ControlError
 from kirod.storage.keys import UNRESTRICTED, UsableKey, hash_key
 from kirod.testing.daemon import DaemonProcess
 from kirod.testing.fake_kiro import DeviceFlow, FakeKiro, Fault, Script, ThreadedFake, TokenSet
-
-sys.path.insert(0, str(Path(__file__).parent))
-from reliability_env import (
+from tests.reliability.reliability_env import (
     PATHS,
     Transcript,
     post,
@@ -133,11 +130,6 @@ def ide_file(tokens: TokenSet) -> dict[str, str]:
         "content_b64": base64.b64encode(json.dumps(document).encode()).decode(),
         "companion_b64": base64.b64encode(json.dumps(registration).encode()).decode(),
     }
-
-
-@pytest.fixture(scope="module")
-def transcript() -> Transcript:
-    return Transcript()
 
 
 @pytest.fixture(scope="module")

@@ -27,7 +27,6 @@ import contextlib
 import queue
 import shutil
 import sqlite3
-import sys
 import tempfile
 import threading
 import time
@@ -44,9 +43,7 @@ from kirod.localapi.client import trace_path
 from kirod.report_types.trace import TraceRequest
 from kirod.testing.daemon import DaemonProcess
 from kirod.testing.fake_kiro import FakeKiro, Fault, Reply, Script, ThreadedFake
-
-sys.path.insert(0, str(Path(__file__).parent))
-from reliability_env import (
+from tests.reliability.reliability_env import (
     MODEL,
     Transcript,
     import_account,
@@ -105,16 +102,12 @@ class Pool:
     accounts: int
 
 
-@pytest.fixture(scope="module")
-def fake() -> Iterator[ThreadedFake]:
-    with ThreadedFake() as server:
-        server.fake.default_script = Script(reply=Reply(text=HEALTHY))
-        yield server
-
-
-@pytest.fixture(scope="module", params=[1, 2, 4], ids=["one-account", "two-accounts", "four-accounts"])
+@pytest.fixture(
+    scope="module", params=[1, 2, 4], ids=["one-account", "two-accounts", "four-accounts"]
+)
 def pool(request: pytest.FixtureRequest, fake: ThreadedFake) -> Iterator[Pool]:
     count: int = request.param
+    fake.fake.default_script = Script(reply=Reply(text=HEALTHY))
     root = Path(tempfile.mkdtemp(prefix="kd-"))
     proc = start(
         root,
@@ -395,6 +388,7 @@ def test_a_streamed_response_is_stored_before_its_client_sees_it_completed(
     up to its last item, but `response.completed` waits for its store. The daemon is killed
     (`kill -9`) the moment the SDK reads that event; the restarted one serves the response and
     its `previous_response_id` continuation."""
+    fake.fake.default_script = Script(reply=Reply(text=HEALTHY))
     root = Path(tempfile.mkdtemp(prefix="kd-"))
     proc = start(root, fake)
     try:

@@ -13,7 +13,6 @@ import http.client
 import json
 import shutil
 import sqlite3
-import sys
 import tempfile
 import threading
 import time
@@ -45,10 +44,8 @@ from kirod.testing.fake_kiro import ThreadedFake
 from kirod.testing.fake_kiro.eventstream import encode_event, encode_message
 from kirod.upstream import frames, payload, tools
 from kirod.upstream.tools import SchemaCache
-
-sys.path.insert(0, str(Path(__file__).parent))
-from figures import FIGURES, bound
-from reliability_env import (
+from tests.reliability.figures import FIGURES, bound
+from tests.reliability.reliability_env import (
     MODEL,
     PATHS,
     Transcript,
@@ -63,11 +60,6 @@ from reliability_env import (
 MIB = 1024 * 1024
 STALL_LIMIT_S = 0.5  # /health waited 3.8-6 s behind one to four 150 000-message bodies
 RSS_GROWTH_LIMIT_KIB = 96 * 1024  # left behind; was +175 to +616 MB (schemas), +210 MB (messages)
-
-
-@pytest.fixture(scope="module")
-def transcript() -> Transcript:
-    return Transcript()
 
 
 @pytest.fixture(scope="module")

@@ -11,7 +11,6 @@ from __future__ import annotations
 import base64
 import contextlib
 import http.client
-import json
 import resource
 import shutil
 import socket
@@ -29,10 +28,15 @@ import pytest
 from kirod.localapi.client import ControlError
 from kirod.testing.daemon import DaemonProcess
 from kirod.testing.fake_kiro import ThreadedFake
-
-sys.path.insert(0, str(Path(__file__).parent))
-from figures import FIGURES, bound
-from reliability_env import Transcript, import_account, secrets_of, start, wait_until
+from tests.reliability.figures import FIGURES, bound
+from tests.reliability.reliability_env import (
+    Transcript,
+    fd_count,
+    import_account,
+    secrets_of,
+    start,
+    wait_until,
+)
 
 MIB = 1024 * 1024
 HUGE = 200 * MIB
@@ -97,17 +101,6 @@ class Responsiveness:
     def __exit__(self, *exc_info: object) -> None:
         self._stop.set()
         self._thread.join(60)
-
-
-@pytest.fixture(scope="module")
-def fake() -> Iterator[ThreadedFake]:
-    with ThreadedFake() as served:
-        yield served
-
-
-@pytest.fixture(scope="module")
-def transcript() -> Transcript:
-    return Transcript()
 
 
 @pytest.fixture(scope="module")
@@ -271,28 +264,29 @@ def test_idle_connections_cannot_starve_the_control_socket_or_flood_the_log(
             control_s = time.monotonic() - started
             assert status.state == "serving"
             assert time.monotonic() - started < 2.0
-            # A connection beyond the cap is answered at once, in an error envelope.
+            # A new connection takes the place of the idle one opened first.
             code, body, elapsed = public_get(address, "/health")
+            fds = fd_count(proc.proc.pid)
             FIGURES.record(
                 "bounds",
                 "descriptors: idle connections",
                 bound(
                     f"{IDLE_CONNECTIONS} idle connections, open-files limit 256 (hard 512)",
-                    "`max_connections` lowered to 192; the excess 503 < 2 s; control < 2 s",
+                    "`max_connections` lowered to 192; a new request served < 2 s; control < 2 s",
                     f"{code} in {elapsed * 1000:.0f} ms; control `status` in "
-                    f"{control_s * 1000:.0f} ms",
+                    f"{control_s * 1000:.0f} ms; {fds} descriptors open",
                 ),
             )
-            assert code == 503
+            assert code == 200, body
             assert elapsed < 2.0
-            assert json.loads(body)["error"]["code"] == "too_many_connections"
-        # Once the idle ones are gone, the public API serves again.
+            assert fds < 256
         wait_until(lambda: public_get(address, "/health")[0] == 200, 10, "the API to serve")
         assert open_files_limit(proc.proc.pid) == 512  # the soft limit was raised to the hard
         log = proc.log()
         assert "max_connections_lowered" in log
         assert "effective=192" in log
-        assert log.count("connection_limit_reached") <= 3  # logged at most every 10 s
+        # Logged at most every 10 s.
+        assert log.count("idle_connection_closed") + log.count("connection_limit_reached") <= 3
         assert "out of system resource" not in log
         assert "accept_failed" not in log
         assert proc.stop() == 0

@@ -18,7 +18,6 @@ from __future__ import annotations
 import concurrent.futures
 import dataclasses
 import shutil
-import sys
 import tempfile
 import time
 import traceback
@@ -33,10 +32,8 @@ from kirod.errors import ApiError, ErrorKind
 from kirod.protocols.envelopes import anthropic_error, openai_error
 from kirod.testing.daemon import DaemonProcess
 from kirod.testing.fake_kiro import Fault, Reply, Script, ThreadedFake
-
-sys.path.insert(0, str(Path(__file__).parent))
-from figures import FIGURES
-from reliability_env import (
+from tests.reliability.figures import FIGURES
+from tests.reliability.reliability_env import (
     PATHS,
     Answer,
     Transcript,
@@ -492,11 +489,6 @@ def _run_lane(
             return results, proc
         finally:
             proc.stop()
-
-
-@pytest.fixture(scope="module")
-def transcript() -> Transcript:
-    return Transcript()
 
 
 @pytest.fixture(scope="module")

@@ -1,4 +1,5 @@
-"""A fake Kiro on loopback, one social account of it, and a client pointed at it."""
+"""A fake Kiro on loopback, one social account of it, and a client pointed at it (`loopback`);
+the same with the exchange tests' model route (`kiro`)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,9 @@ import pytest
 
 from kirod.testing.fake_kiro import FakeKiro, running_fake
 from kirod.upstream.client import ClientOptions, Endpoints, KiroClient, UpstreamAccount
+from kirod.upstream.exchange import Route
 from kirod.upstream.secrets import AuthKind, Credentials
+from tests.upstream.exchange_env import CONVERSATION, SONNET
 
 Loopback = tuple[FakeKiro, KiroClient, UpstreamAccount]
 
@@ -32,3 +35,11 @@ async def loopback() -> AsyncIterator[Loopback]:
         endpoints = Endpoints(kiro=base, auth=base, oidc=base)
         async with KiroClient(endpoints, ClientOptions(idle_timeout_s=2.0)) as client:
             yield service, client, account
+
+
+@pytest.fixture
+def kiro(
+    loopback: tuple[FakeKiro, KiroClient, UpstreamAccount],
+) -> tuple[FakeKiro, KiroClient, Route]:
+    service, client, account = loopback
+    return service, client, Route(account, SONNET, "claude-sonnet-4-5", CONVERSATION)

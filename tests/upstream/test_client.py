@@ -260,8 +260,8 @@ async def test_rejections_are_classified(fake: tuple[FakeKiro, str], client: Kir
 async def test_a_tool_schema_kiro_refuses_is_a_bad_request(
     fake: tuple[FakeKiro, str], client: KiroClient
 ) -> None:
-    """Capabilities §9: a top-level union is `400 TOOL_SCHEMA_INVALID`, the payload's fault:
-    never retried, and told to the client with Kiro's reason."""
+    """docs/KIRO-PROTOCOL.md §4.2: a top-level union is `400 TOOL_SCHEMA_INVALID`, the payload's
+    fault: never retried, and told to the client with Kiro's reason."""
     service, _ = fake
     tokens = service.issue_social_account()
     body = chat_body("hi", tokens)

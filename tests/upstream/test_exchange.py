@@ -4,12 +4,10 @@ early failures raised before anything is committed, and exchanges composed into 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import AsyncIterator
 
 import pytest
 
 from kirod.canonical.assemble import CanonicalCompletion, assemble
-from kirod.canonical.catalog import catalog_from_list_available_models
 from kirod.canonical.events import (
     BlockKind,
     BlockStart,
@@ -21,8 +19,6 @@ from kirod.canonical.events import (
     Usage,
 )
 from kirod.canonical.request import (
-    CanonicalRequest,
-    ClientProtocol,
     Message,
     Role,
     TextBlock,
@@ -30,47 +26,21 @@ from kirod.canonical.request import (
     ToolSpec,
     ToolUseBlock,
 )
-from kirod.canonical.resolution import resolve_model
 from kirod.testing.fake_kiro import (
-    DEFAULT_MODELS,
     FakeKiro,
     Fault,
     Reply,
     Script,
     ToolCall,
 )
-from kirod.upstream.client import KiroClient, UpstreamAccount
+from kirod.upstream.client import KiroClient
 from kirod.upstream.errors import Failure, UpstreamStreamError
 from kirod.upstream.exchange import Route, open_exchange
 from kirod.upstream.step import Next, Part
-from kirod.upstream.turn import OpenPart, run_turn
+from kirod.upstream.turn import run_turn
+from tests.upstream.exchange_env import opener, read, request
 
-CATALOG = catalog_from_list_available_models([{"models": [m.to_json() for m in DEFAULT_MODELS]}])
-SONNET = resolve_model("claude-sonnet-4-5", CATALOG)
-CONVERSATION = "c0ffee00-0000-4000-8000-000000000001"
 LOOKUP = ToolSpec("lookup", "Looks a word up.", {"type": "object", "properties": {}})
-
-
-@pytest.fixture
-def kiro(
-    loopback: tuple[FakeKiro, KiroClient, UpstreamAccount],
-) -> tuple[FakeKiro, KiroClient, Route]:
-    service, client, account = loopback
-    return service, client, Route(account, SONNET, "claude-sonnet-4-5", CONVERSATION)
-
-
-def request(*messages: Message, tools: tuple[ToolSpec, ...] = ()) -> CanonicalRequest:
-    return CanonicalRequest(
-        request_id="req_test",
-        protocol=ClientProtocol.ANTHROPIC_MESSAGES,
-        model="claude-sonnet-4-5",
-        messages=messages or (Message(Role.USER, (TextBlock("hello"),)),),
-        tools=tools,
-    )
-
-
-async def read(batches: AsyncIterator[list[CanonicalEvent]]) -> list[list[CanonicalEvent]]:
-    return [batch async for batch in batches]
 
 
 async def test_an_exchange_reads_its_first_output_then_yields_a_batch_per_chunk(
@@ -204,10 +174,6 @@ class Lookup:
         asked, result = answered(part.completion)
         messages = (*part.request.messages, asked, result)
         return Next(request(*messages, tools=part.request.tools), self.shown)
-
-
-def opener(client: KiroClient, route: Route) -> OpenPart:
-    return lambda following: open_exchange(client, following, route)
 
 
 async def test_a_tool_answered_inside_the_turn_joins_two_exchanges_into_one_message(

@@ -1,4 +1,4 @@
-"""Images as Kiro limits them (capabilities §9): what is resized, to what, and what is refused.
+"""Images as Kiro limits them (docs/UPSTREAM.md §6): what is resized, to what, and what is refused.
 
 Images are made with Pillow here; a decompression bomb's header is written by hand, since no
 library will make one."""
@@ -24,7 +24,7 @@ from kirod.canonical.request import (
     TextBlock,
     ToolResultBlock,
 )
-from kirod.canonical.tokens import image_size
+from kirod.canonical.token_count import image_size
 from kirod.errors import ApiError
 from kirod.upstream import images
 from kirod.upstream.images import (

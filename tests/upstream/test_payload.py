@@ -1,4 +1,5 @@
-"""The Kiro payload builder: one test per construction rule of kiro-protocol §2.3, thinking (§2.4),
+"""The Kiro payload builder: one test per construction rule of docs/KIRO-PROTOCOL.md §2.3, thinking
+(docs/KIRO-PROTOCOL.md §2.4 to §2.6),
 parameter policy and size. Every payload a test builds is also run through the fake Kiro's
 validator, which must accept it (see `fake_kiro_accepts_every_payload`)."""
 
@@ -588,7 +589,7 @@ def test_rule_16_limit_is_configurable() -> None:
 
 
 def test_rule_16_leaves_images_out() -> None:
-    """Kiro bounds images one by one (capabilities §9); the body limit is on the rest."""
+    """Kiro bounds images one by one (docs/UPSTREAM.md §6); the body limit is on the rest."""
     screenshot = ImageBlock("image/png", "A" * 2_000_000)
     build(req(user("x" * 1_000, screenshot)), max_payload_bytes=2_000)
     with pytest.raises(ApiError):
@@ -740,7 +741,7 @@ def test_rule_18_system_prompt_is_a_first_history_pair() -> None:
     ]
 
 
-# -- thinking (§2.4) -------------------------------------------------------------------------------
+# -- thinking (docs/KIRO-PROTOCOL.md §2.4 to §2.6) -------------------------------------------------
 
 
 @pytest.mark.parametrize(
@@ -882,8 +883,8 @@ def test_native_effort_is_clamped_to_what_the_catalog_entry_lists(asked: Effort,
 def test_gpt_takes_its_effort_in_additional_model_request_fields(
     reasoning: Reasoning, effort: str
 ) -> None:
-    """Capabilities §9: GPT-5.6 reads `additionalModelRequestFields.reasoning.effort`; it never
-    gets Claude's `output_config`, nor the effort a second time in the message."""
+    """docs/KIRO-PROTOCOL.md §2.6: GPT-5.6 reads `additionalModelRequestFields.reasoning.effort`; it
+    never gets Claude's `output_config`, nor the effort a second time in the message."""
     assert GPT.reasoning_field_style == "reasoning"
     payload = build(req(user("hi"), system=("sys",), reasoning=reasoning), GPT)
     assert payload.thinking_mode == "native"
@@ -913,8 +914,9 @@ def test_a_gpt_model_by_name_alone_takes_the_reasoning_field() -> None:
 def test_claude_never_gets_additional_model_request_fields(
     model: ModelInfo, effort: Effort
 ) -> None:
-    """§2.4b: the 4.5 generation rejects any such field and external-IdP accounts the root
-    field, so Claude's effort goes only by `userInputMessage.reasoning` or the prompt tags."""
+    """docs/KIRO-PROTOCOL.md §2.6: the 4.5 generation rejects any such field and external-IdP
+    accounts the root field, so Claude's effort goes only by `userInputMessage.reasoning` or the
+    prompt tags."""
     payload = build(req(user("hi"), reasoning=Reasoning(effort=effort)), model)
     assert "additionalModelRequestFields" not in payload.body
     assert "output_config" not in json.dumps(payload.body)

@@ -1,13 +1,11 @@
 """Prompt caching, honestly: Kiro's own token counts, a byte-stable payload prefix, and the
-opt-in message-level cache points (capabilities §1)."""
+opt-in message-level cache points (docs/UPSTREAM.md §1)."""
 
 from __future__ import annotations
 
 import dataclasses
 import json
 import re
-import sys
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -24,9 +22,7 @@ from kirod.testing.fake_kiro.validate import validate_chat
 from kirod.upstream.frames import FrameDecoder
 from kirod.upstream.payload import BuiltPayload, build_payload
 from kirod.upstream.translate import translate_all
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "clients"))
-import capture
+from tests.support import captures
 
 FAKE_MODELS = {model.model_id: model for model in DEFAULT_MODELS}
 CATALOG = catalog_from_list_available_models([{"models": [m.to_json() for m in DEFAULT_MODELS]}])
@@ -98,7 +94,7 @@ def test_partial_or_malformed_token_usage(
 def claude_code_turn(version: str, messages: list[dict[str, Any]]) -> CanonicalRequest:
     """The pinned Claude Code's captured first request (system prompt, tools, fields) carrying
     `messages`, its billing header naming client `version` (it changes with every release)."""
-    body = capture.pinned_request().body
+    body = captures.pinned_request().body
     billing = body["system"][0]
     billing["text"], found = re.subn(r"cc_version=[^;]*", f"cc_version={version}", billing["text"])
     assert found == 1

@@ -1,6 +1,6 @@
-"""Tool schemas at their top level (capabilities §9): Kiro answers `TOOL_SCHEMA_INVALID` unless it
-is `type: object` without `oneOf`/`anyOf`/`allOf`, which MCP servers' schemas often are not.
-kirod flattens what clients send; whatever it sends, the fake Kiro's validator accepts."""
+"""Tool schemas at their top level (docs/KIRO-PROTOCOL.md §4.2): Kiro answers `TOOL_SCHEMA_INVALID`
+unless it is `type: object` without `oneOf`/`anyOf`/`allOf`, which MCP servers' schemas often are
+not. kirod flattens what clients send; whatever it sends, the fake Kiro's validator accepts."""
 
 from __future__ import annotations
 
@@ -366,3 +366,20 @@ def test_every_schema_reaches_kiro_as_an_object_schema(schema: dict[str, Any]) -
     for name, descriptions in _declared_descriptions(schema).items():
         kept = json.dumps(result["properties"][name])
         assert all(json.dumps(text) in kept for text in descriptions), name
+
+
+@pytest.mark.parametrize(
+    "schema",
+    [
+        {"type": "object", "anyOf": [{"anyOf": '"$defs"'}]},
+        {"type": "object", "oneOf": [3, None, {"properties": {"a": {}}}]},
+        {"type": "object", "allOf": {"a": 1}, "required": "abc", "properties": [1]},
+        {"type": "object", "$defs": "x", "anyOf": [{"$ref": "#/$defs/x"}]},
+    ],
+)
+def test_a_malformed_union_adds_nothing_instead_of_failing(schema: dict[str, Any]) -> None:
+    """Fuzzing found these: branches, `required` and `$defs` of the wrong JSON type. Each is
+    sent as an object schema (Kiro judges the rest), never a 500."""
+    result = sent(schema)
+    assert result["type"] == "object"
+    assert isinstance(result["properties"], dict)

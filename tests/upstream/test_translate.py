@@ -27,7 +27,7 @@ from kirod.canonical.events import (
     Usage,
 )
 from kirod.canonical.request import RedactedThinkingBlock, TextBlock, ThinkingBlock, ToolUseBlock
-from kirod.canonical.tokens import estimate_text_tokens
+from kirod.canonical.token_count import estimate_text_tokens
 from kirod.errors import ApiError, ErrorKind
 from kirod.testing.fake_kiro.eventstream import (
     HeaderValue,

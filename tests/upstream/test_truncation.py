@@ -1,14 +1,12 @@
 """Tool calls Kiro cuts off: held until complete, never handed out cut, continued once.
 
-The translator is fed the fake's own wire for every cut scenario of capabilities §3.5; the
+The translator is fed the fake's own wire for every cut scenario of docs/UPSTREAM.md §3.5; the
 continuation runs as a real turn against the fake on loopback.
 """
 
 from __future__ import annotations
 
 import json
-import sys
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -49,12 +47,7 @@ from kirod.upstream.frames import Frame, FrameDecoder
 from kirod.upstream.translate import TRUNCATED, Translator, Truncation
 from kirod.upstream.truncation import CUT_OFF_NOTICE, TruncationRecovery, cut_off_notice
 from kirod.upstream.turn import run_turn
-
-sys.path.insert(0, str(Path(__file__).parent))
-import test_exchange
-from test_exchange import opener, read, request
-
-kiro = test_exchange.kiro  # the fake on loopback and a client of it, as a fixture
+from tests.upstream.exchange_env import opener, read, request
 
 WRITE = ToolCall(
     "Write", {"file_path": "notes.md", "content": "All work and no play. " * 20}, tool_use_id="tw"

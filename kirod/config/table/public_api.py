@@ -54,6 +54,15 @@ CLIENT_LIMITS: tuple[Option, ...] = (
         minimum=1024,
     ),
     Option(
+        "client_first_byte_timeout_s",
+        Kind.FLOAT,
+        "How long a new client connection may stay silent before it is closed: a client "
+        "sends its request as soon as it connects, and a silent connection holds a slot of "
+        "max_connections.",
+        5.0,
+        minimum=0.5,
+    ),
+    Option(
         "client_header_timeout_s",
         Kind.FLOAT,
         "How long a client connection may take to send a request's headers, or stay idle "
@@ -71,9 +80,11 @@ CLIENT_LIMITS: tuple[Option, ...] = (
     Option(
         "max_connections",
         Kind.INT,
-        "Most client connections the public API holds open at once; a connection beyond it "
-        "is answered 503 at once and closed. Lowered at start to what the open-files limit "
-        "(RLIMIT_NOFILE) leaves room for.",
+        "Most client connections the public API holds open at once. At the cap a new "
+        "connection takes the place of the one idle longest (one that has not sent a whole "
+        "request head, or waits between requests); when every one has a request in flight, "
+        "it is answered 503 at once and closed. Lowered at start to what the open-files "
+        "limit (RLIMIT_NOFILE) leaves room for.",
         1024,
         minimum=1,
     ),
@@ -145,6 +156,15 @@ EXPOSURE: tuple[Option, ...] = (
         "client-side mode does, by their origin: their CORS preflights are answered and their "
         "answers carry CORS headers. Exact origins only: '*' is refused, since requests carry "
         "API keys. Empty: CORS off.",
+        (),
+    ),
+    Option(
+        "allowed_hosts",
+        Kind.HOSTS,
+        "Host names the API answers to besides loopback (127.0.0.1, localhost, [::1]) and the "
+        "address it listens on, such as host.docker.internal for a client in a container; any "
+        "port. Other Host headers get 403 host_not_allowed, which defeats DNS rebinding. '*' "
+        "turns the check off.",
         (),
     ),
 )

@@ -1,4 +1,4 @@
-"""A Kiro API key `ksk_…` (kiro-protocol.md §5.7)."""
+"""A Kiro API key `ksk_…` (docs/KIRO-PROTOCOL.md §5.8)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""kiro-cli's SQLite store `data.sqlite3`: tables `auth_kv` and `state` (kiro-protocol.md §5.6).
+"""kiro-cli's SQLite store `data.sqlite3`: tables `auth_kv` and `state`
+(docs/KIRO-PROTOCOL.md §5.6).
 
 Values are the serde JSON of AWS's own CLI (`aws/amazon-q-developer-cli`,
 `crates/chat-cli/src/auth/builder_id.rs` `DeviceRegistration`/`BuilderIdToken`, `social.rs`

@@ -1,4 +1,4 @@
-"""Kiro IDE's `~/.aws/sso/cache/kiro-auth-token.json` (kiro-protocol.md §5.1).
+"""Kiro IDE's `~/.aws/sso/cache/kiro-auth-token.json` (docs/KIRO-PROTOCOL.md §5.1).
 
 A Builder ID / IAM Identity Center login also needs its OIDC client registration
 `{clientIdHash}.json` beside it.

@@ -11,9 +11,10 @@ from collections.abc import Awaitable, Callable
 
 from aiohttp import web
 
-from kirod.config import Settings, is_loopback
+from kirod.config import Settings
+from kirod.config.hosts import is_loopback, loopback_hosts, url_host
 from kirod.errors import InvalidControlRequest
-from kirod.http.console import events, pages
+from kirod.http.console import live, pages
 from kirod.http.console.guard import SESSION, Guard, add_security_headers, error
 from kirod.http.console.overview import Snapshots, TrafficCache, read_overview
 from kirod.http.console.sessions import LINK_TTL_S, ConsoleSessions, Session
@@ -31,18 +32,6 @@ RECENT_ROWS = 50
 Page = Callable[[web.Request, Session], Awaitable[str]]
 
 
-def loopback_hosts(port: int) -> frozenset[str]:
-    """The `Host` values a browser sends for this listener on loopback."""
-    names = ("127.0.0.1", "localhost", "[::1]")
-    return frozenset(f"{name}:{port}" for name in names) | (
-        frozenset(names) if port == 80 else frozenset()
-    )
-
-
-def _url_host(host: str) -> str:
-    return f"[{host.strip('[]')}]" if ":" in host else host
-
-
 def served_hosts(settings: Settings, port: int) -> frozenset[str] | None:
     """The `Host` values the console answers to on this listener; None: it serves no console
     (turned off, or a remote bind that `console_remote` does not extend it to)."""
@@ -53,13 +42,13 @@ def served_hosts(settings: Settings, port: int) -> frozenset[str] | None:
         return hosts
     if not settings.console_remote:
         return None
-    return hosts | {f"{_url_host(settings.host)}:{port}".lower()}
+    return hosts | {f"{url_host(settings.host)}:{port}".lower()}
 
 
 def link(sessions: ConsoleSessions, settings: Settings, port: int) -> Callable[[], ConsoleLink]:
     """What `kiroctl console` asks for: a URL on an address of the listener, with a new token."""
     wildcard = settings.host in ("0.0.0.0", "::", "")  # noqa: S104 - names, not a bind
-    host = "127.0.0.1" if wildcard else _url_host(settings.host)
+    host = "127.0.0.1" if wildcard else url_host(settings.host)
 
     def mint() -> ConsoleLink:
         url = f"http://{host}:{port}{PREFIX}/#t={sessions.mint()}"
@@ -166,7 +155,7 @@ def _static_handler(files: dict[str, bytes]) -> Callable[[web.Request], Awaitabl
 
 
 async def _stop_streams(app: web.Application) -> None:
-    app[events.STOPPING].set()
+    app[live.STOPPING].set()
 
 
 def build_console_app(
@@ -176,8 +165,8 @@ def build_console_app(
     app = web.Application(middlewares=[guard.middleware])
     app[CONTROL] = control
     app[GUARD] = guard
-    app[events.STOPPING] = asyncio.Event()
-    app[events.SNAPSHOTS] = Snapshots(control)
+    app[live.STOPPING] = asyncio.Event()
+    app[live.SNAPSHOTS] = Snapshots(control)
     app[TRAFFIC] = TrafficCache(control)
     app.on_response_prepare.append(add_security_headers)
     app.on_shutdown.append(_stop_streams)
@@ -192,7 +181,7 @@ def build_console_app(
         ("GET", "/static/{name}", _static_handler(_static())),
         ("POST", "/session", sign_in),
         ("POST", "/signout", signed(sign_out)),
-        ("GET", "/events", signed(events.stream)),
+        ("GET", "/events", signed(live.stream)),
         ("POST", "/api/accounts/import", signed(accounts.import_accounts)),
         ("DELETE", "/api/accounts/{account_id}", signed(accounts.remove_account)),
         ("POST", "/api/accounts/{account_id}/enable", signed(accounts.enable_account)),
@@ -211,10 +200,17 @@ def build_console_app(
 
 
 async def _to_console(request: web.Request) -> web.Response:
-    raise web.HTTPPermanentRedirect(PREFIX + "/")
+    # Returned, not raised: the public app's ingress renders a raised HTTPException as an error.
+    query = request.rel_url.raw_query_string
+    location = f"{PREFIX}/?{query}" if query else f"{PREFIX}/"
+    return web.Response(status=308, headers={"Location": location})
 
 
 def mount(public: web.Application, console: web.Application) -> None:
-    """Serve `console` under /console/ of the public app."""
-    public.add_subapp(PREFIX, console)
+    """Serve `console` under /console/ of the public app, and redirect /console to it.
+
+    The redirect's route comes first: the sub-app's prefix matches `/console` too, and would
+    answer it with its own 404.
+    """
     public.router.add_get(PREFIX, _to_console)
+    public.add_subapp(PREFIX, console)

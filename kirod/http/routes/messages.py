@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from aiohttp import web
 
-from kirod.canonical.tokens import estimate_request_tokens
+from kirod.canonical.token_count import estimate_request_tokens
 from kirod.http.body import read_json
 from kirod.http.caching import asks_cache, cache_headers
 from kirod.http.credits import credits_headers

@@ -17,6 +17,7 @@ from kirod.canonical.model_names import parse_name
 from kirod.errors import ApiError, ErrorKind
 from kirod.http.ingress import API_KEY_ID
 from kirod.http.services import SERVICES
+from kirod.protocols.fields import model_name
 
 # Models carry no release date upstream; a fixed one keeps the list stable across restarts.
 CREATED = 1_735_689_600  # 2025-01-01T00:00:00Z
@@ -99,8 +100,8 @@ async def list_models(request: web.Request) -> web.Response:
 
 async def get_model(request: web.Request) -> web.Response:
     services = request.app[SERVICES]
-    catalog = await offered_catalog(request)
-    info = services.models.lookup(request.match_info["model_id"], catalog).info
+    name = model_name(request.match_info["model_id"])
+    info = services.models.lookup(name, await offered_catalog(request)).info
     if not services.gate.allows(request[API_KEY_ID], info):
         raise ApiError(
             ErrorKind.NOT_FOUND,

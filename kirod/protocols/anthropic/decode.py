@@ -45,7 +45,7 @@ from kirod.protocols.anthropic.thinking import (
     thinking_turns_to_keep,
 )
 from kirod.protocols.anthropic.tools import declared_tools, search_only, tool_choice
-from kirod.protocols.fields import MAX_MODEL_CHARS, BlockBudget
+from kirod.protocols.fields import BlockBudget
 
 _BILLING_HEADER: Final = "x-anthropic-billing-header:"
 
@@ -97,10 +97,8 @@ def _decode(
     *,
     counting: bool,
 ) -> CanonicalRequest:
+    model = check.model(root.get("model"))  # first: a bad name is reported before any field
     _refuse_unsupported_top_level(root)
-    model = check.nonempty_text(root.get("model"), "model")
-    if len(model) > MAX_MODEL_CHARS:
-        raise invalid("model", f"must be at most {MAX_MODEL_CHARS} characters")
     max_tokens = root.get("max_tokens")
     if max_tokens is not None or not counting:
         max_tokens = check.positive_integer(max_tokens, "max_tokens")

@@ -95,7 +95,7 @@ def _web_search(tool: Mapping[str, Any], path: str) -> WebSearch:
 
 
 SEARCH_CALL_PREFIX: Final = "Perform a web search for the query: "
-"""How Claude Code's WebSearch side call words its one user message (capabilities §2.2)."""
+"""How Claude Code's WebSearch side call words its one user message (docs/CLIENTS.md §2.3)."""
 
 
 def search_only(search: WebSearch | None, messages: tuple[Message, ...]) -> WebSearch | None:

@@ -1,7 +1,7 @@
 """OpenAI Chat Completions request body → `CanonicalRequest` (legacy API, opt-in).
 
-Translated straight to canonical, never through the Responses codec (DESIGN §1). `system` and
-`developer` messages become system text in order; user and assistant content, assistant
+Translated straight to canonical, never through the Responses codec (docs/ARCHITECTURE.md §3.3).
+`system` and `developer` messages become system text in order; user and assistant content, assistant
 `tool_calls` and `tool` messages become canonical blocks, consecutive blocks of one role merged
 into one message. An assistant's `reasoning_content` is dropped: Chat carries no signature, so it
 could never be replayed upstream.
@@ -89,11 +89,11 @@ def decode_chat(body: object, headers: Mapping[str, str], *, request_id: str) ->
     """Decode a Chat Completions request body; raises `ApiError` (400) naming the field."""
     if not isinstance(body, dict):
         raise invalid("", "the request body must be a JSON object", "invalid_type")
+    model = model_field(body.get("model"))  # first: a bad name is reported before any field
     for name, message in _UNSUPPORTED_FIELDS.items():
         if body.get(name) is not None:
             raise unsupported(name, message)
     _check_options(body)
-    model = model_field(body.get("model"))
     system, messages = _messages(body.get("messages"))
     metadata = string_metadata(body.get("metadata"))
     max_tokens = positive_integer(body, "max_completion_tokens")

@@ -31,7 +31,7 @@ from kirod.canonical.events import (
     Usage,
 )
 from kirod.canonical.request import TextBlock, ThinkingBlock, ToolUseBlock
-from kirod.canonical.tokens import estimate_text_tokens
+from kirod.canonical.token_count import estimate_text_tokens
 from kirod.protocols.envelopes import openai_error
 from kirod.protocols.sse import encode_event, encode_raw
 

@@ -100,6 +100,7 @@ def decode_ollama_chat(body: object, *, request_id: str) -> CanonicalRequest:
     """Decode an `/api/chat` body; raises `ApiError` (400) naming the field."""
     if not isinstance(body, dict):
         raise invalid("", "the request body must be a JSON object", "invalid_type")
+    model = ollama_model(body.get("model"))  # first: a bad name is reported before any field
     fmt = body.get("format")
     if fmt is not None and fmt != "":
         raise unsupported(
@@ -109,7 +110,6 @@ def decode_ollama_chat(body: object, *, request_id: str) -> CanonicalRequest:
         )
     if boolean_field(body, "logprobs", default=False):
         raise unsupported("logprobs", "log probabilities are not supported")
-    model = ollama_model(body.get("model"))
     system, messages = _messages(body.get("messages"))
     options = _options(body.get("options"))
     return CanonicalRequest(

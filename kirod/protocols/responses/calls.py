@@ -14,7 +14,7 @@ from typing import Any
 from kirod.canonical.request import ToolResultBlock, ToolUseBlock
 from kirod.protocols.fields import BlockBudget, invalid, json_arguments, string_field
 from kirod.protocols.responses.freeform import CUSTOM_INPUT
-from kirod.protocols.responses.messages import content_parts
+from kirod.protocols.responses.message_items import content_parts
 from kirod.protocols.responses.tools import FlatNames, ToolNames, flat_tool_name
 
 

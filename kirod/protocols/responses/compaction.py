@@ -1,6 +1,6 @@
 """Compaction for Codex: a summary of the conversation, sealed into one `compaction` item.
 
-Codex asks the server to compact in two ways (clients.md §2.3c): `POST /v1/responses/compact`
+Codex asks the server to compact in two ways (docs/CLIENTS.md §3.3): `POST /v1/responses/compact`
 (v1, unary JSON, `{"output": [items]}`) or an ordinary `/v1/responses` turn whose input carries
 `{"type": "compaction_trigger"}` (v2). Either way the answer must hold exactly one
 `{"type": "compaction", "encrypted_content": …}` item, which Codex sends back in later turns in
@@ -20,7 +20,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
-from kirod.canonical.tokens import estimate_text_tokens
+from kirod.canonical.token_count import estimate_text_tokens
 from kirod.protocols.responses.reasoning import ReasoningBox
 
 SUMMARY_INSTRUCTION: Final = (

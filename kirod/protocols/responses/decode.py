@@ -17,9 +17,9 @@ Compaction: a `compaction_trigger` item turns the request into the summarisation
 `compaction.py` (tools and reasoning off), answered with one `compaction` item; a kirod-sealed
 `compaction` item in the input stands for the summary it holds.
 
-What cannot be honoured structurally is a 400, never approximated (DESIGN §1): forced
-`tool_choice`, `text.format` json_object/json_schema, image URLs and file ids, file URLs, item
-references, `background`, `conversation` and prompt templates. `input_file` parts with inline
+What cannot be honoured structurally is a 400, never approximated (docs/ARCHITECTURE.md §4.3):
+forced `tool_choice`, `text.format` json_object/json_schema, image URLs and file ids, file URLs,
+item references, `background`, `conversation` and prompt templates. `input_file` parts with inline
 `file_data` become documents (refused later for a model whose catalog lacks DOCUMENT input).
 Validation errors name the field path in both the message and `param`.
 
@@ -68,7 +68,7 @@ from kirod.protocols.responses.client_tools import CALL_TYPES, OUTPUT_TYPES
 from kirod.protocols.responses.compaction import ITEM_TYPES as COMPACTION_ITEMS
 from kirod.protocols.responses.compaction import SUMMARY_INSTRUCTION
 from kirod.protocols.responses.compaction import TRIGGER as COMPACTION_TRIGGER
-from kirod.protocols.responses.messages import content_parts
+from kirod.protocols.responses.message_items import content_parts
 from kirod.protocols.responses.reasoning import ReasoningBox, reasoning_options
 from kirod.protocols.responses.response import ResponseEcho
 from kirod.protocols.responses.tools import (
@@ -141,10 +141,10 @@ def decode_responses(
     """
     if not isinstance(body, dict):
         raise invalid("", "the request body must be a JSON object", "invalid_type")
+    model = model_field(body.get("model"))  # first: a bad name is reported before any field
     for name, message in _UNSUPPORTED_FIELDS.items():
         if body.get(name) not in (None, False):
             raise unsupported(name, message)
-    model = model_field(body.get("model"))
     instructions = string_field(body, "instructions", "")
     choice, choice_echo = tool_choice(body.get("tool_choice"))
     reasoning, reasoning_echo, summary = reasoning_options(body.get("reasoning"))

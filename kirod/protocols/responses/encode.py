@@ -8,7 +8,7 @@ tool (`local_shell_call`, `shell_call`, `apply_patch_call`: sent whole once its 
 complete, as these items have no delta events). The items' shapes and ids, and the Response
 object, are those of the non-streaming answer (`response.py`).
 
-Stream order is the one the openai SDK's `responses.stream` enforces (clients.md §2.5):
+Stream order is the one the openai SDK's `responses.stream` enforces (docs/CLIENTS.md §5.2):
 `response.created`, `response.in_progress`, then per item `output_item.added` → its part and delta
 events → `output_item.done`, and one terminal event: `response.completed`, `response.incomplete`
 (max tokens, refusal) or `error` + `response.failed`. Every event carries a `sequence_number`
@@ -50,7 +50,7 @@ from kirod.protocols.responses.calls import custom_tool_call_item, function_call
 from kirod.protocols.responses.client_tools import CLIENT_TOOLS, ClientTool
 from kirod.protocols.responses.compaction import compaction_item
 from kirod.protocols.responses.freeform import CUSTOM_INPUT, InputReader
-from kirod.protocols.responses.messages import message_item, text_part
+from kirod.protocols.responses.message_items import message_item, text_part
 from kirod.protocols.responses.reasoning import ReasoningBox, reasoning_item
 from kirod.protocols.responses.response import (
     ResponseEcho,

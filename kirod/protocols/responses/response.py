@@ -28,12 +28,12 @@ from kirod.canonical.request import (
     ThinkingBlock,
     ToolUseBlock,
 )
-from kirod.canonical.tokens import estimate_text_tokens
+from kirod.canonical.token_count import estimate_text_tokens
 from kirod.protocols.responses.calls import custom_tool_call_item, function_call_item
 from kirod.protocols.responses.client_tools import CLIENT_TOOLS
 from kirod.protocols.responses.compaction import compaction_item
 from kirod.protocols.responses.freeform import CUSTOM_INPUT
-from kirod.protocols.responses.messages import message_item
+from kirod.protocols.responses.message_items import message_item
 from kirod.protocols.responses.reasoning import ReasoningBox, reasoning_item
 from kirod.protocols.responses.tools import ToolNames
 from kirod.protocols.responses.web_search import web_search_done, web_search_item

@@ -1,4 +1,5 @@
-"""The auth endpoints: Kiro's social refresh and PKCE login, and AWS SSO OIDC (§5.2-5.5).
+"""The auth endpoints: Kiro's social refresh and PKCE login, and AWS SSO OIDC
+(docs/KIRO-PROTOCOL.md §5.2 to §5.5).
 
 Handlers get the body already parsed (`{}` when it is not a JSON object). Error bodies follow
 each service: Kiro auth answers `{"message": …}`; SSO OIDC answers
@@ -107,7 +108,7 @@ async def oidc_token(
     tokens: TokenRegistry, request: web.Request, data: dict[str, Any]
 ) -> web.Response:
     """`POST /token` (CreateToken): camelCase JSON only; snake_case or a form is an unknown
-    client, as the real service answers (§5.3)."""
+    client, as the real service answers (docs/KIRO-PROTOCOL.md §5.3)."""
     client_id = data.get("clientId")
     if not isinstance(client_id, str) or not tokens.client_valid(
         client_id, data.get("clientSecret")
@@ -130,7 +131,7 @@ async def oidc_token(
 async def external_idp_token(
     tokens: TokenRegistry, request: web.Request, data: dict[str, Any]
 ) -> web.Response:
-    """A tenant's OAuth token endpoint (Entra ID / Okta, capabilities §5.5): a form post
+    """A tenant's OAuth token endpoint (Entra ID / Okta, docs/UPSTREAM.md §5.5): a form post
     `grant_type=refresh_token&client_id=…&refresh_token=…[&scope=…]` from a public client,
     answered in snake_case; `data` is the parsed form. JSON bodies are refused, as a real
     OAuth endpoint does."""

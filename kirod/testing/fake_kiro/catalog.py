@@ -1,4 +1,4 @@
-"""The fake's model catalog, served paged by ListAvailableModels (kiro-protocol.md §2.5, §6.2).
+"""The fake's model catalog, served paged by ListAvailableModels (docs/KIRO-PROTOCOL.md §2.7, §6.2).
 
 Figures are plausible rather than authoritative: context windows follow what peers use for token
 math (200 000 by default, 1 000 000 for the 1M and newest models, 272 000 for GPT-5.6), rate
@@ -34,7 +34,8 @@ CLAUDE_REQUEST_FIELDS: Mapping[str, Any] = {
         },
     },
 }
-"""Extra request keys the newest Claude models accept (`additionalModelRequestFields`, §2.4b)."""
+"""Extra request keys the newest Claude models accept (`additionalModelRequestFields`:
+docs/KIRO-PROTOCOL.md §2.6)."""
 
 GPT_REQUEST_FIELDS: Mapping[str, Any] = {
     "type": "object",
@@ -58,7 +59,7 @@ class Model:
     wire); other models ignore it silently. `redacted_reasoning`: native reasoning arrives as an
     opaque `redactedContent` blob (GPT-5.6) instead of text + signature. `premium`: not available
     on Free plans (Opus). `cache_checkpoints`: listed with a `promptCaching` block allowing that
-    many `cachePoint`s per request (§6.2 captures show 4 on Claude models); 0 lists none.
+    many `cachePoint`s per request (docs/KIRO-PROTOCOL.md §6.2: 4 on Claude models); 0 lists none.
     """
 
     model_id: str
@@ -191,7 +192,7 @@ FABLE_MODELS: tuple[Model, ...] = tuple(
         ("claude-fable-5.1", "Claude Fable 5.1"),
     )
 )
-"""Kiro's fourth Claude line (capabilities §9), for catalogs that offer it."""
+"""Kiro's fourth Claude line (docs/KIRO-PROTOCOL.md §2.7), for catalogs that offer it."""
 
 LAUNCH_DAY_MODELS: tuple[Model, ...] = (
     Model(

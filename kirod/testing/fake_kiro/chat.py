@@ -74,10 +74,10 @@ def _account_refusal(
     profile_arn = root.get("profileArn")
     arn_region = profile_arn.split(":")[3:4] if isinstance(profile_arn, str) else None
     if host_region is not None and arn_region is not None and arn_region != [host_region]:
-        # A profile of another region sent to this region's host (capabilities §5.2).
+        # A profile of another region sent to this region's host (docs/UPSTREAM.md §5.2).
         return error(400, {"message": "Improperly formed request."}, "ValidationException")
     if profile_arn is None:
-        # Every login kind: the q.{region} hosts want the ARN on each chat (capabilities §5.2).
+        # Every login kind: the q.{region} hosts want the ARN on each chat (docs/UPSTREAM.md §5.2).
         body = {"message": "profileArn is required for this request."}
         return error(400, body, "ValidationException")
     if profile_arn != account.profile_arn:

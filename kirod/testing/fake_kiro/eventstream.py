@@ -1,7 +1,7 @@
 """Encoder for the AWS binary event stream, which botocore can only decode.
 
 The fake Kiro service answers with these frames, so kirod's decoder is exercised against genuine
-wire bytes. Wire format: kiro-protocol.md §3.1: a prelude (total length, headers length, CRC32
+wire bytes. Wire format: docs/KIRO-PROTOCOL.md §3.1: a prelude (total length, headers length, CRC32
 of both), the headers, the payload, and a CRC32 of everything before it, all big-endian.
 """
 

@@ -34,8 +34,9 @@ async def get_usage_limits(
 
 
 OVERAGE_REFUSED_BODY = {"message": "User is not authorized to access this feature."}
-"""A Free plan's setUserPreference answer. Peers report only its status (capabilities §9); the
-body is the one of getUsageLimits' 403 (kiro-protocol §6.1)."""
+"""A Free plan's setUserPreference answer. Peers report only its status
+(docs/KIRO-PROTOCOL.md §6.5); the body is the one of getUsageLimits' 403
+(docs/KIRO-PROTOCOL.md §6.1)."""
 
 
 @signed_in
@@ -83,7 +84,8 @@ async def list_available_profiles(
     fake: FakeKiro, request: web.Request, record: RecordedRequest, account: Account
 ) -> web.Response:
     if account.kind is AuthKind.API_KEY:
-        # A `ksk_` key cannot list profiles in any region; GetProfile names its one (§5.3).
+        # A `ksk_` key cannot list profiles in any region; GetProfile names its one
+        # (docs/UPSTREAM.md §5.3).
         return error(403, {"message": "Unsupported token type"}, "AccessDeniedException")
     name = _profile_name(account)
     # Regional: a host lists only its own region's profiles, one per page.

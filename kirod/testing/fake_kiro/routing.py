@@ -1,4 +1,4 @@
-"""Which operation a request names (kiro-protocol §1.3), and which region's host it reached.
+"""Which operation a request names (docs/KIRO-PROTOCOL.md §1.3), and which region's host it reached.
 
 IDE paths name theirs by suffix (`…/getUsageLimits`, `…/generateAssistantResponse`, …), the CLI's
 `POST /` by `x-amz-target`, JSON or awsJson1.0 alike.
@@ -24,7 +24,8 @@ def host_region(path: str) -> tuple[str | None, str]:
 
 
 def operation_of(request: web.Request, path: str) -> str | None:
-    """§1.3: the operation a request names, by `x-amz-target` on `/` or by path suffix."""
+    """The operation a request names, by `x-amz-target` on `/` or by path suffix
+    (docs/KIRO-PROTOCOL.md §1.3)."""
     path = path.rstrip("/")
     if not path:
         target = request.headers.get("x-amz-target", "")

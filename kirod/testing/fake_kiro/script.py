@@ -3,7 +3,8 @@
 A `Script` is one scripted answer: a `Reply` (what the model says), how it is delivered (chunk
 size, delays) and an optional `Fault`. `plan_stream` turns it into the exact frames to send,
 as a pure function, so the wire shape can be asserted without a server. Event order and shapes
-follow kiro-protocol.md §3.2-3.4; the faults are the misbehaviours of §3.3, §4.2 and §8.
+follow docs/KIRO-PROTOCOL.md §3.2 to §3.4; the faults are the misbehaviours of
+docs/KIRO-PROTOCOL.md §3.3 and §4.2.
 """
 
 from __future__ import annotations
@@ -54,7 +55,7 @@ class Fault(enum.Enum):
 
 
 class ToolCut(enum.Enum):
-    """How Kiro cuts one tool call off, after part of its input (capabilities §3.5)."""
+    """How Kiro cuts one tool call off, after part of its input (docs/UPSTREAM.md §3.5)."""
 
     END = "the stream ends: no stop, no tail frames"
     SILENCE = "`stall_s` of silence, then the connection is cut"
@@ -106,7 +107,7 @@ class ToolCall:
 
 @dataclass(frozen=True)
 class TokenUsage:
-    """`metadataEvent.tokenUsage` as AWS's model shapes it (capabilities §1.5): `uncached`
+    """`metadataEvent.tokenUsage` as AWS's model shapes it (docs/UPSTREAM.md §1.4): `uncached`
     excludes the cache reads and writes. Live IDE-persona streams have not been seen to send it,
     so the fake sends it only when a reply scripts it."""
 
@@ -320,7 +321,8 @@ class StreamPlan:
 
 @dataclass(frozen=True)
 class HttpFailure:
-    """A scripted non-200 answer, shaped like the service's JSON errors (§4.2)."""
+    """A scripted non-200 answer, shaped like the service's JSON errors
+    (docs/KIRO-PROTOCOL.md §4.2)."""
 
     status: int
     body: Mapping[str, Any]
@@ -343,7 +345,8 @@ def http_failure(script: Script, user_id: str) -> HttpFailure | None:
         }
         return HttpFailure(400, body, "ServiceQuotaExceededException")
     if fault is Fault.SUSPICIOUS_429:
-        # With a Retry-After, as throttling may carry (§4.2), which the account's rest outlasts.
+        # With a Retry-After, as throttling may carry (docs/KIRO-PROTOCOL.md §4.2), which the
+        # account's rest outlasts.
         retry = {"Retry-After": str(script.retry_after_s)}
         return HttpFailure(429, suspicious_body(user_id), "ThrottlingException", retry)
     if fault in (Fault.THROTTLE_429, Fault.THROTTLE_429_NO_RETRY_AFTER):
@@ -503,7 +506,8 @@ def _reasoning_frames(reply: Reply, request: ChatRequest, chunk_size: int) -> li
 
 
 def _tool_frames(call: ToolCall, tool_use_id: str, chunk_size: int) -> list[bytes]:
-    """Open frame, input fragments, `stop:true`, each repeating name and id (§3.3)."""
+    """Open frame, input fragments, `stop:true`, each repeating name and id
+    (docs/KIRO-PROTOCOL.md §3.3)."""
     head = {"name": call.name, "toolUseId": tool_use_id}
     if call.fragments is None and not call.arguments and call.cut is None:
         return [encode_event("toolUseEvent", {**head, "input": "", "stop": True})]

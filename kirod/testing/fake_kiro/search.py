@@ -1,9 +1,9 @@
 """The fake's MCP web search: what `POST …/mcp` answers, and the failures it can be told to make.
 
-As the real endpoint (capabilities §2.1): JSON-RPC `tools/list` and `tools/call` of `web_search`;
-a social account's call without a root-level `profileArn` gets `400 {"message": "profileArn is
-required for this request."}`, a profile that is not the account's a 403. A queued `Search`
-answers the next call: its results, or one of the failures reported for this endpoint.
+As the real endpoint (docs/UPSTREAM.md §2.1): JSON-RPC `tools/list` and `tools/call` of
+`web_search`; a social account's call without a root-level `profileArn` gets `400 {"message":
+"profileArn is required for this request."}`, a profile that is not the account's a 403. A queued
+`Search` answers the next call: its results, or one of the failures reported for this endpoint.
 """
 
 from __future__ import annotations

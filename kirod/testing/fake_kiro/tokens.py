@@ -1,5 +1,5 @@
 """Every credential the fake hands out: accounts, access and refresh tokens, API keys, OIDC
-clients, device codes and PKCE codes (kiro-protocol.md §5).
+clients, device codes and PKCE codes (docs/KIRO-PROTOCOL.md §5).
 
 Tokens look like Kiro's (access `aoa…`, refresh `aor…` of ~230 characters, API keys `ksk_…`) and
 are high-entropy, so a leak scan over logs finds them unambiguously; `issued()` lists every
@@ -23,7 +23,7 @@ from typing import Any
 from kirod.testing.fake_kiro.usage import Usage
 
 BUILDER_ID_PROFILE_ARN = "arn:aws:codewhisperer:us-east-1:638616132270:profile/AAAACCCCXXXX"
-"""The default profile kiro-cli uses for Builder ID logins (capture doc, §5.4)."""
+"""The default profile kiro-cli uses for Builder ID logins (docs/KIRO-PROTOCOL.md §5.4)."""
 
 API_KEY_TOKEN_TYPE = "API_KEY"  # noqa: S105 - the `tokentype` header value for `ksk_` keys
 EXTERNAL_IDP_TOKEN_TYPE = "EXTERNAL_IDP"  # noqa: S105 - the header every external-IdP call needs
@@ -141,7 +141,8 @@ class _Pkce:
 
 class TokenRegistry:
     """The credential state of the fake. `rotate_refresh` makes every refresh return a new
-    refresh token and invalidate the old one (the service may or may not rotate, §5.2)."""
+    refresh token and invalidate the old one (the service may or may not rotate,
+    docs/KIRO-PROTOCOL.md §5.2)."""
 
     def __init__(
         self,
@@ -237,7 +238,7 @@ class TokenRegistry:
                 account_id = access.account_id if live and access is not None else None
             account = self._accounts.get(account_id) if account_id else None
             if account is not None and account.kind is AuthKind.EXTERNAL_IDP:
-                # Without the header, both Kiro planes answer 403 (capabilities §5.5).
+                # Without the header, both Kiro planes answer 403 (docs/UPSTREAM.md §5.5).
                 external = (token_type or "").upper() == EXTERNAL_IDP_TOKEN_TYPE
                 return account if external else None
             return account

@@ -1,4 +1,4 @@
-"""An account's plan and credit usage, as getUsageLimits reports it (kiro-protocol.md §6.1).
+"""An account's plan and credit usage, as getUsageLimits reports it (docs/KIRO-PROTOCOL.md §6.1).
 
 Successful chats consume their metered credits, and an account with nothing left is refused
 with 402 MONTHLY_REQUEST_COUNT, so quota exhaustion happens on its own in long tests. The

@@ -1,10 +1,10 @@
 """The checks Kiro applies to a GenerateAssistantResponse body before answering (pure).
 
-Each rule is one 400 that peers hit and documented (kiro-protocol.md §2.3, §2.4, §4.2, §8); the
+Each rule is one 400 that peers hit and documented (docs/KIRO-PROTOCOL.md §2.3 to §2.6, §4.2); the
 fake enforces all of them so that kirod's payload builder is tested against the same walls. Most
 produce the service's famously unhelpful `{"message":"Improperly formed request.","reason":null}`.
 
-Images are checked as the model behind Kiro checks them (capabilities §9): at most
+Images are checked as the model behind Kiro checks them (docs/UPSTREAM.md §6): at most
 `MAX_IMAGE_BASE64` characters of base64 each, at most `MAX_IMAGE_SIDE` pixels a side, and at most
 `MANY_IMAGES_SIDE` when the request holds more than `MANY_IMAGES`; their size is read by Pillow
 from the header alone, and an image it cannot read is not judged. The body limit does not count
@@ -42,7 +42,7 @@ MANY_IMAGES_SIDE = 2_000
 
 MAX_TOOL_NAME_LENGTH = 64
 THINKING_TAG = "<thinking_mode>"
-"""The prompt tag that asks Claude for `<thinking>` text (§2.4a)."""
+"""The prompt tag that asks Claude for `<thinking>` text (docs/KIRO-PROTOCOL.md §2.5)."""
 CHAT_TRIGGER_TYPES = frozenset({"MANUAL", "DIAGNOSTIC", "INLINE_CHAT"})
 IMAGE_FORMATS = frozenset({"png", "jpeg", "gif", "webp"})
 DOCUMENT_FORMATS = frozenset({"pdf", "csv", "doc", "docx", "html", "md", "txt", "xls", "xlsx"})
@@ -290,7 +290,8 @@ def _check_content(role: str, message: dict[str, Any]) -> None:
 
 
 def _check_cache_points(turns: list[tuple[str, dict[str, Any]]], model: Model) -> None:
-    """Message-level `cachePoint`s (capabilities §1.1): one shape, a per-model budget."""
+    """Message-level `cachePoint`s (docs/UPSTREAM.md §1.1): one shape, a per-model budget
+    (docs/UPSTREAM.md §1.3)."""
     points = [message["cachePoint"] for _, message in turns if "cachePoint" in message]
     if not points:
         return
@@ -317,7 +318,7 @@ def _check_tools(tools: list[Any]) -> set[str]:
         if _has_null(schema) or not _schema_types_are_strings(schema):
             raise _Broken("invalid_tool_schema")
         if schema.get("type") != "object" or any(key in schema for key in _COMBINATORS):
-            raise _Broken("tool_schema_not_object")  # capabilities §9
+            raise _Broken("tool_schema_not_object")  # docs/KIRO-PROTOCOL.md §4.2
         declared.add(name.lower())
     return declared
 
@@ -515,7 +516,7 @@ def _result_has_image(result: dict[str, Any]) -> bool:
 
 def _check_request_fields(fields: Any, model: Model) -> None:
     """The fields the model's schema allows; GPT-5.6 names Claude's effort field with its own
-    reason (capabilities §9)."""
+    reason (docs/KIRO-PROTOCOL.md §2.6)."""
     if fields is None:
         return
     schema = model.request_fields_schema

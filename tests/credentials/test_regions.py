@@ -1,5 +1,5 @@
-"""API regions (capabilities §5.1), external-IdP refresh (§5.5), OIDC registration expiry and
-profile listing, through `KiroClient` against the fake Kiro on loopback."""
+"""API regions (docs/UPSTREAM.md §5.1), external-IdP refresh (docs/UPSTREAM.md §5.5), OIDC
+registration expiry and profile listing, through `KiroClient` against the fake Kiro on loopback."""
 
 from __future__ import annotations
 

@@ -7,7 +7,6 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import logging
-import sys
 from collections.abc import AsyncIterator, Sequence
 from importlib.metadata import EntryPoint
 from pathlib import Path
@@ -37,13 +36,9 @@ from kirod.errors import ApiError, ConfigError, ErrorKind
 from kirod.extension import Extension, OptionSpec, Produced
 from kirod.log import FIELDS_ATTR
 
-sys.path.insert(0, str(Path(__file__).parent))
-from pool_env import MODEL, TENANT, pool_env, request
-
 # The shipped examples, from the source tree (contrib/extensions) as an installer would find them.
-sys.path.insert(0, str(Path(__file__).parents[2] / "contrib" / "extensions"))
-from kirod_examples.redactor import Redactor
-from kirod_examples.watermark import Watermark
+from tests.support.examples import Redactor, Watermark
+from tests.support.pool_env import MODEL, TENANT, pool_env, request
 
 SECRET_TEXT = "the hook's secret detail"
 

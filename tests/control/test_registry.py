@@ -4,7 +4,6 @@ server's side of the socket, and leaves other accounts' connections open."""
 from __future__ import annotations
 
 import asyncio
-import sys
 from pathlib import Path
 
 import pytest
@@ -15,9 +14,7 @@ from kirod.control.registry import AccountRegistry
 from kirod.credentials.importers import ImportLimits
 from kirod.errors import ControlNotFound
 from kirod.upstream.client import ClientOptions, Endpoints, KiroClient
-
-sys.path.insert(0, str(Path(__file__).parent))
-from pool_env import Gate, pool_env
+from tests.support.pool_env import Gate, pool_env
 
 
 class Watch(Gate):

@@ -1,6 +1,6 @@
 """Shared set-up for end-to-end tests: the fake Kiro service, a daemon pointed at it, an account.
 
-Imported by the integration test modules (not a test module itself).
+Imported by the end-to-end tests of every folder (not a test module itself).
 """
 
 from __future__ import annotations

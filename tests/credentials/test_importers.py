@@ -163,7 +163,7 @@ def test_kiro_ide_identity_center_login_keeps_its_sso_region() -> None:
     account = parse_kiro_ide(dumps(token), dumps(IDE_REGISTRATION))
 
     assert account.auth_kind is AuthKind.IDC
-    # No profile ARN: the API region follows the IdC region's map (capabilities §5.1).
+    # No profile ARN: the API region follows the IdC region's map (docs/UPSTREAM.md §5.1).
     assert (account.region, account.auth_region) == ("eu-central-1", "eu-west-1")
     assert account.credentials.start_url == IDC_START_URL
     assert account.label == "IAM Identity Center (kiro-ide)"

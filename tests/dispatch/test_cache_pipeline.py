@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import dataclasses
-import sys
 from collections.abc import Callable
 from pathlib import Path
 
@@ -44,9 +43,7 @@ from kirod.errors import ErrorKind
 from kirod.extension import Extension
 from kirod.storage.cache import CacheStore
 from kirod.storage.db import Database
-
-sys.path.insert(0, str(Path(__file__).parent))
-from pool_env import MODEL, TENANT, pool_env, request
+from tests.support.pool_env import MODEL, TENANT, pool_env, request
 
 ANSWER: list[CanonicalEvent] = [
     MessageStart("msg_1", MODEL, 3),

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import sys
 from pathlib import Path
 
 import pytest
@@ -13,9 +12,7 @@ from kirod.canonical.events import TextDelta
 from kirod.dispatch.branches import BranchQueue
 from kirod.errors import ApiError
 from kirod.testing.fake_kiro import Reply, Script
-
-sys.path.insert(0, str(Path(__file__).parent))
-from pool_env import TENANT, Env, drain, pool_env, request
+from tests.support.pool_env import TENANT, Env, drain, pool_env, request
 
 
 async def test_branch_turns_run_in_arrival_order_and_other_branches_pass() -> None:

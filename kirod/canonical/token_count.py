@@ -1,7 +1,7 @@
 """A fast, dependency-free estimate of how many tokens Claude's tokenizer makes of a text.
 
-Kiro reports no token counts (kiro-protocol §3.5), yet clients budget their context with them, so
-output tokens (and input tokens before Kiro's context percentage arrives) are estimated here.
+Kiro reports no token counts (docs/KIRO-PROTOCOL.md §3.5), yet clients budget their context with
+them: output tokens (and input tokens before Kiro's context percentage arrives) are estimated here.
 
 Method: a regex pre-tokenizer sorts the text into classes and charges each a calibrated weight.
 

@@ -1,7 +1,8 @@
 """The account layer in-process for tests: real SQLite, real KiroClient, the fake Kiro on loopback.
 
 Everything is wired as the daemon wires it, except that the clock is a `Clock` the test moves, so
-cool-downs and usage windows pass without sleeping. Imported by the tests in this directory.
+cool-downs and usage windows pass without sleeping. Imported by the tests of accounts/, dispatch/
+and control/.
 """
 
 from __future__ import annotations

@@ -1,4 +1,5 @@
-"""Model catalog: name resolution (kiro-protocol §2.5), limits, /v1/models, ListAvailableModels."""
+"""Model catalog: name resolution (docs/KIRO-PROTOCOL.md §2.7), limits, /v1/models,
+ListAvailableModels."""
 
 from __future__ import annotations
 
@@ -21,7 +22,7 @@ from kirod.errors import ApiError, ErrorKind
 @pytest.mark.parametrize(
     ("name", "kiro_id"),
     [
-        # §2.5 table, row by row
+        # docs/KIRO-PROTOCOL.md §2.7's table, row by row
         ("claude-sonnet-4-5", "claude-sonnet-4.5"),
         ("claude-sonnet-4-5-20250929", "claude-sonnet-4.5"),
         ("claude-sonnet-4-6", "claude-sonnet-4.6"),
@@ -76,7 +77,8 @@ def test_resolve(name: str, kiro_id: str) -> None:
     "name",
     [
         "claude-3-7-sonnet-20250219",
-        "CLAUDE_3_7_SONNET_20250219_V1_0",  # §2.5 legacy row whose model Kiro no longer lists
+        # docs/KIRO-PROTOCOL.md §2.7's legacy row whose model Kiro no longer lists
+        "CLAUDE_3_7_SONNET_20250219_V1_0",
         "gpt-4o",
         "my-sonnet",  # no fuzzy "*sonnet*" fallback: a typo must not silently change the model
         "",

@@ -4,7 +4,6 @@ after the stream committed. The account layer in-process against the fake Kiro o
 from __future__ import annotations
 
 import dataclasses
-import sys
 import time
 from pathlib import Path
 
@@ -14,9 +13,7 @@ from kirod.accounts.strategy import Strategy
 from kirod.canonical.events import ErrorEvent, MessageStop, TextDelta
 from kirod.errors import ApiError, ErrorKind
 from kirod.testing.fake_kiro import Fault, Reply, Script
-
-sys.path.insert(0, str(Path(__file__).parent))
-from pool_env import TENANT, pool_env, request
+from tests.support.pool_env import TENANT, pool_env, request
 
 # fault → (the failure class recorded for the first attempt, the first account's status after).
 # One transient failure (server error, broken or empty stream) leaves the account in service.
