@@ -1,6 +1,6 @@
 """The control plane over a large operation log, timed while the daemon serves streams (issue 41).
 
-    python -m bench.oplog [--rows 1000000] [--streams 64] [--samples 20] [--accounts 4]
+    python -m bench.oplog [--rows 1000000] [--streams 64] [--samples 20] [--max-minutes 20]
 
 1. The fake and the daemon start (`bench/env.py`, `oplog_max_rows` above `--rows` so that
    retention keeps them all); `--accounts` accounts are imported and three API keys made.
@@ -17,8 +17,9 @@
 
 | probe | what it times |
 |---|---|
-| `kiroctl stats`, `trace`, `top --once` | the real commands, process start included |
+| `kiroctl stats`, `trace`, `trace ID`, `top --once` | the real commands, process start included |
 | `GET /stats`, `/stats?since=now-60`, `/trace?last=10` | their control-API calls |
+| `GET /trace?request_id=ID` | one request's rows (a row of the fill, a different one each time) |
 | `GET /traffic?window=hour|day|month` | the call behind the console's charts (not cached) |
 | `console /traffic?window=…`, `console /` | the pages as a signed-in browser loads them |
 
@@ -37,6 +38,7 @@ import asyncio
 import concurrent.futures
 import contextlib
 import http.client
+import itertools
 import json
 import multiprocessing
 import os
@@ -57,7 +59,7 @@ from bench.env import Bench
 from bench.harness import LATENCY, compile_kirod, kiroctl_command
 from bench.loadgen import Sample, Target, new_session, percentile, request_once
 from bench.scenarios import SCENARIOS
-from kirod.localapi.client import LocalClient, stats_path
+from kirod.localapi.client import LocalClient, stats_path, trace_path
 from kirod.storage.db import Database
 from kirod.storage.oplog import FLUSH_ROWS, Attempt, OpEntry, OpLog
 
@@ -149,7 +151,7 @@ def entries(
         output = int(rng.lognormvariate(6.0, 1.0)) if ttfb is not None else None
         yield OpEntry(
             at=at,
-            request_id=f"req_{rng.getrandbits(96):024x}",
+            request_id=f"req_{int(at):08x}{rng.getrandbits(64):016x}",  # as kirod makes them
             key_id=rng.choice(names.keys),
             protocol=protocol,
             model=model,
@@ -184,15 +186,20 @@ def _checkpoint(path: Path) -> None:
         db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
 
 
-async def fill(path: Path, rows: int, names: Names, *, days: float) -> dict[str, Any]:
-    """Write `rows` rows with kirod's `OpLog`, one batch of `FLUSH_ROWS` per transaction."""
+async def fill(path: Path, rows: int, names: Names, *, days: float, sampled: int) -> dict[str, Any]:
+    """Write `rows` rows with kirod's `OpLog`, one batch of `FLUSH_ROWS` per transaction; keep
+    the request ids of `sampled` of them, spread over the log."""
     _checkpoint(path)
     before = _size(path)
     started = time.perf_counter()
+    every = max(1, rows // max(1, sampled))
+    request_ids: list[str] = []
     async with Database(path) as db:
         log = OpLog(db)
         for number, entry in enumerate(entries(rows, names, until=time.time(), days=days), 1):
             log.append(entry)
+            if number % every == 0:
+                request_ids.append(entry.request_id)
             if number % FLUSH_ROWS == 0:
                 await log.flush()
         await log.close()
@@ -207,6 +214,7 @@ async def fill(path: Path, rows: int, names: Names, *, days: float) -> dict[str,
         "bytes_before": before,
         "bytes_after": after,
         "bytes_per_100k_rows": (after - before) * 100_000 / rows,
+        "request_ids": request_ids,
     }
 
 
@@ -220,6 +228,8 @@ class ProbeSetup:
     kiroctl: tuple[str, ...]
     env: dict[str, str]
     samples: int
+    max_s: float
+    request_ids: tuple[str, ...]  # rows of the fill, to look up by id
 
 
 class Console:
@@ -276,13 +286,21 @@ def _probes(setup: ProbeSetup) -> dict[str, Callable[[], None]]:
     def control(path: Callable[[], str]) -> Callable[[], None]:
         return lambda: client.request("GET", path())
 
+    ids = itertools.cycle(setup.request_ids)
+
+    def one_request() -> None:
+        if not client.request("GET", trace_path(request_id=next(ids)))["requests"]:
+            raise RuntimeError("a request of the fill was not found")
+
     probes: dict[str, Callable[[], None]] = {
         "kiroctl stats": kiroctl("stats"),
         "kiroctl trace": kiroctl("trace"),
+        "kiroctl trace ID": lambda: kiroctl("trace", next(ids))(),
         "kiroctl top --once": kiroctl("top", "--once"),
         "GET /stats": control(lambda: stats_path(None)),
         "GET /stats?since=now-60": control(lambda: stats_path(time.time() - 60)),
         "GET /trace?last=10": control(lambda: "/trace?last=10"),
+        "GET /trace?request_id=ID": one_request,
     }
     for window in ("hour", "day", "month"):
         probes[f"GET /traffic?window={window}"] = control(lambda w=window: f"/traffic?window={w}")
@@ -295,12 +313,15 @@ def _probes(setup: ProbeSetup) -> dict[str, Callable[[], None]]:
 
 
 def probe(setup: ProbeSetup) -> dict[str, Any]:
-    """Each probe `samples` times, in turn, one at a time; a first round is not counted."""
+    """Each probe `samples` times, in turn, one at a time; a first round is not counted, and no
+    round starts after `max_s`."""
     probes = _probes(setup)
     times: dict[str, list[float]] = {name: [] for name in probes}
     failures: dict[str, list[str]] = {name: [] for name in probes}
     started = time.time()
     for sample in range(setup.samples + 1):
+        if time.time() - started > setup.max_s:
+            break
         for name, run in probes.items():
             began = time.perf_counter()
             try:
@@ -311,6 +332,13 @@ def probe(setup: ProbeSetup) -> dict[str, Any]:
             if sample:
                 times[name].append(time.perf_counter() - began)
             time.sleep(PROBE_PAUSE_S)
+        slowest = max(times, key=lambda name: times[name][-1] if times[name] else 0.0)
+        if times[slowest]:
+            print(
+                f"  round {sample}: slowest {slowest} {times[slowest][-1]:.2f} s",
+                file=sys.stderr,
+                flush=True,
+            )
     return {
         "started_at": started,
         "ended_at": time.time(),
@@ -416,7 +444,14 @@ def _names(bench: Bench) -> Names:
 
 
 def run(
-    *, rows: int, days: float, count: int, samples: int, accounts: int, log: Callable[[str], None]
+    *,
+    rows: int,
+    days: float,
+    count: int,
+    samples: int,
+    max_s: float,
+    accounts: int,
+    log: Callable[[str], None],
 ) -> dict[str, Any]:
     if not procstat.available():
         raise RuntimeError("the benchmark reads /proc: it runs on Linux only")
@@ -430,7 +465,7 @@ def run(
         names = _names(bench)
         with bench.daemon_stopped() as path:
             log(f"  filling {path} with {rows:,} rows")
-            results["fill"] = asyncio.run(fill(path, rows, names, days=days))
+            results["fill"] = asyncio.run(fill(path, rows, names, days=days, sampled=samples))
             log(
                 f"  {rows:,} rows in {results['fill']['seconds']:.1f} s, "
                 f"{results['fill']['bytes_per_100k_rows'] / 1e6:.1f} MB per 100k rows"
@@ -444,6 +479,8 @@ def run(
             kiroctl=tuple(kiroctl_command()),
             env=dict(daemon.env),
             samples=samples,
+            max_s=max_s,
+            request_ids=tuple(results["fill"].pop("request_ids")),
         )
         results.update(asyncio.run(measure(bench, setup, count, log)))
         results["loadavg_after"] = _loadavg()
@@ -488,6 +525,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--days", type=float, default=29.0, help="the days the rows span")
     parser.add_argument("--streams", type=int, default=64, help="concurrent streams meanwhile")
     parser.add_argument("--samples", type=int, default=20, help="timings of each probe")
+    parser.add_argument(
+        "--max-minutes", type=float, default=20.0, help="no round of probes starts after this"
+    )
     parser.add_argument("--accounts", type=int, default=4)
     parser.add_argument("--json", type=Path, metavar="PATH", help="write the raw results here")
     args = parser.parse_args(argv)
@@ -496,6 +536,7 @@ def main(argv: list[str] | None = None) -> int:
         days=args.days,
         count=args.streams,
         samples=args.samples,
+        max_s=60 * args.max_minutes,
         accounts=args.accounts,
         log=lambda line: print(line, file=sys.stderr, flush=True),
     )

@@ -22,6 +22,7 @@ import aiosqlite
 
 from kirod.errors import StoreError
 from kirod.paths import ensure_private_dir, private_umask
+from kirod.storage import rollup
 from kirod.tasks import TaskOwner
 
 log = logging.getLogger(__name__)
@@ -149,6 +150,52 @@ MIGRATIONS: tuple[str, ...] = (
     );
     CREATE INDEX response_cache_by_age ON response_cache (created_at);
     """,
+    # 10: the operation log's rollups (storage/rollup.py), built here from the rows by the
+    # statements that keep them as rows are written and dropped (should those ever change, a
+    # later migration rebuilds them); and the index that finds a request's rows (`kiroctl trace
+    # ID`), cheap to keep since request ids begin with their second (http/ingress.py).
+    """
+    CREATE TABLE oplog_hours (
+        slot          INTEGER NOT NULL,  -- the rows' whole second // 3600
+        kind          TEXT NOT NULL,     -- total, account, model, key, error or status
+        value         TEXT NOT NULL,     -- the account's id, the model, …; '' for the total
+        requests      INTEGER NOT NULL,
+        succeeded     INTEGER NOT NULL,
+        input_tokens  INTEGER NOT NULL,
+        output_tokens INTEGER NOT NULL,
+        credits       REAL NOT NULL,
+        truncated     INTEGER NOT NULL,
+        recovered     INTEGER NOT NULL,
+        PRIMARY KEY (slot, kind, value)
+    ) WITHOUT ROWID;
+    CREATE TABLE oplog_ttfb (
+        slot   INTEGER NOT NULL,
+        bucket INTEGER NOT NULL,  -- milliseconds to the first byte, as rollup.bucket() rounds them
+        count  INTEGER NOT NULL,
+        PRIMARY KEY (slot, bucket)
+    ) WITHOUT ROWID;
+    CREATE TABLE oplog_recent (  -- as oplog_hours, a slot per 10 seconds of the last two hours
+        slot          INTEGER NOT NULL,
+        kind          TEXT NOT NULL,
+        value         TEXT NOT NULL,
+        requests      INTEGER NOT NULL,
+        succeeded     INTEGER NOT NULL,
+        input_tokens  INTEGER NOT NULL,
+        output_tokens INTEGER NOT NULL,
+        credits       REAL NOT NULL,
+        truncated     INTEGER NOT NULL,
+        recovered     INTEGER NOT NULL,
+        PRIMARY KEY (slot, kind, value)
+    ) WITHOUT ROWID;
+    CREATE TABLE oplog_recent_ttfb (
+        slot   INTEGER NOT NULL,
+        bucket INTEGER NOT NULL,
+        count  INTEGER NOT NULL,
+        PRIMARY KEY (slot, bucket)
+    ) WITHOUT ROWID;
+    CREATE INDEX oplog_by_request ON oplog (request_id);
+    """
+    + rollup.fill(f"CAST(strftime('%s', 'now') AS INTEGER) - {rollup.RECENT_KEEP_S}"),
 )
 
 _SIBLINGS = ("", "-wal", "-shm", "-journal")

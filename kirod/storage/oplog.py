@@ -10,15 +10,19 @@ statistics count such names as one `UNKNOWN_MODEL`, so a flood of invented names
 `kiroctl stats`. Every other field is kirod's own (ids, codes, numbers).
 
 Rows are written behind the request (`kirod.storage.behind`): in one transaction per
-`FLUSH_DELAY_S` or `FLUSH_ROWS`, flushed before any read and at shutdown.
+`FLUSH_DELAY_S` or `FLUSH_ROWS`, flushed before any read and at shutdown. The same transaction
+adds them to the hourly rollup (`kirod.storage.rollup`) that the statistics and the traffic read,
+so that neither reads more than an hour of rows however large the log grows; retention takes
+rows out of both, `PRUNE_ROWS` at a time.
 """
 
 from __future__ import annotations
 
 import json
 import math
+import sqlite3
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -36,6 +40,7 @@ from kirod.report_types import (
     Traffic,
     TrafficBucket,
 )
+from kirod.storage import rollup
 from kirod.storage.behind import WriteBehind
 from kirod.storage.db import Database
 
@@ -43,9 +48,8 @@ FLUSH_DELAY_S = 0.5
 FLUSH_ROWS = 256
 MAX_MODEL_CHARS = 128
 MAX_TRACE_ROWS = 200  # rows one trace answer holds
-UNKNOWN_MODEL = "(unknown)"
-"""How the statistics name the model of a request refused because no account serves it."""
-_STATS_MODEL = f"CASE WHEN error = 'model_not_found' THEN '{UNKNOWN_MODEL}' ELSE model END"
+PRUNE_ROWS = 20_000  # rows one retention transaction deletes at most, so readers wait briefly
+UNKNOWN_MODEL = rollup.UNKNOWN_MODEL
 
 _INSERT = (
     "INSERT INTO oplog (at, request_id, key_id, protocol, model, stream, account_id, attempts,"
@@ -131,14 +135,21 @@ class OpEntry:
         return self.status < 400 and self.error is None
 
 
-# A request succeeded when its status is below 400 and its stream did not end in an error.
-_SUCCESS = "(status < 400 AND error IS NULL)"
-_DAY = "date(at, 'unixepoch')"  # the UTC day of a row, as YYYY-MM-DD
+# The UTC day of an hour of the rollup, as YYYY-MM-DD.
+_DAY = "date(CAST(t AS INTEGER), 'unixepoch')"
+_SUMS = ", ".join(f"SUM({name})" for name in rollup.MEASURES)
 
 
 class OpLog:
-    def __init__(self, db: Database, *, flush_delay_s: float = FLUSH_DELAY_S) -> None:
+    def __init__(
+        self,
+        db: Database,
+        *,
+        flush_delay_s: float = FLUSH_DELAY_S,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
         self._db = db
+        self._clock = clock  # what "now" is for the rollups' recent slots and the traffic
         self._behind = WriteBehind[OpEntry](
             db, _insert, name="oplog", delay_s=flush_delay_s, max_rows=FLUSH_ROWS
         )
@@ -200,45 +211,62 @@ class OpLog:
     async def key_credits(self, key_id: str, *, since: float) -> tuple[int, float]:
         """Requests made with API key `key_id` from `since` on, and the Kiro credits they used."""
         await self.flush()
+        table, params = rollup.source(rollup.cover(since, None, self._clock()))
         row = await self._db.read_one(
-            "SELECT count(*), COALESCE(SUM(credits), 0) FROM oplog WHERE key_id = ? AND at >= ?",
-            (key_id, since),
+            f"SELECT COALESCE(SUM(requests), 0), COALESCE(SUM(credits), 0)"  # noqa: S608
+            f" FROM {table} WHERE kind = 'key' AND value = ?",
+            (*params, key_id),
         )
         return (int(row[0]), round(float(row[1]), 6)) if row is not None else (0, 0.0)
 
-    async def prune(self, *, before: float, max_rows: int) -> None:
-        """Drop rows older than `before`, then the oldest beyond `max_rows`."""
+    async def prune(self, *, before: float, max_rows: int, chunk: int = PRUNE_ROWS) -> None:
+        """Drop rows older than `before`, then the oldest beyond `max_rows`, with their part of
+        the rollup; in transactions of at most `chunk` rows, oldest first."""
         await self.flush()
+        now = self._clock()
 
-        async def transaction(conn: aiosqlite.Connection) -> None:
-            await conn.execute("DELETE FROM oplog WHERE at < ?", (before,))
-            await conn.execute(
-                "DELETE FROM oplog WHERE id IN (SELECT id FROM oplog ORDER BY at DESC, id DESC"
-                " LIMIT -1 OFFSET ?)",
-                (max_rows,),
+        async def recent(conn: aiosqlite.Connection) -> None:
+            await rollup.prune_recent(conn, now)
+
+        await self._db.run_write(recent)
+        cut = (before, 0)  # rows before (at, id) in the log's time order go
+        counted = await self._db.read_one("SELECT count(*) FROM oplog")
+        excess = int(counted[0]) - max_rows if counted is not None else 0
+        if excess > 0:
+            oldest_kept = await self._db.read_one(
+                "SELECT at, id FROM oplog ORDER BY at, id LIMIT 1 OFFSET ?", (excess,)
             )
+            # None: `max_rows` is 0, so every row goes.
+            kept = (math.inf, 0) if oldest_kept is None else (oldest_kept[0], oldest_kept[1])
+            cut = max(cut, (float(kept[0]), int(kept[1])))
 
-        await self._db.run_write(transaction)
+        async def some(conn: aiosqlite.Connection) -> bool:
+            """Up to `chunk` rows before `cut`; whether that was the last of them."""
+            beyond = await conn.execute_fetchall(
+                "SELECT at, id FROM oplog ORDER BY at, id LIMIT 1 OFFSET ?", (chunk,)
+            )
+            step = min([cut, *((float(row[0]), int(row[1])) for row in beyond)])
+            await rollup.drop(conn, step)
+            return step == cut
+
+        while not await self._db.run_write(some):
+            pass
 
     async def stats(self, *, since: float | None = None) -> Stats:
         """Totals, success rate, TTFB percentiles and breakdowns over rows from `since` on."""
         await self.flush()
-        start = since or 0.0
-        totals = await self._db.read_one(
-            "SELECT count(*), COALESCE(SUM(status < 400 AND error IS NULL), 0),"
-            " COALESCE(SUM(input_tokens), 0),"
-            " COALESCE(SUM(output_tokens), 0), COALESCE(SUM(credits), 0),"
-            " COALESCE(SUM(truncations > 0), 0),"
-            " COALESCE(SUM(continuations > 0 AND status < 400 AND error IS NULL), 0)"
-            " FROM oplog WHERE at >= ?",
-            (start,),
+        segments = rollup.cover(since or 0.0, None, self._clock())
+        table, params = rollup.source(segments)
+        rows = await self._db.read(
+            f"SELECT kind, value, CASE kind WHEN 'total' THEN {_DAY} END, {_SUMS}"  # noqa: S608
+            f" FROM {table} GROUP BY 1, 2, 3",
+            params,
         )
-        assert totals is not None
-        errors = await self._db.read(
-            "SELECT error, count(*) FROM oplog WHERE at >= ? AND error IS NOT NULL"
-            " GROUP BY error ORDER BY count(*) DESC, error",
-            (start,),
-        )
+        histogram = await self._histogram(segments)
+        by_kind: dict[str, list[sqlite3.Row]] = {kind: [] for kind in rollup.KINDS}
+        for row in rows:
+            by_kind[row[0]].append(row)
+        totals = [sum(row[column] for row in by_kind["total"]) for column in range(3, 10)]
         return Stats(
             since=since,
             requests=totals[0],
@@ -246,68 +274,75 @@ class OpLog:
             input_tokens=totals[2],
             output_tokens=totals[3],
             credits=round(totals[4], 6),
-            ttfb_ms=await self._ttfb(start),
-            accounts=await self._groups("account_id", start),
-            models=await self._groups(_STATS_MODEL, start),
-            keys=await self._groups("key_id", start),
-            errors={row[0]: row[1] for row in errors},
+            ttfb_ms=Percentiles(*[rollup.percentile(histogram[0], f) for f in (0.50, 0.95, 0.99)])
+            if histogram
+            else None,
+            accounts=_grouped(by_kind["account"]),
+            models=_grouped(by_kind["model"]),
+            keys=_grouped(by_kind["key"]),
+            errors={group.key: group.requests for group in _grouped(by_kind["error"])},
             truncated=totals[5],
             recovered=totals[6],
-            days=await self._groups(_DAY, start, order=_DAY),
+            days=tuple(sorted(_grouped(by_kind["total"], key=2), key=lambda group: group.key)),
         )
 
     async def traffic(self, window: str, *, now: float | None = None) -> Traffic:
         """The rows of one window of `TRAFFIC_WINDOWS` ending now, in buckets, oldest first.
 
         Buckets align to whole minutes, hours or UTC days, the last holding `now`; every one is
-        present (zeros without rows). TTFB percentiles are two ordered offset queries per bucket
-        with timed rows, so the store's one connection is never held for a whole window (at
-        the 200,000 rows `oplog_max_rows` keeps, a month is 60 queries over ~7,000 rows each,
-        not one of 200,000 read into Python). Failures without
-        an error code count as `http_<status>`; credits by day leave out rows no account
-        answered. Raises ValueError for an unknown window.
+        present (zeros without rows). Buckets of hours and days are read from the rollup, those
+        of minutes from the rows. Failures without an error code count as `http_<status>`;
+        credits by day leave out rows no account answered. Raises ValueError for an unknown
+        window.
         """
         if window not in TRAFFIC_WINDOWS:
             raise ValueError(f"window must be one of: {', '.join(TRAFFIC_WINDOWS)}")
         count, bucket_s = TRAFFIC_WINDOWS[window]
         await self.flush()
-        until = float((math.floor((time.time() if now is None else now) / bucket_s) + 1) * bucket_s)
+        moment = self._clock() if now is None else now
+        until = float((math.floor(moment / bucket_s) + 1) * bucket_s)
         since = until - count * bucket_s
-        slot = "CAST((at - ?) / ? AS INTEGER)"  # a row's bucket: since <= at < until
-        span = "FROM oplog WHERE at >= ? AND at < ?"
-        slotted = (since, bucket_s, since, until)
-        groups = await self._db.read(
-            f"SELECT {slot}, count(*), count(*) - SUM({_SUCCESS}), COALESCE(SUM(credits), 0),"
-            f" count(ttfb_ms) {span} GROUP BY 1",
-            slotted,
+        # Minutes come from the 10-second slots (and rows at the edges), summed by minute.
+        hourly = bucket_s % rollup.HOURS.span_s == 0
+        segments = rollup.cover(since, until, moment, hours=hourly)
+        rows_by = None if hourly else f"CAST(at AS INTEGER) / {bucket_s} * {bucket_s}.0"
+        table, params = rollup.source(segments, rows_by=rows_by)
+        slot = "CAST((t - ?) / ? AS INTEGER)"  # the index of the bucket: since <= t < until
+        rows = await self._db.read(
+            f"SELECT {slot}, CASE kind WHEN 'account' THEN {_DAY} END, kind, value,"  # noqa: S608
+            f" SUM(requests), SUM(succeeded), SUM(credits) FROM {table}"
+            " WHERE kind IN ('total', 'account', 'error', 'status') GROUP BY 1, 2, 3, 4",
+            (since, bucket_s, *params),
         )
-        errors = await self._db.read(
-            f"SELECT COALESCE(error, 'http_' || status), count(*) {span} AND NOT {_SUCCESS}"
-            " GROUP BY 1 ORDER BY count(*) DESC, 1",
-            (since, until),
-        )
-        days = await self._db.read(
-            f"SELECT {_DAY}, account_id, COALESCE(SUM(credits), 0), count(*) {span}"
-            " AND account_id IS NOT NULL GROUP BY 1, 2 ORDER BY 1, 2",
-            (since, until),
-        )
-        totals = {row[0]: (row[1], row[2], row[3], row[4]) for row in groups}
+        histograms = await self._histogram(segments, slot=(since, bucket_s), rows_by=rows_by)
+        totals: dict[int, tuple[int, int, float]] = {}
+        failures: dict[str, int] = {}
+        days: dict[tuple[str, str], tuple[float, int]] = {}
+        for index, day, kind, value, requests, succeeded, credits in rows:
+            if kind == "total":
+                known = totals.get(index, (0, 0, 0.0))
+                totals[index] = (
+                    known[0] + requests,
+                    known[1] + requests - succeeded,
+                    known[2] + credits,
+                )
+            elif kind == "account":
+                spent = days.get((day, value), (0.0, 0))
+                days[(day, value)] = (spent[0] + credits, spent[1] + requests)
+            else:  # every row of an error code or a failure's status failed
+                label = value if kind == "error" else f"http_{value}"
+                failures[label] = failures.get(label, 0) + requests
         buckets = []
         for index in range(count):
-            requests, failed, credits, timed = totals.get(index, (0, 0, 0.0, 0))
-            start = since + index * bucket_s
-            p50, p95 = (
-                [await self._ttfb_rank(start, start + bucket_s, timed, f) for f in (0.50, 0.95)]
-                if timed
-                else (None, None)
-            )
+            requests, failed, credits = totals.get(index, (0, 0, 0.0))
+            timed = histograms.get(index)
             buckets.append(
                 TrafficBucket(
-                    start=start,
+                    start=since + index * bucket_s,
                     requests=requests,
                     errors=failed,
-                    ttfb_p50_ms=p50,
-                    ttfb_p95_ms=p95,
+                    ttfb_p50_ms=rollup.percentile(timed, 0.50) if timed else None,
+                    ttfb_p95_ms=rollup.percentile(timed, 0.95) if timed else None,
                     credits=round(credits, 6),
                 )
             )
@@ -316,52 +351,51 @@ class OpLog:
             since=since,
             bucket_s=bucket_s,
             buckets=tuple(buckets),
-            errors={row[0]: row[1] for row in errors},
+            errors=dict(sorted(failures.items(), key=lambda item: (-item[1], item[0]))),
             credits_by_day=tuple(
-                CreditsDay(row[0], row[1], round(row[2], 6), row[3]) for row in days
+                CreditsDay(day, account, round(spent[0], 6), spent[1])
+                for (day, account), spent in sorted(days.items())
             ),
         )
 
-    async def _groups(
-        self, column: str, start: float, *, order: str | None = None
-    ) -> tuple[StatsGroup, ...]:
-        """Rows grouped by `column` (a column or SQL expression), most requests first."""
-        order = order or f"count(*) DESC, {column}"
+    async def _histogram(
+        self,
+        segments: Sequence[rollup.Segment],
+        *,
+        slot: tuple[float, int] | None = None,
+        rows_by: str | None = None,
+    ) -> dict[int, list[tuple[int, int]]]:
+        """The first-byte histogram over `segments`: (bucket, rows) by bucket, under 0, or with
+        `slot` (start, seconds) under the index of the slot each row falls in."""
+        table, params = rollup.source(segments, histogram=True, rows_by=rows_by)
+        index = "CAST((t - ?) / ? AS INTEGER)" if slot else "0"
         rows = await self._db.read(
-            f"SELECT {column}, count(*), count(*) - COALESCE(SUM({_SUCCESS}), 0),"  # noqa: S608
-            f" COALESCE(SUM(credits), 0) FROM oplog WHERE at >= ? AND {column} IS NOT NULL"
-            f" GROUP BY {column} ORDER BY {order}",
-            (start,),
+            f"SELECT {index}, bucket, SUM(count) FROM {table}"  # noqa: S608
+            " GROUP BY 1, 2 HAVING SUM(count) > 0 ORDER BY 1, 2",
+            (*(slot or ()), *params),
         )
-        return tuple(StatsGroup(row[0], row[1], row[2], round(row[3], 6)) for row in rows)
+        histograms: dict[int, list[tuple[int, int]]] = {}
+        for number, bucket, rows_in in rows:
+            histograms.setdefault(number, []).append((bucket, rows_in))
+        return histograms
 
-    async def _ttfb(self, start: float) -> Percentiles | None:
-        """Nearest-rank percentiles from `start` on."""
-        row = await self._db.read_one(
-            "SELECT count(*) FROM oplog WHERE at >= ? AND ttfb_ms IS NOT NULL", (start,)
-        )
-        count = row[0] if row is not None else 0
-        if not count:
-            return None
-        return Percentiles(
-            *[await self._ttfb_rank(start, math.inf, count, f) for f in (0.50, 0.95, 0.99)]
-        )
 
-    async def _ttfb_rank(self, start: float, until: float, count: int, fraction: float) -> float:
-        """The nearest-rank percentile of the `count` timed rows in `[start, until)`, read with
-        one ordered offset query: SQLite sorts, so no row list crosses into Python and each
-        query holds the store's one connection only briefly."""
-        found = await self._db.read_one(
-            "SELECT ttfb_ms FROM oplog WHERE at >= ? AND at < ? AND ttfb_ms IS NOT NULL"
-            " ORDER BY ttfb_ms LIMIT 1 OFFSET ?",
-            (start, until, max(0, math.ceil(fraction * count) - 1)),
-        )
-        assert found is not None
-        return float(found[0])
+def _grouped(rows: Iterable[sqlite3.Row], key: int = 1) -> tuple[StatsGroup, ...]:
+    """Rows of a stats query (kind, value, day, then `MEASURES`) summed by column `key`, most
+    requests first."""
+    sums: dict[str, tuple[int, int, float]] = {}
+    for row in rows:
+        known = sums.get(row[key], (0, 0, 0.0))
+        sums[row[key]] = (known[0] + row[3], known[1] + row[3] - row[4], known[2] + row[7])
+    groups = [StatsGroup(key, r, e, round(c, 6)) for key, (r, e, c) in sums.items()]
+    return tuple(sorted(groups, key=lambda group: (-group.requests, group.key)))
 
 
 async def _insert(conn: aiosqlite.Connection, entries: Sequence[OpEntry]) -> None:
+    """Write a batch and roll it up, in the one transaction of the write-behind."""
+    newest = await conn.execute_fetchall("SELECT COALESCE(MAX(id), 0) FROM oplog")
     await conn.executemany(_INSERT, [_row(entry) for entry in entries])
+    await rollup.add(conn, int(next(iter(newest))[0]))
 
 
 def _row(entry: OpEntry) -> tuple[Any, ...]:

@@ -104,7 +104,8 @@ async def test_ttfb_percentiles_are_per_bucket_nearest_rank(log: OpLog) -> None:
     traffic = await log.traffic("day", now=NOW)
     by_start = {b.start: b for b in traffic.buckets}
     noon = by_start[MIDNIGHT + 12 * 3600]
-    assert (noon.requests, noon.ttfb_p50_ms, noon.ttfb_p95_ms) == (20, 10.0, 19.0)
+    # The 10th and 19th of 20, as the middle of their histogram buckets ([10, 11), [19, 20)).
+    assert (noon.requests, noon.ttfb_p50_ms, noon.ttfb_p95_ms) == (20, 10.5, 19.5)
     eleven = by_start[MIDNIGHT + 11 * 3600]
     assert (eleven.requests, eleven.ttfb_p50_ms, eleven.ttfb_p95_ms) == (1, None, None)
     ten = by_start[MIDNIGHT + 10 * 3600]
