@@ -155,8 +155,9 @@ MIGRATIONS: tuple[str, ...] = (
     # later migration rebuilds them); and the index that finds a request's rows (`kiroctl trace
     # ID`), cheap to keep since request ids begin with their second (http/ingress.py).
     """
-    CREATE TABLE oplog_hours (
-        slot          INTEGER NOT NULL,  -- the rows' whole second // 3600
+    CREATE TABLE oplog_rollup (
+        span          INTEGER NOT NULL,  -- a slot's seconds: 86400, 3600 or 10
+        slot          INTEGER NOT NULL,  -- the rows' whole second // span
         kind          TEXT NOT NULL,     -- total, account, model, key, error or status
         value         TEXT NOT NULL,     -- the account's id, the model, …; '' for the total
         requests      INTEGER NOT NULL,
@@ -166,36 +167,18 @@ MIGRATIONS: tuple[str, ...] = (
         credits       REAL NOT NULL,
         truncated     INTEGER NOT NULL,
         recovered     INTEGER NOT NULL,
-        PRIMARY KEY (slot, kind, value)
+        PRIMARY KEY (span, slot, kind, value)
     ) WITHOUT ROWID;
-    CREATE TABLE oplog_ttfb (
+    CREATE TABLE oplog_rollup_ttfb (
+        span   INTEGER NOT NULL,
         slot   INTEGER NOT NULL,
         bucket INTEGER NOT NULL,  -- milliseconds to the first byte, as rollup.bucket() rounds them
         count  INTEGER NOT NULL,
-        PRIMARY KEY (slot, bucket)
-    ) WITHOUT ROWID;
-    CREATE TABLE oplog_recent (  -- as oplog_hours, a slot per 10 seconds of the last two hours
-        slot          INTEGER NOT NULL,
-        kind          TEXT NOT NULL,
-        value         TEXT NOT NULL,
-        requests      INTEGER NOT NULL,
-        succeeded     INTEGER NOT NULL,
-        input_tokens  INTEGER NOT NULL,
-        output_tokens INTEGER NOT NULL,
-        credits       REAL NOT NULL,
-        truncated     INTEGER NOT NULL,
-        recovered     INTEGER NOT NULL,
-        PRIMARY KEY (slot, kind, value)
-    ) WITHOUT ROWID;
-    CREATE TABLE oplog_recent_ttfb (
-        slot   INTEGER NOT NULL,
-        bucket INTEGER NOT NULL,
-        count  INTEGER NOT NULL,
-        PRIMARY KEY (slot, bucket)
+        PRIMARY KEY (span, slot, bucket)
     ) WITHOUT ROWID;
     CREATE INDEX oplog_by_request ON oplog (request_id);
     """
-    + rollup.fill(f"CAST(strftime('%s', 'now') AS INTEGER) - {rollup.RECENT_KEEP_S}"),
+    + rollup.fill(f"CAST(strftime('%s', 'now') AS INTEGER) - {rollup.RECENT.keep_s}"),
 )
 
 _SIBLINGS = ("", "-wal", "-shm", "-journal")

@@ -151,7 +151,7 @@ class OpLog:
         self._db = db
         self._clock = clock  # what "now" is for the rollups' recent slots and the traffic
         self._behind = WriteBehind[OpEntry](
-            db, _insert, name="oplog", delay_s=flush_delay_s, max_rows=FLUSH_ROWS
+            db, self._insert, name="oplog", delay_s=flush_delay_s, max_rows=FLUSH_ROWS
         )
 
     def append(self, entry: OpEntry) -> None:
@@ -246,7 +246,7 @@ class OpLog:
                 "SELECT at, id FROM oplog ORDER BY at, id LIMIT 1 OFFSET ?", (chunk,)
             )
             step = min([cut, *((float(row[0]), int(row[1])) for row in beyond)])
-            await rollup.drop(conn, step)
+            await rollup.drop(conn, step, now)
             return step == cut
 
         while not await self._db.run_write(some):
@@ -286,7 +286,7 @@ class OpLog:
             days=tuple(sorted(_grouped(by_kind["total"], key=2), key=lambda group: group.key)),
         )
 
-    async def traffic(self, window: str, *, now: float | None = None) -> Traffic:
+    async def traffic(self, window: str) -> Traffic:
         """The rows of one window of `TRAFFIC_WINDOWS` ending now, in buckets, oldest first.
 
         Buckets align to whole minutes, hours or UTC days, the last holding `now`; every one is
@@ -299,13 +299,11 @@ class OpLog:
             raise ValueError(f"window must be one of: {', '.join(TRAFFIC_WINDOWS)}")
         count, bucket_s = TRAFFIC_WINDOWS[window]
         await self.flush()
-        moment = self._clock() if now is None else now
+        moment = self._clock()
         until = float((math.floor(moment / bucket_s) + 1) * bucket_s)
         since = until - count * bucket_s
-        # Minutes come from the 10-second slots (and rows at the edges), summed by minute.
-        hourly = bucket_s % rollup.HOURS.span_s == 0
-        segments = rollup.cover(since, until, moment, hours=hourly)
-        rows_by = None if hourly else f"CAST(at AS INTEGER) / {bucket_s} * {bucket_s}.0"
+        segments = rollup.cover(since, until, moment, bucket_s=bucket_s)
+        rows_by = f"CAST(at AS INTEGER) / {bucket_s} * {bucket_s}.0"  # a row's bucket's start
         table, params = rollup.source(segments, rows_by=rows_by)
         slot = "CAST((t - ?) / ? AS INTEGER)"  # the index of the bucket: since <= t < until
         rows = await self._db.read(
@@ -358,6 +356,12 @@ class OpLog:
             ),
         )
 
+    async def _insert(self, conn: aiosqlite.Connection, entries: Sequence[OpEntry]) -> None:
+        """Write a batch and roll it up, in the one transaction of the write-behind."""
+        newest = await conn.execute_fetchall("SELECT COALESCE(MAX(id), 0) FROM oplog")
+        await conn.executemany(_INSERT, [_row(entry) for entry in entries])
+        await rollup.add(conn, int(next(iter(newest))[0]), self._clock())
+
     async def _histogram(
         self,
         segments: Sequence[rollup.Segment],
@@ -389,13 +393,6 @@ def _grouped(rows: Iterable[sqlite3.Row], key: int = 1) -> tuple[StatsGroup, ...
         sums[row[key]] = (known[0] + row[3], known[1] + row[3] - row[4], known[2] + row[7])
     groups = [StatsGroup(key, r, e, round(c, 6)) for key, (r, e, c) in sums.items()]
     return tuple(sorted(groups, key=lambda group: (-group.requests, group.key)))
-
-
-async def _insert(conn: aiosqlite.Connection, entries: Sequence[OpEntry]) -> None:
-    """Write a batch and roll it up, in the one transaction of the write-behind."""
-    newest = await conn.execute_fetchall("SELECT COALESCE(MAX(id), 0) FROM oplog")
-    await conn.executemany(_INSERT, [_row(entry) for entry in entries])
-    await rollup.add(conn, int(next(iter(newest))[0]))
 
 
 def _row(entry: OpEntry) -> tuple[Any, ...]:

@@ -1,22 +1,23 @@
 """The operation log's rollups: what the statistics and the traffic read instead of the rows.
 
-Two levels, each a table of sums and a histogram of first-byte times. `oplog_hours` has a slot per
-UTC hour for as long as rows are kept; `oplog_recent` one per 10 seconds for the last
-`RECENT_KEEP_S`, for the last minute (`kiroctl top`), the last hour in minutes (the console) and
-the edges of other ranges. A slot holds the requests, successes, tokens, credits and cut tool
-calls of its rows in all (kind `total`) and by each value of each breakdown the statistics show
-(`account`, `model` as they name it, API `key`, `error` code, and `status` for a failure without
-a code): a row counts once in each kind, so a slot takes a few dozen rows whatever the traffic.
-The histogram (`bucket`) keeps nearest-rank percentiles to half a millisecond below 64 ms, then
-within 1/64 (32 buckets per power of two, each reported as its middle).
+`oplog_rollup` sums the rows by slot at three levels (`LEVELS`): UTC days and hours for as long as
+rows are kept, and 10 seconds for the last `RECENT.keep_s` (for `kiroctl top`'s last minute, the
+console's last hour in minutes, and the edges of other ranges). A slot holds the requests,
+successes, tokens, credits and cut tool calls of its rows in all (kind `total`) and by each value
+of each breakdown the statistics show (`account`, `model` as they name it, API `key`, `error`
+code, and `status` for a failure without a code): a row counts once in each kind, so a slot takes
+a few dozen rows whatever the traffic. `oplog_rollup_ttfb` holds each slot's first-byte times as
+a histogram, good for nearest-rank percentiles to half a millisecond below 64 ms, then within
+1/64 (32 buckets per power of two, each reported as its middle).
 
-Both levels are kept in the transaction that writes the rows (`add`) and in the one that drops
+Both tables are kept in the transaction that writes the rows (`add`) and in the one that drops
 them (`drop`), by the statements that built them from the rows at the schema migration
 (`kirod/storage/db.py`), so they agree with the rows at every commit: a crash loses both or
-neither. A read over `[since, until)` (`source`) takes whole hours from the first level, whole
-10-second slots of the last `RECENT_READ_S` from the second, and rows only for what is left at
-its edges. Every slot is derived from the row's whole second (`CAST(at AS INTEGER)`), so the
-levels and the rows agree on which slot a row is in, even a row 1 ulp before a boundary.
+neither. A read over `[since, until)` (`cover`, `source`) takes whole days, then whole hours,
+then whole recent 10-second slots, and rows only for what is left at its edges: `kiroctl stats`
+reads a few thousand sums however large the log is. Every slot is derived from the row's whole
+second (`CAST(at AS INTEGER)`), so the levels and the rows agree on the slot of every row, even
+one 1 ulp before a boundary.
 """
 
 from __future__ import annotations
@@ -30,31 +31,29 @@ import aiosqlite
 
 UNKNOWN_MODEL = "(unknown)"
 """How the statistics name the model of a request refused because no account serves it."""
-RECENT_KEEP_S = 7200
-"""How long the 10-second slots are kept (by `prune_recent`)."""
-RECENT_READ_S = 4200
-"""How far back reads use the 10-second slots: the last hour's minutes, and 10 minutes to spare
-for `prune_recent` running late (which only drops slots older than `RECENT_KEEP_S`)."""
-
-_EXACT_BELOW = 64  # milliseconds bucketed one by one; above, 32 buckets per power of two
-_SUB_BUCKETS_LOG2 = 5
-_LONGEST_LOG2 = 31  # 2**31 ms is 25 days: no first byte comes later
 
 
 @dataclass(frozen=True)
 class Level:
-    table: str
-    ttfb: str
-    span_s: int  # a slot's seconds; slot = whole second // span_s
+    span_s: int  # a slot's seconds: slot = the row's whole second // span_s
+    keep_s: float | None = None  # None: kept with the rows; else only for rows this recent
+    read_s: float | None = None  # None: read for any range; else only for the last read_s
 
     @property
     def slot_sql(self) -> str:
         return f"CAST(at AS INTEGER) / {self.span_s}"
 
 
-HOURS = Level("oplog_hours", "oplog_ttfb", 3600)
-RECENT = Level("oplog_recent", "oplog_recent_ttfb", 10)
-LEVELS = (HOURS, RECENT)
+DAYS = Level(86400)
+HOURS = Level(3600)
+# Read for the last 70 minutes (the console's hour and the minute before it, and 10 minutes to
+# spare for the maintenance pass that drops the slots kept beyond two hours running late).
+RECENT = Level(10, keep_s=7200, read_s=4200)
+LEVELS = (DAYS, HOURS, RECENT)  # the coarsest first
+
+_EXACT_BELOW = 64  # milliseconds bucketed one by one; above, 32 buckets per power of two
+_SUB_BUCKETS_LOG2 = 5
+_LONGEST_LOG2 = 31  # 2**31 ms is 25 days: no first byte comes later
 
 
 def _shift(whole: int) -> int:
@@ -129,107 +128,122 @@ def _by_kind(time_sql: str, where: str, sign: int = 1) -> str:
     )
 
 
-def roll(level: Level, where: str, sign: int = 1) -> tuple[str, str]:
+def roll(where: str, recent_since: str, sign: int = 1) -> tuple[str, str]:
     """The two statements that add (`sign` 1) or take away (-1) the rows of `oplog` matching
-    `where` to or from `level`; what they leave at zero or below is for `drop` to delete."""
+    `where` to or from every level, the recent one only for rows from `recent_since` (an SQL
+    expression of epoch seconds) on."""
+
+    def chosen(level: Level) -> str:
+        return where if level.keep_s is None else f"({where}) AND at >= {recent_since}"
+
+    sums = " UNION ALL ".join(
+        f"SELECT {level.span_s} AS span, *"  # noqa: S608 - kirod's own
+        f" FROM ({_by_kind(level.slot_sql, chosen(level), sign)})"
+        for level in LEVELS
+    )
+    ttfb = " UNION ALL ".join(
+        f"SELECT {level.span_s}, {level.slot_sql}, {BUCKET_SQL}, {sign} * count(*)"  # noqa: S608
+        f" FROM oplog WHERE ttfb_ms IS NOT NULL AND {chosen(level)} GROUP BY 1, 2, 3"
+        for level in LEVELS
+    )
     updates = ", ".join(f"{name} = {name} + excluded.{name}" for name in MEASURES)
-    sums = (
-        f"INSERT INTO {level.table} (slot, kind, value, {_NAMES})"  # noqa: S608 - kirod's own
-        f" SELECT t, kind, value, {_NAMES} FROM ({_by_kind(level.slot_sql, where, sign)})"
-        f" WHERE true ON CONFLICT (slot, kind, value) DO UPDATE SET {updates}"
+    return (
+        f"INSERT INTO oplog_rollup (span, slot, kind, value, {_NAMES})"  # noqa: S608
+        f" SELECT * FROM ({sums}) WHERE true"
+        f" ON CONFLICT (span, slot, kind, value) DO UPDATE SET {updates}",
+        f"INSERT INTO oplog_rollup_ttfb (span, slot, bucket, count)"  # noqa: S608
+        f" SELECT * FROM ({ttfb}) WHERE true"
+        f" ON CONFLICT (span, slot, bucket) DO UPDATE SET count = count + excluded.count",
     )
-    ttfb = (
-        f"INSERT INTO {level.ttfb} (slot, bucket, count)"  # noqa: S608 - kirod's own
-        f" SELECT {level.slot_sql}, {BUCKET_SQL}, {sign} * count(*)"
-        f" FROM oplog WHERE ttfb_ms IS NOT NULL AND ({where}) GROUP BY 1, 2"
-        f" ON CONFLICT (slot, bucket) DO UPDATE SET count = count + excluded.count"
-    )
-    return sums, ttfb
 
 
 def fill(recent_since: str) -> str:
-    """The script that builds both levels from the rows already written (the schema migration);
-    the 10-second slots only from `recent_since` (an SQL expression of epoch seconds) on."""
-    statements = [*roll(HOURS, "true"), *roll(RECENT, f"at >= {recent_since}")]
-    return ";\n".join(statements) + ";"
+    """The script that builds the rollups from the rows already written (the schema
+    migration), the recent level from `recent_since` (an SQL expression of epoch seconds) on."""
+    return ";\n".join(roll("true", recent_since)) + ";"
 
 
-_ADD = tuple(statement for level in LEVELS for statement in roll(level, "id > ?"))
-_BEFORE = "at <= ? AND (at < ? OR id < ?)"  # (at, id) < (?, ?), in the index's order
-_DROP = tuple(statement for level in LEVELS for statement in roll(level, _BEFORE, sign=-1))
+_ADD = roll("id > :after", ":recent_since")
+_BEFORE = "at <= :at AND (at < :at OR id < :id)"  # (at, id) < (:at, :id), in the index's order
+_DROP = roll(_BEFORE, ":recent_since", sign=-1)
 
 
-async def add(conn: aiosqlite.Connection, after_id: int) -> None:
+def _recent_since(now: float) -> float:
+    assert RECENT.keep_s is not None
+    return now - RECENT.keep_s
+
+
+async def add(conn: aiosqlite.Connection, after_id: int, now: float) -> None:
     """Roll up the rows just written, those with an id above `after_id`."""
     for statement in _ADD:
-        await conn.execute(statement, (after_id,))
+        await conn.execute(statement, {"after": after_id, "recent_since": _recent_since(now)})
 
 
-async def drop(conn: aiosqlite.Connection, before: tuple[float, int]) -> None:
+async def drop(conn: aiosqlite.Connection, before: tuple[float, int], now: float) -> None:
     """Delete the rows before `before` (at, id) in the log's time order, and take them out of
-    both levels (a 10-second slot already pruned comes back below zero, and goes again)."""
+    the rollups (the recent level, as `add`, only those it keeps)."""
     at, row_id = before
+    bounds = {"at": at, "id": row_id}
     for statement in _DROP:
-        await conn.execute(statement, (at, at, row_id))
-    await conn.execute(f"DELETE FROM oplog WHERE {_BEFORE}", (at, at, row_id))  # noqa: S608
-    for level in LEVELS:
-        last = at / level.span_s  # the slots that lost rows: up to the one `before` is in
-        await conn.execute(
-            f"DELETE FROM {level.table} WHERE slot <= ? AND requests <= 0",  # noqa: S608
-            (last,),
-        )
-        zeros = f"DELETE FROM {level.ttfb} WHERE slot <= ? AND count <= 0"  # noqa: S608
-        await conn.execute(zeros, (last,))
+        await conn.execute(statement, {**bounds, "recent_since": _recent_since(now)})
+    await conn.execute(f"DELETE FROM oplog WHERE {_BEFORE}", bounds)  # noqa: S608
+    for level in LEVELS:  # the slots the rows were in, up to the one `before` is in
+        for table, empty in (("oplog_rollup", "requests"), ("oplog_rollup_ttfb", "count")):
+            await conn.execute(
+                f"DELETE FROM {table} WHERE span = ? AND slot <= ? AND {empty} = 0",  # noqa: S608
+                (level.span_s, at / level.span_s),
+            )
 
 
 async def prune_recent(conn: aiosqlite.Connection, now: float) -> None:
-    """Drop the 10-second slots older than `RECENT_KEEP_S`."""
-    oldest = math.floor((now - RECENT_KEEP_S) / RECENT.span_s)
-    for table in (RECENT.table, RECENT.ttfb):
-        await conn.execute(f"DELETE FROM {table} WHERE slot < ?", (oldest,))  # noqa: S608
+    """Drop the recent level's slots older than it keeps."""
+    oldest = math.floor(_recent_since(now) / RECENT.span_s)
+    for table in ("oplog_rollup", "oplog_rollup_ttfb"):
+        await conn.execute(
+            f"DELETE FROM {table} WHERE span = ? AND slot < ?",  # noqa: S608
+            (RECENT.span_s, oldest),
+        )
 
 
 Segment = tuple[Level | None, float, float]  # a level (None: the rows) over [start, end)
 
 
-def cover(since: float, until: float | None, now: float, *, hours: bool = True) -> list[Segment]:
-    """How to read `[since, until)` (None: no end): whole hours from `HOURS` (with `hours`),
-    whole 10-second slots of the last `RECENT_READ_S` from `RECENT`, the rest from the rows."""
-    end = math.inf if until is None else until
-    first = math.ceil(since / HOURS.span_s) * HOURS.span_s
-    last = math.inf if until is None else math.floor(end / HOURS.span_s) * HOURS.span_s
-    if not hours or first >= last:
-        return _finely(since, end, now)
-    if until is None:  # the hours run on to now: the current hour's slot has every row so far
-        return [*_finely(since, first, now), (HOURS, first, last)]
-    return [*_finely(since, first, now), (HOURS, first, last), *_finely(last, end, now)]
+def cover(since: float, until: float | None, now: float, *, bucket_s: int = 86400) -> list[Segment]:
+    """How to read `[since, until)` (None: up to now and on): whole slots of the coarsest level
+    that fits, then of finer ones towards the edges, and rows for what is left. Only levels
+    whose slots lie within one bucket of `bucket_s` seconds are used (a bucket of a day: all)."""
+    levels = [level for level in LEVELS if bucket_s % level.span_s == 0]
+    return _cover(since, math.inf if until is None else until, now, levels)
 
 
-def _finely(start: float, end: float, now: float) -> list[Segment]:
-    """`[start, end)` from the 10-second slots where they are kept whole, else from the rows;
-    never empty (a segment of rows may be)."""
-    span = RECENT.span_s
-    first = math.ceil(max(start, now - RECENT_READ_S) / span) * span
-    last = math.floor(end / span) * span if end != math.inf else math.inf
-    if first >= last:
+def _cover(start: float, end: float, now: float, levels: Sequence[Level]) -> list[Segment]:
+    if not levels:
         return [(None, start, end)]
-    parts: list[Segment] = [(None, start, first), (RECENT, first, last), (None, last, end)]
-    return [part for part in parts if part[1] < part[2]]
+    level, finer = levels[0], levels[1:]
+    span = level.span_s
+    usable = start if level.read_s is None else max(start, now - level.read_s)
+    first = math.ceil(usable / span) * span
+    last = math.inf if end == math.inf else math.floor(end / span) * span
+    if first >= last:
+        return _cover(start, end, now, finer)
+    head = _cover(start, first, now, finer) if start < first else []
+    tail = _cover(last, end, now, finer) if last < end else []
+    return [*head, (level, first, last), *tail]
 
 
 def source(
     segments: Sequence[Segment], *, histogram: bool = False, rows_by: str | None = None
 ) -> tuple[str, list[Any]]:
     """A subquery over `segments`, and its parameters. Rows are summed by `rows_by` (an
-    expression of `at`; by default the start of their hour, as `HOURS` has them). Columns: `t`
-    (that time, or the slot's start), `kind`, `value` and `MEASURES`; with `histogram`, `t`,
-    `bucket` and `count` (of the rows with a first byte)."""
-    by = rows_by or f"{HOURS.slot_sql} * {HOURS.span_s}.0"
+    expression of `at`; by default the start of their UTC day). Columns: `t` (that time, or the
+    slot's start), `kind`, `value` and `MEASURES`; with `histogram`, `t`, `bucket` and `count`
+    (of the rows with a first byte)."""
+    by = rows_by or f"{DAYS.slot_sql} * {DAYS.span_s}.0"
     parts: list[str] = []
     params: list[Any] = []
     for level, start, end in segments:
         bounded = "at >= ?" if end == math.inf else "at >= ? AND at < ?"
-        bounds = [start] if end == math.inf else [start, end]
+        bounds: list[Any] = [start] if end == math.inf else [start, end]
         if level is None and histogram:
             parts.append(
                 f"SELECT {by} AS t, {BUCKET_SQL} AS bucket, count(*) AS count"  # noqa: S608
@@ -239,10 +253,11 @@ def source(
             parts.append(_by_kind(by, bounded))
         else:
             columns = "bucket, count" if histogram else f"kind, value, {_NAMES}"
+            table = "oplog_rollup_ttfb" if histogram else "oplog_rollup"
             slots = "slot >= ?" if end == math.inf else "slot >= ? AND slot < ?"
             parts.append(
-                f"SELECT slot * {level.span_s}.0 AS t, {columns}"  # noqa: S608
-                f" FROM {level.ttfb if histogram else level.table} WHERE {slots}"
+                f"SELECT slot * {level.span_s}.0 AS t, {columns} FROM {table}"  # noqa: S608
+                f" WHERE span = {level.span_s} AND {slots}"
             )
             bounds = [int(bound // level.span_s) for bound in bounds]
         params += bounds

@@ -155,7 +155,7 @@ async def check_stats(log: OpLog, since: float | None) -> None:
 
 
 async def check_traffic(log: OpLog, window: str) -> None:
-    traffic = await log.traffic(window, now=NOW)
+    traffic = await log.traffic(window)
     count, bucket_s = TRAFFIC_WINDOWS[window]
     until = traffic.since + count * bucket_s
     inside = [e for e in await log.entries(limit=10**9) if traffic.since <= e.at < until]
@@ -195,27 +195,32 @@ async def check_key_credits(log: OpLog, since: float) -> None:
 
 
 def tables(path: Path) -> list[list[tuple[Any, ...]]]:
-    """Each rollup table as stored, then as one aggregation of the rows makes it (credits
-    rounded); the 10-second slots only as far back as reads use them."""
-    recent = int((NOW - rollup.RECENT_READ_S) // rollup.RECENT.span_s)
+    """Each level of each rollup table as stored, then as one aggregation of the rows makes it
+    (credits rounded); the recent level only as far back as reads use it."""
     found: list[list[tuple[Any, ...]]] = []
     with contextlib.closing(sqlite3.connect(path)) as db:
+        for table, key in (
+            ("oplog_rollup", "span, slot, kind, value"),
+            ("oplog_rollup_ttfb", "span, slot, bucket"),
+        ):
+            db.execute(f"CREATE TEMP TABLE {table} AS SELECT * FROM main.{table} WHERE 0")  # noqa: S608
+            db.execute(f"CREATE UNIQUE INDEX temp.{table}_key ON {table} ({key})")
+        assert rollup.RECENT.keep_s is not None
+        for statement in rollup.roll("true", str(NOW - rollup.RECENT.keep_s)):
+            db.execute(statement.replace("INTO oplog_", "INTO temp.oplog_"))
         for level in rollup.LEVELS:
-            oldest = recent if level is rollup.RECENT else 0
-            for table, key in ((level.table, "slot, kind, value"), (level.ttfb, "slot, bucket")):
-                db.execute(f"CREATE TEMP TABLE {table} AS SELECT * FROM main.{table} WHERE 0")  # noqa: S608
-                db.execute(f"CREATE UNIQUE INDEX temp.{table}_key ON {table} ({key})")
-            for statement in rollup.roll(level, "true"):
-                db.execute(statement.replace("INTO oplog_", "INTO temp.oplog_"))
-            for table in (level.table, level.ttfb):
+            read = level.read_s is not None and NOW - level.read_s
+            oldest = int(read // level.span_s) if read else 0
+            for table in ("oplog_rollup", "oplog_rollup_ttfb"):
                 for schema in ("main", "temp"):
                     rows = db.execute(
-                        f"SELECT * FROM {schema}.{table} WHERE slot >= ? ORDER BY 1, 2, 3",  # noqa: S608
-                        (oldest,),
+                        f"SELECT * FROM {schema}.{table} WHERE span = ? AND slot >= ?"  # noqa: S608
+                        " ORDER BY 1, 2, 3, 4",
+                        (level.span_s, oldest),
                     ).fetchall()
                     found.append(
-                        [(*row[:7], round(row[7], 6), *row[8:]) for row in rows]
-                        if table == level.table
+                        [(*row[:8], round(row[8], 6), *row[9:]) for row in rows]
+                        if table == "oplog_rollup"
                         else rows
                     )
     return found
@@ -302,6 +307,31 @@ async def test_the_migration_builds_the_rollup_from_an_older_databases_rows(
     async with opened(older) as log:  # migrated to the current schema as it opens
         assert tables(older)[0::2] == tables(path)[0::2]  # as stored
         await check(log, older)
+
+
+async def test_recent_slots_go_after_two_hours_and_the_statistics_stay_whole(path: Path) -> None:
+    now = [NOW]
+    async with Database(path) as db:
+        log = OpLog(db, clock=lambda: now[0])
+        written = rows(400, seed=5)
+        for entry in written:
+            log.append(entry)
+        await log.flush()
+
+        def recent_slots() -> list[int]:
+            with contextlib.closing(sqlite3.connect(path)) as raw:
+                found = raw.execute("SELECT DISTINCT slot FROM oplog_rollup WHERE span = 10")
+                return [row[0] for row in found]
+
+        assert rollup.RECENT.keep_s is not None
+        assert min(recent_slots()) >= (NOW - rollup.RECENT.keep_s) // 10  # only recent rows
+        now[0] = NOW + 3600
+        await log.prune(before=0.0, max_rows=10**6)
+        assert recent_slots()
+        assert min(recent_slots()) >= (now[0] - rollup.RECENT.keep_s) // 10
+        assert (await log.stats()).requests == len(written)
+        await check_stats(log, now[0] - 3600 - 50)  # rows, then the slots left, then hours
+        await log.close()
 
 
 def test_histogram_buckets_are_within_a_64th() -> None:
