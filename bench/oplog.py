@@ -17,6 +17,7 @@
 
 | probe | what it times |
 |---|---|
+| `kiroctl --version`, `GET /status` | the floor: a process start; a call that reads no database |
 | `kiroctl stats`, `trace`, `trace ID`, `top --once` | the real commands, process start included |
 | `GET /stats`, `/stats?since=now-60`, `/trace?last=10` | their control-API calls |
 | `GET /trace?request_id=ID` | one request's rows (a row of the fill, a different one each time) |
@@ -293,6 +294,8 @@ def _probes(setup: ProbeSetup) -> dict[str, Callable[[], None]]:
             raise RuntimeError("a request of the fill was not found")
 
     probes: dict[str, Callable[[], None]] = {
+        "kiroctl --version": kiroctl("--version"),
+        "GET /status": control(lambda: "/status"),
         "kiroctl stats": kiroctl("stats"),
         "kiroctl trace": kiroctl("trace"),
         "kiroctl trace ID": lambda: kiroctl("trace", next(ids))(),

@@ -158,9 +158,9 @@ MIGRATIONS: tuple[str, ...] = (
     CREATE TABLE oplog_rollup (
         span          INTEGER NOT NULL,  -- a slot's seconds: 86400, 3600 or 10
         slot          INTEGER NOT NULL,  -- the rows' whole second // span
-        kind          TEXT NOT NULL,     -- total, account, model, key, error or status
-        value         TEXT NOT NULL,     -- the account's id, the model, …; '' for the total
-        requests      INTEGER NOT NULL,
+        kind          TEXT NOT NULL,     -- total, account, model, key, error, status or ttfb
+        value         TEXT NOT NULL,     -- the account's id, …; '' for the total; ttfb: a bucket
+        requests      INTEGER NOT NULL,  -- ttfb: the rows of the bucket
         succeeded     INTEGER NOT NULL,
         input_tokens  INTEGER NOT NULL,
         output_tokens INTEGER NOT NULL,
@@ -168,13 +168,6 @@ MIGRATIONS: tuple[str, ...] = (
         truncated     INTEGER NOT NULL,
         recovered     INTEGER NOT NULL,
         PRIMARY KEY (span, slot, kind, value)
-    ) WITHOUT ROWID;
-    CREATE TABLE oplog_rollup_ttfb (
-        span   INTEGER NOT NULL,
-        slot   INTEGER NOT NULL,
-        bucket INTEGER NOT NULL,  -- milliseconds to the first byte, as rollup.bucket() rounds them
-        count  INTEGER NOT NULL,
-        PRIMARY KEY (span, slot, bucket)
     ) WITHOUT ROWID;
     CREATE INDEX oplog_by_request ON oplog (request_id);
     """

@@ -43,6 +43,7 @@ from kirod.report_types import (
 from kirod.storage import rollup
 from kirod.storage.behind import WriteBehind
 from kirod.storage.db import Database
+from kirod.storage.rollup import TTFB
 
 FLUSH_DELAY_S = 0.5
 FLUSH_ROWS = 256
@@ -255,18 +256,17 @@ class OpLog:
     async def stats(self, *, since: float | None = None) -> Stats:
         """Totals, success rate, TTFB percentiles and breakdowns over rows from `since` on."""
         await self.flush()
-        segments = rollup.cover(since or 0.0, None, self._clock())
-        table, params = rollup.source(segments)
+        table, params = rollup.source(rollup.cover(since or 0.0, None, self._clock()))
         rows = await self._db.read(
             f"SELECT kind, value, CASE kind WHEN 'total' THEN {_DAY} END, {_SUMS}"  # noqa: S608
             f" FROM {table} GROUP BY 1, 2, 3",
             params,
         )
-        histogram = await self._histogram(segments)
-        by_kind: dict[str, list[sqlite3.Row]] = {kind: [] for kind in rollup.KINDS}
+        by_kind: dict[str, list[sqlite3.Row]] = {kind: [] for kind in (*rollup.KINDS, TTFB)}
         for row in rows:
             by_kind[row[0]].append(row)
         totals = [sum(row[column] for row in by_kind["total"]) for column in range(3, 10)]
+        histogram = _histogram((row[1], row[3]) for row in by_kind[TTFB])
         return Stats(
             since=since,
             requests=totals[0],
@@ -274,7 +274,7 @@ class OpLog:
             input_tokens=totals[2],
             output_tokens=totals[3],
             credits=round(totals[4], 6),
-            ttfb_ms=Percentiles(*[rollup.percentile(histogram[0], f) for f in (0.50, 0.95, 0.99)])
+            ttfb_ms=Percentiles(*[rollup.percentile(histogram, f) for f in (0.50, 0.95, 0.99)])
             if histogram
             else None,
             accounts=_grouped(by_kind["account"]),
@@ -289,9 +289,9 @@ class OpLog:
     async def traffic(self, window: str) -> Traffic:
         """The rows of one window of `TRAFFIC_WINDOWS` ending now, in buckets, oldest first.
 
-        Buckets align to whole minutes, hours or UTC days, the last holding `now`; every one is
-        present (zeros without rows). Buckets of hours and days are read from the rollup, those
-        of minutes from the rows. Failures without an error code count as `http_<status>`;
+        Buckets align to whole minutes, hours or UTC days, the last holding now; every one is
+        present (zeros without rows). They are read from the rollup's slots that fit in them,
+        and rows only at the edges. Failures without an error code count as `http_<status>`;
         credits by day leave out rows no account answered. Raises ValueError for an unknown
         window.
         """
@@ -299,24 +299,26 @@ class OpLog:
             raise ValueError(f"window must be one of: {', '.join(TRAFFIC_WINDOWS)}")
         count, bucket_s = TRAFFIC_WINDOWS[window]
         await self.flush()
-        moment = self._clock()
-        until = float((math.floor(moment / bucket_s) + 1) * bucket_s)
+        now = self._clock()
+        until = float((math.floor(now / bucket_s) + 1) * bucket_s)
         since = until - count * bucket_s
-        segments = rollup.cover(since, until, moment, bucket_s=bucket_s)
-        rows_by = f"CAST(at AS INTEGER) / {bucket_s} * {bucket_s}.0"  # a row's bucket's start
-        table, params = rollup.source(segments, rows_by=rows_by)
-        slot = "CAST((t - ?) / ? AS INTEGER)"  # the index of the bucket: since <= t < until
+        table, params = rollup.source(
+            rollup.cover(since, until, now, bucket_s=bucket_s),
+            rows_by=f"CAST(at AS INTEGER) / {bucket_s} * {bucket_s}.0",  # a row's bucket's start
+        )
         rows = await self._db.read(
-            f"SELECT {slot}, CASE kind WHEN 'account' THEN {_DAY} END, kind, value,"  # noqa: S608
-            f" SUM(requests), SUM(succeeded), SUM(credits) FROM {table}"
-            " WHERE kind IN ('total', 'account', 'error', 'status') GROUP BY 1, 2, 3, 4",
+            "SELECT CAST((t - ?) / ? AS INTEGER), CASE kind WHEN 'account' THEN"  # noqa: S608
+            f" {_DAY} END, kind, value, SUM(requests), SUM(succeeded), SUM(credits)"
+            f" FROM {table} WHERE kind IN ('total', 'account', 'error', 'status', '{TTFB}')"
+            " GROUP BY 1, 2, 3, 4",
             (since, bucket_s, *params),
         )
-        histograms = await self._histogram(segments, slot=(since, bucket_s), rows_by=rows_by)
         totals: dict[int, tuple[int, int, float]] = {}
         failures: dict[str, int] = {}
         days: dict[tuple[str, str], tuple[float, int]] = {}
-        for index, day, kind, value, requests, succeeded, credits in rows:
+        timed: dict[int, list[tuple[str, int]]] = {}
+        for row in rows:
+            index, day, kind, value, requests, succeeded, credits = row
             if kind == "total":
                 known = totals.get(index, (0, 0, 0.0))
                 totals[index] = (
@@ -327,20 +329,22 @@ class OpLog:
             elif kind == "account":
                 spent = days.get((day, value), (0.0, 0))
                 days[(day, value)] = (spent[0] + credits, spent[1] + requests)
+            elif kind == TTFB:
+                timed.setdefault(index, []).append((value, requests))
             else:  # every row of an error code or a failure's status failed
                 label = value if kind == "error" else f"http_{value}"
                 failures[label] = failures.get(label, 0) + requests
         buckets = []
         for index in range(count):
             requests, failed, credits = totals.get(index, (0, 0, 0.0))
-            timed = histograms.get(index)
+            histogram = _histogram(timed.get(index, []))
             buckets.append(
                 TrafficBucket(
                     start=since + index * bucket_s,
                     requests=requests,
                     errors=failed,
-                    ttfb_p50_ms=rollup.percentile(timed, 0.50) if timed else None,
-                    ttfb_p95_ms=rollup.percentile(timed, 0.95) if timed else None,
+                    ttfb_p50_ms=rollup.percentile(histogram, 0.50) if histogram else None,
+                    ttfb_p95_ms=rollup.percentile(histogram, 0.95) if histogram else None,
                     credits=round(credits, 6),
                 )
             )
@@ -358,30 +362,13 @@ class OpLog:
 
     async def _insert(self, conn: aiosqlite.Connection, entries: Sequence[OpEntry]) -> None:
         """Write a batch and roll it up, in the one transaction of the write-behind."""
-        newest = await conn.execute_fetchall("SELECT COALESCE(MAX(id), 0) FROM oplog")
         await conn.executemany(_INSERT, [_row(entry) for entry in entries])
-        await rollup.add(conn, int(next(iter(newest))[0]), self._clock())
+        await rollup.add(conn, len(entries), self._clock())
 
-    async def _histogram(
-        self,
-        segments: Sequence[rollup.Segment],
-        *,
-        slot: tuple[float, int] | None = None,
-        rows_by: str | None = None,
-    ) -> dict[int, list[tuple[int, int]]]:
-        """The first-byte histogram over `segments`: (bucket, rows) by bucket, under 0, or with
-        `slot` (start, seconds) under the index of the slot each row falls in."""
-        table, params = rollup.source(segments, histogram=True, rows_by=rows_by)
-        index = "CAST((t - ?) / ? AS INTEGER)" if slot else "0"
-        rows = await self._db.read(
-            f"SELECT {index}, bucket, SUM(count) FROM {table}"  # noqa: S608
-            " GROUP BY 1, 2 HAVING SUM(count) > 0 ORDER BY 1, 2",
-            (*(slot or ()), *params),
-        )
-        histograms: dict[int, list[tuple[int, int]]] = {}
-        for number, bucket, rows_in in rows:
-            histograms.setdefault(number, []).append((bucket, rows_in))
-        return histograms
+
+def _histogram(counts: Iterable[tuple[str, int]]) -> list[tuple[int, int]]:
+    """The (bucket, rows) of a query's `ttfb` (value, rows), by bucket; empty if no rows."""
+    return sorted((int(bucket), rows) for bucket, rows in counts if rows)
 
 
 def _grouped(rows: Iterable[sqlite3.Row], key: int = 1) -> tuple[StatsGroup, ...]:

@@ -6,12 +6,13 @@ console's last hour in minutes, and the edges of other ranges). A slot holds the
 successes, tokens, credits and cut tool calls of its rows in all (kind `total`) and by each value
 of each breakdown the statistics show (`account`, `model` as they name it, API `key`, `error`
 code, and `status` for a failure without a code): a row counts once in each kind, so a slot takes
-a few dozen rows whatever the traffic. `oplog_rollup_ttfb` holds each slot's first-byte times as
-a histogram, good for nearest-rank percentiles to half a millisecond below 64 ms, then within
-1/64 (32 buckets per power of two, each reported as its middle).
+a few dozen rows whatever the traffic. Kind `ttfb` is the slot's first-byte times as a histogram
+(`value` the bucket, `requests` its rows), good for nearest-rank percentiles to half a
+millisecond below 64 ms, then within 1/64 (32 buckets per power of two, each reported as its
+middle); keeping it in the same table lets one statement write, and one query read, everything.
 
-Both tables are kept in the transaction that writes the rows (`add`) and in the one that drops
-them (`drop`), by the statements that built them from the rows at the schema migration
+The rollup is kept in the transaction that writes the rows (`add`) and in the one that drops
+them (`drop`), by the statement that built it from the rows at the schema migration
 (`kirod/storage/db.py`), so they agree with the rows at every commit: a crash loses both or
 neither. A read over `[since, until)` (`cover`, `source`) takes whole days, then whole hours,
 then whole recent 10-second slots, and rows only for what is left at its edges: `kiroctl stats`
@@ -105,6 +106,7 @@ MEASURES: dict[str, str] = {
     "recovered": "continuations > 0 AND status < 400 AND error IS NULL",
 }
 KINDS = ("total", "account", "model", "key", "error", "status")
+TTFB = "ttfb"  # the histogram's kind
 _KIND_VALUE = (
     "CASE kind WHEN 'total' THEN '' WHEN 'account' THEN account_id WHEN 'model' THEN model"
     " WHEN 'key' THEN key_id WHEN 'error' THEN error ELSE CAST(http_status AS TEXT) END"
@@ -114,56 +116,53 @@ _SUMS = ", ".join(f"SUM({sql}) AS {name}" for name, sql in MEASURES.items())
 _NAMES = ", ".join(MEASURES)
 
 
-def _by_kind(time_sql: str, where: str, sign: int = 1) -> str:
+def _rolled(time_sql: str, where: str, sign: int = 1) -> str:
     """The rows of `oplog` matching `where`, summed by `time_sql` (an expression of `at`) and by
-    each kind's value; columns `t, kind, value` and `MEASURES` (times `sign`)."""
+    each kind's value, and their first-byte histogram; columns `t, kind, value` and `MEASURES`
+    (times `sign`)."""
     grouped = (
         f"SELECT {time_sql} AS t, {', '.join(_DIMENSIONS)}, {_SUMS}"  # noqa: S608 - kirod's own
         f" FROM oplog WHERE {where} GROUP BY 1, 2, 3, 4, 5, 6"
     )
     signed = ", ".join(f"{sign} * {name} AS {name}" for name in MEASURES)
+    zeros = ", ".join(["0"] * (len(MEASURES) - 1))
     return (
         f"SELECT t, kind, value, {signed} FROM (SELECT t, kind, {_KIND_VALUE} AS value,"  # noqa: S608
         f" {_NAMES} FROM ({grouped}) CROSS JOIN ({_KINDS_TABLE})) WHERE value IS NOT NULL"
+        f" UNION ALL SELECT {time_sql}, '{TTFB}', CAST({BUCKET_SQL} AS TEXT),"
+        f" {sign} * count(*), {zeros} FROM oplog WHERE ttfb_ms IS NOT NULL AND ({where})"
+        " GROUP BY 1, 3"
     )
 
 
-def roll(where: str, recent_since: str, sign: int = 1) -> tuple[str, str]:
-    """The two statements that add (`sign` 1) or take away (-1) the rows of `oplog` matching
+def roll(where: str, recent_since: str, sign: int = 1) -> str:
+    """The statement that adds (`sign` 1) or takes away (-1) the rows of `oplog` matching
     `where` to or from every level, the recent one only for rows from `recent_since` (an SQL
     expression of epoch seconds) on."""
 
     def chosen(level: Level) -> str:
         return where if level.keep_s is None else f"({where}) AND at >= {recent_since}"
 
-    sums = " UNION ALL ".join(
-        f"SELECT {level.span_s} AS span, *"  # noqa: S608 - kirod's own
-        f" FROM ({_by_kind(level.slot_sql, chosen(level), sign)})"
-        for level in LEVELS
-    )
-    ttfb = " UNION ALL ".join(
-        f"SELECT {level.span_s}, {level.slot_sql}, {BUCKET_SQL}, {sign} * count(*)"  # noqa: S608
-        f" FROM oplog WHERE ttfb_ms IS NOT NULL AND {chosen(level)} GROUP BY 1, 2, 3"
+    levels = " UNION ALL ".join(
+        f"SELECT {level.span_s}, * FROM ({_rolled(level.slot_sql, chosen(level), sign)})"  # noqa: S608
         for level in LEVELS
     )
     updates = ", ".join(f"{name} = {name} + excluded.{name}" for name in MEASURES)
     return (
         f"INSERT INTO oplog_rollup (span, slot, kind, value, {_NAMES})"  # noqa: S608
-        f" SELECT * FROM ({sums}) WHERE true"
-        f" ON CONFLICT (span, slot, kind, value) DO UPDATE SET {updates}",
-        f"INSERT INTO oplog_rollup_ttfb (span, slot, bucket, count)"  # noqa: S608
-        f" SELECT * FROM ({ttfb}) WHERE true"
-        f" ON CONFLICT (span, slot, bucket) DO UPDATE SET count = count + excluded.count",
+        f" SELECT * FROM ({levels}) WHERE true"
+        f" ON CONFLICT (span, slot, kind, value) DO UPDATE SET {updates}"
     )
 
 
 def fill(recent_since: str) -> str:
-    """The script that builds the rollups from the rows already written (the schema
+    """The statement that builds the rollup from the rows already written (the schema
     migration), the recent level from `recent_since` (an SQL expression of epoch seconds) on."""
-    return ";\n".join(roll("true", recent_since)) + ";"
+    return roll("true", recent_since) + ";"
 
 
-_ADD = roll("id > :after", ":recent_since")
+# The rows just written: the write-behind batch's ids follow the log's last one, one by one.
+_ADD = roll("id > last_insert_rowid() - :rows", ":recent_since")
 _BEFORE = "at <= :at AND (at < :at OR id < :id)"  # (at, id) < (:at, :id), in the index's order
 _DROP = roll(_BEFORE, ":recent_since", sign=-1)
 
@@ -173,10 +172,9 @@ def _recent_since(now: float) -> float:
     return now - RECENT.keep_s
 
 
-async def add(conn: aiosqlite.Connection, after_id: int, now: float) -> None:
-    """Roll up the rows just written, those with an id above `after_id`."""
-    for statement in _ADD:
-        await conn.execute(statement, {"after": after_id, "recent_since": _recent_since(now)})
+async def add(conn: aiosqlite.Connection, rows: int, now: float) -> None:
+    """Roll up the `rows` rows the transaction has just inserted."""
+    await conn.execute(_ADD, {"rows": rows, "recent_since": _recent_since(now)})
 
 
 async def drop(conn: aiosqlite.Connection, before: tuple[float, int], now: float) -> None:
@@ -184,25 +182,21 @@ async def drop(conn: aiosqlite.Connection, before: tuple[float, int], now: float
     the rollups (the recent level, as `add`, only those it keeps)."""
     at, row_id = before
     bounds = {"at": at, "id": row_id}
-    for statement in _DROP:
-        await conn.execute(statement, {**bounds, "recent_since": _recent_since(now)})
+    await conn.execute(_DROP, {**bounds, "recent_since": _recent_since(now)})
     await conn.execute(f"DELETE FROM oplog WHERE {_BEFORE}", bounds)  # noqa: S608
     for level in LEVELS:  # the slots the rows were in, up to the one `before` is in
-        for table, empty in (("oplog_rollup", "requests"), ("oplog_rollup_ttfb", "count")):
-            await conn.execute(
-                f"DELETE FROM {table} WHERE span = ? AND slot <= ? AND {empty} = 0",  # noqa: S608
-                (level.span_s, at / level.span_s),
-            )
+        await conn.execute(
+            "DELETE FROM oplog_rollup WHERE span = ? AND slot <= ? AND requests = 0",
+            (level.span_s, at / level.span_s),
+        )
 
 
 async def prune_recent(conn: aiosqlite.Connection, now: float) -> None:
     """Drop the recent level's slots older than it keeps."""
     oldest = math.floor(_recent_since(now) / RECENT.span_s)
-    for table in ("oplog_rollup", "oplog_rollup_ttfb"):
-        await conn.execute(
-            f"DELETE FROM {table} WHERE span = ? AND slot < ?",  # noqa: S608
-            (RECENT.span_s, oldest),
-        )
+    await conn.execute(
+        "DELETE FROM oplog_rollup WHERE span = ? AND slot < ?", (RECENT.span_s, oldest)
+    )
 
 
 Segment = tuple[Level | None, float, float]  # a level (None: the rows) over [start, end)
@@ -231,36 +225,25 @@ def _cover(start: float, end: float, now: float, levels: Sequence[Level]) -> lis
     return [*head, (level, first, last), *tail]
 
 
-def source(
-    segments: Sequence[Segment], *, histogram: bool = False, rows_by: str | None = None
-) -> tuple[str, list[Any]]:
+def source(segments: Sequence[Segment], *, rows_by: str | None = None) -> tuple[str, list[Any]]:
     """A subquery over `segments`, and its parameters. Rows are summed by `rows_by` (an
     expression of `at`; by default the start of their UTC day). Columns: `t` (that time, or the
-    slot's start), `kind`, `value` and `MEASURES`; with `histogram`, `t`, `bucket` and `count`
-    (of the rows with a first byte)."""
+    slot's start), `kind`, `value` and `MEASURES`."""
     by = rows_by or f"{DAYS.slot_sql} * {DAYS.span_s}.0"
     parts: list[str] = []
     params: list[Any] = []
     for level, start, end in segments:
-        bounded = "at >= ?" if end == math.inf else "at >= ? AND at < ?"
-        bounds: list[Any] = [start] if end == math.inf else [start, end]
-        if level is None and histogram:
-            parts.append(
-                f"SELECT {by} AS t, {BUCKET_SQL} AS bucket, count(*) AS count"  # noqa: S608
-                f" FROM oplog WHERE ttfb_ms IS NOT NULL AND {bounded} GROUP BY 1, 2"
-            )
-        elif level is None:
-            parts.append(_by_kind(by, bounded))
+        if level is None:
+            parts.append(_rolled(by, "at >= ?" if end == math.inf else "at >= ? AND at < ?"))
+            bounds: list[Any] = [start] if end == math.inf else [start, end]
+            params += bounds * 2  # the sums, then the histogram
         else:
-            columns = "bucket, count" if histogram else f"kind, value, {_NAMES}"
-            table = "oplog_rollup_ttfb" if histogram else "oplog_rollup"
             slots = "slot >= ?" if end == math.inf else "slot >= ? AND slot < ?"
             parts.append(
-                f"SELECT slot * {level.span_s}.0 AS t, {columns} FROM {table}"  # noqa: S608
-                f" WHERE span = {level.span_s} AND {slots}"
+                f"SELECT slot * {level.span_s}.0 AS t, kind, value, {_NAMES}"  # noqa: S608
+                f" FROM oplog_rollup WHERE span = {level.span_s} AND {slots}"
             )
-            bounds = [int(bound // level.span_s) for bound in bounds]
-        params += bounds
+            params += [int(bound // level.span_s) for bound in (start, end) if bound != math.inf]
     union = " UNION ALL ".join(f"SELECT * FROM ({part})" for part in parts)  # noqa: S608
     return f"({union})", params
 

@@ -195,34 +195,25 @@ async def check_key_credits(log: OpLog, since: float) -> None:
 
 
 def tables(path: Path) -> list[list[tuple[Any, ...]]]:
-    """Each level of each rollup table as stored, then as one aggregation of the rows makes it
+    """Each level of the rollup as stored, then as one aggregation of the rows makes it
     (credits rounded); the recent level only as far back as reads use it."""
     found: list[list[tuple[Any, ...]]] = []
     with contextlib.closing(sqlite3.connect(path)) as db:
-        for table, key in (
-            ("oplog_rollup", "span, slot, kind, value"),
-            ("oplog_rollup_ttfb", "span, slot, bucket"),
-        ):
-            db.execute(f"CREATE TEMP TABLE {table} AS SELECT * FROM main.{table} WHERE 0")  # noqa: S608
-            db.execute(f"CREATE UNIQUE INDEX temp.{table}_key ON {table} ({key})")
+        db.execute("CREATE TEMP TABLE oplog_rollup AS SELECT * FROM main.oplog_rollup WHERE 0")
+        db.execute("CREATE UNIQUE INDEX temp.key ON oplog_rollup (span, slot, kind, value)")
         assert rollup.RECENT.keep_s is not None
-        for statement in rollup.roll("true", str(NOW - rollup.RECENT.keep_s)):
-            db.execute(statement.replace("INTO oplog_", "INTO temp.oplog_"))
+        fresh = rollup.roll("true", str(NOW - rollup.RECENT.keep_s))
+        db.execute(fresh.replace("INTO oplog_rollup", "INTO temp.oplog_rollup"))
         for level in rollup.LEVELS:
             read = level.read_s is not None and NOW - level.read_s
             oldest = int(read // level.span_s) if read else 0
-            for table in ("oplog_rollup", "oplog_rollup_ttfb"):
-                for schema in ("main", "temp"):
-                    rows = db.execute(
-                        f"SELECT * FROM {schema}.{table} WHERE span = ? AND slot >= ?"  # noqa: S608
-                        " ORDER BY 1, 2, 3, 4",
-                        (level.span_s, oldest),
-                    ).fetchall()
-                    found.append(
-                        [(*row[:8], round(row[8], 6), *row[9:]) for row in rows]
-                        if table == "oplog_rollup"
-                        else rows
-                    )
+            for schema in ("main", "temp"):
+                rows = db.execute(
+                    f"SELECT * FROM {schema}.oplog_rollup WHERE span = ? AND slot >= ?"  # noqa: S608
+                    " ORDER BY 1, 2, 3, 4",
+                    (level.span_s, oldest),
+                ).fetchall()
+                found.append([(*row[:8], round(row[8], 6), *row[9:]) for row in rows])
     return found
 
 
