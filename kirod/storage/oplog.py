@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import json
 import math
-import sqlite3
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
@@ -52,11 +51,22 @@ MAX_TRACE_ROWS = 200  # rows one trace answer holds
 PRUNE_ROWS = 20_000  # rows one retention transaction deletes at most, so readers wait briefly
 UNKNOWN_MODEL = rollup.UNKNOWN_MODEL
 
+_COLUMNS = (
+    "at", "request_id", "key_id", "protocol", "model", "stream", "account_id", "attempts",
+    "stop_reason", "input_tokens", "output_tokens", "credits", "ttfb_ms", "total_ms", "status",
+    "error", "dropped", "truncations", "continuations", "extensions", "cache",
+)  # fmt: skip
+# A batch is one statement over a JSON array of rows, and a read one JSON value: the store's
+# thread needs the GIL once per row it steps through, and a busy event loop makes each of those
+# waits up to the switch interval (5 ms), which a row at a time turned into seconds under load.
+_FIELDS = ", ".join(f"json_extract(value, '$[{n}]')" for n in range(len(_COLUMNS)))
 _INSERT = (
-    "INSERT INTO oplog (at, request_id, key_id, protocol, model, stream, account_id, attempts,"
-    " stop_reason, input_tokens, output_tokens, credits, ttfb_ms, total_ms, status, error,"
-    " dropped, truncations, continuations, extensions, cache)"
-    " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+    f"INSERT INTO oplog ({', '.join(_COLUMNS)}) SELECT {_FIELDS}"  # noqa: S608 - kirod's own
+    " FROM json_each(?)"
+)
+# `at` as text of 17 digits: SQLite writes a REAL into JSON with 15, which would move it.
+_AS_JSON = "json_group_array(json_array(id, {}))".format(
+    ", ".join("printf('%!.17g', at)" if name == "at" else name for name in _COLUMNS)
 )
 
 
@@ -138,7 +148,7 @@ class OpEntry:
 
 # The UTC day of an hour of the rollup, as YYYY-MM-DD.
 _DAY = "date(CAST(t AS INTEGER), 'unixepoch')"
-_SUMS = ", ".join(f"SUM({name})" for name in rollup.MEASURES)
+_SUMS = ", ".join(f"SUM({name}) AS {name}" for name in rollup.MEASURES)
 
 
 class OpLog:
@@ -169,11 +179,10 @@ class OpLog:
     async def entries(self, *, since: float | None = None, limit: int = 100) -> list[OpEntry]:
         """The newest rows first."""
         await self.flush()
-        rows = await self._db.read(
-            "SELECT * FROM oplog WHERE at >= ? ORDER BY at DESC, id DESC LIMIT ?",
-            (since or 0.0, limit),
+        rows = await self._rows(
+            "WHERE at >= ? ORDER BY at DESC, id DESC LIMIT ?", (since or 0.0, limit)
         )
-        return [_entry(row) for row in rows]
+        return [_entry(row) for row in sorted(rows, key=lambda row: (-row[1], -row[0]))]
 
     async def trace(
         self, *, request_id: str | None = None, last: int = 10, after: int | None = None
@@ -186,28 +195,20 @@ class OpLog:
         await self.flush()
         limit = max(0, min(last, MAX_TRACE_ROWS))  # 0: none, only the cursor (--follow)
         if request_id is not None:
-            rows = await self._db.read(
-                "SELECT * FROM oplog WHERE request_id = ? ORDER BY id LIMIT ?",
-                (request_id, MAX_TRACE_ROWS),
+            rows = await self._rows(
+                "WHERE request_id = ? ORDER BY id LIMIT ?", (request_id, MAX_TRACE_ROWS)
             )
         elif after is not None:
-            rows = await self._db.read(
-                "SELECT * FROM oplog WHERE id > ? ORDER BY id LIMIT ?", (after, MAX_TRACE_ROWS)
-            )
+            rows = await self._rows("WHERE id > ? ORDER BY id LIMIT ?", (after, MAX_TRACE_ROWS))
         else:
-            rows = list(
-                reversed(
-                    await self._db.read("SELECT * FROM oplog ORDER BY id DESC LIMIT ?", (limit,))
-                )
-            )
+            rows = await self._rows("ORDER BY id DESC LIMIT ?", (limit,))
+        rows.sort(key=lambda row: row[0])  # oldest first
         if rows:
-            cursor = int(rows[-1]["id"])
+            cursor = int(rows[-1][0])
         else:
             newest = await self._db.read_one("SELECT COALESCE(MAX(id), 0) FROM oplog")
             cursor = max(after or 0, int(newest[0]) if newest is not None else 0)
-        return Trace(
-            requests=tuple(_traced(int(row["id"]), _entry(row)) for row in rows), cursor=cursor
-        )
+        return Trace(requests=tuple(_traced(row[0], _entry(row)) for row in rows), cursor=cursor)
 
     async def key_credits(self, key_id: str, *, since: float) -> tuple[int, float]:
         """Requests made with API key `key_id` from `since` on, and the Kiro credits they used."""
@@ -257,12 +258,13 @@ class OpLog:
         """Totals, success rate, TTFB percentiles and breakdowns over rows from `since` on."""
         await self.flush()
         table, params = rollup.source(rollup.cover(since or 0.0, None, self._clock()))
-        rows = await self._db.read(
-            f"SELECT kind, value, CASE kind WHEN 'total' THEN {_DAY} END, {_SUMS}"  # noqa: S608
-            f" FROM {table} GROUP BY 1, 2, 3",
+        rows = await self._json(
+            ("kind", "value", "day", *rollup.MEASURES),
+            f"SELECT kind, value, CASE kind WHEN 'total' THEN {_DAY} END AS day,"  # noqa: S608
+            f" {_SUMS} FROM {table} GROUP BY 1, 2, 3",
             params,
         )
-        by_kind: dict[str, list[sqlite3.Row]] = {kind: [] for kind in (*rollup.KINDS, TTFB)}
+        by_kind: dict[str, list[list[Any]]] = {kind: [] for kind in (*rollup.KINDS, TTFB)}
         for row in rows:
             by_kind[row[0]].append(row)
         totals = [sum(row[column] for row in by_kind["total"]) for column in range(3, 10)]
@@ -306,10 +308,12 @@ class OpLog:
             rollup.cover(since, until, now, bucket_s=bucket_s),
             rows_by=f"CAST(at AS INTEGER) / {bucket_s} * {bucket_s}.0",  # a row's bucket's start
         )
-        rows = await self._db.read(
-            "SELECT CAST((t - ?) / ? AS INTEGER), CASE kind WHEN 'account' THEN"  # noqa: S608
-            f" {_DAY} END, kind, value, SUM(requests), SUM(succeeded), SUM(credits)"
-            f" FROM {table} WHERE kind IN ('total', 'account', 'error', 'status', '{TTFB}')"
+        rows = await self._json(
+            ("bucket", "day", "kind", "value", "requests", "succeeded", "credits"),
+            "SELECT CAST((t - ?) / ? AS INTEGER) AS bucket, CASE kind"  # noqa: S608
+            f" WHEN 'account' THEN {_DAY} END AS day, kind, value, SUM(requests) AS requests,"
+            f" SUM(succeeded) AS succeeded, SUM(credits) AS credits FROM {table}"
+            f" WHERE kind IN ('total', 'account', 'error', 'status', '{TTFB}')"
             " GROUP BY 1, 2, 3, 4",
             (since, bucket_s, *params),
         )
@@ -360,9 +364,32 @@ class OpLog:
             ),
         )
 
+    async def _json(
+        self, columns: Sequence[str], query: str, params: Sequence[Any]
+    ) -> list[list[Any]]:
+        """The rows of `query`, its `columns` of each, read as one JSON value (see `_INSERT`)."""
+        found = await self._db.read_one(
+            f"SELECT json_group_array(json_array({', '.join(columns)})) FROM ({query})",  # noqa: S608
+            params,
+        )
+        return json.loads(found[0]) if found is not None else []
+
+    async def _rows(self, clauses: str, params: Sequence[Any]) -> list[list[Any]]:
+        """The rows `clauses` (WHERE, ORDER BY, LIMIT) select, each as [id, *`_COLUMNS`] with
+        `at` a float; in no particular order."""
+        found = await self._db.read_one(
+            f"SELECT {_AS_JSON} FROM (SELECT * FROM oplog {clauses})",  # noqa: S608
+            params,
+        )
+        rows: list[list[Any]] = json.loads(found[0]) if found is not None else []
+        for row in rows:
+            row[1] = float(row[1])
+        return rows
+
     async def _insert(self, conn: aiosqlite.Connection, entries: Sequence[OpEntry]) -> None:
         """Write a batch and roll it up, in the one transaction of the write-behind."""
-        await conn.executemany(_INSERT, [_row(entry) for entry in entries])
+        batch = json.dumps([_row(entry) for entry in entries], allow_nan=False)
+        await conn.execute(_INSERT, (batch,))
         await rollup.add(conn, len(entries), self._clock())
 
 
@@ -371,7 +398,7 @@ def _histogram(counts: Iterable[tuple[str, int]]) -> list[tuple[int, int]]:
     return sorted((int(bucket), rows) for bucket, rows in counts if rows)
 
 
-def _grouped(rows: Iterable[sqlite3.Row], key: int = 1) -> tuple[StatsGroup, ...]:
+def _grouped(rows: Iterable[Sequence[Any]], key: int = 1) -> tuple[StatsGroup, ...]:
     """Rows of a stats query (kind, value, day, then `MEASURES`) summed by column `key`, most
     requests first."""
     sums: dict[str, tuple[int, int, float]] = {}
@@ -380,6 +407,12 @@ def _grouped(rows: Iterable[sqlite3.Row], key: int = 1) -> tuple[StatsGroup, ...
         sums[row[key]] = (known[0] + row[3], known[1] + row[3] - row[4], known[2] + row[7])
     groups = [StatsGroup(key, r, e, round(c, 6)) for key, (r, e, c) in sums.items()]
     return tuple(sorted(groups, key=lambda group: (-group.requests, group.key)))
+
+
+def _finite(value: float | None) -> float | None:
+    """A number JSON can carry: NaN or an infinity (never measured; credits as an upstream
+    sent them) is stored as unknown rather than fail its whole batch."""
+    return value if value is None or math.isfinite(value) else None
 
 
 def _row(entry: OpEntry) -> tuple[Any, ...]:
@@ -396,9 +429,9 @@ def _row(entry: OpEntry) -> tuple[Any, ...]:
         entry.stop_reason,
         entry.input_tokens,
         entry.output_tokens,
-        entry.credits,
-        entry.ttfb_ms,
-        entry.total_ms,
+        _finite(entry.credits),
+        _finite(entry.ttfb_ms),
+        _finite(entry.total_ms) or 0.0,
         entry.status,
         entry.error,
         ",".join(entry.dropped),
@@ -409,30 +442,19 @@ def _row(entry: OpEntry) -> tuple[Any, ...]:
     )
 
 
-def _entry(row: Any) -> OpEntry:
+def _entry(row: Sequence[Any]) -> OpEntry:
+    """A row as `_rows` reads it: [id, *`_COLUMNS`]."""
+    fields = dict(zip(_COLUMNS, row[1:], strict=True))
     return OpEntry(
-        at=row["at"],
-        request_id=row["request_id"],
-        key_id=row["key_id"],
-        protocol=row["protocol"],
-        model=row["model"],
-        stream=bool(row["stream"]),
-        account_id=row["account_id"],
-        attempts=_attempts(row["attempts"]),
-        stop_reason=row["stop_reason"],
-        input_tokens=row["input_tokens"],
-        output_tokens=row["output_tokens"],
-        credits=row["credits"],
-        ttfb_ms=row["ttfb_ms"],
-        total_ms=row["total_ms"],
-        status=row["status"],
-        error=row["error"],
-        dropped=tuple(part for part in row["dropped"].split(",") if part),
-        truncations=row["truncations"],
-        continuations=row["continuations"],
-        extensions=tuple(part for part in row["extensions"].split(",") if part),
-        cache=row["cache"],
+        **{name: fields[name] for name in _COLUMNS if name not in _CONVERTED},
+        stream=bool(fields["stream"]),
+        attempts=_attempts(fields["attempts"]),
+        dropped=tuple(part for part in fields["dropped"].split(",") if part),
+        extensions=tuple(part for part in fields["extensions"].split(",") if part),
     )
+
+
+_CONVERTED = frozenset({"stream", "attempts", "dropped", "extensions"})
 
 
 def _traced(row_id: int, entry: OpEntry) -> TraceRequest:
