@@ -44,7 +44,10 @@ from kirod.storage.behind import WriteBehind
 from kirod.storage.db import Database
 from kirod.storage.rollup import TTFB
 
-FLUSH_DELAY_S = 0.5
+# A `kill -9` loses the rows of the requests that ended in the last FLUSH_DELAY_S (and the
+# transaction writing them): docs/RELIABILITY.md states the window. Against 0.5 s, 0.1 s showed
+# no CPU per request beyond the runs' spread (bench/README.md, issue 41).
+FLUSH_DELAY_S = 0.1
 FLUSH_ROWS = 256
 MAX_MODEL_CHARS = 128
 MAX_TRACE_ROWS = 200  # rows one trace answer holds
