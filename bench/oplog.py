@@ -132,7 +132,7 @@ def entries(
         rng.shuffle(tried)
         if rng.random() < 0.03:  # a throttled or overloaded first account, then the next
             outcome = rng.choice(("throttled", "capacity", "server"))
-            attempts.append(Attempt(tried.pop(), outcome, REGIONS[0], kiro_model, 429, None, 40.0))
+            attempts.append(Attempt(tried[0], outcome, REGIONS[0], kiro_model, 429, None, 40.0))
         answered = error not in ("model_not_found", "invalid_request")
         ttfb = rng.lognormvariate(6.6, 0.5) if answered and status < 400 else None
         total = (ttfb or 30.0) + rng.lognormvariate(8.3, 0.8)
@@ -140,7 +140,7 @@ def entries(
         if answered:
             attempts.append(
                 Attempt(
-                    tried.pop(),
+                    tried[len(attempts) % len(tried)],  # the next account, if there is one
                     "ok" if status < 400 else error or "server",
                     rng.choice(REGIONS),
                     kiro_model,
