@@ -11,9 +11,10 @@ statistics count such names as one `UNKNOWN_MODEL`, so a flood of invented names
 
 Rows are written behind the request (`kirod.storage.behind`): in one transaction per
 `FLUSH_DELAY_S` or `FLUSH_ROWS`, flushed before any read and at shutdown. The same transaction
-adds them to the hourly rollup (`kirod.storage.rollup`) that the statistics and the traffic read,
-so that neither reads more than an hour of rows however large the log grows; retention takes
-rows out of both, `PRUNE_ROWS` at a time.
+adds them to the rollups (`kirod.storage.rollup`) that the statistics and the traffic read, so
+that these read only the rows at the edges of their range, however large the log grows (a few
+seconds of rows for `kiroctl top`; at most an hour's for an old `kiroctl stats --since`);
+retention takes rows out of both, `PRUNE_ROWS` at a time.
 """
 
 from __future__ import annotations
@@ -149,7 +150,7 @@ class OpEntry:
         return self.status < 400 and self.error is None
 
 
-# The UTC day of an hour of the rollup, as YYYY-MM-DD.
+# The UTC day of a rollup's slot or of a row (`t` of `rollup.source`), as YYYY-MM-DD.
 _DAY = "date(CAST(t AS INTEGER), 'unixepoch')"
 _SUMS = ", ".join(f"SUM({name}) AS {name}" for name in rollup.MEASURES)
 
