@@ -343,8 +343,8 @@ def probe(setup: ProbeSetup) -> dict[str, Any]:
                 flush=True,
             )
     return {
-        "started_at": started,
-        "ended_at": time.time(),
+        "probes_started_at": started,
+        "probes_ended_at": time.time(),
         "probes": {
             name: {
                 "samples": len(values),
