@@ -10,10 +10,11 @@
    models and a few invented names, the accounts and keys, streamed and not, 4 % failures of
    several kinds, retries, log-normal first-byte times and token counts. Its size is read before
    and after (after a checkpoint): the bytes per 100,000 rows.
-3. The daemon starts again on that database (what a migration costs shows in this start-up) and
-   `--streams` concurrent messages-stream-small requests run on it without pause, from this
-   process. Meanwhile a second process (its own interpreter, so the load generator's loop does not
-   share its time) takes, in turn and `--samples` times each, every probe below, one at a time:
+3. The daemon starts again on that database and `--streams` concurrent messages-stream-small
+   requests run on it without pause, from this process. Meanwhile a second process (its own
+   interpreter, so the load generator's loop does not share its time) takes, in turn and
+   `--samples` times each, every probe below, one at a time; no round starts after
+   `--max-minutes`:
 
 | probe | what it times |
 |---|---|
@@ -29,7 +30,7 @@ figures for `TRAFFIC_TTL_S`, so most of its loads are cache hits: `GET /traffic`
 
 Figures: p50 / p95 / max of each probe, the streams' rate, errors and TTFB during the probes, the
 fill's time and size, the daemon's start-up on the filled database, and the machine's load
-(`/proc/loadavg`, and the CPU other processes took). Exits non-zero if a stream or probe failed.
+(`/proc/loadavg`, and how busy its cores were). Exits non-zero if a stream or probe failed.
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@ migration builds them from the rows of an older database.
 
 Each check compares `stats()`, `traffic()` and `key_credits()` with the same figures computed
 here, in Python, from the rows themselves (`entries()`), over ranges that start and end on and
-between the slots of both levels; and the rollups' tables with one aggregation of the rows.
+between the slots of every level; and the rollup as stored with one aggregation of the rows.
 The rows end about now, since the migration keeps 10-second slots for the real clock's last two
 hours.
 """
