@@ -19,7 +19,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
@@ -260,6 +260,16 @@ class Bench:
                 self.fake.stop()
             if not self._keep_root:
                 shutil.rmtree(self.root, ignore_errors=True)
+
+    @contextlib.contextmanager
+    def daemon_stopped(self) -> Iterator[Path]:
+        """The daemon stopped (SIGTERM, drained) while the block runs, then started again on the
+        same state: for a benchmark that prepares the database (the path yielded) by itself."""
+        daemon = self.daemon_process
+        daemon.stop(timeout_s=STOP_TIMEOUT_S)
+        yield daemon.state_dir / "kirod.db"
+        self.daemon = DaemonProcess(daemon.root, env=daemon.env, command=self._command)
+        self.daemon.wait_ready(START_TIMEOUT_S)
 
     @property
     def fake_process(self) -> FakeProcess:

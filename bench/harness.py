@@ -171,7 +171,7 @@ def _wall(command: Sequence[str], runs: int, env: dict[str, str] | None = None) 
     return {**_summary(times), "exit_code": code}
 
 
-def _kiroctl() -> list[str]:
+def kiroctl_command() -> list[str]:
     beside = Path(sys.executable).parent / "kiroctl"
     if beside.exists():
         return [str(beside)]
@@ -185,7 +185,7 @@ def measure_cli(daemon: DaemonProcess, runs: int) -> dict[str, Any]:
     While `kiroctl status` does not exist, its stand-in is a fresh interpreter importing the
     control client and calling status once: what the command will cost, less click and rich.
     """
-    kiroctl = _kiroctl()
+    kiroctl = kiroctl_command()
     env = dict(daemon.env)
     results: dict[str, Any] = {
         "kiroctl --help": _wall([*kiroctl, "--help"], runs, env),

@@ -12,6 +12,7 @@ import hashlib
 import json
 import logging
 import secrets
+import time
 import traceback
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -35,7 +36,9 @@ Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 
 def new_request_id() -> str:
-    return "req_" + secrets.token_hex(12)
+    """`req_`, the second as 8 hex digits, 16 random ones: ids of one second sort together, so
+    the operation log's index of them grows at its end, like the log (storage/oplog.py)."""
+    return f"req_{int(time.time()) & 0xFFFFFFFF:08x}{secrets.token_hex(8)}"
 
 
 OLLAMA_PREFIX = "/api"

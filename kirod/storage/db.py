@@ -22,6 +22,7 @@ import aiosqlite
 
 from kirod.errors import StoreError
 from kirod.paths import ensure_private_dir, private_umask
+from kirod.storage import rollup
 from kirod.tasks import TaskOwner
 
 log = logging.getLogger(__name__)
@@ -149,6 +150,28 @@ MIGRATIONS: tuple[str, ...] = (
     );
     CREATE INDEX response_cache_by_age ON response_cache (created_at);
     """,
+    # 10: the operation log's rollups (storage/rollup.py), built here from the rows by the
+    # statements that keep them as rows are written and dropped (should those ever change, a
+    # later migration rebuilds them); and the index that finds a request's rows (`kiroctl trace
+    # ID`), cheap to keep since request ids begin with their second (http/ingress.py).
+    """
+    CREATE TABLE oplog_rollup (
+        span          INTEGER NOT NULL,  -- a slot's seconds: 86400, 3600 or 10
+        slot          INTEGER NOT NULL,  -- the rows' whole second // span
+        kind          TEXT NOT NULL,     -- total, account, model, key, error, status or ttfb
+        value         TEXT NOT NULL,     -- the account's id, …; '' for the total; ttfb: a bucket
+        requests      INTEGER NOT NULL,  -- ttfb: the rows of the bucket
+        succeeded     INTEGER NOT NULL,
+        input_tokens  INTEGER NOT NULL,
+        output_tokens INTEGER NOT NULL,
+        credits       REAL NOT NULL,
+        truncated     INTEGER NOT NULL,
+        recovered     INTEGER NOT NULL,
+        PRIMARY KEY (span, slot, kind, value)
+    ) WITHOUT ROWID;
+    CREATE INDEX oplog_by_request ON oplog (request_id);
+    """
+    + rollup.fill(f"CAST(strftime('%s', 'now') AS INTEGER) - {rollup.RECENT.keep_s}"),
 )
 
 _SIBLINGS = ("", "-wal", "-shm", "-journal")

@@ -10,7 +10,11 @@ statistics count such names as one `UNKNOWN_MODEL`, so a flood of invented names
 `kiroctl stats`. Every other field is kirod's own (ids, codes, numbers).
 
 Rows are written behind the request (`kirod.storage.behind`): in one transaction per
-`FLUSH_DELAY_S` or `FLUSH_ROWS`, flushed before any read and at shutdown.
+`FLUSH_DELAY_S` or `FLUSH_ROWS`, flushed before any read and at shutdown. The same transaction
+adds them to the rollups (`kirod.storage.rollup`) that the statistics and the traffic read, so
+that these read only the rows at the edges of their range, however large the log grows (a few
+seconds of rows for `kiroctl top`; at most an hour's for an old `kiroctl stats --since`);
+retention takes rows out of both, `PRUNE_ROWS` at a time.
 """
 
 from __future__ import annotations
@@ -18,7 +22,7 @@ from __future__ import annotations
 import json
 import math
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -36,22 +40,37 @@ from kirod.report_types import (
     Traffic,
     TrafficBucket,
 )
+from kirod.storage import rollup
 from kirod.storage.behind import WriteBehind
 from kirod.storage.db import Database
+from kirod.storage.rollup import TTFB
 
-FLUSH_DELAY_S = 0.5
+# A `kill -9` loses the rows of the requests that ended in the last FLUSH_DELAY_S (and the
+# transaction writing them): docs/RELIABILITY.md states the window. Against 0.5 s, 0.1 s showed
+# no CPU per request beyond the runs' spread (bench/README.md, issue 41).
+FLUSH_DELAY_S = 0.1
 FLUSH_ROWS = 256
 MAX_MODEL_CHARS = 128
 MAX_TRACE_ROWS = 200  # rows one trace answer holds
-UNKNOWN_MODEL = "(unknown)"
-"""How the statistics name the model of a request refused because no account serves it."""
-_STATS_MODEL = f"CASE WHEN error = 'model_not_found' THEN '{UNKNOWN_MODEL}' ELSE model END"
+PRUNE_ROWS = 20_000  # rows one retention transaction deletes at most, so readers wait briefly
+UNKNOWN_MODEL = rollup.UNKNOWN_MODEL
 
+_COLUMNS = (
+    "at", "request_id", "key_id", "protocol", "model", "stream", "account_id", "attempts",
+    "stop_reason", "input_tokens", "output_tokens", "credits", "ttfb_ms", "total_ms", "status",
+    "error", "dropped", "truncations", "continuations", "extensions", "cache",
+)  # fmt: skip
+# A batch is one statement over a JSON array of rows, and a read one JSON value: the store's
+# thread needs the GIL once per row it steps through, and a busy event loop makes each of those
+# waits up to the switch interval (5 ms), which a row at a time turned into seconds under load.
+_FIELDS = ", ".join(f"json_extract(value, '$[{n}]')" for n in range(len(_COLUMNS)))
 _INSERT = (
-    "INSERT INTO oplog (at, request_id, key_id, protocol, model, stream, account_id, attempts,"
-    " stop_reason, input_tokens, output_tokens, credits, ttfb_ms, total_ms, status, error,"
-    " dropped, truncations, continuations, extensions, cache)"
-    " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+    f"INSERT INTO oplog ({', '.join(_COLUMNS)}) SELECT {_FIELDS}"  # noqa: S608 - kirod's own
+    " FROM json_each(?)"
+)
+# `at` as text of 17 digits: SQLite writes a REAL into JSON with 15, which would move it.
+_AS_JSON = "json_group_array(json_array(id, {}))".format(
+    ", ".join("printf('%!.17g', at)" if name == "at" else name for name in _COLUMNS)
 )
 
 
@@ -131,16 +150,23 @@ class OpEntry:
         return self.status < 400 and self.error is None
 
 
-# A request succeeded when its status is below 400 and its stream did not end in an error.
-_SUCCESS = "(status < 400 AND error IS NULL)"
-_DAY = "date(at, 'unixepoch')"  # the UTC day of a row, as YYYY-MM-DD
+# The UTC day of a rollup's slot or of a row (`t` of `rollup.source`), as YYYY-MM-DD.
+_DAY = "date(CAST(t AS INTEGER), 'unixepoch')"
+_SUMS = ", ".join(f"SUM({name}) AS {name}" for name in rollup.MEASURES)
 
 
 class OpLog:
-    def __init__(self, db: Database, *, flush_delay_s: float = FLUSH_DELAY_S) -> None:
+    def __init__(
+        self,
+        db: Database,
+        *,
+        flush_delay_s: float = FLUSH_DELAY_S,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
         self._db = db
+        self._clock = clock  # what "now" is for the rollups' recent slots and the traffic
         self._behind = WriteBehind[OpEntry](
-            db, _insert, name="oplog", delay_s=flush_delay_s, max_rows=FLUSH_ROWS
+            db, self._insert, name="oplog", delay_s=flush_delay_s, max_rows=FLUSH_ROWS
         )
 
     def append(self, entry: OpEntry) -> None:
@@ -157,11 +183,10 @@ class OpLog:
     async def entries(self, *, since: float | None = None, limit: int = 100) -> list[OpEntry]:
         """The newest rows first."""
         await self.flush()
-        rows = await self._db.read(
-            "SELECT * FROM oplog WHERE at >= ? ORDER BY at DESC, id DESC LIMIT ?",
-            (since or 0.0, limit),
+        rows = await self._rows(
+            "WHERE at >= ? ORDER BY at DESC, id DESC LIMIT ?", (since or 0.0, limit)
         )
-        return [_entry(row) for row in rows]
+        return [_entry(row) for row in sorted(rows, key=lambda row: (-row[1], -row[0]))]
 
     async def trace(
         self, *, request_id: str | None = None, last: int = 10, after: int | None = None
@@ -174,71 +199,80 @@ class OpLog:
         await self.flush()
         limit = max(0, min(last, MAX_TRACE_ROWS))  # 0: none, only the cursor (--follow)
         if request_id is not None:
-            rows = await self._db.read(
-                "SELECT * FROM oplog WHERE request_id = ? ORDER BY id LIMIT ?",
-                (request_id, MAX_TRACE_ROWS),
+            rows = await self._rows(
+                "WHERE request_id = ? ORDER BY id LIMIT ?", (request_id, MAX_TRACE_ROWS)
             )
         elif after is not None:
-            rows = await self._db.read(
-                "SELECT * FROM oplog WHERE id > ? ORDER BY id LIMIT ?", (after, MAX_TRACE_ROWS)
-            )
+            rows = await self._rows("WHERE id > ? ORDER BY id LIMIT ?", (after, MAX_TRACE_ROWS))
         else:
-            rows = list(
-                reversed(
-                    await self._db.read("SELECT * FROM oplog ORDER BY id DESC LIMIT ?", (limit,))
-                )
-            )
+            rows = await self._rows("ORDER BY id DESC LIMIT ?", (limit,))
+        rows.sort(key=lambda row: row[0])  # oldest first
         if rows:
-            cursor = int(rows[-1]["id"])
+            cursor = int(rows[-1][0])
         else:
             newest = await self._db.read_one("SELECT COALESCE(MAX(id), 0) FROM oplog")
             cursor = max(after or 0, int(newest[0]) if newest is not None else 0)
-        return Trace(
-            requests=tuple(_traced(int(row["id"]), _entry(row)) for row in rows), cursor=cursor
-        )
+        return Trace(requests=tuple(_traced(row[0], _entry(row)) for row in rows), cursor=cursor)
 
     async def key_credits(self, key_id: str, *, since: float) -> tuple[int, float]:
         """Requests made with API key `key_id` from `since` on, and the Kiro credits they used."""
         await self.flush()
+        table, params = rollup.source(rollup.cover(since, None, self._clock()))
         row = await self._db.read_one(
-            "SELECT count(*), COALESCE(SUM(credits), 0) FROM oplog WHERE key_id = ? AND at >= ?",
-            (key_id, since),
+            f"SELECT COALESCE(SUM(requests), 0), COALESCE(SUM(credits), 0)"  # noqa: S608
+            f" FROM {table} WHERE kind = 'key' AND value = ?",
+            (*params, key_id),
         )
         return (int(row[0]), round(float(row[1]), 6)) if row is not None else (0, 0.0)
 
-    async def prune(self, *, before: float, max_rows: int) -> None:
-        """Drop rows older than `before`, then the oldest beyond `max_rows`."""
+    async def prune(self, *, before: float, max_rows: int, chunk: int = PRUNE_ROWS) -> None:
+        """Drop rows older than `before`, then the oldest beyond `max_rows`, with their part of
+        the rollup; in transactions of at most `chunk` rows, oldest first."""
         await self.flush()
+        now = self._clock()
 
-        async def transaction(conn: aiosqlite.Connection) -> None:
-            await conn.execute("DELETE FROM oplog WHERE at < ?", (before,))
-            await conn.execute(
-                "DELETE FROM oplog WHERE id IN (SELECT id FROM oplog ORDER BY at DESC, id DESC"
-                " LIMIT -1 OFFSET ?)",
-                (max_rows,),
+        async def recent(conn: aiosqlite.Connection) -> None:
+            await rollup.prune_recent(conn, now)
+
+        await self._db.run_write(recent)
+        cut = (before, 0)  # rows before (at, id) in the log's time order go
+        counted = await self._db.read_one("SELECT count(*) FROM oplog")
+        excess = int(counted[0]) - max_rows if counted is not None else 0
+        if excess > 0:
+            oldest_kept = await self._db.read_one(
+                "SELECT at, id FROM oplog ORDER BY at, id LIMIT 1 OFFSET ?", (excess,)
             )
+            # None: `max_rows` is 0, so every row goes.
+            kept = (math.inf, 0) if oldest_kept is None else (oldest_kept[0], oldest_kept[1])
+            cut = max(cut, (float(kept[0]), int(kept[1])))
 
-        await self._db.run_write(transaction)
+        async def some(conn: aiosqlite.Connection) -> bool:
+            """Up to `chunk` rows before `cut`; whether that was the last of them."""
+            beyond = await conn.execute_fetchall(
+                "SELECT at, id FROM oplog ORDER BY at, id LIMIT 1 OFFSET ?", (chunk,)
+            )
+            step = min([cut, *((float(row[0]), int(row[1])) for row in beyond)])
+            await rollup.drop(conn, step, now)
+            return step == cut
+
+        while not await self._db.run_write(some):
+            pass
 
     async def stats(self, *, since: float | None = None) -> Stats:
         """Totals, success rate, TTFB percentiles and breakdowns over rows from `since` on."""
         await self.flush()
-        start = since or 0.0
-        totals = await self._db.read_one(
-            "SELECT count(*), COALESCE(SUM(status < 400 AND error IS NULL), 0),"
-            " COALESCE(SUM(input_tokens), 0),"
-            " COALESCE(SUM(output_tokens), 0), COALESCE(SUM(credits), 0),"
-            " COALESCE(SUM(truncations > 0), 0),"
-            " COALESCE(SUM(continuations > 0 AND status < 400 AND error IS NULL), 0)"
-            " FROM oplog WHERE at >= ?",
-            (start,),
+        table, params = rollup.source(rollup.cover(since or 0.0, None, self._clock()))
+        rows = await self._json(
+            ("kind", "value", "day", *rollup.MEASURES),
+            f"SELECT kind, value, CASE kind WHEN 'total' THEN {_DAY} END AS day,"  # noqa: S608
+            f" {_SUMS} FROM {table} GROUP BY 1, 2, 3",
+            params,
         )
-        assert totals is not None
-        errors = await self._db.read(
-            "SELECT error, count(*) FROM oplog WHERE at >= ? AND error IS NOT NULL"
-            " GROUP BY error ORDER BY count(*) DESC, error",
-            (start,),
-        )
+        by_kind: dict[str, list[list[Any]]] = {kind: [] for kind in (*rollup.KINDS, TTFB)}
+        for row in rows:
+            by_kind[row[0]].append(row)
+        totals = [sum(row[column] for row in by_kind["total"]) for column in range(3, 10)]
+        histogram = _histogram((row[1], row[3]) for row in by_kind[TTFB])
         return Stats(
             since=since,
             requests=totals[0],
@@ -246,68 +280,79 @@ class OpLog:
             input_tokens=totals[2],
             output_tokens=totals[3],
             credits=round(totals[4], 6),
-            ttfb_ms=await self._ttfb(start),
-            accounts=await self._groups("account_id", start),
-            models=await self._groups(_STATS_MODEL, start),
-            keys=await self._groups("key_id", start),
-            errors={row[0]: row[1] for row in errors},
+            ttfb_ms=Percentiles(*[rollup.percentile(histogram, f) for f in (0.50, 0.95, 0.99)])
+            if histogram
+            else None,
+            accounts=_grouped(by_kind["account"]),
+            models=_grouped(by_kind["model"]),
+            keys=_grouped(by_kind["key"]),
+            errors={group.key: group.requests for group in _grouped(by_kind["error"])},
             truncated=totals[5],
             recovered=totals[6],
-            days=await self._groups(_DAY, start, order=_DAY),
+            days=tuple(sorted(_grouped(by_kind["total"], key=2), key=lambda group: group.key)),
         )
 
-    async def traffic(self, window: str, *, now: float | None = None) -> Traffic:
+    async def traffic(self, window: str) -> Traffic:
         """The rows of one window of `TRAFFIC_WINDOWS` ending now, in buckets, oldest first.
 
-        Buckets align to whole minutes, hours or UTC days, the last holding `now`; every one is
-        present (zeros without rows). TTFB percentiles are two ordered offset queries per bucket
-        with timed rows, so the store's one connection is never held for a whole window (at
-        the 200,000 rows `oplog_max_rows` keeps, a month is 60 queries over ~7,000 rows each,
-        not one of 200,000 read into Python). Failures without
-        an error code count as `http_<status>`; credits by day leave out rows no account
-        answered. Raises ValueError for an unknown window.
+        Buckets align to whole minutes, hours or UTC days, the last holding now; every one is
+        present (zeros without rows). They are read from the rollup's slots that fit in them,
+        and rows only at the edges. Failures without an error code count as `http_<status>`;
+        credits by day leave out rows no account answered. Raises ValueError for an unknown
+        window.
         """
         if window not in TRAFFIC_WINDOWS:
             raise ValueError(f"window must be one of: {', '.join(TRAFFIC_WINDOWS)}")
         count, bucket_s = TRAFFIC_WINDOWS[window]
         await self.flush()
-        until = float((math.floor((time.time() if now is None else now) / bucket_s) + 1) * bucket_s)
+        now = self._clock()
+        until = float((math.floor(now / bucket_s) + 1) * bucket_s)
         since = until - count * bucket_s
-        slot = "CAST((at - ?) / ? AS INTEGER)"  # a row's bucket: since <= at < until
-        span = "FROM oplog WHERE at >= ? AND at < ?"
-        slotted = (since, bucket_s, since, until)
-        groups = await self._db.read(
-            f"SELECT {slot}, count(*), count(*) - SUM({_SUCCESS}), COALESCE(SUM(credits), 0),"
-            f" count(ttfb_ms) {span} GROUP BY 1",
-            slotted,
+        table, params = rollup.source(
+            rollup.cover(since, until, now, bucket_s=bucket_s),
+            rows_by=f"CAST(at AS INTEGER) / {bucket_s} * {bucket_s}.0",  # a row's bucket's start
         )
-        errors = await self._db.read(
-            f"SELECT COALESCE(error, 'http_' || status), count(*) {span} AND NOT {_SUCCESS}"
-            " GROUP BY 1 ORDER BY count(*) DESC, 1",
-            (since, until),
+        rows = await self._json(
+            ("bucket", "day", "kind", "value", "requests", "succeeded", "credits"),
+            "SELECT CAST((t - ?) / ? AS INTEGER) AS bucket, CASE kind"  # noqa: S608
+            f" WHEN 'account' THEN {_DAY} END AS day, kind, value, SUM(requests) AS requests,"
+            f" SUM(succeeded) AS succeeded, SUM(credits) AS credits FROM {table}"
+            f" WHERE kind IN ('total', 'account', 'error', 'status', '{TTFB}')"
+            " GROUP BY 1, 2, 3, 4",
+            (since, bucket_s, *params),
         )
-        days = await self._db.read(
-            f"SELECT {_DAY}, account_id, COALESCE(SUM(credits), 0), count(*) {span}"
-            " AND account_id IS NOT NULL GROUP BY 1, 2 ORDER BY 1, 2",
-            (since, until),
-        )
-        totals = {row[0]: (row[1], row[2], row[3], row[4]) for row in groups}
+        totals: dict[int, tuple[int, int, float]] = {}
+        failures: dict[str, int] = {}
+        days: dict[tuple[str, str], tuple[float, int]] = {}
+        timed: dict[int, list[tuple[str, int]]] = {}
+        for row in rows:
+            index, day, kind, value, requests, succeeded, credits = row
+            if kind == "total":
+                known = totals.get(index, (0, 0, 0.0))
+                totals[index] = (
+                    known[0] + requests,
+                    known[1] + requests - succeeded,
+                    known[2] + credits,
+                )
+            elif kind == "account":
+                spent = days.get((day, value), (0.0, 0))
+                days[(day, value)] = (spent[0] + credits, spent[1] + requests)
+            elif kind == TTFB:
+                timed.setdefault(index, []).append((value, requests))
+            else:  # every row of an error code or a failure's status failed
+                label = value if kind == "error" else f"http_{value}"
+                failures[label] = failures.get(label, 0) + requests
         buckets = []
         for index in range(count):
-            requests, failed, credits, timed = totals.get(index, (0, 0, 0.0, 0))
-            start = since + index * bucket_s
-            p50, p95 = (
-                [await self._ttfb_rank(start, start + bucket_s, timed, f) for f in (0.50, 0.95)]
-                if timed
-                else (None, None)
-            )
+            requests, failed, credits = totals.get(index, (0, 0, 0.0))
+            histogram = _histogram(timed.get(index, []))
             buckets.append(
                 TrafficBucket(
-                    start=start,
+                    start=since + index * bucket_s,
                     requests=requests,
                     errors=failed,
-                    ttfb_p50_ms=p50,
-                    ttfb_p95_ms=p95,
+                    ttfb_p50_ms=rollup.percentile(histogram, 0.50) if histogram else None,
+                    ttfb_p95_ms=rollup.percentile(histogram, 0.95) if histogram else None,
                     credits=round(credits, 6),
                 )
             )
@@ -316,52 +361,62 @@ class OpLog:
             since=since,
             bucket_s=bucket_s,
             buckets=tuple(buckets),
-            errors={row[0]: row[1] for row in errors},
+            errors=dict(sorted(failures.items(), key=lambda item: (-item[1], item[0]))),
             credits_by_day=tuple(
-                CreditsDay(row[0], row[1], round(row[2], 6), row[3]) for row in days
+                CreditsDay(day, account, round(spent[0], 6), spent[1])
+                for (day, account), spent in sorted(days.items())
             ),
         )
 
-    async def _groups(
-        self, column: str, start: float, *, order: str | None = None
-    ) -> tuple[StatsGroup, ...]:
-        """Rows grouped by `column` (a column or SQL expression), most requests first."""
-        order = order or f"count(*) DESC, {column}"
-        rows = await self._db.read(
-            f"SELECT {column}, count(*), count(*) - COALESCE(SUM({_SUCCESS}), 0),"  # noqa: S608
-            f" COALESCE(SUM(credits), 0) FROM oplog WHERE at >= ? AND {column} IS NOT NULL"
-            f" GROUP BY {column} ORDER BY {order}",
-            (start,),
-        )
-        return tuple(StatsGroup(row[0], row[1], row[2], round(row[3], 6)) for row in rows)
-
-    async def _ttfb(self, start: float) -> Percentiles | None:
-        """Nearest-rank percentiles from `start` on."""
-        row = await self._db.read_one(
-            "SELECT count(*) FROM oplog WHERE at >= ? AND ttfb_ms IS NOT NULL", (start,)
-        )
-        count = row[0] if row is not None else 0
-        if not count:
-            return None
-        return Percentiles(
-            *[await self._ttfb_rank(start, math.inf, count, f) for f in (0.50, 0.95, 0.99)]
-        )
-
-    async def _ttfb_rank(self, start: float, until: float, count: int, fraction: float) -> float:
-        """The nearest-rank percentile of the `count` timed rows in `[start, until)`, read with
-        one ordered offset query: SQLite sorts, so no row list crosses into Python and each
-        query holds the store's one connection only briefly."""
+    async def _json(
+        self, columns: Sequence[str], query: str, params: Sequence[Any]
+    ) -> list[list[Any]]:
+        """The rows of `query`, its `columns` of each, read as one JSON value (see `_INSERT`)."""
         found = await self._db.read_one(
-            "SELECT ttfb_ms FROM oplog WHERE at >= ? AND at < ? AND ttfb_ms IS NOT NULL"
-            " ORDER BY ttfb_ms LIMIT 1 OFFSET ?",
-            (start, until, max(0, math.ceil(fraction * count) - 1)),
+            f"SELECT json_group_array(json_array({', '.join(columns)})) FROM ({query})",  # noqa: S608
+            params,
         )
-        assert found is not None
-        return float(found[0])
+        return json.loads(found[0]) if found is not None else []
+
+    async def _rows(self, clauses: str, params: Sequence[Any]) -> list[list[Any]]:
+        """The rows `clauses` (WHERE, ORDER BY, LIMIT) select, each as [id, *`_COLUMNS`] with
+        `at` a float; in no particular order."""
+        found = await self._db.read_one(
+            f"SELECT {_AS_JSON} FROM (SELECT * FROM oplog {clauses})",  # noqa: S608
+            params,
+        )
+        rows: list[list[Any]] = json.loads(found[0]) if found is not None else []
+        for row in rows:
+            row[1] = float(row[1])
+        return rows
+
+    async def _insert(self, conn: aiosqlite.Connection, entries: Sequence[OpEntry]) -> None:
+        """Write a batch and roll it up, in the one transaction of the write-behind."""
+        batch = json.dumps([_row(entry) for entry in entries], allow_nan=False)
+        await conn.execute(_INSERT, (batch,))
+        await rollup.add(conn, len(entries), self._clock())
 
 
-async def _insert(conn: aiosqlite.Connection, entries: Sequence[OpEntry]) -> None:
-    await conn.executemany(_INSERT, [_row(entry) for entry in entries])
+def _histogram(counts: Iterable[tuple[str, int]]) -> list[tuple[int, int]]:
+    """The (bucket, rows) of a query's `ttfb` (value, rows), by bucket; empty if no rows."""
+    return sorted((int(bucket), rows) for bucket, rows in counts if rows)
+
+
+def _grouped(rows: Iterable[Sequence[Any]], key: int = 1) -> tuple[StatsGroup, ...]:
+    """Rows of a stats query (kind, value, day, then `MEASURES`) summed by column `key`, most
+    requests first."""
+    sums: dict[str, tuple[int, int, float]] = {}
+    for row in rows:
+        known = sums.get(row[key], (0, 0, 0.0))
+        sums[row[key]] = (known[0] + row[3], known[1] + row[3] - row[4], known[2] + row[7])
+    groups = [StatsGroup(key, r, e, round(c, 6)) for key, (r, e, c) in sums.items()]
+    return tuple(sorted(groups, key=lambda group: (-group.requests, group.key)))
+
+
+def _finite(value: float | None) -> float | None:
+    """A number JSON can carry: NaN or an infinity (never measured; credits as an upstream
+    sent them) is stored as unknown rather than fail its whole batch."""
+    return value if value is None or math.isfinite(value) else None
 
 
 def _row(entry: OpEntry) -> tuple[Any, ...]:
@@ -378,9 +433,9 @@ def _row(entry: OpEntry) -> tuple[Any, ...]:
         entry.stop_reason,
         entry.input_tokens,
         entry.output_tokens,
-        entry.credits,
-        entry.ttfb_ms,
-        entry.total_ms,
+        _finite(entry.credits),
+        _finite(entry.ttfb_ms),
+        _finite(entry.total_ms) or 0.0,
         entry.status,
         entry.error,
         ",".join(entry.dropped),
@@ -391,30 +446,19 @@ def _row(entry: OpEntry) -> tuple[Any, ...]:
     )
 
 
-def _entry(row: Any) -> OpEntry:
+def _entry(row: Sequence[Any]) -> OpEntry:
+    """A row as `_rows` reads it: [id, *`_COLUMNS`]."""
+    fields = dict(zip(_COLUMNS, row[1:], strict=True))
     return OpEntry(
-        at=row["at"],
-        request_id=row["request_id"],
-        key_id=row["key_id"],
-        protocol=row["protocol"],
-        model=row["model"],
-        stream=bool(row["stream"]),
-        account_id=row["account_id"],
-        attempts=_attempts(row["attempts"]),
-        stop_reason=row["stop_reason"],
-        input_tokens=row["input_tokens"],
-        output_tokens=row["output_tokens"],
-        credits=row["credits"],
-        ttfb_ms=row["ttfb_ms"],
-        total_ms=row["total_ms"],
-        status=row["status"],
-        error=row["error"],
-        dropped=tuple(part for part in row["dropped"].split(",") if part),
-        truncations=row["truncations"],
-        continuations=row["continuations"],
-        extensions=tuple(part for part in row["extensions"].split(",") if part),
-        cache=row["cache"],
+        **{name: fields[name] for name in _COLUMNS if name not in _CONVERTED},
+        stream=bool(fields["stream"]),
+        attempts=_attempts(fields["attempts"]),
+        dropped=tuple(part for part in fields["dropped"].split(",") if part),
+        extensions=tuple(part for part in fields["extensions"].split(",") if part),
     )
+
+
+_CONVERTED = frozenset({"stream", "attempts", "dropped", "extensions"})
 
 
 def _traced(row_id: int, entry: OpEntry) -> TraceRequest:

@@ -153,8 +153,9 @@ class Snapshots:
             return self._last
 
 
-# How long one window's figures are reused: a month's read costs up to a second of the store's
-# connection at the operation log's row bound, and its buckets are days.
+# How long one window's figures are reused by every open page: no shorter than its buckets need
+# (a month's are days); each read is a few milliseconds of the store's connection, from the
+# operation log's rollups.
 TRAFFIC_TTL_S = {"hour": 5.0, "day": 30.0, "month": 120.0}
 
 
