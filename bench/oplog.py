@@ -39,6 +39,7 @@ import argparse
 import asyncio
 import concurrent.futures
 import contextlib
+import functools
 import http.client
 import itertools
 import json
@@ -307,13 +308,16 @@ def _probes(setup: ProbeSetup) -> dict[str, Callable[[], None]]:
         "GET /trace?request_id=ID": one_request,
     }
     for window in ("hour", "day", "month"):
-        probes[f"GET /traffic?window={window}"] = control(lambda w=window: f"/traffic?window={w}")
-    for window in ("hour", "day", "month"):
-        probes[f"console /traffic?window={window}"] = lambda w=window: console.get(
-            f"/console/traffic?window={w}"
+        probes[f"GET /traffic?window={window}"] = control(functools.partial(_traffic_path, window))
+        probes[f"console /traffic?window={window}"] = functools.partial(
+            console.get, f"/console/traffic?window={window}"
         )
     probes["console /"] = lambda: console.get("/console/")
     return probes
+
+
+def _traffic_path(window: str) -> str:
+    return f"/traffic?window={window}"
 
 
 def probe(setup: ProbeSetup) -> dict[str, Any]:
