@@ -19,7 +19,7 @@ TOKENS = 50_000  # kirod's estimate of one request, prompt and answer
 
 
 def percentage(window: int, tokens: int = TOKENS, error: float = 1.0) -> float:
-    """Kiro's percentage of `window` for a request whose real size is `tokens` × `error`."""
+    """Kiro's percentage of `window` for a request whose real size is `tokens` x `error`."""
     return round(100 * tokens * error / window, 4)
 
 
