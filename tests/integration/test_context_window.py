@@ -2,8 +2,8 @@
 at 272 000 but its percentages are of 1 000 000 on most accounts (docs/KIRO-PROTOCOL.md §6.2).
 kirod learns that per account after a few answers, and from then on reports the real input
 (Responses and Messages `usage`), a 1M-based limit on `/v1/models` and in `kiroctl models`, and
-remembers it across a restart; an account still at 272K learns nothing; with two accounts each
-learns its own."""
+remembers it across a restart, and tells a prompt too long by it; an account still at 272K
+learns nothing; with two accounts each learns its own."""
 
 from __future__ import annotations
 
@@ -22,7 +22,7 @@ from click.testing import CliRunner
 from kirod.accounts.windows import STREAK
 from kirod.cli.main import cli
 from kirod.testing.daemon import DaemonProcess
-from kirod.testing.fake_kiro import FakeKiro, ThreadedFake
+from kirod.testing.fake_kiro import FakeKiro, Model, ThreadedFake
 from kirod.testing.fake_kiro.validate import estimate_tokens
 from tests.support.kiro_env import import_account, start_daemon
 
@@ -64,11 +64,15 @@ def openai_client(proc: DaemonProcess) -> openai.OpenAI:
     return openai.OpenAI(base_url=f"{proc.base_url}/v1", api_key=proc.api_key, max_retries=0)
 
 
-def kiroctl_models(proc: DaemonProcess) -> dict[str, Any]:
+def kiroctl_listing(proc: DaemonProcess) -> list[dict[str, Any]]:
     result = CliRunner().invoke(cli, ["--socket", str(proc.socket_path), "models", "--json"])
     assert result.exit_code == 0, result.output
-    listing: dict[str, Any] = json.loads(result.output)
-    [row] = [row for row in listing["models"] if row["kiro_id"] == MODEL]
+    models: list[dict[str, Any]] = json.loads(result.output)["models"]
+    return models
+
+
+def kiroctl_models(proc: DaemonProcess) -> dict[str, Any]:
+    [row] = [row for row in kiroctl_listing(proc) if row["kiro_id"] == MODEL]
     return row
 
 
@@ -175,5 +179,42 @@ def test_two_accounts_each_learn_their_own(
         assert [(w["account"], w["window"]) for w in row["learned_windows"]] == [
             (ids[wide.account_id], 1_000_000)
         ]
+    finally:
+        assert proc.stop() == 0
+
+
+def test_the_too_long_answer_names_the_learned_limit(
+    fake: ThreadedFake, service: FakeKiro, root: Path
+) -> None:
+    # A Claude model whose listing, like GPT-5.6's, says less than the account has: listed at
+    # 10 000, a 50 000 window, prompts to 45 000 (small enough for the fake's body limit).
+    service.set_model(
+        Model("claude-sonnet-4.5", "Claude Sonnet 4.5", 10_000, 5_000, 1.3, window=50_000)
+    )
+    proc = start_daemon(root, fake)
+    import_account(proc, service.issue_social_account())
+    try:
+        with anthropic.Anthropic(
+            base_url=proc.base_url, api_key=proc.api_key, max_retries=0
+        ) as claude:
+            for n in range(STREAK):
+                claude.messages.create(
+                    model="claude-sonnet-4-5",
+                    max_tokens=100,
+                    messages=[{"role": "user", "content": f"Question {n}. {FILLER}"}],
+                )
+            with pytest.raises(anthropic.BadRequestError) as refused:
+                claude.messages.create(
+                    model="claude-sonnet-4-5",
+                    max_tokens=100,
+                    messages=[{"role": "user", "content": FILLER * 3}],
+                )
+        [row] = [r for r in kiroctl_listing(proc) if r["kiro_id"] == "claude-sonnet-4.5"]
+        limit = row["context_window"]
+        # The learned window (about 50 000, by kirod's estimate) less the 5 000 output.
+        assert 30_000 <= limit <= 45_000
+        assert refused.value.status_code == 400
+        assert "prompt is too long: " in refused.value.message
+        assert f"tokens > {limit} maximum" in refused.value.message
     finally:
         assert proc.stop() == 0
