@@ -14,6 +14,10 @@ spent on an account that lacks the model; a model no account offers is the 404 l
 available. An upstream `INVALID_MODEL_ID` drops the model from that account's cached catalog and
 marks the catalog stale, so the next use reads it again; on an account no catalog was read for,
 the model leaves that account's static fallback, and the attempt tries the name once more there.
+
+Windows: the window an account really has for a model, where it is not the listed one, is learned
+by `ModelDirectory.windows` (`kirod.accounts.windows`); routes carry it, and an offer's limit is
+the smallest any of its accounts takes.
 """
 
 from __future__ import annotations
@@ -392,18 +396,17 @@ class ModelDirectory:
     def _windowed(self, info: ModelInfo, accounts: tuple[str, ...]) -> Offer:
         """The offer with the windows learned on its accounts: a client that budgets by its
         limit fits on whichever of them serves it."""
-        learned = [self.windows.window(account, info.kiro_id) for account in accounts]
-        if not any(learned):
+        windows = [self.windows.window(account, info.kiro_id) for account in accounts]
+        if not any(windows):
             return Offer(info, accounts)
-        limit = min(info.context_window if w is None else prompt_limit(info, w) for w in learned)
-        kept = tuple(w for w in self.windows.learned() if w.kiro_id == info.kiro_id)
-        windowed = dataclasses.replace(info, context_window=limit)
-        return Offer(
-            windowed,
-            accounts,
-            tuple(w for w in kept if w.account_id in accounts),
-            info.context_window,
+        limit = min(info.context_window if w is None else prompt_limit(info, w) for w in windows)
+        learned = tuple(
+            w
+            for w in self.windows.learned()
+            if w.kiro_id == info.kiro_id and w.account_id in accounts
         )
+        windowed = dataclasses.replace(info, context_window=limit)
+        return Offer(windowed, accounts, learned, info.context_window)
 
     def known(self, account_ids: Sequence[str]) -> ModelCatalog:
         """The union of the catalogs already fetched for these accounts; static if none."""
