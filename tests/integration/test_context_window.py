@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import sqlite3
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -218,3 +219,28 @@ def test_the_too_long_answer_names_the_learned_limit(
         assert f"tokens > {limit} maximum" in refused.value.message
     finally:
         assert proc.stop() == 0
+
+
+def test_a_window_that_shrinks_back_is_noticed(
+    fake: ThreadedFake, service: FakeKiro, root: Path
+) -> None:
+    proc = start_daemon(root, fake)
+    tokens = service.issue_social_account()
+    import_account(proc, tokens)
+    database = proc.state_dir / "kirod.db"
+    try:
+        with openai_client(proc) as gpt:
+            for n in range(STREAK):
+                ask(gpt, n)
+            assert kiroctl_models(proc)["learned_windows"]
+            service.set_listed_windows(tokens.account_id)  # Kiro takes the 1M window back
+            after = [ask(gpt, n) for n in range(STREAK, 2 * STREAK + 1)]
+            # Over-reported 3.68x until the streak is complete, then right again.
+            assert all(reported > 3 * real_input(service) for reported in after[:STREAK])
+            assert near(after[STREAK], real_input(service))
+            assert listed_limit(gpt) == LISTED
+        assert kiroctl_models(proc)["learned_windows"] == []
+    finally:
+        assert proc.stop() == 0
+    with sqlite3.connect(database) as db:
+        assert db.execute("SELECT count(*) FROM model_windows").fetchone() == (0,)
