@@ -40,7 +40,7 @@ MIN_TOKENS = 4_000  # smaller requests are not counted
 SNAP = 0.25  # relative distance within which a figure is taken as a known size
 KNOWN_WINDOWS = (128_000, 200_000, 272_000, 400_000, 500_000, 1_000_000, 2_000_000)
 """Round sizes models have: the windows of docs/KIRO-PROTOCOL.md §2.7, GPT-5.6's 1M found by
-probe (§6.2), and the sizes between and above that new models list."""
+probe (docs/KIRO-PROTOCOL.md §6.2), and the sizes between and above that new models list."""
 
 Key = tuple[str, str]  # (account id, Kiro model id)
 
