@@ -14,10 +14,15 @@ spent on an account that lacks the model; a model no account offers is the 404 l
 available. An upstream `INVALID_MODEL_ID` drops the model from that account's cached catalog and
 marks the catalog stale, so the next use reads it again; on an account no catalog was read for,
 the model leaves that account's static fallback, and the attempt tries the name once more there.
+
+Windows: the window an account really has for a model, where it is not the listed one, is learned
+by `ModelDirectory.windows` (`kirod.accounts.windows`); routes carry it, and an offer's limit is
+the smallest any of its accounts takes.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import time
 from collections.abc import Callable, Sequence
@@ -26,6 +31,7 @@ from dataclasses import dataclass
 from kirod import log
 from kirod.accounts.account import to_upstream
 from kirod.accounts.tokens import TokenKeeper
+from kirod.accounts.windows import WindowLearner
 from kirod.canonical.catalog import (
     STATIC_CATALOG,
     STATIC_CATALOG_AS_OF,
@@ -34,6 +40,7 @@ from kirod.canonical.catalog import (
 )
 from kirod.canonical.catalog import catalog_from_list_available_models as parse_catalog
 from kirod.canonical.client_models import CLIENT_MODELS
+from kirod.canonical.context_window import prompt_limit
 from kirod.canonical.model_names import parse_name
 from kirod.canonical.resolution import (
     ModelPolicy,
@@ -45,6 +52,7 @@ from kirod.canonical.resolution import (
 from kirod.errors import ApiError
 from kirod.report_types import ClientModelRow
 from kirod.storage.accounts import AccountRecord, AccountStore
+from kirod.storage.windows import LearnedWindow
 from kirod.tasks import SingleFlight, TaskOwner
 from kirod.upstream.client import KiroClient, UpstreamAccount
 from kirod.upstream.errors import RefreshError, UpstreamError
@@ -145,10 +153,16 @@ class CatalogCache:
 
 @dataclass(frozen=True, slots=True)
 class Offer:
-    """One model and the active accounts that offer it (none: the static list)."""
+    """One model and the active accounts that offer it (none: the static list).
+
+    Where an account's window for it was learned (`kirod.accounts.windows`), `info` has the
+    prompt limit every offering account takes (the smallest), `learned` those windows, and
+    `listed_window` the catalog's limit."""
 
     info: ModelInfo
     accounts: tuple[str, ...]
+    learned: tuple[LearnedWindow, ...] = ()
+    listed_window: int | None = None  # None: `info.context_window` is the listed one
 
 
 @dataclass(frozen=True, slots=True)
@@ -207,11 +221,13 @@ class ModelDirectory:
         catalogs: CatalogCache,
         keeper: TokenKeeper,
         policy: ModelPolicy,
+        windows: WindowLearner | None = None,
     ) -> None:
         self._accounts = accounts
         self._catalogs = catalogs
         self._keeper = keeper
         self.policy = policy
+        self.windows = windows or WindowLearner()  # the window each account really has
         self._seen: dict[tuple[str, str], Substitution] = {}
         # name → (catalog version, the records routed over, the routing): a request's routing
         # is the last one's until an account record or a catalog changes.
@@ -374,8 +390,23 @@ class ModelDirectory:
             return Offers("static", tuple(Offer(info, ()) for info in STATIC_CATALOG))
         return Offers(
             "accounts",
-            tuple(Offer(info, tuple(ids)) for info, ids in offered.values()),
+            tuple(self._windowed(info, tuple(ids)) for info, ids in offered.values()),
         )
+
+    def _windowed(self, info: ModelInfo, accounts: tuple[str, ...]) -> Offer:
+        """The offer with the windows learned on its accounts: a client that budgets by its
+        limit fits on whichever of them serves it."""
+        windows = [self.windows.window(account, info.kiro_id) for account in accounts]
+        if not any(windows):
+            return Offer(info, accounts)
+        limit = min(info.context_window if w is None else prompt_limit(info, w) for w in windows)
+        learned = tuple(
+            w
+            for w in self.windows.learned()
+            if w.kiro_id == info.kiro_id and w.account_id in accounts
+        )
+        windowed = dataclasses.replace(info, context_window=limit)
+        return Offer(windowed, accounts, learned, info.context_window)
 
     def known(self, account_ids: Sequence[str]) -> ModelCatalog:
         """The union of the catalogs already fetched for these accounts; static if none."""

@@ -333,6 +333,7 @@ async def run(
                 extensions=extensions,
             )
             stack.push_async_callback(layer.close)  # after the drain, before the store
+            await layer.models.windows.load()  # the windows learned before a restart
             models, dispatcher = layer.models, layer.dispatcher
 
             def info() -> DaemonInfo:

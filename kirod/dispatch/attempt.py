@@ -259,6 +259,8 @@ class Attempts:
             parameter_policy=self.settings.parameter_policy,
             cache_points=self.settings.cache_points,
             tool_delivery=self.settings.tool_delivery,
+            # The window this account really has for it, where kirod learned one.
+            usage_window=self.models.windows.window(lease.account_id, model.kiro_id),
         )
 
     async def _fresh(

@@ -13,6 +13,7 @@ from kirod.accounts.probes import UsageProbes
 from kirod.accounts.profiles import ProfileFinder
 from kirod.accounts.strategy import Strategy
 from kirod.accounts.tokens import TokenKeeper
+from kirod.accounts.windows import WindowLearner
 from kirod.canonical.catalog import ModelInfo
 from kirod.canonical.request import CanonicalRequest
 from kirod.canonical.resolution import ModelPolicy
@@ -25,6 +26,7 @@ from kirod.storage.affinity import AffinityStore
 from kirod.storage.cache import CacheStore
 from kirod.storage.db import Database
 from kirod.storage.oplog import OpLog
+from kirod.storage.windows import WindowStore
 from kirod.tasks import TaskOwner
 from kirod.upstream.client import KiroClient
 from kirod.upstream.exchange import Route
@@ -95,6 +97,7 @@ def build_account_layer(
         CatalogCache(client, tasks),
         keeper,
         ModelPolicy(aliases=dict(settings.model_aliases), fallback=settings.model_fallback),
+        WindowLearner(WindowStore(db)),
     )
     affinity = AffinityMap(AffinityStore(db), affinity_secret, ttl_s=settings.affinity_ttl_s)
     probes = UsageProbes(pool, client, keeper, tasks)

@@ -306,6 +306,7 @@ class Dispatcher:
             if retry is not None:
                 raise retry
         await self._attempts.finished(opened.lease, opened.route, broke)
+        await self._measured(opened, parts)
         return _replayed(batches)
 
     async def _heard(
@@ -316,7 +317,24 @@ class Dispatcher:
         async for batch in batches:
             if batch and isinstance(batch[-1], MessageStop | ErrorEvent):
                 await self._attempts.finished(opened.lease, opened.route, parts.failure)
+                await self._measured(opened, parts)
             yield batch
+
+    async def _measured(self, opened: Opened, parts: _Parts) -> None:
+        """Kiro's context percentages of the turn's exchanges, for the window the account
+        really has (`kirod.accounts.windows`)."""
+        route = opened.route
+        for exchange in parts.exchanges:
+            usage = exchange.context_usage
+            if usage is not None:
+                await self._models.windows.observe(
+                    opened.lease.account_id,
+                    route.model.kiro_id,
+                    listed=route.model.context_window,
+                    in_use=route.window,
+                    percentage=usage.percentage,
+                    estimated_tokens=usage.estimated_tokens,
+                )
 
     async def _open(
         self,

@@ -3,7 +3,8 @@
 The same list as the public `/v1/models` (each active account's catalog, fetched when stale, or
 the static one before any is known), with which accounts offer each model, the configured
 aliases, what the family words resolve to, what serves each id the supported clients send by
-default (`ModelDirectory.client_defaults`), and the substitutions made since start.
+default (`ModelDirectory.client_defaults`), and the substitutions made since start. Each model
+has its listed window and those kirod learned on accounts (`kirod.accounts.windows`).
 """
 
 from __future__ import annotations
@@ -23,7 +24,12 @@ def _row(offer: Offer) -> dict[str, Any]:
         "id": info.public_id,
         "kiro_id": info.kiro_id,
         "display_name": info.display_name,
-        "context_window": info.context_window,
+        "context_window": info.context_window,  # the prompt limit every offering account takes
+        "listed_window": offer.listed_window or info.context_window,
+        "learned_windows": [
+            {"account": w.account_id, "window": w.window, "learned_at": w.learned_at}
+            for w in offer.learned
+        ],
         "max_output_tokens": info.max_output_tokens,
         "supports_images": info.supports_images,
         "supports_documents": info.supports_documents,

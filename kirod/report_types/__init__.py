@@ -18,7 +18,13 @@ from kirod.report_types.console import ConsoleLink
 from kirod.report_types.keys import ApiKey, CreatedKey
 from kirod.report_types.logins import Login
 from kirod.report_types.maintenance import Maintenance, MaintenanceResult
-from kirod.report_types.models import ClientModelRow, ModelRow, Models, Substitution
+from kirod.report_types.models import (
+    ClientModelRow,
+    LearnedWindowRow,
+    ModelRow,
+    Models,
+    Substitution,
+)
 from kirod.report_types.pool import PacedAccount, Pacing, Pool, PoolAccount
 from kirod.report_types.settings import Config, ExtensionInfo, ExtensionList
 from kirod.report_types.stats import (
@@ -63,6 +69,7 @@ __all__ = [
     "ExtensionInfo",
     "ExtensionList",
     "Imported",
+    "LearnedWindowRow",
     "Listener",
     "LogLines",
     "Login",

@@ -9,12 +9,27 @@ from typing import Any
 
 
 @dataclass(frozen=True)
+class LearnedWindowRow:
+    """A window kirod learned an account really has for a model, unlike the listed one."""
+
+    account: str
+    window: int  # what Kiro's context percentage is of on the account
+    learned_at: float
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> LearnedWindowRow:
+        return cls(str(data["account"]), int(data["window"]), float(data["learned_at"]))
+
+
+@dataclass(frozen=True)
 class ModelRow:
     id: str  # the public id clients ask for
     kiro_id: str
-    context_window: int
+    context_window: int  # the prompt limit every offering account takes
     max_output_tokens: int
     accounts: tuple[str, ...]  # the ids of the accounts that offer it
+    listed_window: int = 0  # the catalog's maxInputTokens
+    learned: tuple[LearnedWindowRow, ...] = ()
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> ModelRow:
@@ -24,6 +39,8 @@ class ModelRow:
             context_window=int(data["context_window"]),
             max_output_tokens=int(data["max_output_tokens"]),
             accounts=tuple(str(item) for item in data.get("accounts") or ()),
+            listed_window=int(data.get("listed_window") or data["context_window"]),
+            learned=tuple(LearnedWindowRow.from_json(w) for w in data.get("learned_windows") or ()),
         )
 
 

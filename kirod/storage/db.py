@@ -172,6 +172,18 @@ MIGRATIONS: tuple[str, ...] = (
     CREATE INDEX oplog_by_request ON oplog (request_id);
     """
     + rollup.fill(f"CAST(strftime('%s', 'now') AS INTEGER) - {rollup.RECENT.keep_s}"),
+    # 11: the context window each account really has for a model, where it is not the listed
+    # one (kirod.accounts.windows): a handful of rows, read whole at start.
+    """
+    CREATE TABLE model_windows (
+        account_id TEXT NOT NULL,
+        model      TEXT NOT NULL,     -- the Kiro id
+        listed     INTEGER NOT NULL,  -- the catalog's maxInputTokens when it was learned
+        learned    INTEGER NOT NULL,  -- the window: what Kiro's context percentage is of
+        learned_at REAL NOT NULL,
+        PRIMARY KEY (account_id, model)
+    ) WITHOUT ROWID;
+    """,
 )
 
 _SIBLINGS = ("", "-wal", "-shm", "-journal")

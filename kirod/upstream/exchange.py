@@ -38,6 +38,7 @@ from dataclasses import dataclass
 
 from kirod import log
 from kirod.canonical.catalog import ModelInfo
+from kirod.canonical.context_window import prompt_limit
 from kirod.canonical.events import CanonicalEvent, ErrorEvent, MessageStart
 from kirod.canonical.request import CanonicalRequest, WebSearch
 from kirod.canonical.token_count import estimate_request_tokens
@@ -54,7 +55,7 @@ from kirod.upstream.payload import ParameterPolicy, build_payload
 from kirod.upstream.translate import ToolDelivery, Translator, Truncation
 from kirod.upstream.websearch import SEARCH_TOOL, answer_search
 
-__all__ = ["Exchange", "ParameterPolicy", "Route", "ToolDelivery", "open_exchange"]
+__all__ = ["ContextUsage", "Exchange", "ParameterPolicy", "Route", "ToolDelivery", "open_exchange"]
 
 logger = logging.getLogger(__name__)
 
@@ -78,6 +79,30 @@ class Route:
     parameter_policy: ParameterPolicy = "drop"
     cache_points: bool = False  # the `prompt_cache_points` experiment
     tool_delivery: ToolDelivery = "complete"
+    # What Kiro's context percentage is of, when the account has a window of its own for the
+    # model (docs/KIRO-PROTOCOL.md §3.5); None: the model's `context_window`.
+    usage_window: int | None = None
+
+    @property
+    def window(self) -> int:
+        return self.usage_window or self.model.context_window
+
+    @property
+    def prompt_limit(self) -> int:
+        """The most prompt tokens the model takes on this account."""
+        if self.usage_window is None:
+            return self.model.context_window
+        return prompt_limit(self.model, self.usage_window)
+
+
+@dataclass(frozen=True, slots=True)
+class ContextUsage:
+    """Kiro's context percentage of an exchange, and the tokens kirod estimated for the same
+    request: the prompt, and the answer, which the percentage also counts (docs/KIRO-PROTOCOL.md
+    §3.5)."""
+
+    percentage: float
+    estimated_tokens: int
 
 
 class Exchange:
@@ -108,6 +133,15 @@ class Exchange:
         # Why the answer broke off after its first event, when that is the account's failure;
         # set before the error event that ends the stream is handed on.
         self.failure: UpstreamError | None = None
+
+    @property
+    def context_usage(self) -> ContextUsage | None:
+        """Kiro's context percentage of this exchange, once it came, beside kirod's estimate."""
+        translator = self._translator
+        if translator is None or translator.context_usage is None:
+            return None
+        estimated = self.input_tokens + translator.output_tokens
+        return ContextUsage(translator.context_usage, estimated)
 
     @property
     def truncation(self) -> Truncation | None:
@@ -194,14 +228,14 @@ async def open_exchange(
             if exc.failure is Failure.CONTEXT_TOO_LONG:
                 # The local estimate can fall short of Kiro's count, which is the one that holds.
                 tokens = estimate_request_tokens(request)
-                raise UpstreamPromptTooLong(tokens, model.context_window) from None
+                raise UpstreamPromptTooLong(tokens, route.prompt_limit) from None
             raise
         message_id = secrets.token_hex(12)
         input_tokens = estimate_request_tokens(request)
         translator = Translator(
             message_id=message_id,
             model=route.model_name,
-            context_window=model.context_window,
+            context_window=route.window,
             input_tokens_estimate=input_tokens,
             tool_names=payload.tool_names.original,
             declared_tools={tool.name for tool in request.tools},

@@ -152,7 +152,9 @@ class Translator:
 
     Both return the events that became known; after a terminal event they return nothing more.
     `input_tokens_estimate` opens the stream and stays the input count unless Kiro reports its
-    context usage, which `context_window` (the model's, in tokens) converts back to tokens.
+    context usage, which `context_window` (the window Kiro's percentage is of, in tokens: the
+    listed one, or the one learned on the account, docs/KIRO-PROTOCOL.md §3.5) converts back to
+    tokens; `context_usage` keeps the percentage, for learning that window.
     `tool_names` maps names as sent upstream back to the client's; `declared_tools` holds the
     client's names, and only calls to those are rescued from leaked text. `tool_delivery` says
     whether tool input is held until the call is complete; `clock` times cut-off calls.
@@ -206,6 +208,7 @@ class Translator:
         self._finished_tools: set[str] = set()
         self.truncation: Truncation | None = None  # the call Kiro cut off, when it did
         self.error: ErrorEvent | None = None  # the error that ended the stream, when one did
+        self.context_usage: float | None = None  # Kiro's contextUsagePercentage, once it came
         self._leaked_calls = 0
 
         self._text_blocks = 0
@@ -302,6 +305,7 @@ class Translator:
             case "contextUsageEvent":
                 percentage = _number(payload, "contextUsagePercentage")
                 if percentage is not None:
+                    self.context_usage = percentage
                     self._input_tokens = round(percentage * self._context_window / 100)
             case "metadataEvent":
                 self._reported = _token_usage(payload.get("tokenUsage")) or self._reported
@@ -536,6 +540,11 @@ class Translator:
             cache_read_tokens=reported.cache_read,
             cache_write_tokens=reported.cache_write,
         )
+
+    @property
+    def output_tokens(self) -> int:
+        """The answer's output tokens so far: Kiro's count when it sent one, else the estimate."""
+        return self._usage().output_tokens
 
     def _start(self) -> None:
         if not self._started:

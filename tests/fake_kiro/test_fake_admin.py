@@ -142,6 +142,10 @@ def test_remote_accounts_and_tokens(threaded: ThreadedFake) -> None:
     remote.suspend_account(account["accountId"])
     assert chat(threaded.base_url, account)[0] == 403
     remote.suspend_account(account["accountId"], suspended=False)
+    remote.set_listed_windows(account["accountId"])
+    assert threaded.fake.account(account["accountId"]).listed_windows
+    remote.set_listed_windows(account["accountId"], listed=False)
+    assert not threaded.fake.account(account["accountId"]).listed_windows
     remote.expire_access_token(account["accessToken"])
     assert chat(threaded.base_url, account)[0] == 403
 

@@ -671,3 +671,53 @@ async def test_mcp_web_search(served: Served, session: aiohttp.ClientSession) ->
         headers=auth(account),
     ) as response:
         assert (await response.json())["error"]["code"] == -32601
+
+
+def context_usage(raw: bytes) -> float:
+    [usage] = [f for f in frames_of(raw) if f.event_type == "contextUsageEvent"]
+    percentage = usage.payload["contextUsagePercentage"]
+    assert isinstance(percentage, float)
+    return percentage
+
+
+async def test_gpt_5_6_has_a_1m_window_behind_its_listing_unless_the_account_is_not_there_yet(
+    served: Served, session: aiohttp.ClientSession
+) -> None:
+    fake, url = served
+    wide, narrow = fake.issue_social_account(), fake.issue_social_account()
+    fake.set_listed_windows(narrow.account_id)
+    text = "All work and no play makes Jack a dull boy. " * 200
+    data = chat_body(wide, text, model="gpt-5.6-sol")
+    status, _, raw = await post_chat(session, url, wide, data)
+    on_wide = context_usage(raw)
+    status, _, raw = await post_chat(
+        session, url, narrow, chat_body(narrow, text, model="gpt-5.6-sol")
+    )
+    assert status == 200
+    assert context_usage(raw) / on_wide == pytest.approx(1_000_000 / 272_000, rel=0.01)
+    [model] = [m for m in fake.models() if m.model_id == "gpt-5.6-sol"]
+    assert (model.max_input_tokens, model.usage_window, model.prompt_limit) == (
+        272_000,
+        1_000_000,
+        872_000,
+    )
+
+
+async def test_a_real_window_takes_prompts_to_itself_less_the_output_limit(
+    served: Served, session: aiohttp.ClientSession
+) -> None:
+    fake, url = served
+    fake.set_model(Model("wide", "Wide", 50, 10, 1.0, window=100))  # prompts to 90 tokens
+    wide, narrow = fake.issue_social_account(), fake.issue_social_account()
+    fake.set_listed_windows(narrow.account_id)
+    fits = chat_body(wide, "x" * 200, model="wide")  # 84 estimated tokens: above 50, below 90
+    assert (await post_chat(session, url, wide, fits))[0] == 200
+    status, _, raw = await post_chat(
+        session, url, narrow, chat_body(narrow, "x" * 100, model="wide")
+    )
+    assert (status, json.loads(raw)["message"]) == (400, "Input is too long.")
+    over = chat_body(wide, "x" * 300, model="wide")
+    status, _, raw = await post_chat(session, url, wide, over)
+    refusal = json.loads(raw)
+    assert (status, refusal["reason"]) == (400, "CONTENT_LENGTH_EXCEEDS_THRESHOLD")
+    assert refusal["message"].endswith("exceeds the model maximum (90).")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 import time
+from collections import Counter
 from datetime import datetime
 
 import click
@@ -11,7 +12,7 @@ import click
 from kirod.cli import render
 from kirod.cli.context import App, json_option, pass_app
 from kirod.localapi.client import stats_path
-from kirod.report_types import Models, StatsGroup
+from kirod.report_types import ModelRow, Models, StatsGroup
 
 _RELATIVE = re.compile(r"(\d+(?:\.\d+)?)\s*([smhdw])")
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
@@ -21,16 +22,22 @@ _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
 @json_option
 @pass_app
 def models(app: App, as_json: bool) -> None:
-    """List the models your accounts offer, and which accounts offer each."""
+    """List the models your accounts offer, and which accounts offer each.
+
+    LISTED is the window the catalog lists; LEARNED, the windows Kiro really measures on some
+    accounts (kirod learns them from its context usage); CONTEXT, the prompt limit clients are
+    told."""
     listing = app.call(lambda kirod: kirod.models())
     if as_json:
         render.print_json(listing.to_json())
         return
-    grid = render.Grid("MODEL", "KIRO ID", "CONTEXT", "MAX OUTPUT", "ACCOUNTS")
+    grid = render.Grid("MODEL", "KIRO ID", "LISTED", "LEARNED", "CONTEXT", "MAX OUTPUT", "ACCOUNTS")
     for row in listing.models:
         grid.add_row(
             row.id,
             row.kiro_id,
+            f"{row.listed_window:,}",
+            _learned(row),
             f"{row.context_window:,}",
             f"{row.max_output_tokens:,}",
             str(len(row.accounts)) if listing.source == "accounts" else render.DASH,
@@ -39,6 +46,14 @@ def models(app: App, as_json: bool) -> None:
     if listing.source == "static":
         app.out.print("(no active account yet: this is kirod's built-in list)")
     _substitutes(app, listing)
+
+
+def _learned(row: ModelRow) -> str:
+    """Each learned window, and on how many of the model's accounts."""
+    if not row.learned:
+        return render.DASH
+    counts = Counter(w.window for w in row.learned)
+    return ", ".join(f"{window:,} ({n}/{len(row.accounts)})" for window, n in counts.items())
 
 
 def _substitutes(app: App, listing: Models) -> None:

@@ -291,13 +291,17 @@ def models_page(models: Models, names: Mapping[str, str], csrf: str) -> str:
             escape(row.id),
             escape(row.kiro_id),
             escape(f"{row.context_window:,}"),
+            escape(
+                ", ".join(f"{w.window:,} ({names.get(w.account, w.account)})" for w in row.learned)
+                or f"{row.listed_window:,} (listed)"
+            ),
             escape(f"{row.max_output_tokens:,}"),
             escape(", ".join(names.get(account, account) for account in row.accounts) or "—"),
         )
         for row in models.models
     )
     table = _table(
-        ("Model", "Kiro id", "Context", "Max output", "Accounts"),
+        ("Model", "Kiro id", "Context", "Window", "Max output", "Accounts"),
         rows,
         caption="Models served, from the accounts' catalogs"
         if models.source == "accounts"

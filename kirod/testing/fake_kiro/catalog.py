@@ -3,6 +3,13 @@
 Figures are plausible rather than authoritative: context windows follow what peers use for token
 math (200 000 by default, 1 000 000 for the 1M and newest models, 272 000 for GPT-5.6), rate
 multipliers follow the kiro-cli capture (`auto` 1.0, `claude-opus-4.7` 2.2).
+
+GPT-5.6 is listed at 272 000 but has a 1 000 000 window (`Model.window`): its prompts go to
+872 000 tokens, and the context percentage is of 1 000 000 (docs/KIRO-PROTOCOL.md §6.2; sunerpy/
+kiro-provider docs/audits/kiro-gpt56-sol-1m-context-probe-2026-09-06.zh.md, 2026-09-06; yupanzi/
+kiro2claude docs/PITFALLS.md, section "GPT context window", rolled out per account from
+2026-09-14). An account the rollout has not reached has the listed window
+(`Account.listed_windows`).
 """
 
 from __future__ import annotations
@@ -60,6 +67,8 @@ class Model:
     opaque `redactedContent` blob (GPT-5.6) instead of text + signature. `premium`: not available
     on Free plans (Opus). `cache_checkpoints`: listed with a `promptCaching` block allowing that
     many `cachePoint`s per request (docs/KIRO-PROTOCOL.md §6.2: 4 on Claude models); 0 lists none.
+    `window`: the window Kiro really has when it is not the listed `max_input_tokens` (input and
+    output together, as GPT-5.6's 1M: prompts to 1M less the output limit); None: the listed one.
     """
 
     model_id: str
@@ -74,6 +83,19 @@ class Model:
     premium: bool = False
     provider: str = "anthropic"
     cache_checkpoints: int = 0
+    window: int | None = None
+
+    @property
+    def usage_window(self) -> int:
+        """What `contextUsagePercentage` is a percentage of."""
+        return self.window or self.max_input_tokens
+
+    @property
+    def prompt_limit(self) -> int:
+        """The most input tokens Kiro takes: GPT-5.6's 872 000 is its 1M less 128 000 output."""
+        return (
+            self.max_input_tokens if self.window is None else self.window - self.max_output_tokens
+        )
 
     def to_json(self) -> dict[str, Any]:
         """The model as ListAvailableModels serializes it."""
@@ -173,6 +195,7 @@ DEFAULT_MODELS: tuple[Model, ...] = (
         honors_reasoning_effort=True,
         redacted_reasoning=True,
         provider="openai",
+        window=1_000_000,  # listed 272 000: see the module docstring
     ),
 )
 

@@ -37,7 +37,7 @@ EVENTSTREAM_CONTENT_TYPE = "application/vnd.amazon.eventstream"
 async def generate_assistant_response(
     fake: FakeKiro, request: web.Request, record: RecordedRequest, account: Account
 ) -> web.StreamResponse:
-    models = {model.model_id: model for model in fake.models()}
+    models = {model.model_id: _on_account(model, account) for model in fake.models()}
     rejection = validate_chat(record.body, models)
     if rejection is not None:
         record.rejected_by = rejection.rule
@@ -63,6 +63,11 @@ async def generate_assistant_response(
             lambda current: dataclasses.replace(current, usage=current.usage.consume(plan.credits)),
         )
     return response
+
+
+def _on_account(model: Model, account: Account) -> Model:
+    """The model as the account has it: the listed window where the 1M rollout has not come."""
+    return dataclasses.replace(model, window=None) if account.listed_windows else model
 
 
 def _account_refusal(

@@ -81,6 +81,9 @@ class RemoteFake:
     def suspend_account(self, account_id: str, suspended: bool = True) -> None:
         self._call("PUT", "/suspension", {"account_id": account_id, "suspended": suspended})
 
+    def set_listed_windows(self, account_id: str, listed: bool = True) -> None:
+        self._call("PUT", "/listed-windows", {"account_id": account_id, "listed": listed})
+
     def expire_access_token(self, access_token: str) -> None:
         self._call("POST", "/tokens/expire", {"access_token": access_token})
 

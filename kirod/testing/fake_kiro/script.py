@@ -13,6 +13,7 @@ import base64
 import enum
 import hashlib
 import json
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -449,7 +450,7 @@ def plan_stream(script: Script, request: ChatRequest, latency: Latency) -> Strea
     credits = reply.credits if reply.credits is not None else _default_credits(request, text)
     usage = reply.context_usage
     if usage is None:
-        usage = round(100 * request.estimated_tokens / request.model.max_input_tokens, 4)
+        usage = context_usage(request, text)
     tail = [
         encode_event(
             "meteringEvent", {"unit": "credit", "unitPlural": "credits", "usage": credits}
@@ -550,6 +551,15 @@ def _snapshots(arguments: Mapping[str, Any], chunk_size: int) -> list[dict[str, 
 def _tool_use_id(seed: str, index: int) -> str:
     digest = hashlib.sha256(f"{seed}:{index}".encode()).digest()[:16]
     return "tooluse_" + base64.urlsafe_b64encode(digest).decode("ascii").rstrip("=")
+
+
+def context_usage(request: ChatRequest, output: str) -> float:
+    """`contextUsagePercentage` by default: the prompt's estimated tokens and the answer's
+    (characters / 4), of the window the account really has for the model (GPT-5.6: 1M though it
+    is listed at 272 000; `catalog.Model.window`). Measured after generation, so the answer
+    counts (yupanzi/kiro2claude docs/PITFALLS.md, 2026-10-07; one source)."""
+    tokens = request.estimated_tokens + math.ceil(len(output) / 4)
+    return round(100 * tokens / request.model.usage_window, 4)
 
 
 def _default_credits(request: ChatRequest, output: str) -> float:

@@ -230,6 +230,13 @@ class FakeKiro:
             account_id, lambda account: dataclasses.replace(account, suspended=suspended)
         )
 
+    def set_listed_windows(self, account_id: str, listed: bool = True) -> None:
+        """Whether the account still has every model's listed window (GPT-5.6 at 272 000, as
+        before the 1M rollout reached it); see `catalog.Model.window`."""
+        self.tokens.update_account(
+            account_id, lambda account: dataclasses.replace(account, listed_windows=listed)
+        )
+
     def expire_access_token(self, access_token: str) -> None:
         self.tokens.expire_access_token(access_token)
 

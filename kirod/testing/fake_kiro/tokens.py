@@ -70,6 +70,9 @@ class Account:
     client_id: str | None = None
     suspended: bool = False
     extra_profiles: tuple[str, ...] = ()  # more profile ARNs ListAvailableProfiles reports
+    # Not yet reached by the 1M GPT-5.6 rollout (per account from 2026-09-14: yupanzi/kiro2claude
+    # docs/PITFALLS.md, 2026-10-07): every model has its listed window (`catalog.Model.window`).
+    listed_windows: bool = False
 
     def profiles(self) -> tuple[str, ...]:
         return (self.profile_arn, *self.extra_profiles)

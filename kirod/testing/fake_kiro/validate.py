@@ -146,7 +146,8 @@ RULES: dict[str, Rule] = {
         body={"message": "Improperly formed request.", "reason": "THINKING_SIGNATURE_INVALID"},
     ),
     "context_too_long": Rule(
-        "estimated input tokens above the model's maxInputTokens",
+        "estimated input tokens above the model's prompt limit (maxInputTokens, or its real "
+        "window less its output limit)",
         body={"message": "Input is too long.", "reason": "CONTENT_LENGTH_EXCEEDS_THRESHOLD"},
     ),
 }
@@ -169,7 +170,7 @@ def validate_chat(body: bytes, models: Mapping[str, Model]) -> Rejection | None:
         _check(body, models)
     except _Broken as broken:
         rule = RULES[broken.rule]
-        return Rejection(broken.rule, rule.status, rule.body, rule.error_type)
+        return Rejection(broken.rule, rule.status, broken.body or rule.body, rule.error_type)
     return None
 
 
@@ -185,9 +186,10 @@ def reasoning_signature(text: str) -> str:
 
 
 class _Broken(Exception):
-    def __init__(self, rule: str) -> None:
+    def __init__(self, rule: str, body: Mapping[str, Any] | None = None) -> None:
         super().__init__(rule)
         self.rule = rule
+        self.body = body  # None: the rule's own
 
 
 def _check(body: bytes, models: Mapping[str, Model]) -> None:
@@ -229,8 +231,22 @@ def _check(body: bytes, models: Mapping[str, Model]) -> None:
     for role, message in turns:
         if role == "assistant" and "reasoningContent" in message:
             _check_reasoning(message["reasoningContent"])
-    if estimate_tokens(state) > model.max_input_tokens:
-        raise _Broken("context_too_long")
+    tokens = estimate_tokens(state)
+    if tokens > model.prompt_limit:
+        raise _Broken("context_too_long", _too_long(model, tokens))
+
+
+def _too_long(model: Model, tokens: int) -> Mapping[str, Any] | None:
+    """A model with a real window names its prompt maximum: "model maximum (872000)" for GPT-5.6
+    (sunerpy/kiro-provider docs/audits/kiro-gpt56-sol-1m-context-probe-2026-09-06.zh.md,
+    2026-09-06, quotes that and the prompt's count; the rest of the sentence is the fake's)."""
+    if model.window is None:
+        return None
+    message = f"Input is too long: prompt of {tokens} tokens exceeds the model maximum "
+    return {
+        "message": f"{message}({model.prompt_limit}).",
+        "reason": "CONTENT_LENGTH_EXCEEDS_THRESHOLD",
+    }
 
 
 def _object(value: Any) -> dict[str, Any]:
