@@ -172,6 +172,11 @@ MIGRATIONS: tuple[str, ...] = (
     CREATE INDEX oplog_by_request ON oplog (request_id);
     """
     + rollup.fill(f"CAST(strftime('%s', 'now') AS INTEGER) - {rollup.RECENT.keep_s}"),
+    # 11: answers Kiro ended cleanly without their tail frames (cut generations, sent on as
+    # max_tokens: docs/KIRO-PROTOCOL.md §3.4).
+    """
+    ALTER TABLE oplog ADD COLUMN cuts INTEGER NOT NULL DEFAULT 0;
+    """,
 )
 
 _SIBLINGS = ("", "-wal", "-shm", "-journal")
