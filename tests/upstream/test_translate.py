@@ -747,15 +747,6 @@ def test_content_filtered_is_a_refusal_even_with_nothing_before_it() -> None:
     assert events == [START, Usage(25_000, 0, credits=0.0421), MessageStop(StopReason.REFUSAL)]
     after = complete(text("Sure, here") + wire + text("ignored"))
     assert (after.content, after.stop_reason) == ((TextBlock("Sure, here"),), StopReason.REFUSAL)
-    # Without the tail frames after it, the refusal still stands: it is not a cut.
-    translator = Translator(**BASE)
-    refused = [
-        e
-        for f in decode([wire[: len(metadata(stopReason="CONTENT_FILTERED", stopDetails=refusal))]])
-        for e in translator.feed(f)
-    ] + translator.finish()
-    assert refused[-1] == MessageStop(StopReason.REFUSAL)
-    assert not translator.cut
     # A call the filter stopped half way is never handed out.
     open_call = tool("t1", "Write", '{"a":') + wire
     assert failure(open_call).code == "tool_input_truncated"
