@@ -126,8 +126,6 @@ _IGNORED_EVENTS: Final = frozenset(
         "supplementaryWebLinksEvent",
         "citationEvent",
         "invalidStateEvent",
-        "intentsEvent",
-        "interactionComponentsEvent",
     }
 )
 _SAFE_IDENTIFIER = re.compile(r"[A-Za-z][\w.:-]{0,63}")
@@ -287,17 +285,17 @@ class Translator:
         elif self._tool is not None:
             self._fail_truncated_tool("stream_ended")
         else:
-            if not (self._tail or self._halted):
-                self.cut = True
+            self.cut = not (self._tail or self._halted)
+            self._end_text()
+            self._close_block()
+            if self.cut:
                 log.event(
                     logger,
                     "answer_cut",
                     level=logging.WARNING,
-                    blocks=self._index + (self._open is not None),
+                    blocks=self._index,
                     tool_calls=len(self._finished_tools),
                 )
-            self._end_text()
-            self._close_block()
             self._events.append(self._usage())
             self._events.append(MessageStop(self._stop_reason()))
             self._ended = True
