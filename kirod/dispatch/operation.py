@@ -145,6 +145,7 @@ class Operation:
             dropped=self.dropped,
             truncations=sum(cut),
             continuations=sum(cut[:-1]),  # a cut exchange that is not the last was continued
+            cuts=sum(exchange.cut for exchange in self._exchanges),
             extensions=self.extensions,
             cache=self.cache,
         )

@@ -58,6 +58,7 @@ class TraceRequest:
     attempts: tuple[TraceAttempt, ...]
     extensions: tuple[str, ...] = ()  # the extensions whose on_request changed the request
     cache: str | None = None  # "hit" or "miss" when the request asked for the cache
+    cuts: int = 0  # answers Kiro ended without their tail frames, sent on as max_tokens
 
     @property
     def recovered(self) -> bool:

@@ -184,6 +184,11 @@ MIGRATIONS: tuple[str, ...] = (
         PRIMARY KEY (account_id, model)
     ) WITHOUT ROWID;
     """,
+    # 12: answers Kiro ended cleanly without their tail frames (cut generations, sent on as
+    # max_tokens: docs/KIRO-PROTOCOL.md §3.4).
+    """
+    ALTER TABLE oplog ADD COLUMN cuts INTEGER NOT NULL DEFAULT 0;
+    """,
 )
 
 _SIBLINGS = ("", "-wal", "-shm", "-journal")

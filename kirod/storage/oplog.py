@@ -58,7 +58,7 @@ UNKNOWN_MODEL = rollup.UNKNOWN_MODEL
 _COLUMNS = (
     "at", "request_id", "key_id", "protocol", "model", "stream", "account_id", "attempts",
     "stop_reason", "input_tokens", "output_tokens", "credits", "ttfb_ms", "total_ms", "status",
-    "error", "dropped", "truncations", "continuations", "extensions", "cache",
+    "error", "dropped", "truncations", "continuations", "extensions", "cache", "cuts",
 )  # fmt: skip
 # A batch is one statement over a JSON array of rows, and a read one JSON value: the store's
 # thread needs the GIL once per row it steps through, and a busy event loop makes each of those
@@ -144,6 +144,7 @@ class OpEntry:
     continuations: int = 0  # of those, the ones kirod continued the turn after
     extensions: tuple[str, ...] = ()  # the extensions that changed the request, in order
     cache: str | None = None  # "hit" (no account, no credits) or "miss" when the cache was asked
+    cuts: int = 0  # answers Kiro ended without their tail frames, sent on as max_tokens
 
     @property
     def succeeded(self) -> bool:
@@ -443,6 +444,7 @@ def _row(entry: OpEntry) -> tuple[Any, ...]:
         entry.continuations,
         ",".join(entry.extensions),
         entry.cache,
+        entry.cuts,
     )
 
 
@@ -509,6 +511,7 @@ def _traced(row_id: int, entry: OpEntry) -> TraceRequest:
         dropped=entry.dropped,
         extensions=entry.extensions,
         cache=entry.cache,
+        cuts=entry.cuts,
         attempts=tuple(attempts),
     )
 

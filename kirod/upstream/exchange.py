@@ -52,7 +52,7 @@ from kirod.upstream.errors import (
 from kirod.upstream.frames import Frame
 from kirod.upstream.images import fit_images, needs_fitting
 from kirod.upstream.payload import ParameterPolicy, build_payload
-from kirod.upstream.translate import ToolDelivery, Translator, Truncation
+from kirod.upstream.translate import CONTEXT_TOO_LONG, ToolDelivery, Translator, Truncation
 from kirod.upstream.websearch import SEARCH_TOOL, answer_search
 
 __all__ = ["ContextUsage", "Exchange", "ParameterPolicy", "Route", "ToolDelivery", "open_exchange"]
@@ -147,6 +147,12 @@ class Exchange:
     def truncation(self) -> Truncation | None:
         """The tool call Kiro cut off, once the events have ended with it."""
         return self._translator.truncation if self._translator is not None else None
+
+    @property
+    def cut(self) -> bool:
+        """Whether the answer ended cleanly without its tail frames: a cut generation, ended
+        `max_tokens` (`kirod.upstream.translate`); not the account's failure, so not retried."""
+        return self._translator is not None and self._translator.cut
 
     async def batches(self) -> AsyncIterator[list[CanonicalEvent]]:
         """`first`, then one batch per network chunk; an upstream failure ends it as an error
@@ -247,6 +253,9 @@ async def open_exchange(
         early = next((e for e in first if not isinstance(e, MessageStart)), None)
         if isinstance(early, ErrorEvent) and early.code in _FAILURE_EVENTS:
             raise UpstreamStreamError(_FAILURE_EVENTS[early.code], early.to_error())
+        if isinstance(early, ErrorEvent) and early.code == CONTEXT_TOO_LONG:
+            # MODEL_CONTEXT_WINDOW_EXCEEDED before any output: as Kiro's 400 for the same.
+            raise UpstreamPromptTooLong(input_tokens, model.context_window)
         yield Exchange(
             message_id=message_id,
             input_tokens=input_tokens,

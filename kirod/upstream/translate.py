@@ -20,11 +20,23 @@ can (what it cannot repair, it reports: a cut-off tool call is never "repaired")
   ("\\n\\n", "ha"), while a long identical chunk twice in a row is the fault.
 - **Leaked tool calls.** `[Called X with args: {…}]` written as text becomes a real call when X
   is a declared tool (`kirod.upstream.leaks`).
-- **Usage and stop reason.** Kiro usually sends neither token counts nor a stop reason; both are
-  inferred as docs/KIRO-PROTOCOL.md §3.4 and §3.5 describe, with output tokens estimated by
+- **Usage and stop reason.** Kiro usually sends no token counts, and its `stopReason` is not
+  trusted for the ordinary ends (END_TURN on many tool turns); both are inferred as
+  docs/KIRO-PROTOCOL.md §3.4 and §3.5 describe, with output tokens estimated by
   `kirod.canonical.token_count`. When a `metadataEvent` carries `tokenUsage`
   (docs/UPSTREAM.md §1.4), its counts win over every estimate, cache reads and writes
-  included; without it the cache counts stay 0.
+  included; without it the cache counts stay 0. The stop reasons that say something no frame
+  else does are read: MAX_TOKENS (the output limit), CONTENT_FILTERED (a refusal, `refusal`,
+  even with nothing before it), MODEL_CONTEXT_WINDOW_EXCEEDED (before any output the
+  protocol's prompt-too-long error, after some a max-tokens stop).
+- **The completion witness.** A complete answer ends with its tail frames (`metadataEvent`,
+  `contextUsageEvent`, `meteringEvent`: docs/KIRO-PROTOCOL.md §3.4). The witness is any one of
+  them after the last content frame: Kiro sends them only once generation is over, so one is
+  proof enough, and a break after the first of them lost no content (asking for all three would
+  make a finished answer whose billing frame was lost look cut, and the client pay to redo
+  it). Content that ends cleanly without it is a cut generation: it ends `max_tokens`, never
+  `end_turn` nor `tool_use` (sibling calls may be missing), so clients continue instead of
+  taking half the work for done; `Translator.cut` says so, for the operation log.
 
 The stream always starts with `MessageStart`. Failures become an `ErrorEvent` with a short,
 client-safe message: upstream text is never copied into it. Codes in `RETRYABLE_CODES` mark
@@ -34,12 +46,14 @@ failures worth retrying on another attempt.
 from __future__ import annotations
 
 import json
+import logging
 import re
 import time
 from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Final, Literal, TypeAlias
 
+from kirod import log
 from kirod.canonical.events import (
     BlockKind,
     BlockStart,
@@ -58,6 +72,7 @@ from kirod.canonical.events import (
 )
 from kirod.canonical.token_count import estimate_text_tokens
 from kirod.errors import ApiError, ErrorKind
+from kirod.upstream.errors import UpstreamPromptTooLong
 from kirod.upstream.frames import Frame
 from kirod.upstream.leaks import LeakedCall, LeakRescuer
 from kirod.upstream.thinking_tags import THINKING, ThinkingMode, ThinkingTagSplitter
@@ -72,6 +87,9 @@ DUPLICATE_MIN_CHARS: Final = 16
 
 TRUNCATED: Final = "tool_input_truncated"
 """The error code of a stream that ended because Kiro cut a tool call off."""
+
+CONTEXT_TOO_LONG: Final = "context_length_exceeded"
+"""The error code of a prompt Kiro found too long for the model's window."""
 
 RETRYABLE_CODES: Final = frozenset({"upstream_throttled", "upstream_unavailable", "empty_response"})
 """Error codes for transient upstream failures: the request may succeed if tried again."""
@@ -91,8 +109,32 @@ _FAULT_MESSAGES: Final[Mapping[str, str]] = {
     "upstream_error": "Kiro failed while answering",
 }
 _CONTENT_LENGTH_EXCEEDED: Final = "ContentLengthExceededException"
-_MAX_TOKENS: Final = "MAX_TOKENS"  # metadataEvent.stopReason when the output limit stopped it
+# metadataEvent.stopReason values (docs/KIRO-PROTOCOL.md §3.4) that say what no other frame does.
+_MAX_TOKENS: Final = "MAX_TOKENS"
+_CONTENT_FILTERED: Final = "CONTENT_FILTERED"
+_CONTEXT_WINDOW_EXCEEDED: Final = "MODEL_CONTEXT_WINDOW_EXCEEDED"
+# The rest are known and not acted on: inference decides (the service's END_TURN and TOOL_USE are
+# unreliable on tool turns); any other value is logged.
+_INFERRED_STOPS: Final = frozenset({"END_TURN", "TOOL_USE", "PAUSE_TURN", "UNKNOWN"})
+_TAIL_EVENTS: Final = frozenset({"metadataEvent", "contextUsageEvent", "meteringEvent"})
+# Events that carry nothing used (docs/KIRO-PROTOCOL.md §3.2); any other type is logged.
+_IGNORED_EVENTS: Final = frozenset(
+    {
+        "messageMetadataEvent",
+        "followupPromptEvent",
+        "codeReferenceEvent",
+        "supplementaryWebLinksEvent",
+        "citationEvent",
+        "invalidStateEvent",
+    }
+)
 _SAFE_IDENTIFIER = re.compile(r"[A-Za-z][\w.:-]{0,63}")
+
+logger = logging.getLogger(__name__)
+# What kirod does not know from Kiro leaves a trace (shape only), each thing at most once per
+# throttle interval; beyond `_UNKNOWN_KEPT` things the rest share one throttle.
+_UNKNOWN_KEPT: Final = 32
+_unknown: dict[str, log.Throttle] = {}
 
 TruncationCause: TypeAlias = Literal[
     "stream_ended", "connection_lost", "upstream_fault", "unparseable", "max_tokens", "interrupted"
@@ -193,7 +235,9 @@ class Translator:
         self._ended = False
         self._halted = False  # Kiro stopped generating: only usage frames still count
         self._max_tokens = False
+        self._refused = False  # metadataEvent.stopReason CONTENT_FILTERED
         self._content_seen = False
+        self._tail = False  # a tail frame came after the last content: the answer is whole
         self._previous_text: str | None = None  # the frame before, if an assistantResponseEvent
 
         self._index = 0
@@ -209,6 +253,7 @@ class Translator:
         self.truncation: Truncation | None = None  # the call Kiro cut off, when it did
         self.error: ErrorEvent | None = None  # the error that ended the stream, when one did
         self.context_usage: float | None = None  # Kiro's contextUsagePercentage, once it came
+        self.cut = False  # content ended cleanly without the tail: a cut generation
         self._leaked_calls = 0
 
         self._text_blocks = 0
@@ -243,8 +288,17 @@ class Translator:
         elif self._tool is not None:
             self._fail_truncated_tool("stream_ended")
         else:
+            self.cut = not (self._tail or self._halted)
             self._end_text()
             self._close_block()
+            if self.cut:
+                log.event(
+                    logger,
+                    "answer_cut",
+                    level=logging.WARNING,
+                    blocks=self._index,
+                    tool_calls=len(self._finished_tools),
+                )
             self._events.append(self._usage())
             self._events.append(MessageStop(self._stop_reason()))
             self._ended = True
@@ -290,7 +344,7 @@ class Translator:
                         or self._halted
                         or (self._tool is not None and self._interrupts_tool())
                     ):
-                        self._content_seen = True
+                        self._content_seen, self._tail = True, False
                         self._on_text(content)
             case "reasoningContentEvent":
                 if not (self._halted or self._interrupts_tool()):
@@ -299,18 +353,28 @@ class Translator:
                 if not self._halted:
                     self._on_tool(payload)
             case "meteringEvent":
+                self._tail = True
                 usage = _number(payload, "usage")
                 if usage is not None:
                     self._credits = (self._credits or 0.0) + usage
             case "contextUsageEvent":
+                self._tail = True
                 percentage = _number(payload, "contextUsagePercentage")
                 if percentage is not None:
                     self.context_usage = percentage
                     self._input_tokens = round(percentage * self._context_window / 100)
             case "metadataEvent":
+                self._tail = True
                 self._reported = _token_usage(payload.get("tokenUsage")) or self._reported
-                if payload.get("stopReason") == _MAX_TOKENS:
-                    self._on_output_limit()
+                self._on_stop_reason(payload.get("stopReason"), payload.get("stopDetails"))
+            case str() as name if name not in _IGNORED_EVENTS:
+                _trace_unknown(
+                    "kiro_event_unknown",
+                    event_type=_safe_identifier(name),
+                    keys=",".join(
+                        sorted(key for key in payload if _SAFE_IDENTIFIER.fullmatch(key))
+                    ),
+                )
 
     def _on_fault(self, name: str | None, reason: object) -> None:
         if self._halted:
@@ -326,6 +390,52 @@ class Translator:
         if isinstance(reason, str) and _SAFE_IDENTIFIER.fullmatch(reason):
             detail = f"{detail}: {reason}"
         self._fail(kind, code, f"{_FAULT_MESSAGES[code]} ({detail})")
+
+    def _on_stop_reason(self, reason: object, details: object) -> None:
+        """`metadataEvent.stopReason`: only the values that say what no other frame does count."""
+        if reason == _MAX_TOKENS:
+            self._on_output_limit()
+        elif reason == _CONTENT_FILTERED:
+            self._on_refusal(details)
+        elif reason == _CONTEXT_WINDOW_EXCEEDED:
+            self._on_context_window()
+        elif reason is not None and not (isinstance(reason, str) and reason in _INFERRED_STOPS):
+            _trace_unknown(
+                "kiro_stop_reason_unknown",
+                stop_reason=_safe_identifier(reason if isinstance(reason, str) else None),
+                type=type(reason).__name__,
+            )
+
+    def _on_refusal(self, details: object) -> None:
+        """Kiro's filter refused the answer: it ends `refusal`, even with nothing before it."""
+        if self._halted:
+            return
+        refusal = details.get("refusal") if isinstance(details, Mapping) else None
+        category = refusal.get("category") if isinstance(refusal, Mapping) else None
+        log.event(
+            logger,
+            "answer_refused",
+            level=logging.WARNING,
+            category=_safe_identifier(category if isinstance(category, str) else None),
+            after_content=self._content_seen,
+        )
+        if self._tool is not None:
+            self._fail_truncated_tool("upstream_fault")  # a call the filter stopped is not whole
+            return
+        self._halted = self._refused = True
+
+    def _on_context_window(self) -> None:
+        """The model's window is full: before any output the prompt is too long (the protocol's
+        own error, which clients compact on); after some, the output ran out of room."""
+        if self._halted:
+            return
+        if self._content_seen:
+            self._on_output_limit()
+            return
+        too_long = UpstreamPromptTooLong(self._input_tokens, self._context_window)
+        self.error = ErrorEvent.from_error(too_long.to_api_error())
+        self._events.append(self.error)
+        self._ended = True
 
     def _on_output_limit(self) -> None:
         """Kiro stopped at the output limit: a max-tokens stop, unless it cut a tool call."""
@@ -369,7 +479,7 @@ class Translator:
         redacted = _string(payload, "redactedContent")
         if not (text or signature or redacted):
             return
-        self._content_seen = True
+        self._content_seen, self._tail = True, False
         self._end_text()
         if text:
             self._emit_thinking(text)
@@ -387,7 +497,7 @@ class Translator:
             self._thinking_blocks += 1
 
     def _on_tool(self, payload: dict[str, Any]) -> None:
-        self._content_seen = True
+        self._content_seen, self._tail = True, False
         tool = self._tool
         tool_id = _string(payload, "toolUseId") or (tool.tool_id if tool else None)
         if tool_id is None:
@@ -499,6 +609,10 @@ class Translator:
     # -- ending
 
     def _stop_reason(self) -> StopReason:
+        if self._refused:
+            return StopReason.REFUSAL
+        if self.cut:
+            return StopReason.MAX_TOKENS  # whatever came, the rest did not: calls included
         if self._finished_tools:
             return StopReason.TOOL_USE
         thinking_only = self._thinking_blocks > 0 and self._text_blocks == 0
@@ -603,6 +717,15 @@ def _token_usage(value: object) -> _TokenUsage | None:
 def _count(payload: Mapping[str, Any], key: str) -> int | None:
     number = _number(payload, key)
     return int(number) if number is not None and number >= 0 else None
+
+
+def _trace_unknown(name: str, **fields: str) -> None:
+    """Log something Kiro sent that kirod does not know; `fields` are shapes, never content."""
+    key = f"{name}:{sorted(fields.items())}"
+    if key not in _unknown and len(_unknown) >= _UNKNOWN_KEPT:
+        key = name
+    throttle = _unknown.setdefault(key, log.Throttle(logger))
+    throttle.event(name, level=logging.WARNING, **fields)
 
 
 def _safe_identifier(name: str | None) -> str:

@@ -31,7 +31,7 @@ from typing import Any
 import pytest
 
 from kirod.testing.daemon import DaemonProcess
-from kirod.testing.fake_kiro import FakeKiro, Reply, Script, ThreadedFake, ToolCall
+from kirod.testing.fake_kiro import FakeKiro, Fault, Reply, Script, ThreadedFake, ToolCall
 from tests.clients import cc_env, demo_env
 from tests.clients.cc_env import Binary, ClaudeCode, assistant_blocks, wait_until
 from tests.clients.kiro_bodies import access_lines, chats, context, current, new_access_lines
@@ -217,6 +217,31 @@ def test_thinking_turn_then_next_turn(
     for reasoning in replayed:
         assert reasoning["reasoningText"]["text"] == thought
         assert reasoning["reasoningText"]["signature"]
+
+
+# -- cut answers --------------------------------------------------------------------------------
+
+
+def test_a_cut_first_answer_is_continued_not_taken_for_done(
+    claude: ClaudeCode, service: FakeKiro, daemon: DaemonProcess
+) -> None:
+    """Kiro ends the first answer cleanly but without its tail frames, half way through: kirod
+    sends it as `max_tokens` (docs/KIRO-PROTOCOL.md §3.4), so Claude Code asks again to continue
+    and the run ends with the second answer. Ended as `end_turn`, the run would have stopped at
+    the cut text, with exit 0."""
+    cut = "Step 1 of 3 is done. Step 2 of 3 is done. Now step 3, which is to"
+    service.enqueue(
+        Script(reply=Reply(text=cut), fault=Fault.CUT_GENERATION, fault_at=4, chunk_size=8),
+        Reply(text="finish step 3. All three steps are done."),
+    )
+    mark = len(daemon.log())
+    result = claude.run("Do the three steps.", "--model", MODEL, "--max-turns", "4").succeeded()
+    assert result["result"].endswith("All three steps are done."), result
+    first, second = chats(service)  # Claude Code came back for the rest
+    assert cut[:32] in json.dumps(second["conversationState"]["history"])
+    messages = [line for line in new_access_lines(daemon, mark) if line["path"] == "/v1/messages"]
+    assert [line["status"] for line in messages] == ["200", "200"]
+    assert first["conversationState"]["currentMessage"]["userInputMessage"]["content"]
 
 
 # -- Ctrl-C -------------------------------------------------------------------------------------

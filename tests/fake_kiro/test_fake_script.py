@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -10,6 +11,7 @@ import pytest
 from kirod.testing.fake_kiro.catalog import DEFAULT_MODELS, Model
 from kirod.testing.fake_kiro.script import (
     DEFAULT_TOOL_CALL,
+    REFUSAL_DETAILS,
     ChatRequest,
     Cut,
     Fault,
@@ -92,8 +94,9 @@ def test_full_reply_shape() -> None:
     assert kinds == [
         *["assistantResponseEvent"] * 5,
         *["toolUseEvent"] * (len(fragments) + 2),
-        "meteringEvent",
+        "metadataEvent",  # today's tail, in its order (docs/KIRO-PROTOCOL.md §3.4)
         "contextUsageEvent",
+        "meteringEvent",
     ]
     assert all(frame.message_type == "event" for frame in frames)
     assert [p["content"] for p in events(frames, "assistantResponseEvent")] == [
@@ -113,6 +116,9 @@ def test_full_reply_shape() -> None:
         {"unit": "credit", "unitPlural": "credits", "usage": 0.05}
     ]
     assert events(frames, "contextUsageEvent") == [{"contextUsagePercentage": 12.5}]
+    assert events(frames, "metadataEvent") == [{"stopReason": "TOOL_USE"}]
+    plain = decode(plan(Script(reply=Reply(text="Hi"))))
+    assert events(plain, "metadataEvent") == [{"stopReason": "END_TURN"}]
 
 
 def test_tool_use_ids_are_deterministic_and_distinct() -> None:
@@ -265,13 +271,14 @@ def test_gpt_reasoning_is_redacted(data: dict[str, Any]) -> None:
 def test_latency_profile_and_script_overrides() -> None:
     reply = Reply(text="abcdef")
     steps = plan_stream(Script(reply=reply, chunk_size=2), request(), Latency(0.5, 0.1)).steps
-    assert [step.delay_s for step in steps if isinstance(step, Send)] == [0.5, 0.1, 0.1, 0.1, 0.1]
+    delays = [step.delay_s for step in steps if isinstance(step, Send)]
+    assert delays == [0.5, 0.1, 0.1, 0.1, 0.1, 0.1]
     steps = plan_stream(
         Script(reply=reply, chunk_size=3, delay_first_s=0.0, delay_between_s=0.2),
         request(),
         Latency(0.5, 0.1),
     ).steps
-    assert [step.delay_s for step in steps if isinstance(step, Send)] == [0.0, 0.2, 0.2, 0.2]
+    assert [step.delay_s for step in steps if isinstance(step, Send)] == [0.0, 0.2, 0.2, 0.2, 0.2]
 
 
 # Faults
@@ -337,11 +344,41 @@ def test_corrupt_crc() -> None:
     assert len(decoder.feed(steps[0].data)) == 1
     with pytest.raises(UpstreamProtocolError, match="CRC"):
         decoder.feed(steps[1].data)
-    assert len(steps) == 5  # the rest of the stream still follows
+    assert len(steps) == 6  # the rest of the stream still follows
 
 
 def test_empty_stream() -> None:
     assert plan(Script(fault=Fault.EMPTY_STREAM)) == StreamPlan((), 0.0)
+
+
+def test_cut_generation_ends_cleanly_after_some_content_without_the_tail() -> None:
+    script = Script(reply=Reply(text="abcdef"), chunk_size=2, fault=Fault.CUT_GENERATION)
+    for at, expected in ((0, "ab"), (2, "abcd"), (9, "abcdef")):
+        stream = plan(replace(script, fault_at=at))
+        frames = decode(stream)  # whole frames: the body ends on a frame boundary
+        assert text_of(frames) == expected
+        assert {f.event_type for f in frames} == {"assistantResponseEvent"}
+        assert stream.credits == 0.0
+    assert Script.from_json(script.to_json()) == script
+
+
+@pytest.mark.parametrize(
+    ("fault", "stated"),
+    [
+        (
+            Fault.CONTENT_FILTERED,
+            {"stopReason": "CONTENT_FILTERED", "stopDetails": dict(REFUSAL_DETAILS)},
+        ),
+        (Fault.CONTEXT_WINDOW_EXCEEDED, {"stopReason": "MODEL_CONTEXT_WINDOW_EXCEEDED"}),
+    ],
+)
+def test_stated_stops_come_with_no_content_and_the_whole_tail(
+    fault: Fault, stated: dict[str, Any]
+) -> None:
+    frames = decode(plan(Script(reply=Reply(text="never sent"), fault=fault)))
+    assert [f.event_type for f in frames] == ["metadataEvent", "contextUsageEvent", "meteringEvent"]
+    assert frames[0].payload == stated
+    assert Script.from_json(Script(fault=fault).to_json()).fault is fault
 
 
 def test_connection_cut() -> None:
@@ -390,7 +427,7 @@ def test_stall() -> None:
     stream = plan(
         Script(reply=Reply(text="abcd"), chunk_size=2, fault=Fault.STALL, fault_at=1, stall_s=3.5)
     )
-    assert [type(step) for step in stream.steps] == [Send, Pause, Send, Send, Send]
+    assert [type(step) for step in stream.steps] == [Send, Pause, Send, Send, Send, Send]
     assert stream.steps[1] == Pause(3.5)
     assert text_of(decode(stream)) == "abcd"
     assert stream.credits > 0

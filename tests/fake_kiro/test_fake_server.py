@@ -84,7 +84,8 @@ async def test_full_chat_exchange(served: Served, session: aiohttp.ClientSession
     assert tool_frames[-1]["stop"] is True
     assert all(f["name"] == "get_weather" for f in tool_frames)
     assert json.loads("".join(f.get("input", "") for f in tool_frames)) == {"city": "Oslo"}
-    assert [f.event_type for f in frames[-2:]] == ["meteringEvent", "contextUsageEvent"]
+    tail = ["metadataEvent", "contextUsageEvent", "meteringEvent"]
+    assert [f.event_type for f in frames[-3:]] == tail
 
     # Without a script, the reply echoes the prompt.
     _, _, raw = await post_chat(session, url, account, chat_body(account, "Ping"))

@@ -55,7 +55,7 @@ OK_TEXT = "answered by the other account"
 PARTIAL = Reply(text="".join(f"part {n:02d} of a long answer; " for n in range(8)))
 BOUND_S = 4.0  # any answer, plus one idle timeout per stalled attempt
 
-Phase = Literal["http", "early", "mid", "late", "continued", "repaired"]
+Phase = Literal["http", "early", "mid", "late", "continued", "repaired", "stated", "final"]
 
 
 @dataclass(frozen=True)
@@ -69,7 +69,10 @@ class Variant:
     request's own error after the first event: no failover, the error ends the answer.
     `continued`: Kiro cut a tool call off; kirod continued the turn once on the same account, the
     client sees one normal answer. `repaired`: the translator fixes the stream, the client sees a
-    normal answer.
+    normal answer. `stated`: the answer stands as Kiro ended it, with the stop `stops` names per
+    protocol (Messages `stop_reason`, Responses `incomplete_details.reason`, Chat
+    `finish_reason`): no failover, not the account's failure. `final`: the request's own error
+    before the first event: no failover, the error status.
     """
 
     name: str
@@ -82,6 +85,7 @@ class Variant:
     after: str = "active"  # the failed account's status after one failure
     calls: int = 1  # upstream calls one failing account makes (a bearer rejection: 2)
     stalls: int = 0  # idle timeouts one failing account waits out
+    stops: tuple[str, str, str] | None = None  # `stated`: Messages, Responses, Chat
 
     def scripts(self, scenario: str) -> list[Script]:
         """The fault once (one failed call), or on every call to both accounts."""
@@ -304,6 +308,26 @@ VARIANTS: tuple[Variant, ...] = (
         Script(reply=Reply(text="Let me look. "), fault=Fault.LEAKED_TOOL_CALL_TEXT),
         "repaired",  # no tool was declared: the text stays text
     ),
+    Variant(
+        "cut_generation",  # content, then a clean end without the tail frames
+        Script(reply=PARTIAL, fault=Fault.CUT_GENERATION, fault_at=3),
+        "stated",
+        stops=("max_tokens", "max_output_tokens", "length"),
+    ),
+    Variant(
+        "content_filtered",  # never an empty response, never tried on the next account
+        Script(fault=Fault.CONTENT_FILTERED),
+        "stated",
+        stops=("refusal", "content_filter", "content_filter"),
+    ),
+    Variant(
+        "context_window_exceeded",
+        Script(fault=Fault.CONTEXT_WINDOW_EXCEEDED),
+        "final",
+        "context_too_long",
+        ErrorKind.INVALID_REQUEST,
+        "context_length_exceeded",
+    ),
 )
 
 PROTOCOLS = ("messages", "responses", "chat")
@@ -350,6 +374,7 @@ class Seen:
     error_type: str | None = None
     error_code: str | None = None  # OpenAI family only: Anthropic's envelope has no code
     text: str = ""
+    stop: str | None = None  # how the answer says it ended: see `Variant.stops`
     elapsed_s: float = 0.0
     chats: list[str | None] = dataclasses.field(default_factory=list)  # fake account ids
     refreshes: int = 0
@@ -388,6 +413,26 @@ def _texts(protocol: str, answer: Answer) -> str:
     return str(doc["choices"][0]["message"]["content"] or "")
 
 
+def _stop(protocol: str, answer: Answer) -> str | None:
+    """Messages `stop_reason`, Responses `incomplete_details.reason`, Chat `finish_reason`."""
+    if answer.events:
+        datas = [data for _, data in answer.events if isinstance(data, dict)]
+        if protocol == "messages":
+            deltas = [d["delta"] for d in datas if d.get("type") == "message_delta"]
+            return deltas[-1].get("stop_reason") if deltas else None
+        if protocol == "responses":
+            ends = [d["response"] for d in datas if d.get("type") == "response.incomplete"]
+            return ends[-1]["incomplete_details"]["reason"] if ends else None
+        reasons = [c.get("finish_reason") for d in datas for c in d.get("choices", ())]
+        return next((reason for reason in reversed(reasons) if reason), None)
+    doc = answer.document
+    if protocol == "messages":
+        return doc.get("stop_reason")
+    if protocol == "responses":
+        return (doc.get("incomplete_details") or {}).get("reason")
+    return doc["choices"][0]["finish_reason"]
+
+
 def _outcome(protocol: str, answer: Answer, seen: Seen) -> None:
     """The terminal outcome: an error status, a terminal error event, or a normal end."""
     seen.status, seen.retry_after = answer.status, answer.headers.get("retry-after")
@@ -396,6 +441,7 @@ def _outcome(protocol: str, answer: Answer, seen: Seen) -> None:
         seen.terminal, seen.error_type, seen.error_code = "error", error["type"], error.get("code")
         return
     seen.text = _texts(protocol, answer)
+    seen.stop = _stop(protocol, answer)
     if not answer.events:
         seen.terminal = "ok"
         return
@@ -410,7 +456,7 @@ def _outcome(protocol: str, answer: Answer, seen: Seen) -> None:
         if names[-1] == "response.failed":
             error = datas[names.index("error")]
             seen.terminal, seen.error_code = "error", error["code"]
-        elif names[-1] == "response.completed":
+        elif names[-1] in ("response.completed", "response.incomplete"):
             seen.terminal = "ok"
     else:
         assert datas[-1] == "[DONE]"
@@ -613,6 +659,27 @@ def test_fault(case: Case, seen: dict[str, Seen]) -> None:
             assert got.status == variant.kind.status
             assert got.oplog_status == variant.kind.status
         assert got.oplog_error == variant.code
+    elif variant.phase == "stated":
+        # The answer stands as Kiro ended it, on the first account: no failover, no failure.
+        assert variant.stops is not None
+        assert (got.status, got.terminal) == (200, "ok")
+        assert got.stop == variant.stops[PROTOCOLS.index(case.protocol)]
+        assert len(got.chats) == 1
+        assert got.attempts == [(got.attempts[0][0], "ok")]
+        assert (got.oplog_status, got.oplog_error) == (200, None)
+        assert (got.first_state, got.first_failures) == ("active", 0)
+        reply = variant.script.reply
+        assert got.text == ("" if reply is None else reply.text[: len(got.text)])
+        assert bool(got.text) == (reply is not None)  # what came before the cut is delivered
+    elif variant.phase == "final":
+        # The request's own error before any output: no failover, the account untouched.
+        assert variant.kind is not None
+        assert (got.status, got.terminal) == (variant.kind.status, "error")
+        _expect_error(case, got)
+        assert got.attempts == [(got.attempts[0][0], variant.failure)]
+        assert len(got.chats) == 1
+        assert (got.oplog_status, got.oplog_error) == (variant.kind.status, variant.code)
+        assert (got.first_state, got.first_failures) == ("active", 0)
     elif variant.phase == "continued":
         assert (got.status, got.terminal) == (200, "ok")
         assert got.attempts == [(got.attempts[0][0], "ok")]

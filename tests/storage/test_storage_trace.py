@@ -52,6 +52,7 @@ ROW = OpEntry(
     dropped=(),
     truncations=1,
     continuations=1,
+    cuts=1,
 )
 
 
@@ -104,6 +105,7 @@ async def test_a_trace_explains_each_attempt(db: Database) -> None:
     assert first.bytes_read is None  # only the attempt that answered read an answer
     assert row.recovered
     assert row.truncations == 1
+    assert row.cuts == 1  # an answer Kiro ended without its tail frames
     doc = row.to_json()
     assert doc["recovered"] is True
     assert doc["attempts"][0]["model"] == "claude-sonnet-4.6"

@@ -29,6 +29,7 @@ from kirod.canonical.events import (
 from kirod.canonical.request import RedactedThinkingBlock, TextBlock, ThinkingBlock, ToolUseBlock
 from kirod.canonical.token_count import estimate_text_tokens
 from kirod.errors import ApiError, ErrorKind
+from kirod.log import FIELDS_ATTR
 from kirod.testing.fake_kiro.eventstream import (
     HeaderValue,
     encode_error,
@@ -667,3 +668,118 @@ def test_usage_without_tail_frames_uses_the_estimates() -> None:
     events = translate(text("Hello there, how are you?"))
     assert events[-2] == Usage(1234, estimate_text_tokens("Hello there, how are you?"))
     assert complete(text("x") + tail(percentage=0.5)).usage.input_tokens == 1000
+
+
+# -- the completion witness and the stop reasons Kiro states (docs/KIRO-PROTOCOL.md §3.4)
+
+
+def metadata(**payload: Any) -> bytes:
+    return encode_event("metadataEvent", payload)
+
+
+def full_tail(stop: str = "END_TURN") -> bytes:
+    """Today's tail, in Kiro's order: metadataEvent, contextUsageEvent, meteringEvent."""
+    return (
+        metadata(stopReason=stop)
+        + encode_event("contextUsageEvent", {"contextUsagePercentage": 12.5})
+        + encode_event("meteringEvent", {"unit": "credit", "usage": 0.0421})
+    )
+
+
+CUT_SHAPES = {
+    "text": text("Step 1 of 12 is done; now step"),
+    "reasoning": reasoning(text="plan", signature="sig") + text("I will now"),
+    "tag_thinking": text("<thinking>plan</thinking>\n\nHalf an"),
+    "tool_call": text("Reading.") + tool_call("t1", "Read", '{"path":"a"}'),
+    "tail_then_more": text("Hi") + tail() + text(" and then more"),
+}
+
+
+@pytest.mark.parametrize("shape", CUT_SHAPES)
+def test_content_that_ends_without_the_tail_is_a_cut_at_max_tokens(shape: str) -> None:
+    wire = CUT_SHAPES[shape]
+    translator = Translator(**BASE, thinking_mode="tags")
+    events = [e for frame in decode([wire]) for e in translator.feed(frame)] + translator.finish()
+    completion = assemble(events)
+    assert completion.stop_reason is StopReason.MAX_TOKENS  # never end_turn, nor tool_use
+    assert completion.content  # what came is handed out
+    assert translator.cut
+    # The same content with its tail is whole.
+    whole = Translator(**BASE, thinking_mode="tags")
+    wire += full_tail()
+    events = [e for frame in decode([wire]) for e in whole.feed(frame)] + whole.finish()
+    assert assemble(events).stop_reason in (StopReason.END_TURN, StopReason.TOOL_USE)
+    assert not whole.cut
+
+
+@pytest.mark.parametrize(
+    "witness",
+    [
+        metadata(stopReason="END_TURN"),
+        metadata(),
+        encode_event("contextUsageEvent", {"contextUsagePercentage": 3.0}),
+        encode_event("meteringEvent", {"usage": 0.01}),
+    ],
+)
+def test_any_one_tail_frame_after_the_content_witnesses_a_whole_answer(witness: bytes) -> None:
+    translator = Translator(**BASE)
+    frames = decode([text("Done.") + witness])
+    events = [e for frame in frames for e in translator.feed(frame)] + translator.finish()
+    assert events[-1] == MessageStop(StopReason.END_TURN)
+    assert not translator.cut
+
+
+def test_the_stated_stop_reason_does_not_decide_tool_turns() -> None:
+    """END_TURN comes on many tool turns: that the tail came is what counts."""
+    wire = tool_call("t1", "Bash", '{"cmd":"ls"}') + full_tail("END_TURN")
+    assert complete(wire).stop_reason is StopReason.TOOL_USE
+    assert complete(text("Hi") + full_tail("TOOL_USE")).stop_reason is StopReason.END_TURN
+
+
+def test_max_tokens_in_the_tail_is_the_output_limit() -> None:
+    assert complete(text("Half") + full_tail("MAX_TOKENS")).stop_reason is StopReason.MAX_TOKENS
+
+
+def test_content_filtered_is_a_refusal_even_with_nothing_before_it() -> None:
+    refusal = {"refusal": {"category": "cyber", "explanation": "declined"}}
+    wire = metadata(stopReason="CONTENT_FILTERED", stopDetails=refusal) + tail()
+    events = translate(wire)
+    assert events == [START, Usage(25_000, 0, credits=0.0421), MessageStop(StopReason.REFUSAL)]
+    after = complete(text("Sure, here") + wire + text("ignored"))
+    assert (after.content, after.stop_reason) == ((TextBlock("Sure, here"),), StopReason.REFUSAL)
+    # A call the filter stopped half way is never handed out.
+    open_call = tool("t1", "Write", '{"a":') + wire
+    assert failure(open_call).code == "tool_input_truncated"
+
+
+def test_context_window_exceeded_before_output_is_the_prompt_too_long_error() -> None:
+    events = translate(metadata(stopReason="MODEL_CONTEXT_WINDOW_EXCEEDED") + tail())
+    error = events[-1]
+    assert isinstance(error, ErrorEvent)
+    assert (error.kind, error.code) == (ErrorKind.INVALID_REQUEST, "context_length_exceeded")
+    assert error.message == "prompt is too long: 200001 tokens > 200000 maximum"
+    assert error.code not in RETRYABLE_CODES
+    # After some output, the output ran out of room.
+    wire = text("Long answer") + metadata(stopReason="MODEL_CONTEXT_WINDOW_EXCEEDED") + tail()
+    assert complete(wire).stop_reason is StopReason.MAX_TOKENS
+
+
+def test_unknown_stop_reasons_and_events_keep_serving_and_leave_a_trace(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    wire = (
+        text("Hi")
+        + encode_event("brandNewEvent", {"secretText": "do not log me", "n": 1})
+        + metadata(stopReason="BRAND_NEW_REASON")
+        + tail()
+    )
+    with caplog.at_level("WARNING", logger="kirod.upstream.translate"):
+        assert complete(wire).stop_reason is StopReason.END_TURN
+        assert complete(text("Hi") + metadata(stopReason="PAUSE_TURN") + tail()).content
+    logged = [(r.getMessage(), getattr(r, FIELDS_ATTR)) for r in caplog.records]
+    assert ("kiro_event_unknown", {"event_type": "brandNewEvent", "keys": "n,secretText"}) in [
+        (name, {k: v for k, v in fields.items() if k != "suppressed"}) for name, fields in logged
+    ]
+    stops = [fields for name, fields in logged if name == "kiro_stop_reason_unknown"]
+    assert [fields["stop_reason"] for fields in stops] == ["BRAND_NEW_REASON"]  # not PAUSE_TURN
+    assert "do not log me" not in repr(logged)

@@ -108,6 +108,10 @@ def request_lines(row: TraceRequest, labels: dict[str, str], keys: dict[str, str
             f"  → Kiro cut {row.truncations} tool call(s) off · "
             f"continued {row.continuations} · {saved}"
         )
+    if row.cuts:
+        lines.append(
+            f"  → Kiro cut {row.cuts} answer(s) off (no tail frames) · ended as max_tokens"
+        )
     if row.dropped:
         lines.append(f"  → dropped parameters: {', '.join(row.dropped)}")
     if row.extensions:

@@ -53,6 +53,16 @@ class Fault(enum.Enum):
     DUPLICATED_DELTAS = "text delta number `fault_at` is sent twice"
     LEAKED_TOOL_CALL_TEXT = "tool calls written as `[Called X with args: {...}]` text"
     STALL = "pause `stall_s` seconds after `fault_at` frames, then finish"
+    # Cut generations and the stated stops of today's tail (docs/KIRO-PROTOCOL.md §3.4; yupanzi/
+    # kiro2claude docs/PITFALLS.md "帧边界 EOF", 2026-09-07/08; the StopReason enum in
+    # mikeyobrien/pi-provider-kiro src/stop-reason.ts, 2026).
+    CUT_GENERATION = "a clean end on a frame boundary after `fault_at` content frames, no tail"
+    CONTENT_FILTERED = (
+        "no content: metadataEvent {stopReason: CONTENT_FILTERED, stopDetails.refusal}, the tail"
+    )
+    CONTEXT_WINDOW_EXCEEDED = (
+        "no content: metadataEvent {stopReason: MODEL_CONTEXT_WINDOW_EXCEEDED}, the tail"
+    )
 
 
 class ToolCut(enum.Enum):
@@ -109,8 +119,10 @@ class ToolCall:
 @dataclass(frozen=True)
 class TokenUsage:
     """`metadataEvent.tokenUsage` as AWS's model shapes it (docs/UPSTREAM.md §1.4): `uncached`
-    excludes the cache reads and writes. Live IDE-persona streams have not been seen to send it,
-    so the fake sends it only when a reply scripts it."""
+    excludes the cache reads and writes. Sent only when a reply scripts it: whether Kiro sends
+    it on Claude streams is disputed (ZyphrZero/kiro.rs 0.7.6 parses it; dwgx/KiroStudio
+    src/kiro/model/events/metadata.rs, 2026, measured a `metadataEvent` with `stopReason` only),
+    and counts that win over every estimate would change what the rest of the suite measures."""
 
     uncached: int
     output: int
@@ -405,10 +417,27 @@ def suspicious_body(user_id: str) -> dict[str, Any]:
     }
 
 
+REFUSAL_DETAILS: Mapping[str, Any] = {
+    "refusal": {"category": "cyber", "explanation": "The request was declined."}
+}
+"""`metadataEvent.stopDetails` of a CONTENT_FILTERED answer: the shape of the service model's
+`StopDetails.refusal` (category, explanation) as Rust gateways parse it; values made up."""
+
+
 def plan_stream(script: Script, request: ChatRequest, latency: Latency) -> StreamPlan:
     """The frames answering `request`, with the script's fault applied."""
     if script.fault is Fault.EMPTY_STREAM:
         return StreamPlan((), 0.0)
+    if script.fault in (Fault.CONTENT_FILTERED, Fault.CONTEXT_WINDOW_EXCEEDED):
+        # Stated stops with nothing before them; CONTENT_FILTERED "may come with an empty stream
+        # and stopDetails.refusal" (kiro2claude docs/PITFALLS.md, 2026-09; pi-provider-kiro
+        # src/stop-reason.ts). No capture shows MODEL_CONTEXT_WINDOW_EXCEEDED: its place here
+        # is the enum's, the rest an assumption.
+        stop: dict[str, Any] = {"stopReason": "CONTENT_FILTERED", "stopDetails": REFUSAL_DETAILS}
+        if script.fault is Fault.CONTEXT_WINDOW_EXCEEDED:
+            stop = {"stopReason": "MODEL_CONTEXT_WINDOW_EXCEEDED"}
+        credits = _default_credits(request, "")
+        return _timed(script, latency, _tail(request, "", credits, None, stop), credits)
     reply = script.reply or default_reply(request)
     if script.call_first is not None and not request.has_tool_results:
         # A tool loop, e.g. a web search kirod runs inside the turn: call, then answer.
@@ -448,21 +477,16 @@ def plan_stream(script: Script, request: ChatRequest, latency: Latency) -> Strea
         exception = encode_exception(script.exception_type, message)
         return _timed(script, latency, [*content, exception], 0.0)
     credits = reply.credits if reply.credits is not None else _default_credits(request, text)
-    usage = reply.context_usage
-    if usage is None:
-        usage = context_usage(request, text)
-    tail = [
-        encode_event(
-            "meteringEvent", {"unit": "credit", "unitPlural": "credits", "usage": credits}
-        ),
-        encode_event("contextUsageEvent", {"contextUsagePercentage": usage}),
-    ]
+    reason = "MAX_TOKENS" if cut is ToolCut.MAX_TOKENS else "TOOL_USE" if calls else "END_TURN"
+    metadata: dict[str, Any] = {"stopReason": reason}
     if reply.token_usage is not None:
-        metadata = {"tokenUsage": reply.token_usage.wire()}
-        tail.insert(0, encode_event("metadataEvent", metadata))
-    if cut is ToolCut.MAX_TOKENS:
-        tail.insert(0, encode_event("metadataEvent", {"stopReason": "MAX_TOKENS"}))
+        metadata["tokenUsage"] = reply.token_usage.wire()
+    tail = _tail(request, text, credits, reply.context_usage, metadata)
     at = min(script.fault_at, len(content))
+    if fault is Fault.CUT_GENERATION:
+        # Generation stops mid-answer and the stream closes cleanly on a frame boundary, without
+        # the tail (kiro2claude docs/PITFALLS.md "帧边界 EOF", 2026-09-07): some content first.
+        return _timed(script, latency, content[: max(1, at)], 0.0)
     if fault is Fault.MIDSTREAM_EXCEPTION:
         message = f"Fake Kiro scripted {script.exception_type}."
         return _timed(
@@ -482,6 +506,26 @@ def plan_stream(script: Script, request: ChatRequest, latency: Latency) -> Strea
     if fault is Fault.STALL:
         return replace(plan, steps=(*plan.steps[:at], Pause(script.stall_s), *plan.steps[at:]))
     return plan
+
+
+def _tail(
+    request: ChatRequest,
+    output: str,
+    credits: float,
+    percentage: float | None,
+    metadata: dict[str, Any],
+) -> list[bytes]:
+    """The frames that end every complete answer, in this order: `metadataEvent`,
+    `contextUsageEvent`, `meteringEvent` (kiro2claude docs/PITFALLS.md "帧边界 EOF": 351 of 352
+    real responses, 2026-09-07, and 372 of 376, 2026-09-08, the others all failures)."""
+    usage = context_usage(request, output) if percentage is None else percentage
+    return [
+        encode_event("metadataEvent", metadata),
+        encode_event("contextUsageEvent", {"contextUsagePercentage": usage}),
+        encode_event(
+            "meteringEvent", {"unit": "credit", "unitPlural": "credits", "usage": credits}
+        ),
+    ]
 
 
 def _timed(script: Script, latency: Latency, frames: list[bytes], credits: float) -> StreamPlan:
