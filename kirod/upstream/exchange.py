@@ -255,7 +255,7 @@ async def open_exchange(
             raise UpstreamStreamError(_FAILURE_EVENTS[early.code], early.to_error())
         if isinstance(early, ErrorEvent) and early.code == CONTEXT_TOO_LONG:
             # MODEL_CONTEXT_WINDOW_EXCEEDED before any output: as Kiro's 400 for the same.
-            raise UpstreamPromptTooLong(input_tokens, model.context_window)
+            raise UpstreamPromptTooLong(input_tokens, route.prompt_limit)
         yield Exchange(
             message_id=message_id,
             input_tokens=input_tokens,
