@@ -4,7 +4,7 @@ Each construction rule is one small function, named in its docstring by rule num
 `shape_turns` applies them in an order where each rule's output satisfies the ones before it.
 Nothing the client said is dropped silently: what Kiro cannot carry structurally becomes text
 (orphan tool results, tool traffic under `tool_choice: none`, old images, history documents on a
-model without DOCUMENT input) or a clear 400 (a current message's images or documents for a model
+model that takes none) or a clear 400 (a current message's images or documents for a model
 that cannot take them). `kirod.upstream.payload` serialises the turns into the body.
 """
 
@@ -168,7 +168,7 @@ def _result_from_block(block: ToolResultBlock, turn: Turn) -> _Result:
 def _attach_document(turn: Turn, document: DocumentBlock) -> None:
     """A document goes in its user entry's `documents`; Kiro has no field for its context."""
     if document.context:
-        turn.texts.append(f"[context of document '{document.name}': {document.context}]")
+        turn.texts.append(f"[context of document '{_label(document)}': {document.context}]")
     if turn.role is Role.USER:
         turn.documents.append(document)
     else:
@@ -190,7 +190,11 @@ def _image_placeholder(image: ImageBlock) -> str:
 
 
 def _document_placeholder(document: DocumentBlock) -> str:
-    return f"[document '{document.name}' ({document.format}) omitted]"
+    return f"[document '{_label(document)}' ({document.format}) omitted]"
+
+
+def _label(document: DocumentBlock) -> str:
+    return document.name or "untitled"
 
 
 def _clean_input(value: Mapping[str, Any]) -> dict[str, Any]:
@@ -314,10 +318,10 @@ def _limit_images(turns: Sequence[Turn], model: ModelInfo) -> None:
 
 
 def _limit_documents(turns: Sequence[Turn], model: ModelInfo) -> None:
-    """Documents go only to a model whose catalog lists DOCUMENT input, as images go only to
-    one with IMAGE: in the current message they are refused, in history they become a text
-    placeholder (the conversation may have begun on another model). No history limit like
-    rule 17's is known for documents, so a supporting model gets them all."""
+    """Rule 21: documents go only to a model that takes them (Claude, or one whose catalog lists
+    DOCUMENT), as images go only to one with IMAGE: in the current message they are refused, in
+    history they become a text placeholder (the conversation may have begun on another model).
+    No history limit like rule 17's is known for documents, so a supporting model gets them all."""
     current = turns[-1]
     if current.documents and not model.supports_documents:
         raise ApiError(

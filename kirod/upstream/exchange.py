@@ -44,7 +44,9 @@ from kirod.canonical.token_count import estimate_request_tokens
 from kirod.upstream.client import KiroClient, UpstreamAccount
 from kirod.upstream.errors import (
     Failure,
+    UpstreamDocumentRefused,
     UpstreamError,
+    UpstreamHttpError,
     UpstreamPromptTooLong,
     UpstreamStreamError,
 )
@@ -195,6 +197,8 @@ async def open_exchange(
                 # The local estimate can fall short of Kiro's count, which is the one that holds.
                 tokens = estimate_request_tokens(request)
                 raise UpstreamPromptTooLong(tokens, model.context_window) from None
+            if _bare_refusal(exc) and payload.documents:
+                raise UpstreamDocumentRefused(payload.documents, route.model_name) from None
             raise
         message_id = secrets.token_hex(12)
         input_tokens = estimate_request_tokens(request)
@@ -223,6 +227,17 @@ async def open_exchange(
             frames=frames,
             bytes_read=bytes_read,
         )
+
+
+def _bare_refusal(error: UpstreamError) -> bool:
+    """Kiro's 400 with no reason: what it answers a body it cannot take (docs/KIRO-PROTOCOL.md
+    §4.2), as opposed to one naming its cause (a tool schema, a signature)."""
+    return (
+        isinstance(error, UpstreamHttpError)
+        and error.failure is Failure.BAD_REQUEST
+        and error.status == 400
+        and error.reason is None
+    )
 
 
 async def _search_answer(

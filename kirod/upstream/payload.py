@@ -49,6 +49,7 @@ from kirod.canonical.request import (
 )
 from kirod.errors import ApiError, ErrorKind
 from kirod.upstream.conversation import PLACEHOLDER, Turn, shape_turns, split_current, system_pair
+from kirod.upstream.documents import kiro_names
 from kirod.upstream.reasoning import (
     asked_effort,
     clamped_effort,
@@ -86,6 +87,8 @@ class BuiltPayload:
     encoded: bytes = b""
     """`body` as the bytes to send (made once, for the size check); `KiroClient.chat` takes it."""
     effort_clamped: str | None = None
+    documents: tuple[str, ...] = ()
+    """The formats of the documents the body carries, in order."""
 
 
 def build_payload(
@@ -154,6 +157,7 @@ def build_payload(
         thinking_mode=mode,
         encoded=encoded,
         effort_clamped=clamped,
+        documents=tuple(document.format for turn in turns for document in turn.documents),
     )
 
 
@@ -248,7 +252,8 @@ def _least_size(request: CanonicalRequest) -> int:
 def _user_entry(
     turn: Turn, model_id: str, tools: Sequence[Mapping[str, Any]] = ()
 ) -> dict[str, Any]:
-    """Rule 19: modelId and origin on every user entry; rule 17: images in `images` only.
+    """Rule 19: modelId and origin on every user entry; rule 17: images in `images` only;
+    rule 21: documents in `documents`, named as Kiro accepts.
 
     Tools are declared on the current message only; an empty context is left out.
     """
@@ -260,8 +265,8 @@ def _user_entry(
         ]
     if turn.documents:
         message["documents"] = [
-            {"name": doc.name, "format": doc.format, "source": {"bytes": doc.data_base64}}
-            for doc in turn.documents
+            {"name": name, "format": doc.format, "source": {"bytes": doc.data_base64}}
+            for name, doc in zip(kiro_names(turn.documents), turn.documents, strict=True)
         ]
     context: dict[str, Any] = {}
     if tools:

@@ -415,7 +415,7 @@ CASES: list[tuple[str, str, Any, Any]] = [
     (
         "invalid_document",
         "no name",
-        body(user(model=DOCS, documents=[{**PDF, "name": "x.pdf"}])),
+        body(user(model=DOCS, documents=[{**PDF, "name": "x"}])),
         body(user(model=DOCS, documents=[{"format": "pdf", "source": PDF["source"]}])),
     ),
     (
@@ -426,9 +426,27 @@ CASES: list[tuple[str, str, Any, Any]] = [
     ),
     (
         "documents_unsupported",
-        "model without DOCUMENT",
-        body(user(model=DOCS, documents=[PDF])),
-        body(user(documents=[PDF])),
+        "non-Claude model without DOCUMENT",
+        body(user(documents=[PDF])),  # Claude without DOCUMENT listed: read all the same
+        body(user(model="gpt-5.6-sol", documents=[PDF])),
+    ),
+    *(
+        (
+            "invalid_document_name",
+            why,
+            body(user(documents=[{**PDF, "name": good}])),
+            body(user(documents=[{**PDF, "name": bad}])),
+        )
+        for why, good, bad in [
+            ("with its extension", "report", "report.pdf"),
+            ("empty", "r", ""),
+            ("over 200 characters", "x" * 200, "x" * 201),
+            ("a character outside the set", "Q3 (final) [v2]_a-b", "Q3: final"),
+            ("not ASCII", "resume", "résumé"),
+            ("a leading space", "a b", " a b"),
+            ("a trailing space", "a b", "a b "),
+            ("a double space", "a b", "a  b"),
+        ]
     ),
     (
         "unsupported_request_fields",

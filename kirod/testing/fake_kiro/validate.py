@@ -25,6 +25,7 @@ import io
 import itertools
 import json
 import math
+import re
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -46,6 +47,12 @@ THINKING_TAG = "<thinking_mode>"
 CHAT_TRIGGER_TYPES = frozenset({"MANUAL", "DIAGNOSTIC", "INLINE_CHAT"})
 IMAGE_FORMATS = frozenset({"png", "jpeg", "gif", "webp"})
 DOCUMENT_FORMATS = frozenset({"pdf", "csv", "doc", "docx", "html", "md", "txt", "xls", "xlsx"})
+DOCUMENT_NAME = re.compile(r"[A-Za-z0-9\-_()\[\]]+( [A-Za-z0-9\-_()\[\]]+)*")
+"""A document's name: 1-200 characters of ASCII letters, digits, space, hyphen, underscore,
+parentheses and square brackets, no leading, trailing or double space (sunerpy/kiro-provider
+docs/audits/kiro-provider-runtime-model-and-session-validation-2026-08-28.md, 2026-08-28,
+measured on Opus 5)."""
+MAX_DOCUMENT_NAME = 200
 
 _COMBINATORS = ("oneOf", "anyOf", "allOf")
 _REASONING_KEY = b"fake-kiro reasoning signature key"
@@ -129,7 +136,10 @@ RULES: dict[str, Rule] = {
     ),
     "misplaced_documents": Rule("documents anywhere but userInputMessage.documents"),
     "invalid_document": Rule("document without a name, a known format or base64 source.bytes"),
-    "documents_unsupported": Rule("documents sent to a model whose inputs lack DOCUMENT"),
+    "invalid_document_name": Rule("document name outside Kiro's name rule (DOCUMENT_NAME)"),
+    "documents_unsupported": Rule(
+        "documents sent to a non-Claude model whose inputs lack DOCUMENT"
+    ),
     "output_config_on_gpt": Rule(
         "additionalModelRequestFields.output_config for a model whose effort is `reasoning`",
         body={"message": "Improperly formed request.", "reason": "REQUEST_BODY_INVALID"},
@@ -477,14 +487,22 @@ def _image_bytes(image: Any) -> int:
 
 
 def _check_documents(turns: list[tuple[str, dict[str, Any]]], model: Model) -> None:
-    """`documents[]` items as the request model defines them: `name`, `format`, `source.bytes`."""
+    """`documents[]` items as the request model defines them: `name`, `format`, `source.bytes`.
+
+    Claude reads them though no catalog entry lists DOCUMENT: sunerpy/kiro-provider sent a `txt`
+    and other files to Opus 5 and the model read them (docs/audits/kiro-provider-runtime-model-
+    and-session-validation-2026-08-28.md, 2026-08-28). Other models take them only where the
+    catalog lists DOCUMENT: nobody has reported what they do with one.
+    """
     documents: list[Any] = []
     for role, message in turns:
         if "documents" in _context(message) or (role == "assistant" and "documents" in message):
             raise _Broken("misplaced_documents")
         if role == "user":
             documents.extend(_list(message.get("documents", [])))
-    if documents and "DOCUMENT" not in model.input_types:
+    if not documents:
+        return
+    if "DOCUMENT" not in model.input_types and not model.model_id.startswith("claude-"):
         raise _Broken("documents_unsupported")
     for document in documents:
         document = _object(document)
@@ -492,13 +510,14 @@ def _check_documents(turns: list[tuple[str, dict[str, Any]]], model: Model) -> N
         document_format = document.get("format")
         if (
             not isinstance(name, str)
-            or not name.strip()
             or not isinstance(document_format, str)
             or document_format not in DOCUMENT_FORMATS
             or not isinstance(data, str)
             or not _is_base64(data)
         ):
             raise _Broken("invalid_document")
+        if len(name) > MAX_DOCUMENT_NAME or not DOCUMENT_NAME.fullmatch(name):
+            raise _Broken("invalid_document_name")
 
 
 def _is_base64(text: str) -> bool:
