@@ -14,7 +14,7 @@ canonical request. Message-level cache points are an experiment behind `cache_po
 (`_cache_points`, docs/UPSTREAM.md §1.5). Rule 15 is `_check_tool_choice`; rule 16 is `_check_size`.
 
 Prompt caching upstream keys on a stable prefix (docs/UPSTREAM.md §1.2), so the body is laid out for
-it: the system prompt is the first history pair, `history` is serialised before
+it: the system prompt is the first history entry, `history` is serialised before
 `currentMessage`, and nothing depends on the clock or randomness. Two turns of one conversation
 therefore encode to bodies whose bytes agree up to the end of the earlier turn's history.
 
@@ -48,7 +48,7 @@ from kirod.canonical.request import (
     ToolResultBlock,
 )
 from kirod.errors import ApiError, ErrorKind
-from kirod.upstream.conversation import PLACEHOLDER, Turn, shape_turns, split_current, system_pair
+from kirod.upstream.conversation import PLACEHOLDER, Turn, shape_turns, split_current, system_entry
 from kirod.upstream.documents import kiro_names
 from kirod.upstream.reasoning import (
     asked_effort,
@@ -119,7 +119,7 @@ def build_payload(
         tags, clamped = thinking_tags(request.reasoning, model)
         system = inject_thinking_tags(tags, system, turns[0])
     history, current = split_current(turns)
-    history = system_pair(system) + history
+    history = system_entry(system) + history
 
     used = (use.name for turn in turns for use in turn.uses)
     tools = tool_specs(request.tools, schemas, names, used) if tools_enabled else []
@@ -327,14 +327,14 @@ def _cache_points(entries: Sequence[dict[str, Any]], model: ModelInfo) -> None:
     """docs/UPSTREAM.md §1.5: message-level `cachePoint`s, only where the catalog allows them.
 
     Placed as the one published attempt did (opencode PR #18768, modelled on kiro-cli): on the
-    first user entry, which carries the system prompt, and on the last assistant entry, the end
-    of the reused prefix; never more than the model's `maximumCacheCheckpointsPerRequest`.
+    first history entry, which carries the system prompt, and on the last one, the end of the
+    reused prefix; never more than the model's `maximumCacheCheckpointsPerRequest`.
     Whether Kiro honours them beyond conversationId reuse is unmeasured, hence opt-in.
     """
     budget = min(model.cache_checkpoints, _CACHE_POINTS_AT_MOST)
     if budget == 0 or not entries:
         return
-    # History opens with a user entry and ends with an assistant one (rules 3 and 4).
-    places = [entries[0]["userInputMessage"], entries[-1]["assistantResponseMessage"]]
-    for message in places[:budget]:
+    # Either entry may be of either role (rules 3 and 4), and they are one when history has one.
+    places = [next(iter(entries[0].values())), next(iter(entries[-1].values()))]
+    for message in places[: budget if len(entries) > 1 else 1]:
         message["cachePoint"] = dict(CACHE_POINT)

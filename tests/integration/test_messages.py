@@ -515,3 +515,30 @@ def test_expired_access_token_is_refreshed_transparently(
     assert len(service.requests("social_refresh")) == 1
     after = daemon.client.request("GET", f"/accounts/{account['id']}")
     assert after["generation"] > account["generation"]
+
+
+def test_kiro_sees_no_history_the_client_did_not_write(
+    claude: anthropic.Anthropic, service: FakeKiro
+) -> None:
+    """docs/KIRO-PROTOCOL.md §2.3, rules 2-4 and 18: Kiro accepts the history as the client
+    wrote it, so no acknowledgement follows the system prompt and no user entry is invented
+    before an opening assistant message."""
+    claude.messages.create(
+        model=MODEL,
+        max_tokens=100,
+        system="Answer in French.",
+        messages=[
+            {"role": "assistant", "content": "Bonjour !"},
+            {"role": "user", "content": "Hello"},
+        ],
+    )
+    state = last_chat(service)["conversationState"]
+    history = [
+        (next(iter(entry)), next(iter(entry.values()))["content"]) for entry in state["history"]
+    ]
+    assert history == [
+        ("userInputMessage", "Answer in French."),
+        ("assistantResponseMessage", "Bonjour !"),
+    ]
+    assert state["currentMessage"]["userInputMessage"]["content"] == "Hello"
+    assert service.requests("chat")[-1].rejected_by is None

@@ -248,15 +248,30 @@ def test_rule_2_tool_results_split_across_messages_join_one_turn() -> None:
 
 
 @pytest.mark.parametrize("system", [(), ("be brief",)])
-def test_rule_3_history_starts_with_user(system: tuple[str, ...]) -> None:
+def test_rule_3_history_may_open_with_the_assistant(system: tuple[str, ...]) -> None:
+    """No invented user turn before a leading assistant: Kiro accepts history opening with one
+    (docs/KIRO-PROTOCOL.md §2.3)."""
     payload = build(req(assistant("Hello! How can I help?"), user("hi"), system=system))
     roles = [(role, m["content"]) for role, m in turns(payload)]
-    assert roles[-3:] == [
-        ("user", "(empty)"),
+    assert roles == [
+        *[("user", text) for text in system],
         ("assistant", "Hello! How can I help?"),
         ("user", "hi"),
     ]
-    assert roles[0][0] == "user"
+    assert "(empty)" not in json.dumps(payload.body)
+
+
+def test_thinking_tags_before_a_leading_assistant_are_the_system_entry() -> None:
+    payload = build(req(assistant("Hi."), user("go"), reasoning=Reasoning(budget_tokens=2_000)))
+    roles = [(role, m["content"]) for role, m in turns(payload)]
+    assert roles == [
+        (
+            "user",
+            "<thinking_mode>enabled</thinking_mode><max_thinking_length>2000</max_thinking_length>",
+        ),
+        ("assistant", "Hi."),
+        ("user", "go"),
+    ]
 
 
 @pytest.mark.parametrize(
@@ -756,12 +771,24 @@ def test_assistant_documents_become_text() -> None:
 # -- rule 18: system prompt ------------------------------------------------------------------------
 
 
-def test_rule_18_system_prompt_is_a_first_history_pair() -> None:
+def test_rule_18_system_prompt_is_a_first_history_entry_without_a_reply() -> None:
+    """No invented acknowledgement after it: the model quotes one back as its own words
+    (docs/KIRO-PROTOCOL.md §2.3)."""
     payload = build(req(user("hi"), system=("You are terse.", "", "Answer in French.")))
     assert [(role, m["content"]) for role, m in turns(payload)] == [
         ("user", "You are terse.\n\nAnswer in French."),
-        ("assistant", "I will follow these instructions."),
         ("user", "hi"),
+    ]
+    assert "I will follow these instructions" not in json.dumps(payload.body)
+
+
+def test_rule_18_the_system_entry_stays_alone_in_a_longer_conversation() -> None:
+    payload = build(req(user("a"), assistant("b"), user("c"), system=("sys",)))
+    assert [(role, m["content"]) for role, m in turns(payload)] == [
+        ("user", "sys"),
+        ("user", "a"),
+        ("assistant", "b"),
+        ("user", "c"),
     ]
 
 
