@@ -52,11 +52,18 @@ from kirod.upstream.errors import (
 )
 from kirod.upstream.frames import Frame
 from kirod.upstream.images import fit_images, needs_fitting
-from kirod.upstream.payload import ParameterPolicy, build_payload
+from kirod.upstream.payload import DEFAULT_MAX_PAYLOAD_BYTES, ParameterPolicy, build_payload
 from kirod.upstream.translate import ToolDelivery, Translator, Truncation
 from kirod.upstream.websearch import SEARCH_TOOL, answer_search
 
-__all__ = ["Exchange", "ParameterPolicy", "Route", "ToolDelivery", "open_exchange"]
+__all__ = [
+    "DEFAULT_MAX_PAYLOAD_BYTES",
+    "Exchange",
+    "ParameterPolicy",
+    "Route",
+    "ToolDelivery",
+    "open_exchange",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -80,6 +87,7 @@ class Route:
     parameter_policy: ParameterPolicy = "drop"
     cache_points: bool = False  # the `prompt_cache_points` experiment
     tool_delivery: ToolDelivery = "complete"
+    max_body_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES  # the kiro_max_body_bytes option
 
 
 class Exchange:
@@ -184,6 +192,7 @@ async def open_exchange(
         profile_arn=route.account.profile_arn,
         parameter_policy=route.parameter_policy,
         cache_points=route.cache_points,
+        max_payload_bytes=route.max_body_bytes,
     )
     if payload.effort_clamped is not None:
         log.annotate(effort_clamped=payload.effort_clamped)  # on the request's access-log line

@@ -66,7 +66,7 @@ ParameterPolicy: TypeAlias = Literal["drop", "error"]
 ORIGIN = "AI_EDITOR"
 CHAT_TRIGGER = "MANUAL"
 AGENT_TASK_TYPE = "vibe"
-DEFAULT_MAX_PAYLOAD_BYTES = 600_000
+DEFAULT_MAX_PAYLOAD_BYTES = 600_000  # the kiro_max_body_bytes option's default (rule 16)
 _ENTRY_BYTES = 40  # the smallest history entry, {"assistantResponseMessage":{"content":""}},
 _IMAGE_FORMATS = {"png": "png", "jpeg": "jpeg", "jpg": "jpeg", "gif": "gif", "webp": "webp"}
 
@@ -200,13 +200,17 @@ def _check_tool_choice(request: CanonicalRequest) -> bool:
 
 
 def _check_size(size: int, limit: int, *, at_least: bool = False) -> None:
-    """Rule 16: bodies above ~600 KB fail upstream with a cryptic 400, so refuse them clearly."""
+    """Rule 16: bodies above ~615 KB failed upstream with a cryptic 400 in February 2026, so kirod
+    refuses them clearly, saying the limit is its own and which option moves it: whether Kiro's
+    limit has moved since is unknown (docs/KIRO-PROTOCOL.md §2.3)."""
     if size > limit:
         amount = f"at least {size}" if at_least else f"{size}"
         raise ApiError(
             ErrorKind.REQUEST_TOO_LARGE,
-            f"the prompt is too large for Kiro ({amount} bytes, limit {limit}); compact the "
-            "conversation or remove large attachments and retry",
+            f"the request for Kiro would be {amount} bytes, over kirod's limit of {limit} "
+            "(the kiro_max_body_bytes option, set from the largest body Kiro took in February "
+            "2026; images are not counted); compact the conversation or remove large "
+            "attachments and retry, or raise kiro_max_body_bytes",
             code="request_too_large",
         )
 

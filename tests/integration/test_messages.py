@@ -461,7 +461,33 @@ def test_payload_over_kiros_size_limit_is_413(
         )
     assert error.value.status_code == 413
     assert error.value.body["error"]["type"] == "request_too_large"  # type: ignore[index]
+    message = error.value.body["error"]["message"]  # type: ignore[index]
+    assert "over kirod's limit of 600000" in message  # kirod's, not said to be Kiro's
+    assert "raise kiro_max_body_bytes" in message
     assert service.requests("chat") == []
+
+
+def test_the_body_limit_is_the_kiro_max_body_bytes_option(
+    fake: ThreadedFake, short_tmp: Path
+) -> None:
+    proc = start_daemon(short_tmp, fake, {"KIROD_KIRO_MAX_BODY_BYTES": "200000"})
+    try:
+        import_account(proc, fake.fake.issue_social_account())
+        fake.fake.clear_requests()
+        with (
+            anthropic.Anthropic(base_url=proc.base_url, api_key=proc.api_key, max_retries=0) as c,
+            pytest.raises(anthropic.APIStatusError) as error,
+        ):
+            c.messages.create(
+                model=MODEL,
+                max_tokens=100,
+                messages=[{"role": "user", "content": "lorem ipsum dolor " * 15_000}],
+            )
+        assert error.value.status_code == 413
+        assert "over kirod's limit of 200000" in error.value.message
+        assert fake.fake.requests("chat") == []
+    finally:
+        proc.kill()
 
 
 @pytest.mark.parametrize(

@@ -593,7 +593,8 @@ def test_rule_16_oversized_payload_is_refused_clearly() -> None:
     error = caught.value
     assert (error.kind, error.code) == (ErrorKind.REQUEST_TOO_LARGE, "request_too_large")
     assert error.status == 413
-    assert "too large" in error.message
+    assert error.message.startswith("the request for Kiro would be ")
+    assert "over kirod's limit of 600000 (the kiro_max_body_bytes option" in error.message
     assert "compact" in error.message
 
 
