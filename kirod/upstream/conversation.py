@@ -330,15 +330,17 @@ def _limit_documents(turns: Sequence[Turn], model: ModelInfo) -> None:
 
 
 def _fill_empty(turns: Sequence[Turn]) -> None:
-    """Rule 5: no empty content, except a user turn carrying toolResults (kiro-cli sends "").
+    """Rule 5: no empty content, except a user turn carrying toolResults (kiro-cli sends "") and
+    an assistant turn carrying toolUses (accepted in 2026 probes): those send "".
 
-    Whitespace-only content counts as empty (so a tool-use-only assistant turn gets PLACEHOLDER,
-    not kiro.rs's " "); every other empty turn gets PLACEHOLDER too.
+    Whitespace-only content counts as empty; every other empty turn gets PLACEHOLDER, not kiro.rs's
+    " " (docs/KIRO-PROTOCOL.md §2.3).
     """
     for turn in turns:
         if not turn.blank:
             continue
-        turn.texts = [] if turn.role is Role.USER and turn.results else [PLACEHOLDER]
+        carries = turn.results if turn.role is Role.USER else turn.uses
+        turn.texts = [] if carries else [PLACEHOLDER]
 
 
 def split_current(turns: Sequence[Turn]) -> tuple[list[Turn], Turn]:

@@ -150,12 +150,12 @@ CASES: list[tuple[str, str, Any, Any]] = [
     ),
     (
         "empty_assistant_content",
-        "toolUses only",
-        answered(result("t1")),
+        "neither content nor toolUses",
         body(
             user("", tools=WEATHER, results=[result("t1")]),
             [user("Weather?", tools=WEATHER), assistant("", uses=[use("t1")])],
         ),
+        body(history=[user(), assistant("")]),
     ),
     (
         "empty_assistant_content",

@@ -298,8 +298,11 @@ def test_rule_4_history_ends_with_assistant_without_filler(messages: tuple[Messa
 @pytest.mark.parametrize(
     ("messages", "position", "content"),
     [
+        pytest.param(  # no "(empty)" the model would read as its own words
+            (user("go"), assistant(use("t1")), user(result("t1"))), 1, "", id="tool-use-only"
+        ),
         pytest.param(
-            (user("go"), assistant(use("t1")), user(result("t1"))), 1, "(empty)", id="tool-use-only"
+            (user("go"), assistant(" ", use("t1")), user(result("t1"))), 1, "", id="tool-use-blank"
         ),
         pytest.param(
             (user("go"), assistant(use("t1")), user(result("t1"))), 2, "", id="results-only"

@@ -82,7 +82,7 @@ RULES: dict[str, Rule] = {
         },
     ),
     "invalid_chat_trigger_type": Rule("chatTriggerType not MANUAL, DIAGNOSTIC or INLINE_CHAT"),
-    "empty_assistant_content": Rule("assistant content empty or missing (toolUses-only too)"),
+    "empty_assistant_content": Rule("assistant content empty or missing, and no toolUses"),
     "empty_user_content": Rule("user content empty without toolResults"),
     "cache_point_in_tools": Rule("a cachePoint element in tools"),
     "invalid_cache_point": Rule('a message cachePoint other than {"type": "default"}'),
@@ -279,12 +279,17 @@ def _history(history: Any) -> Iterator[tuple[str, dict[str, Any]]]:
 
 
 def _check_content(role: str, message: dict[str, Any]) -> None:
+    """Empty content only beside what the entry carries: a user entry's toolResults (the kiro-cli
+    fixture), an assistant entry's toolUses (sunerpy/kiro-provider
+    docs/audits/kiro-protocol-evidence-probe-2026-09-02.zh.md, B25: `content: ""` with a signed
+    reasoning block and toolUses, accepted, 2026-09-02)."""
     content = _string(message.get("content", ""))
     if content:
         return
     if role == "assistant":
-        raise _Broken("empty_assistant_content")
-    if not _list(_context(message).get("toolResults", [])):
+        if not _list(message.get("toolUses", [])):
+            raise _Broken("empty_assistant_content")
+    elif not _list(_context(message).get("toolResults", [])):
         raise _Broken("empty_user_content")
 
 
