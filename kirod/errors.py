@@ -15,6 +15,7 @@ calls the foreign library; nothing else catches them.
     ├── UpstreamError          talking to Kiro failed (kirod.upstream.errors draws this branch)
     │   ├── UpstreamProtocolError, UpstreamHttpError, UpstreamConnectionError,
     │   ├── UpstreamTimeout, UpstreamStreamError, UpstreamPromptTooLong,
+    │   ├── UpstreamDocumentRefused,
     │   ├── RefreshError           a token refresh failed
     │   └── LoginError             a device-code login ended without tokens
     ├── CredentialImportError  a credential file saved by another Kiro tool is unreadable

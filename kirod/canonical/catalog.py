@@ -39,8 +39,9 @@ class ModelInfo:
     thinking, so tag thinking asks it for a budget), `efforts` the levels it lists; an effort is
     clamped to them. `cache_checkpoints` is how many message-level `cachePoint`s a request may
     carry: the catalog's `promptCaching.maximumCacheCheckpointsPerRequest` for a model listed with
-    `supportsPromptCaching`, else 0 (the static fallback never assumes caching). Likewise
-    `supports_documents` only where the catalog lists DOCUMENT input: no capture shows one.
+    `supportsPromptCaching`, else 0 (the static fallback never assumes caching).
+    `supports_documents`: where the catalog lists DOCUMENT input, and for Claude, which reads
+    documents though no catalog lists DOCUMENT (docs/KIRO-PROTOCOL.md §2.3, rule 21).
     `provider` is the catalog's `modelProvider` (`anthropic`, `openai`, …), else the name's.
     """
 
@@ -50,7 +51,7 @@ class ModelInfo:
     context_window: int = DEFAULT_CONTEXT_WINDOW
     max_output_tokens: int = 64_000
     supports_images: bool = True
-    supports_documents: bool = False  # only where the account's catalog lists DOCUMENT input
+    supports_documents: bool = False  # DOCUMENT listed, or Claude (rule 21)
     native_reasoning: bool = False
     reasoning_field_style: ReasoningFieldStyle = "none"
     efforts: tuple[Effort, ...] = EFFORTS  # the reasoning efforts it accepts, lowest first
@@ -205,7 +206,8 @@ def _from_listing(entry: Mapping[str, Any]) -> ModelInfo:
         context_window=_positive_int(limits.get("maxInputTokens"), base.context_window),
         max_output_tokens=_positive_int(limits.get("maxOutputTokens"), base.max_output_tokens),
         supports_images="IMAGE" in inputs if isinstance(inputs, list) else base.supports_images,
-        supports_documents=isinstance(inputs, list) and "DOCUMENT" in inputs,
+        supports_documents=(isinstance(inputs, list) and "DOCUMENT" in inputs)
+        or base.supports_documents,
         native_reasoning=base.native_reasoning,
         reasoning_field_style=_advertised_style(entry.get("additionalModelRequestFieldsSchema")),
         efforts=_advertised_efforts(entry.get("additionalModelRequestFieldsSchema")),

@@ -116,6 +116,7 @@ class Traits:
     context_window: int | None = None
     max_output_tokens: int | None = None
     supports_images: bool | None = None
+    supports_documents: bool | None = None
     native_reasoning: bool | None = None
     reasoning_field_style: ReasoningFieldStyle | None = None
 
@@ -179,12 +180,14 @@ NAME_RULES: tuple[NameRule, ...] = (
         since=(5,),
     ),
     NameRule(
-        "docs/KIRO-PROTOCOL.md §2.6: Claude takes its effort in output_config",
+        "docs/KIRO-PROTOCOL.md §2.6: Claude takes its effort in output_config; "
+        "docs/KIRO-PROTOCOL.md §2.3: Claude reads documents though no catalog lists DOCUMENT",
         Traits(
             provider="anthropic",
             context_window=DEFAULT_CONTEXT_WINDOW,
             max_output_tokens=64_000,
             supports_images=True,
+            supports_documents=True,
             reasoning_field_style="output_config",
         ),
         vendor="claude",
@@ -213,6 +216,7 @@ NAME_RULES: tuple[NameRule, ...] = (
             context_window=DEFAULT_CONTEXT_WINDOW,
             max_output_tokens=64_000,
             supports_images=True,
+            supports_documents=False,
             native_reasoning=False,
             reasoning_field_style="none",
         ),

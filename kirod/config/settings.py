@@ -53,6 +53,7 @@ class Settings:
     import_max_bytes: int
     import_timeout_s: float
     parameter_policy: str
+    kiro_max_body_bytes: int
     prompt_cache_points: bool
     tool_input_delivery: Literal["complete", "live"]
     truncation_recovery: bool

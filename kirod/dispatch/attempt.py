@@ -39,6 +39,7 @@ from kirod.storage.affinity import Binding
 from kirod.upstream.client import KiroClient, UpstreamAccount
 from kirod.upstream.errors import Failure, RefreshError, UpstreamError, UpstreamHttpError
 from kirod.upstream.exchange import (
+    DEFAULT_MAX_PAYLOAD_BYTES,
     Exchange,
     ParameterPolicy,
     Route,
@@ -71,6 +72,7 @@ class RouteSettings:
     parameter_policy: ParameterPolicy = "drop"
     cache_points: bool = False
     tool_delivery: ToolDelivery = "complete"
+    max_body_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES
 
 
 @dataclass(frozen=True)
@@ -259,6 +261,7 @@ class Attempts:
             parameter_policy=self.settings.parameter_policy,
             cache_points=self.settings.cache_points,
             tool_delivery=self.settings.tool_delivery,
+            max_body_bytes=self.settings.max_body_bytes,
             # The window this account really has for it, where kirod learned one.
             usage_window=self.models.windows.window(lease.account_id, model.kiro_id),
         )

@@ -122,6 +122,7 @@ def build_account_layer(
             branch_timeout_s=settings.request_timeout_s,
             parameter_policy="error" if settings.parameter_policy == "error" else "drop",
             prompt_cache_points=settings.prompt_cache_points,
+            max_body_bytes=settings.kiro_max_body_bytes,
             tool_delivery=settings.tool_input_delivery,
         ),
         authorize=authorize,

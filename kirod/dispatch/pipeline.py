@@ -74,6 +74,7 @@ from kirod.storage.oplog import OpLog
 from kirod.upstream.client import KiroClient
 from kirod.upstream.errors import Failure, UpstreamError
 from kirod.upstream.exchange import (
+    DEFAULT_MAX_PAYLOAD_BYTES,
     Exchange,
     ParameterPolicy,
     Route,
@@ -112,6 +113,7 @@ class DispatchPolicy:
     parameter_policy: ParameterPolicy = "drop"
     prompt_cache_points: bool = False
     tool_delivery: ToolDelivery = "complete"
+    max_body_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES  # the kiro_max_body_bytes option
     max_turn_parts: int = 10  # upstream exchanges in one turn, whatever its steps ask
 
 
@@ -151,7 +153,10 @@ class Dispatcher:
         self._affinity = affinity
         self._oplog = oplog
         settings = RouteSettings(
-            policy.parameter_policy, policy.prompt_cache_points, policy.tool_delivery
+            policy.parameter_policy,
+            policy.prompt_cache_points,
+            policy.tool_delivery,
+            policy.max_body_bytes,
         )
         self._attempts = Attempts(
             pool, client, keeper, models, probes, finder, settings, authorize=authorize

@@ -16,7 +16,8 @@ Bounds (docs/RELIABILITY.md, "Request bounds"), the same in every protocol, each
     MAX_MODEL_CHARS     128   the `model` name, an identifier (kirod.canonical.model_ids)
     MAX_DOCUMENT_BYTES  4.5 MB  one attached document, decoded (Bedrock Converse's limit for the
                               document shape Kiro's model copies; Kiro's own is unknown)
-    MAX_DOCUMENT_NAME   200   a document's name (file name or title)
+    MAX_DOCUMENT_NAME   1000  a document's name (file name or title), as read; Kiro's own rule
+                              (200 characters of a few kinds) is met by renaming upstream
     metadata          16 pairs, keys of at most 64 characters, values of at most 512 (OpenAI's
                               own limits; Anthropic's `metadata.user_id` at most 256)
 
@@ -55,7 +56,7 @@ MAX_TOOLS: Final = 1_000
 MAX_DEPTH: Final = 128
 MAX_CONTAINERS: Final = 100_000
 MAX_DOCUMENT_BYTES: Final = 4_500_000
-MAX_DOCUMENT_NAME: Final = 200
+MAX_DOCUMENT_NAME: Final = 1000
 _MAX_DOCUMENT_BASE64: Final = -(-MAX_DOCUMENT_BYTES // 3) * 4
 MAX_METADATA_PAIRS: Final = 16
 MAX_METADATA_KEY: Final = 64
@@ -161,14 +162,14 @@ class Checks:
         return float(value)
 
     def document_name(self, value: object, path: str) -> str:
-        """A document's optional name: at most `MAX_DOCUMENT_NAME` characters, "document" if
-        blank (Kiro's `documents[].name` is required)."""
+        """A document's optional name: at most `MAX_DOCUMENT_NAME` characters, "" if blank
+        (the upstream names an unnamed document by its place: `kirod.upstream.documents`)."""
         name = "" if value is None else self.text(value, path).strip()
         if len(name) > MAX_DOCUMENT_NAME:
             raise self.fail(
                 path, f"must be at most {MAX_DOCUMENT_NAME} characters", "string_too_long"
             )
-        return name or "document"
+        return name
 
     def document_format(self, media_type: str, path: str) -> DocumentFormat:
         document_format = DOCUMENT_MEDIA_TYPES.get(media_type.lower())

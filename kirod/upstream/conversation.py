@@ -4,7 +4,7 @@ Each construction rule is one small function, named in its docstring by rule num
 `shape_turns` applies them in an order where each rule's output satisfies the ones before it.
 Nothing the client said is dropped silently: what Kiro cannot carry structurally becomes text
 (orphan tool results, tool traffic under `tool_choice: none`, old images, history documents on a
-model without DOCUMENT input) or a clear 400 (a current message's images or documents for a model
+model that takes none) or a clear 400 (a current message's images or documents for a model
 that cannot take them). `kirod.upstream.payload` serialises the turns into the body.
 """
 
@@ -37,7 +37,6 @@ PLACEHOLDER = "(empty)"
 """Stands in for empty content (rule 5), as jwadow does. kiro.rs's lone space is not used: peers
 report whitespace-only content as risky, and a visible marker tells the model nothing was said."""
 CONTINUE = "Continue"
-SYSTEM_ACK = "I will follow these instructions."
 UNANSWERED = "tool call was not answered"
 TOOL_RESULT_IMAGE = "(image attached to this message)"
 TOOL_RESULT_DOCUMENT = "(document attached to this message)"
@@ -91,14 +90,13 @@ def shape_turns(
     tools_enabled: bool,
     mode: ThinkingMode,
 ) -> list[Turn]:
-    """`messages` as turns Kiro accepts: rules 1-3, 5, 6, 9, 14 and 17. Rules 4 and 18
-    (`split_current`, `system_pair`) come after thinking tags may have opened the first turn."""
+    """`messages` as turns Kiro accepts: rules 1, 2, 5, 6, 9, 14, 17 and 21. Rules 4 and 18
+    (`split_current`, `system_entry`) come after the system text is known."""
     turns = [_to_turn(message, names, tools_enabled, mode) for message in messages]
     turns = _merge_adjacent(turns)
     _continue_after_prefill(turns)
     _dedupe_tool_results(turns)
     _pair_tools(turns)
-    turns = _start_with_user(turns)
     _limit_images(turns, model)
     _limit_documents(turns, model)
     _fill_empty(turns)
@@ -168,7 +166,7 @@ def _result_from_block(block: ToolResultBlock, turn: Turn) -> _Result:
 def _attach_document(turn: Turn, document: DocumentBlock) -> None:
     """A document goes in its user entry's `documents`; Kiro has no field for its context."""
     if document.context:
-        turn.texts.append(f"[context of document '{document.name}': {document.context}]")
+        turn.texts.append(f"[context of document '{_label(document)}': {document.context}]")
     if turn.role is Role.USER:
         turn.documents.append(document)
     else:
@@ -190,7 +188,11 @@ def _image_placeholder(image: ImageBlock) -> str:
 
 
 def _document_placeholder(document: DocumentBlock) -> str:
-    return f"[document '{document.name}' ({document.format}) omitted]"
+    return f"[document '{_label(document)}' ({document.format}) omitted]"
+
+
+def _label(document: DocumentBlock) -> str:
+    return document.name or "untitled"
 
 
 def _clean_input(value: Mapping[str, Any]) -> dict[str, Any]:
@@ -212,15 +214,16 @@ def _clean_input(value: Mapping[str, Any]) -> dict[str, Any]:
     return cleaned
 
 
-# -- conversation shape (rules 1-6, 9, 17) ---------------------------------------------------------
+# -- conversation shape (rules 1, 2, 5, 6, 9, 17, 21) ---------------------------------------------
 
 
 def _merge_adjacent(turns: Sequence[Turn]) -> list[Turn]:
-    """Rule 2: consecutive same-role entries are a 400, so they become one turn.
+    """Rule 2: consecutive same-role messages become one turn.
 
-    Merging (rather than inserting synthetic turns between them) also keeps every tool result in
-    the turn right after the assistant turn that asked for it, as rule 6 requires. Only the first
-    signed reasoning block survives: Kiro's entry has one `reasoningContent`.
+    Kiro accepts adjacent entries of one role today, but merging is harmless and keeps every tool
+    result in the turn right after the assistant turn that asked for it, as rule 6 requires, and
+    the current message whole (rule 4). Only the first signed reasoning block survives: Kiro's
+    entry has one `reasoningContent`.
     """
     merged: list[Turn] = []
     for turn in turns:
@@ -285,13 +288,6 @@ def _pair_tools(turns: Sequence[Turn]) -> None:
         ]
 
 
-def _start_with_user(turns: list[Turn]) -> list[Turn]:
-    """Rule 3: history must open with a user entry; a leading assistant gets one before it."""
-    if turns[0].role is Role.ASSISTANT:
-        return [Turn(Role.USER, texts=[PLACEHOLDER]), *turns]
-    return turns
-
-
 def _limit_images(turns: Sequence[Turn], model: ModelInfo) -> None:
     """Rule 17: raw images only in the current message and the last 5 history entries.
 
@@ -314,10 +310,10 @@ def _limit_images(turns: Sequence[Turn], model: ModelInfo) -> None:
 
 
 def _limit_documents(turns: Sequence[Turn], model: ModelInfo) -> None:
-    """Documents go only to a model whose catalog lists DOCUMENT input, as images go only to
-    one with IMAGE: in the current message they are refused, in history they become a text
-    placeholder (the conversation may have begun on another model). No history limit like
-    rule 17's is known for documents, so a supporting model gets them all."""
+    """Rule 21: documents go only to a model that takes them (Claude, or one whose catalog lists
+    DOCUMENT), as images go only to one with IMAGE: in the current message they are refused, in
+    history they become a text placeholder (the conversation may have begun on another model).
+    No history limit like rule 17's is known for documents, so a supporting model gets them all."""
     current = turns[-1]
     if current.documents and not model.supports_documents:
         raise ApiError(
@@ -334,31 +330,35 @@ def _limit_documents(turns: Sequence[Turn], model: ModelInfo) -> None:
 
 
 def _fill_empty(turns: Sequence[Turn]) -> None:
-    """Rule 5: no empty content, except a user turn carrying toolResults (kiro-cli sends "").
+    """Rule 5: no empty content, except a user turn carrying toolResults (kiro-cli sends "") and
+    an assistant turn carrying toolUses (accepted in 2026 probes): those send "".
 
-    Whitespace-only content counts as empty (so a tool-use-only assistant turn gets PLACEHOLDER,
-    not kiro.rs's " "); every other empty turn gets PLACEHOLDER too.
+    Whitespace-only content counts as empty; every other empty turn gets PLACEHOLDER, not kiro.rs's
+    " " (docs/KIRO-PROTOCOL.md §2.3).
     """
     for turn in turns:
         if not turn.blank:
             continue
-        turn.texts = [] if turn.role is Role.USER and turn.results else [PLACEHOLDER]
+        carries = turn.results if turn.role is Role.USER else turn.uses
+        turn.texts = [] if carries else [PLACEHOLDER]
 
 
 def split_current(turns: Sequence[Turn]) -> tuple[list[Turn], Turn]:
-    """Rule 4: history ends with an assistant entry before the current user turn.
+    """Rule 4: the last turn, the whole trailing user run (rules 1 and 2), is the current message.
 
-    Rules 1 and 2 already make the last turn the whole trailing user run, so no "OK" filler is
-    ever needed — and one would sit between tool results and the uses that asked for them.
+    History may open with an assistant entry and end with a user one (the system entry): Kiro
+    accepts both, so no filler turn is written (docs/KIRO-PROTOCOL.md §2.3).
     """
     history, current = list(turns[:-1]), turns[-1]
     assert current.role is Role.USER
-    assert not history or history[-1].role is Role.ASSISTANT
     return history, current
 
 
-def system_pair(system: str) -> list[Turn]:
-    """Rule 18: Kiro has no system field; the system text is a first user/assistant pair."""
-    if not system:
-        return []
-    return [Turn(Role.USER, texts=[system]), Turn(Role.ASSISTANT, texts=[SYSTEM_ACK])]
+def system_entry(system: str) -> list[Turn]:
+    """Rule 18: Kiro has no system field; the system text is a first user entry of its own.
+
+    Alone, so that it is the same first entry in every turn of a conversation (the stable prefix
+    of docs/UPSTREAM.md §1.2), and with no acknowledgement after it: the model reads an invented
+    assistant reply as something it said, and quotes it back.
+    """
+    return [Turn(Role.USER, texts=[system])] if system else []

@@ -13,6 +13,7 @@ This is the upstream branch of the tree drawn in `kirod.errors`. Foreign excepti
     │   ├── UpstreamStreamError    Kiro's error event that is the account's failure (throttled,
     │   │                          unavailable, empty): before any output, or mid-stream
     │   ├── UpstreamPromptTooLong  the prompt exceeds the model's window, by Kiro's count
+    │   ├── UpstreamDocumentRefused  Kiro refused a body that carries documents
     │   ├── RefreshError           a token refresh failed (`permanent`: the account needs login)
     │   └── LoginError             a device-code login ended without tokens
     └── CredentialImportError      a credential file saved by another Kiro tool is unreadable,
@@ -140,6 +141,26 @@ class UpstreamPromptTooLong(UpstreamError):
     def to_api_error(self) -> ApiError:
         return ApiError(
             ErrorKind.INVALID_REQUEST, str(self), code="context_length_exceeded", final=True
+        )
+
+
+class UpstreamDocumentRefused(UpstreamError):
+    """Kiro answered a body carrying documents with its bare 400: said as the documents' fault,
+    the likeliest one (docs/KIRO-PROTOCOL.md §2.3, rule 21), with what the client can do."""
+
+    failure = Failure.BAD_REQUEST
+
+    def __init__(self, formats: tuple[str, ...], model: str) -> None:
+        count = f"{len(formats)} document" + ("s" if len(formats) > 1 else "")
+        kinds = ", ".join(dict.fromkeys(formats))
+        super().__init__(
+            f"Kiro refused the request, which carries {count} ({kinds}), for model '{model}'; "
+            "check that each file is a valid document of its type, or send its text instead"
+        )
+
+    def to_api_error(self) -> ApiError:
+        return ApiError(
+            ErrorKind.INVALID_REQUEST, str(self), code="document_refused", param="messages"
         )
 
 

@@ -45,17 +45,27 @@ from kirod.canonical.token_count import estimate_request_tokens
 from kirod.upstream.client import KiroClient, UpstreamAccount
 from kirod.upstream.errors import (
     Failure,
+    UpstreamDocumentRefused,
     UpstreamError,
+    UpstreamHttpError,
     UpstreamPromptTooLong,
     UpstreamStreamError,
 )
 from kirod.upstream.frames import Frame
 from kirod.upstream.images import fit_images, needs_fitting
-from kirod.upstream.payload import ParameterPolicy, build_payload
+from kirod.upstream.payload import DEFAULT_MAX_PAYLOAD_BYTES, ParameterPolicy, build_payload
 from kirod.upstream.translate import CONTEXT_TOO_LONG, ToolDelivery, Translator, Truncation
 from kirod.upstream.websearch import SEARCH_TOOL, answer_search
 
-__all__ = ["ContextUsage", "Exchange", "ParameterPolicy", "Route", "ToolDelivery", "open_exchange"]
+__all__ = [
+    "DEFAULT_MAX_PAYLOAD_BYTES",
+    "ContextUsage",
+    "Exchange",
+    "ParameterPolicy",
+    "Route",
+    "ToolDelivery",
+    "open_exchange",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -79,6 +89,7 @@ class Route:
     parameter_policy: ParameterPolicy = "drop"
     cache_points: bool = False  # the `prompt_cache_points` experiment
     tool_delivery: ToolDelivery = "complete"
+    max_body_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES  # the kiro_max_body_bytes option
     # What Kiro's context percentage is of, when the account has a window of its own for the
     # model (docs/KIRO-PROTOCOL.md §3.5); None: the model's `context_window`.
     usage_window: int | None = None
@@ -222,6 +233,7 @@ async def open_exchange(
         profile_arn=route.account.profile_arn,
         parameter_policy=route.parameter_policy,
         cache_points=route.cache_points,
+        max_payload_bytes=route.max_body_bytes,
     )
     if payload.effort_clamped is not None:
         log.annotate(effort_clamped=payload.effort_clamped)  # on the request's access-log line
@@ -235,6 +247,8 @@ async def open_exchange(
                 # The local estimate can fall short of Kiro's count, which is the one that holds.
                 tokens = estimate_request_tokens(request)
                 raise UpstreamPromptTooLong(tokens, route.prompt_limit) from None
+            if _bare_refusal(exc) and payload.documents:
+                raise UpstreamDocumentRefused(payload.documents, route.model_name) from None
             raise
         message_id = secrets.token_hex(12)
         input_tokens = estimate_request_tokens(request)
@@ -266,6 +280,17 @@ async def open_exchange(
             frames=frames,
             bytes_read=bytes_read,
         )
+
+
+def _bare_refusal(error: UpstreamError) -> bool:
+    """Kiro's 400 with no reason: what it answers a body it cannot take (docs/KIRO-PROTOCOL.md
+    §4.2), as opposed to one naming its cause (a tool schema, a signature)."""
+    return (
+        isinstance(error, UpstreamHttpError)
+        and error.failure is Failure.BAD_REQUEST
+        and error.status == 400
+        and error.reason is None
+    )
 
 
 async def _search_answer(

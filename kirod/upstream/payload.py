@@ -14,7 +14,7 @@ canonical request. Message-level cache points are an experiment behind `cache_po
 (`_cache_points`, docs/UPSTREAM.md §1.5). Rule 15 is `_check_tool_choice`; rule 16 is `_check_size`.
 
 Prompt caching upstream keys on a stable prefix (docs/UPSTREAM.md §1.2), so the body is laid out for
-it: the system prompt is the first history pair, `history` is serialised before
+it: the system prompt is the first history entry, `history` is serialised before
 `currentMessage`, and nothing depends on the clock or randomness. Two turns of one conversation
 therefore encode to bodies whose bytes agree up to the end of the earlier turn's history.
 
@@ -48,7 +48,8 @@ from kirod.canonical.request import (
     ToolResultBlock,
 )
 from kirod.errors import ApiError, ErrorKind
-from kirod.upstream.conversation import PLACEHOLDER, Turn, shape_turns, split_current, system_pair
+from kirod.upstream.conversation import PLACEHOLDER, Turn, shape_turns, split_current, system_entry
+from kirod.upstream.documents import kiro_names
 from kirod.upstream.reasoning import (
     asked_effort,
     clamped_effort,
@@ -65,7 +66,7 @@ ParameterPolicy: TypeAlias = Literal["drop", "error"]
 ORIGIN = "AI_EDITOR"
 CHAT_TRIGGER = "MANUAL"
 AGENT_TASK_TYPE = "vibe"
-DEFAULT_MAX_PAYLOAD_BYTES = 600_000
+DEFAULT_MAX_PAYLOAD_BYTES = 600_000  # the kiro_max_body_bytes option's default (rule 16)
 _ENTRY_BYTES = 40  # the smallest history entry, {"assistantResponseMessage":{"content":""}},
 _IMAGE_FORMATS = {"png": "png", "jpeg": "jpeg", "jpg": "jpeg", "gif": "gif", "webp": "webp"}
 
@@ -86,6 +87,8 @@ class BuiltPayload:
     encoded: bytes = b""
     """`body` as the bytes to send (made once, for the size check); `KiroClient.chat` takes it."""
     effort_clamped: str | None = None
+    documents: tuple[str, ...] = ()
+    """The formats of the documents the body carries, in order."""
 
 
 def build_payload(
@@ -116,7 +119,7 @@ def build_payload(
         tags, clamped = thinking_tags(request.reasoning, model)
         system = inject_thinking_tags(tags, system, turns[0])
     history, current = split_current(turns)
-    history = system_pair(system) + history
+    history = system_entry(system) + history
 
     used = (use.name for turn in turns for use in turn.uses)
     tools = tool_specs(request.tools, schemas, names, used) if tools_enabled else []
@@ -154,6 +157,7 @@ def build_payload(
         thinking_mode=mode,
         encoded=encoded,
         effort_clamped=clamped,
+        documents=tuple(document.format for turn in turns for document in turn.documents),
     )
 
 
@@ -196,13 +200,17 @@ def _check_tool_choice(request: CanonicalRequest) -> bool:
 
 
 def _check_size(size: int, limit: int, *, at_least: bool = False) -> None:
-    """Rule 16: bodies above ~600 KB fail upstream with a cryptic 400, so refuse them clearly."""
+    """Rule 16: bodies above ~615 KB failed upstream with a cryptic 400 in February 2026, so kirod
+    refuses them clearly, saying the limit is its own and which option moves it: whether Kiro's
+    limit has moved since is unknown (docs/KIRO-PROTOCOL.md §2.3)."""
     if size > limit:
         amount = f"at least {size}" if at_least else f"{size}"
         raise ApiError(
             ErrorKind.REQUEST_TOO_LARGE,
-            f"the prompt is too large for Kiro ({amount} bytes, limit {limit}); compact the "
-            "conversation or remove large attachments and retry",
+            f"the request for Kiro would be {amount} bytes, over kirod's limit of {limit} "
+            "(the kiro_max_body_bytes option, set from the largest body Kiro took in February "
+            "2026; images are not counted); compact the conversation or remove large "
+            "attachments and retry, or raise kiro_max_body_bytes",
             code="request_too_large",
         )
 
@@ -248,7 +256,8 @@ def _least_size(request: CanonicalRequest) -> int:
 def _user_entry(
     turn: Turn, model_id: str, tools: Sequence[Mapping[str, Any]] = ()
 ) -> dict[str, Any]:
-    """Rule 19: modelId and origin on every user entry; rule 17: images in `images` only.
+    """Rule 19: modelId and origin on every user entry; rule 17: images in `images` only;
+    rule 21: documents in `documents`, named as Kiro accepts.
 
     Tools are declared on the current message only; an empty context is left out.
     """
@@ -260,8 +269,8 @@ def _user_entry(
         ]
     if turn.documents:
         message["documents"] = [
-            {"name": doc.name, "format": doc.format, "source": {"bytes": doc.data_base64}}
-            for doc in turn.documents
+            {"name": name, "format": doc.format, "source": {"bytes": doc.data_base64}}
+            for name, doc in zip(kiro_names(turn.documents), turn.documents, strict=True)
         ]
     context: dict[str, Any] = {}
     if tools:
@@ -322,14 +331,14 @@ def _cache_points(entries: Sequence[dict[str, Any]], model: ModelInfo) -> None:
     """docs/UPSTREAM.md §1.5: message-level `cachePoint`s, only where the catalog allows them.
 
     Placed as the one published attempt did (opencode PR #18768, modelled on kiro-cli): on the
-    first user entry, which carries the system prompt, and on the last assistant entry, the end
-    of the reused prefix; never more than the model's `maximumCacheCheckpointsPerRequest`.
+    first history entry, which carries the system prompt, and on the last one, the end of the
+    reused prefix; never more than the model's `maximumCacheCheckpointsPerRequest`.
     Whether Kiro honours them beyond conversationId reuse is unmeasured, hence opt-in.
     """
     budget = min(model.cache_checkpoints, _CACHE_POINTS_AT_MOST)
     if budget == 0 or not entries:
         return
-    # History opens with a user entry and ends with an assistant one (rules 3 and 4).
-    places = [entries[0]["userInputMessage"], entries[-1]["assistantResponseMessage"]]
-    for message in places[:budget]:
+    # Either entry may be of either role (rules 3 and 4), and they are one when history has one.
+    places = [next(iter(entries[0].values())), next(iter(entries[-1].values()))]
+    for message in places[: budget if len(entries) > 1 else 1]:
         message["cachePoint"] = dict(CACHE_POINT)

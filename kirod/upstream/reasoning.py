@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 from kirod.canonical.catalog import ModelInfo
-from kirod.canonical.request import CanonicalRequest, Effort, Reasoning
+from kirod.canonical.request import CanonicalRequest, Effort, Reasoning, Role
 from kirod.upstream.conversation import Turn
 from kirod.upstream.thinking_tags import ThinkingMode
 
@@ -103,13 +103,16 @@ def _effort_budget(effort: Effort) -> int:
 
 
 def inject_thinking_tags(tags: str, system: str, first: Turn) -> str:
-    """docs/KIRO-PROTOCOL.md §2.5: tags open the system text, or else the first user turn.
+    """docs/KIRO-PROTOCOL.md §2.5: tags open the system text, or else the first turn if it is the
+    client's user turn, or else (a history that opens with the assistant) they are the system
+    text. Returns the new system text.
 
-    Both are plain user turns by construction — rule 6 turns results without a preceding
-    assistant into text and rule 3 puts a placeholder user before a leading assistant — so tags
-    never land on a turn carrying toolResults (jwadow PR #158). Returns the new system text.
+    That first user turn is a plain one — rule 6 turns results without a preceding assistant
+    into text — so tags never land on a turn carrying toolResults (jwadow PR #158).
     """
     if system:
         return f"{tags}\n{system}"
+    if first.role is not Role.USER:
+        return tags
     first.texts.insert(0, tags)
     return system

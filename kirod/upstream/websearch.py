@@ -12,6 +12,9 @@ Kiro runs no hosted tools in a chat, but its MCP endpoint answers `tools/call` o
   (`kirod.upstream.turn`), at most `max_uses` searches per request. Searches called beside the
   client's own tools are run and shown too, and the message ends for the client's calls.
 
+Kiro's `web_search` refuses a query over 200 characters, and a blank one, with JSON-RPC `-32602`
+(docs/UPSTREAM.md §2.1): a longer query is cut at a word boundary to fit (the cut is annotated on
+the request's access-log line), a blank one is an `invalid_tool_input` result without a call.
 A search that fails (MCP error, 403, timeout, malformed answer) is an `unavailable` result, not
 a failed request: the client shows no links and the turn continues. An answer without results
 (`{totalResults: 0}`, `{error: …}` inside the text) is an empty result. Results are filtered by
@@ -69,7 +72,7 @@ logger = logging.getLogger(__name__)
 
 SEARCH_TIMEOUT_S: Final = 30.0
 MAX_HITS: Final = 20
-MAX_QUERY_CHARS: Final = 2000
+MAX_QUERY_CHARS: Final = 200  # Kiro's own limit (docs/UPSTREAM.md §2.1)
 MAX_FIELD_CHARS: Final = 2000  # of a title, URL or snippet
 
 SEARCH_TOOL: Final = ToolSpec(
@@ -88,6 +91,21 @@ SEARCH_TOOL: Final = ToolSpec(
 class Found:
     hits: tuple[SearchHit, ...] = ()
     error_code: str | None = None  # Anthropic's web_search_tool_result_error codes
+    searched: bool = True  # whether Kiro was asked (a blank query is answered without a call)
+
+
+def kiro_query(query: str) -> str:
+    """`query` within Kiro's `MAX_QUERY_CHARS`: stripped, and cut at the last word boundary that
+    fits (mid-word only when one word is longer than the limit)."""
+    query = query.strip()
+    if len(query) <= MAX_QUERY_CHARS:
+        return query
+    cut = query[:MAX_QUERY_CHARS]
+    if not (query[MAX_QUERY_CHARS].isspace() or cut[-1].isspace()):  # the cut splits a word
+        words = cut.rsplit(None, 1)
+        if len(words) == 2:
+            cut = words[0]
+    return cut.rstrip()
 
 
 async def search(
@@ -99,11 +117,12 @@ async def search(
     timeout_s: float = SEARCH_TIMEOUT_S,
 ) -> Found:
     """Run one search; every failure is a `Found` with an error code, never an exception."""
-    query = query.strip()
-    if not query:
-        return Found(error_code="invalid_tool_input")
-    if len(query) > MAX_QUERY_CHARS:
-        return Found(error_code="query_too_long")
+    sent = kiro_query(query)
+    if not sent:
+        return Found(error_code="invalid_tool_input", searched=False)
+    if len(sent) < len(query.strip()):
+        log.annotate(web_search_query_cut=f"{len(query.strip())}>{len(sent)}")
+    query = sent
     call = {
         "id": f"web_search_tooluse_{_token(22)}_{int(time.time() * 1000)}_{_token(8).lower()}",
         "jsonrpc": "2.0",
@@ -232,10 +251,10 @@ async def answer_search(
     """The whole message answering a search-only call (module docstring)."""
     assert tool.query is not None
     found = await search(client, account, tool.query, tool) if tool.max_uses > 0 else None
-    found = found or Found(error_code="max_uses_exceeded")
+    found = found or Found(error_code="max_uses_exceeded", searched=False)
     use_id = server_tool_use_id()
     text = listing(tool.query, found)
-    searched = int(found.error_code not in ("max_uses_exceeded", "query_too_long"))
+    searched = int(found.searched)
     return [
         MessageStart(message_id, model_name, input_tokens),
         ServerToolUse(0, use_id, WebSearch.TOOL_NAME, tool.query),
@@ -282,11 +301,11 @@ class WebSearchStep:
             query = call.input.get("query")
             query = query if isinstance(query, str) else ""
             if self._uses >= self._tool.max_uses:
-                found = Found(error_code="max_uses_exceeded")
+                found = Found(error_code="max_uses_exceeded", searched=False)
             else:
                 self._uses += 1
-                searched += 1
                 found = await search(self._client, self._account, query, self._tool)
+                searched += found.searched
             use_id = server_tool_use_id()
             index = len(shown)
             shown += [

@@ -63,6 +63,38 @@ async def test_an_exhausted_account_returns_when_its_window_resets(tmp_path: Pat
         await env.complete()
 
 
+async def test_a_reset_is_scheduled_from_next_date_reset_not_days_until_reset(
+    tmp_path: Path,
+) -> None:
+    """Kiro may say `daysUntilReset: 0` while `nextDateReset` is weeks away (docs/KIRO-PROTOCOL.md
+    §6.1): the exhausted account is neither probed nor back in service before that date."""
+    async with pool_env(tmp_path) as env:
+        [account] = await env.add_accounts(1)
+        fake_id = env.fake_ids[account.id]
+        start = env.clock()
+        reset = start + 20 * 86400
+        usage = env.fake.set_usage(
+            fake_id, current=999.99, next_date_reset=reset, days_until_reset=0
+        )
+        assert usage.to_json(email=None, user_id="u", now=start)["daysUntilReset"] == 0
+        await env.complete()  # spends the last credits
+        with pytest.raises(Exception, match="usage limit"):
+            await env.complete()  # 402, confirmed by a probe
+        state = await env.state(account.id)
+        assert (state.status, state.status_until) == ("exhausted", reset)
+        env.fake.set_usage(fake_id, current=0.0)  # credits back early: kirod must not look yet
+        env.fake.clear_requests()
+        for day in (1, 2, 10, 19):
+            env.clock.advance(start + day * 86400 - env.clock())
+            await env.maintenance.run_pass()
+            assert env.fake.requests("usage") == []
+            assert (await env.state(account.id)).status == "exhausted"
+        env.clock.advance(reset + 1 - env.clock())
+        await env.maintenance.run_pass()
+        assert len(env.fake.requests("usage")) == 1
+        assert (await env.state(account.id)).status == "active"
+
+
 async def test_a_pass_serves_at_most_four_accounts_at_once(tmp_path: Path) -> None:
     gate = Gate("/getUsageLimits", endpoint="kiro")
     async with pool_env(tmp_path, gate=gate) as env:

@@ -251,7 +251,7 @@ def test_catalog_from_list_available_models() -> None:
         resolve_model("claude-opus-4-7", catalog)  # not offered to this account
 
 
-def test_document_input_only_where_the_catalog_lists_it() -> None:
+def test_document_input_for_claude_and_where_the_catalog_lists_it() -> None:
     catalog = catalog_from_list_available_models(
         [
             {
@@ -259,13 +259,22 @@ def test_document_input_only_where_the_catalog_lists_it() -> None:
                     _listing("claude-sonnet-4.6", supportedInputTypes=["TEXT", "DOCUMENT"]),
                     _listing("claude-sonnet-4.5", supportedInputTypes=["TEXT", "IMAGE"]),
                     _listing("claude-haiku-4.5"),
+                    _listing("gpt-5.6-sol", supportedInputTypes=["TEXT", "IMAGE"]),
+                    _listing("gpt-5.6-luna", supportedInputTypes=["TEXT", "DOCUMENT"]),
+                    _listing("glm-5"),
                 ]
             }
         ]
     )
-    assert [info.supports_documents for info in catalog] == [True, False, False]
+    # Claude reads documents though no catalog lists DOCUMENT (docs/KIRO-PROTOCOL.md §2.3);
+    # another model only where its entry lists it.
+    assert [info.supports_documents for info in catalog] == [True, True, True, False, True, False]
     assert not catalog.get("claude-sonnet-4.6").supports_images  # type: ignore[union-attr]
-    assert not any(info.supports_documents for info in STATIC_CATALOG)
+    static = {info.kiro_id: info.supports_documents for info in STATIC_CATALOG}
+    assert static["claude-opus-5"]
+    assert static["claude-sonnet-4.5"]
+    assert not static["gpt-5.6-sol"]
+    assert not static["deepseek-3.2"]
 
 
 def test_advertised_schema_without_effort_keys_means_no_field() -> None:

@@ -38,6 +38,7 @@ WEATHER = ToolCall("get_weather", {"city": "Paris", "unit": "C"})
 HTTP_FAULTS = {
     Fault.QUOTA_402,
     Fault.OVERAGE_400,
+    Fault.IMPROPERLY_FORMED_400,
     Fault.SUSPICIOUS_429,
     Fault.THROTTLE_429,
     Fault.THROTTLE_429_NO_RETRY_AFTER,

@@ -722,3 +722,25 @@ async def test_a_real_window_takes_prompts_to_itself_less_the_output_limit(
     refusal = json.loads(raw)
     assert (status, refusal["reason"]) == (400, "CONTENT_LENGTH_EXCEEDS_THRESHOLD")
     assert refusal["message"].endswith("exceeds the model maximum (90).")
+
+
+@pytest.mark.parametrize("query", ["x" * 201, "   ", "\n\t"])
+async def test_mcp_web_search_refuses_what_kiro_refuses(
+    served: Served, session: aiohttp.ClientSession, query: str
+) -> None:
+    fake, url = served
+    account = fake.issue_social_account()
+    call = {
+        "id": "c1",
+        "jsonrpc": "2.0",
+        "method": "tools/call",
+        "params": {"name": "web_search", "arguments": {"query": query}},
+        "profileArn": account.profile_arn,
+    }
+    async with session.post(url + "/mcp", json=call, headers=auth(account)) as response:
+        answer = await response.json()
+    assert answer["error"]["code"] == -32602
+    assert "result" not in answer
+    call["params"] = {"name": "web_search", "arguments": {"query": "x" * 200}}
+    async with session.post(url + "/mcp", json=call, headers=auth(account)) as response:
+        assert "result" in await response.json()  # 200 characters are within the limit

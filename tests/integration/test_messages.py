@@ -274,6 +274,8 @@ PDF_BLOCK: dict[str, Any] = {
 
 
 def test_pdf_and_text_documents(claude: anthropic.Anthropic, service: FakeKiro) -> None:
+    """The PDF goes as a Kiro document named by Kiro's rule (docs/KIRO-PROTOCOL.md §2.3, rule
+    21); a plain-text source is already text, and goes in the prompt, which any model reads."""
     service.enqueue(Reply(text="Read both."))
     text_document: dict[str, Any] = {
         "type": "document",
@@ -291,23 +293,98 @@ def test_pdf_and_text_documents(claude: anthropic.Anthropic, service: FakeKiro) 
         ],
     )
     current = last_chat(service)["conversationState"]["currentMessage"]["userInputMessage"]
-    sent = {"name": "report.pdf", "format": "pdf", "source": {"bytes": PDF}}
+    sent = {"name": "report", "format": "pdf", "source": {"bytes": PDF}}
     assert current["documents"] == [sent]
     assert "<title>facts</title>\nThe sky is blue." in current["content"]
 
 
-def test_documents_for_a_model_without_document_input_are_a_400(
+def test_a_base64_text_document_goes_as_a_txt_document(
+    claude: anthropic.Anthropic, service: FakeKiro
+) -> None:
+    notes = base64.b64encode(b"Meeting at noon.").decode()
+    block = {
+        "type": "document",
+        "source": {"type": "base64", "media_type": "text/plain", "data": notes},
+        "title": "notes.txt",
+    }
+    claude.messages.create(
+        model=MODEL, max_tokens=100, messages=[{"role": "user", "content": [block]}]
+    )
+    current = last_chat(service)["conversationState"]["currentMessage"]["userInputMessage"]
+    assert current["documents"] == [{"name": "notes", "format": "txt", "source": {"bytes": notes}}]
+
+
+def test_documents_go_to_claude_though_its_catalog_lists_no_document_input(
+    claude: anthropic.Anthropic, service: FakeKiro
+) -> None:
+    """Kiro read documents on Opus 5 while no catalog entry listed DOCUMENT (rule 21); the fake's
+    claude-sonnet-4.5 lists none, and was a 400 before."""
+    claude.messages.create(
+        model="claude-sonnet-4-5",
+        max_tokens=100,
+        messages=[{"role": "user", "content": [PDF_BLOCK, {"type": "text", "text": "Read."}]}],
+    )
+    assert service.requests("chat")[-1].status == 200
+    current = last_chat(service)["conversationState"]["currentMessage"]["userInputMessage"]
+    assert current["documents"] == [{"name": "report", "format": "pdf", "source": {"bytes": PDF}}]
+
+
+def test_badly_named_and_unnamed_documents_get_names_kiro_accepts(
+    claude: anthropic.Anthropic, service: FakeKiro
+) -> None:
+    named = {**PDF_BLOCK, "title": "  Q3: results/final  (v2)é.pdf"}
+    unnamed = {k: v for k, v in PDF_BLOCK.items() if k != "title"}
+    claude.messages.create(
+        model=MODEL,
+        max_tokens=100,
+        messages=[{"role": "user", "content": [named, unnamed, unnamed, PDF_BLOCK, PDF_BLOCK]}],
+    )
+    assert service.requests("chat")[-1].rejected_by is None
+    current = last_chat(service)["conversationState"]["currentMessage"]["userInputMessage"]
+    assert [document["name"] for document in current["documents"]] == [
+        "Q3 results final (v2)e",
+        "document-2",
+        "document-3",
+        "report",
+        "report (2)",
+    ]
+
+
+def test_documents_for_a_model_that_takes_none_are_a_400(
     claude: anthropic.Anthropic, service: FakeKiro
 ) -> None:
     with pytest.raises(anthropic.BadRequestError) as caught:
         claude.messages.create(
-            model="claude-sonnet-4-5",  # its catalog entry lists no DOCUMENT input
+            model="gpt-5.6-sol",  # not Claude, and its catalog entry lists no DOCUMENT input
             max_tokens=100,
             messages=[{"role": "user", "content": [PDF_BLOCK]}],
         )
     assert caught.value.body["error"]["type"] == "invalid_request_error"  # type: ignore[index]
     assert "documents (PDF and other files) are not supported" in caught.value.message
     assert service.requests("chat") == []
+
+
+def test_kiros_refusal_of_a_document_is_a_400_that_says_so(
+    claude: anthropic.Anthropic, service: FakeKiro
+) -> None:
+    service.enqueue(Script(fault=Fault.IMPROPERLY_FORMED_400))
+    with pytest.raises(anthropic.BadRequestError) as caught:
+        claude.messages.create(
+            model=MODEL, max_tokens=100, messages=[{"role": "user", "content": [PDF_BLOCK]}]
+        )
+    error = caught.value.body["error"]  # type: ignore[index]
+    assert error["type"] == "invalid_request_error"
+    assert error["message"] == (
+        "Kiro refused the request, which carries 1 document (pdf), for model "
+        "'claude-sonnet-4-6'; check that each file is a valid document of its type, or send its "
+        "text instead"
+    )
+    service.enqueue(Script(fault=Fault.IMPROPERLY_FORMED_400))
+    with pytest.raises(anthropic.BadRequestError) as plain:
+        claude.messages.create(
+            model=MODEL, max_tokens=100, messages=[{"role": "user", "content": "hi"}]
+        )
+    assert "document" not in plain.value.message  # only a body with documents is said so
 
 
 def test_bad_document_data_is_a_400_naming_the_field(claude: anthropic.Anthropic) -> None:
@@ -384,7 +461,33 @@ def test_payload_over_kiros_size_limit_is_413(
         )
     assert error.value.status_code == 413
     assert error.value.body["error"]["type"] == "request_too_large"  # type: ignore[index]
+    message = error.value.body["error"]["message"]  # type: ignore[index]
+    assert "over kirod's limit of 600000" in message  # kirod's, not said to be Kiro's
+    assert "raise kiro_max_body_bytes" in message
     assert service.requests("chat") == []
+
+
+def test_the_body_limit_is_the_kiro_max_body_bytes_option(
+    fake: ThreadedFake, short_tmp: Path
+) -> None:
+    proc = start_daemon(short_tmp, fake, {"KIROD_KIRO_MAX_BODY_BYTES": "200000"})
+    try:
+        import_account(proc, fake.fake.issue_social_account())
+        fake.fake.clear_requests()
+        with (
+            anthropic.Anthropic(base_url=proc.base_url, api_key=proc.api_key, max_retries=0) as c,
+            pytest.raises(anthropic.APIStatusError) as error,
+        ):
+            c.messages.create(
+                model=MODEL,
+                max_tokens=100,
+                messages=[{"role": "user", "content": "lorem ipsum dolor " * 15_000}],
+            )
+        assert error.value.status_code == 413
+        assert "over kirod's limit of 200000" in error.value.message
+        assert fake.fake.requests("chat") == []
+    finally:
+        proc.kill()
 
 
 @pytest.mark.parametrize(
@@ -438,3 +541,30 @@ def test_expired_access_token_is_refreshed_transparently(
     assert len(service.requests("social_refresh")) == 1
     after = daemon.client.request("GET", f"/accounts/{account['id']}")
     assert after["generation"] > account["generation"]
+
+
+def test_kiro_sees_no_history_the_client_did_not_write(
+    claude: anthropic.Anthropic, service: FakeKiro
+) -> None:
+    """docs/KIRO-PROTOCOL.md §2.3, rules 2-4 and 18: Kiro accepts the history as the client
+    wrote it, so no acknowledgement follows the system prompt and no user entry is invented
+    before an opening assistant message."""
+    claude.messages.create(
+        model=MODEL,
+        max_tokens=100,
+        system="Answer in French.",
+        messages=[
+            {"role": "assistant", "content": "Bonjour !"},
+            {"role": "user", "content": "Hello"},
+        ],
+    )
+    state = last_chat(service)["conversationState"]
+    history = [
+        (next(iter(entry)), next(iter(entry.values()))["content"]) for entry in state["history"]
+    ]
+    assert history == [
+        ("userInputMessage", "Answer in French."),
+        ("assistantResponseMessage", "Bonjour !"),
+    ]
+    assert state["currentMessage"]["userInputMessage"]["content"] == "Hello"
+    assert service.requests("chat")[-1].rejected_by is None

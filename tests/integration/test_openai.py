@@ -278,7 +278,7 @@ def test_chat_completions_with_tools_and_usage(gpt: openai.OpenAI, service: Fake
 
 
 PDF_URL = "data:application/pdf;base64,JVBERi0xLjQK"
-PDF_SENT = {"name": "report.pdf", "format": "pdf", "source": {"bytes": "JVBERi0xLjQK"}}
+PDF_SENT = {"name": "report", "format": "pdf", "source": {"bytes": "JVBERi0xLjQK"}}
 
 
 def test_responses_input_file_and_chat_file(gpt: openai.OpenAI, service: FakeKiro) -> None:
@@ -313,6 +313,42 @@ def test_responses_input_file_and_chat_file(gpt: openai.OpenAI, service: FakeKir
     assert last_state(service)["currentMessage"]["userInputMessage"]["documents"] == [PDF_SENT]
 
 
+def test_files_named_beyond_kiros_rule_are_renamed(gpt: openai.OpenAI, service: FakeKiro) -> None:
+    """docs/KIRO-PROTOCOL.md §2.3, rule 21: a file name becomes one Kiro accepts."""
+    gpt.responses.create(
+        model=MODEL,
+        input=[
+            {
+                "role": "user",
+                "content": [
+                    {"type": "input_file", "filename": "budget 2027.v3.pdf", "file_data": PDF_URL},
+                    {"type": "input_file", "filename": "budget 2027.v3.pdf", "file_data": PDF_URL},
+                    {"type": "input_text", "text": "Compare."},
+                ],
+            }
+        ],
+    )
+    current = last_state(service)["currentMessage"]["userInputMessage"]
+    assert [document["name"] for document in current["documents"]] == [
+        "budget 2027 v3",
+        "budget 2027 v3 (2)",
+    ]
+    gpt.chat.completions.create(
+        model=MODEL,
+        messages=[
+            {
+                "role": "user",
+                "content": [
+                    {"type": "file", "file": {"filename": "été #1.pdf", "file_data": PDF_URL}},
+                    {"type": "file", "file": {"file_data": PDF_URL}},
+                ],
+            }
+        ],
+    )
+    current = last_state(service)["currentMessage"]["userInputMessage"]
+    assert [document["name"] for document in current["documents"]] == ["ete 1", "document-2"]
+
+
 def test_files_kirod_cannot_send_are_400s(gpt: openai.OpenAI, service: FakeKiro) -> None:
     def send(model: str, part: dict[str, Any]) -> openai.BadRequestError:
         message: Any = {"role": "user", "content": [part]}
@@ -321,7 +357,7 @@ def test_files_kirod_cannot_send_are_400s(gpt: openai.OpenAI, service: FakeKiro)
         return error.value
 
     inline = {"type": "input_file", "filename": "report.pdf", "file_data": PDF_URL}
-    refused = send("claude-sonnet-4-5", inline)  # its catalog entry lists no DOCUMENT input
+    refused = send("gpt-5.6-sol", inline)  # not Claude, and its entry lists no DOCUMENT input
     assert refused.code == "unsupported_capability"
     assert "documents (PDF and other files) are not supported" in refused.message
     fetched = send(MODEL, {"type": "input_file", "file_id": "file-abc"})

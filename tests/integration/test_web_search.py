@@ -15,6 +15,7 @@ import anthropic
 import openai
 import pytest
 
+from kirod.testing.daemon import DaemonProcess
 from kirod.testing.fake_kiro import FakeKiro, Reply, Search, SearchFault, ToolCall
 
 MODEL = "claude-sonnet-4-6"
@@ -100,6 +101,43 @@ def test_the_side_call_without_streaming_and_with_domain_filters(
         "https://docs.example.org/a",
         "https://api.docs.example.org/c",
     ]
+
+
+def test_a_query_over_kiros_200_characters_is_cut_at_a_word_and_annotated(
+    claude: anthropic.Anthropic, service: FakeKiro, daemon: DaemonProcess
+) -> None:
+    """docs/UPSTREAM.md §2.1: Kiro answers -32602 above 200 characters; kirod sends what fits."""
+    query = " ".join(f"word{n:02d}" for n in range(40))  # 279 characters
+    with side_call(claude, query) as stream:
+        message = stream.get_final_message()
+    [call] = mcp_calls(service)
+    sent = call["params"]["arguments"]["query"]
+    assert sent == " ".join(f"word{n:02d}" for n in range(28))  # 195 characters, whole words
+    result = message.content[1]
+    assert len(result.content) == 3  # type: ignore[union-attr, arg-type]
+    assert message.usage.server_tool_use.web_search_requests == 1  # type: ignore[union-attr]
+    assert "web_search_query_cut" in daemon.log()
+    assert "279>195" in daemon.log()
+
+
+def test_a_blank_query_from_the_model_is_answered_without_a_search(
+    claude: anthropic.Anthropic, service: FakeKiro
+) -> None:
+    service.enqueue(
+        Reply(tool_calls=(ToolCall("web_search", {"query": "   "}),)),
+        Reply(text="No query, no search."),
+    )
+    message = claude.messages.create(
+        model=MODEL,
+        max_tokens=512,
+        messages=[{"role": "user", "content": "search for nothing"}],
+        tools=[SEARCH_TOOL, READ_TOOL],  # type: ignore[list-item]
+    )
+    assert not service.requests("mcp")
+    result = next(b for b in message.content if b.type == "web_search_tool_result")
+    assert result.content.error_code == "invalid_tool_input"  # type: ignore[union-attr]
+    assert message.content[-1].text == "No query, no search."  # type: ignore[union-attr]
+    assert message.usage.server_tool_use is None  # no search was made, none is billed
 
 
 @pytest.mark.parametrize(

@@ -17,7 +17,7 @@ from kirod.canonical.token_count import (
 from kirod.errors import ApiError, ErrorKind
 from kirod.protocols.anthropic import ThinkingSigner, decode_count_tokens, decode_messages
 from kirod.protocols.chat.decode import decode_chat
-from kirod.protocols.fields import MAX_DOCUMENT_BYTES
+from kirod.protocols.fields import MAX_DOCUMENT_BYTES, MAX_DOCUMENT_NAME
 from kirod.protocols.responses.decode import decode_responses
 from kirod.protocols.responses.reasoning import ReasoningBox
 
@@ -64,7 +64,7 @@ def test_anthropic_base64_pdf_with_title_context_and_citations() -> None:
     [("text/plain", "txt"), ("text/csv", "csv"), (DOCX, "docx"), ("Application/PDF", "pdf")],
 )
 def test_anthropic_media_types_map_to_kiro_formats(media_type: str, expected: str) -> None:
-    assert first(anthropic(document(media_type))) == DocumentBlock("document", expected, PDF)
+    assert first(anthropic(document(media_type))) == DocumentBlock("", expected, PDF)
 
 
 def test_anthropic_text_document_becomes_prompt_text() -> None:
@@ -89,7 +89,7 @@ def test_anthropic_document_inside_a_tool_result() -> None:
     ]
     request = decode_messages(body, {}, request_id="req", signer=SIGNER)
     assert request.messages[2] == Message(
-        Role.USER, (ToolResultBlock("t", (DocumentBlock("document", "pdf", PDF),)),)
+        Role.USER, (ToolResultBlock("t", (DocumentBlock("", "pdf", PDF),)),)
     )
 
 
@@ -99,7 +99,7 @@ def test_anthropic_document_inside_a_tool_result() -> None:
         (document("application/zip"), "messages.0.content.0.source.media_type", None),
         (document(data="not base64!"), "messages.0.content.0.source.data", None),
         (document(data=OVERSIZED), "messages.0.content.0.source.data", None),
-        (document(title="x" * 201), "messages.0.content.0.title", None),
+        (document(title="x" * (MAX_DOCUMENT_NAME + 1)), "messages.0.content.0.title", None),
         (
             {"type": "document", "source": {"type": "url", "url": "https://x/a.pdf"}},
             "messages.0.content.0.source.type",

@@ -38,7 +38,7 @@ from kirod.canonical.request import (
 from kirod.canonical.resolution import resolve_model
 from kirod.errors import ApiError, ErrorKind
 from kirod.testing.fake_kiro.catalog import DEFAULT_MODELS
-from kirod.testing.fake_kiro.validate import reasoning_signature, validate_chat
+from kirod.testing.fake_kiro.validate import DOCUMENT_NAME, reasoning_signature, validate_chat
 from kirod.upstream.payload import BuiltPayload, build_payload
 from kirod.upstream.tools import ToolNameMap
 
@@ -248,15 +248,30 @@ def test_rule_2_tool_results_split_across_messages_join_one_turn() -> None:
 
 
 @pytest.mark.parametrize("system", [(), ("be brief",)])
-def test_rule_3_history_starts_with_user(system: tuple[str, ...]) -> None:
+def test_rule_3_history_may_open_with_the_assistant(system: tuple[str, ...]) -> None:
+    """No invented user turn before a leading assistant: Kiro accepts history opening with one
+    (docs/KIRO-PROTOCOL.md §2.3)."""
     payload = build(req(assistant("Hello! How can I help?"), user("hi"), system=system))
     roles = [(role, m["content"]) for role, m in turns(payload)]
-    assert roles[-3:] == [
-        ("user", "(empty)"),
+    assert roles == [
+        *[("user", text) for text in system],
         ("assistant", "Hello! How can I help?"),
         ("user", "hi"),
     ]
-    assert roles[0][0] == "user"
+    assert "(empty)" not in json.dumps(payload.body)
+
+
+def test_thinking_tags_before_a_leading_assistant_are_the_system_entry() -> None:
+    payload = build(req(assistant("Hi."), user("go"), reasoning=Reasoning(budget_tokens=2_000)))
+    roles = [(role, m["content"]) for role, m in turns(payload)]
+    assert roles == [
+        (
+            "user",
+            "<thinking_mode>enabled</thinking_mode><max_thinking_length>2000</max_thinking_length>",
+        ),
+        ("assistant", "Hi."),
+        ("user", "go"),
+    ]
 
 
 @pytest.mark.parametrize(
@@ -283,8 +298,11 @@ def test_rule_4_history_ends_with_assistant_without_filler(messages: tuple[Messa
 @pytest.mark.parametrize(
     ("messages", "position", "content"),
     [
+        pytest.param(  # no "(empty)" the model would read as its own words
+            (user("go"), assistant(use("t1")), user(result("t1"))), 1, "", id="tool-use-only"
+        ),
         pytest.param(
-            (user("go"), assistant(use("t1")), user(result("t1"))), 1, "(empty)", id="tool-use-only"
+            (user("go"), assistant(" ", use("t1")), user(result("t1"))), 1, "", id="tool-use-blank"
         ),
         pytest.param(
             (user("go"), assistant(use("t1")), user(result("t1"))), 2, "", id="results-only"
@@ -578,7 +596,8 @@ def test_rule_16_oversized_payload_is_refused_clearly() -> None:
     error = caught.value
     assert (error.kind, error.code) == (ErrorKind.REQUEST_TOO_LARGE, "request_too_large")
     assert error.status == 413
-    assert "too large" in error.message
+    assert error.message.startswith("the request for Kiro would be ")
+    assert "over kirod's limit of 600000 (the kiro_max_body_bytes option" in error.message
     assert "compact" in error.message
 
 
@@ -664,16 +683,18 @@ def test_rule_17_assistant_images_become_text() -> None:
     assert turns(payload)[1][1] == {"content": "[image (image/png) omitted]"}
 
 
-# -- documents: only for a model whose catalog lists DOCUMENT --------------------------------------
+# -- rule 21: documents, for Claude and where the catalog lists DOCUMENT --------------------------
 
 DOCUMENTS = resolve_model("claude-sonnet-4-6", CATALOG)
 PDF = DocumentBlock("report.pdf", "pdf", "JVBERi0xLjQK")
-PDF_ENTRY = {"name": "report.pdf", "format": "pdf", "source": {"bytes": "JVBERi0xLjQK"}}
+PDF_ENTRY = {"name": "report", "format": "pdf", "source": {"bytes": "JVBERi0xLjQK"}}
 
 
-def test_the_catalog_says_which_models_take_documents() -> None:
+def test_claude_takes_documents_and_gpt_only_where_listed() -> None:
     assert DOCUMENTS.supports_documents
-    assert not SONNET.supports_documents
+    assert SONNET.supports_documents  # Claude, though its catalog entry lists no DOCUMENT
+    assert not GPT.supports_documents
+    assert not DEEPSEEK.supports_documents
 
 
 def test_documents_go_in_the_current_message_and_history() -> None:
@@ -681,6 +702,7 @@ def test_documents_go_in_the_current_message_and_history() -> None:
     assert current(payload)["documents"] == [PDF_ENTRY]
     assert turns(payload)[0][1]["documents"] == [PDF_ENTRY]
     assert current(payload)["content"] == "and this"
+    assert payload.documents == ("pdf", "pdf")
 
 
 def test_document_context_goes_along_as_text() -> None:
@@ -704,24 +726,45 @@ def test_tool_result_documents_move_to_the_user_turn() -> None:
     ]
 
 
+@pytest.mark.parametrize(
+    ("names", "sent"),
+    [
+        (["Q3 report.pdf"], ["Q3 report"]),  # the final extension goes
+        (["v1.2 notes"], ["v1 2 notes"]),  # not an extension: the dot is a space
+        (["  a//b:: c  .txt"], ["a b c"]),  # refused characters are spaces, collapsed, trimmed
+        (["résumé (final) [v2]_x-y.docx"], ["resume (final) [v2]_x-y"]),  # accents dropped
+        (["報告.pdf", ""], ["document-1", "document-2"]),  # nothing left: named by place
+        (["a.pdf", "a.txt", "A"], ["a", "a (2)", "A (3)"]),  # no two alike in one message
+        (["x" * 250 + ".pdf"], ["x" * 200]),  # at most 200 characters
+        (["x" * 200, "x" * 200], ["x" * 200, "x" * 196 + " (2)"]),
+    ],
+)
+def test_rule_21_document_names_meet_kiros_rule(names: list[str], sent: list[str]) -> None:
+    documents = [DocumentBlock(name, "pdf", "JVBERi0xLjQK") for name in names]
+    payload = build(req(user("read", *documents)), DOCUMENTS)
+    assert [document["name"] for document in current(payload)["documents"]] == sent
+    assert all(len(name) <= 200 and DOCUMENT_NAME.fullmatch(name) for name in sent)
+
+
 def test_a_model_without_document_input_refuses_current_documents() -> None:
     with pytest.raises(ApiError) as caught:
-        build(req(user("read", PDF)), SONNET)
+        build(req(user("read", PDF)), GPT)
     error = caught.value
     assert (error.kind, error.code, error.param) == (
         ErrorKind.INVALID_REQUEST,
         "unsupported_capability",
         "messages",
     )
-    assert "documents (PDF and other files) are not supported by model 'claude-sonnet-4-5'" in (
+    assert "documents (PDF and other files) are not supported by model 'gpt-5.6-sol'" in (
         error.message
     )
 
 
 def test_a_model_without_document_input_gets_placeholders_for_history_documents() -> None:
-    payload = build(req(user("read", PDF), assistant("done"), user("thanks")), SONNET)
+    payload = build(req(user("read", PDF), assistant("done"), user("thanks")), GPT)
     assert "documents" not in turns(payload)[0][1]
     assert turns(payload)[0][1]["content"] == "read\n\n[document 'report.pdf' (pdf) omitted]"
+    assert payload.documents == ()
 
 
 def test_assistant_documents_become_text() -> None:
@@ -732,12 +775,24 @@ def test_assistant_documents_become_text() -> None:
 # -- rule 18: system prompt ------------------------------------------------------------------------
 
 
-def test_rule_18_system_prompt_is_a_first_history_pair() -> None:
+def test_rule_18_system_prompt_is_a_first_history_entry_without_a_reply() -> None:
+    """No invented acknowledgement after it: the model quotes one back as its own words
+    (docs/KIRO-PROTOCOL.md §2.3)."""
     payload = build(req(user("hi"), system=("You are terse.", "", "Answer in French.")))
     assert [(role, m["content"]) for role, m in turns(payload)] == [
         ("user", "You are terse.\n\nAnswer in French."),
-        ("assistant", "I will follow these instructions."),
         ("user", "hi"),
+    ]
+    assert "I will follow these instructions" not in json.dumps(payload.body)
+
+
+def test_rule_18_the_system_entry_stays_alone_in_a_longer_conversation() -> None:
+    payload = build(req(user("a"), assistant("b"), user("c"), system=("sys",)))
+    assert [(role, m["content"]) for role, m in turns(payload)] == [
+        ("user", "sys"),
+        ("user", "a"),
+        ("assistant", "b"),
+        ("user", "c"),
     ]
 
 

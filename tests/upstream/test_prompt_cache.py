@@ -164,11 +164,11 @@ def conversation() -> CanonicalRequest:
     return claude_code_turn("2.1.332", [said("hi"), reply, said("more")])
 
 
-def test_cache_points_mark_the_system_entry_and_the_last_assistant_entry() -> None:
+def test_cache_points_mark_the_system_entry_and_the_last_history_entry() -> None:
     payload = build(conversation(), cache_points=True)
-    assert cache_points(payload) == [0, 3]
+    assert cache_points(payload) == [0, 2]  # system, "hi", "Hello." (no acknowledgement entry)
     entries = payload.body["conversationState"]["history"]
-    assert entries[3]["assistantResponseMessage"]["cachePoint"] == {"type": "default"}
+    assert entries[2]["assistantResponseMessage"]["cachePoint"] == {"type": "default"}
     assert "cachePoint" not in payload.body["conversationState"]["currentMessage"]
 
 

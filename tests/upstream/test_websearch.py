@@ -12,7 +12,13 @@ from kirod.canonical.events import SearchResults, ServerToolUse, Usage
 from kirod.canonical.request import WebSearch
 from kirod.testing.fake_kiro import FakeKiro, Search, SearchFault
 from kirod.upstream.client import KiroClient, UpstreamAccount
-from kirod.upstream.websearch import MAX_HITS, MAX_QUERY_CHARS, answer_search, search
+from kirod.upstream.websearch import (
+    MAX_HITS,
+    MAX_QUERY_CHARS,
+    answer_search,
+    kiro_query,
+    search,
+)
 
 TOOL = WebSearch()
 
@@ -110,16 +116,40 @@ async def test_results_are_filtered_bounded_and_cleaned(
     assert max(len(hit.snippet) for hit in found.hits) == 2000
 
 
-@pytest.mark.parametrize(
-    ("query", "code"),
-    [("   ", "invalid_tool_input"), ("x" * (MAX_QUERY_CHARS + 1), "query_too_long")],
-)
-async def test_a_query_kirod_cannot_send_is_refused_without_a_call(
-    loopback: tuple[FakeKiro, KiroClient, UpstreamAccount], query: str, code: str
+@pytest.mark.parametrize("query", ["   ", "\n\t "])
+async def test_a_blank_query_is_refused_without_a_call(
+    loopback: tuple[FakeKiro, KiroClient, UpstreamAccount], query: str
 ) -> None:
     service, client, account = loopback
-    assert (await search(client, account, query, TOOL)).error_code == code
+    found = await search(client, account, query, TOOL)
+    assert (found.error_code, found.searched) == ("invalid_tool_input", False)
     assert not service.requests("mcp")
+
+
+WORD = "abcdefghi "  # ten characters, a word and its space
+
+
+@pytest.mark.parametrize(
+    ("query", "sent"),
+    [
+        ("x" * MAX_QUERY_CHARS, "x" * MAX_QUERY_CHARS),  # at the limit: untouched
+        (WORD * 20 + "tail", (WORD * 20).rstrip()),  # the space falls at the limit
+        (WORD * 19 + "abcdefghijklmn", (WORD * 19).rstrip()),  # the last word would be cut
+        ("  " + WORD * 25, (WORD * 20).rstrip()),  # stripped first
+        ("y" * 250, "y" * MAX_QUERY_CHARS),  # one word longer than the limit: cut in it
+    ],
+)
+async def test_a_long_query_is_cut_at_a_word_boundary_to_kiros_limit(
+    loopback: tuple[FakeKiro, KiroClient, UpstreamAccount], query: str, sent: str
+) -> None:
+    service, client, account = loopback
+    assert kiro_query(query) == sent
+    found = await search(client, account, query, TOOL)
+    assert found.error_code is None
+    assert len(found.hits) == 3  # the fake answers -32602 above 200 characters
+    [request] = service.requests("mcp")
+    assert request.json["params"]["arguments"]["query"] == sent
+    assert len(sent) <= MAX_QUERY_CHARS == 200
 
 
 async def test_a_search_only_answer_is_one_whole_message(
@@ -140,3 +170,21 @@ async def test_a_search_only_answer_is_one_whole_message(
     assert len(results.hits) == 3
     usage = next(e for e in events if isinstance(e, Usage))
     assert (usage.input_tokens, usage.web_search_requests) == (12, 1)
+
+
+async def test_a_search_only_call_with_a_blank_query_counts_no_search(
+    loopback: tuple[FakeKiro, KiroClient, UpstreamAccount],
+) -> None:
+    service, client, account = loopback
+    events = await answer_search(
+        client,
+        account,
+        WebSearch(query="  "),
+        message_id="m1",
+        model_name="claude-sonnet-4-6",
+        input_tokens=12,
+    )
+    results = next(e for e in events if isinstance(e, SearchResults))
+    assert results.error_code == "invalid_tool_input"
+    assert next(e for e in events if isinstance(e, Usage)).web_search_requests == 0
+    assert not service.requests("mcp")

@@ -15,6 +15,16 @@ TRANSLATION: tuple[Option, ...] = (
         choices=("drop", "error"),
     ),
     Option(
+        "kiro_max_body_bytes",
+        Kind.INT,
+        "Largest Kiro request body kirod sends, images not counted; a larger request is "
+        "answered 413. kirod's own limit, from the 400 Kiro gave above about 615 KB in February "
+        "2026; whether Kiro's limit has moved since is unknown.",
+        600_000,
+        minimum=100_000,
+        maximum=100_000_000,
+    ),
+    Option(
         "prompt_cache_points",
         Kind.BOOL,
         "Experiment: mark message-level cachePoints in Kiro requests (on models whose catalog "

@@ -10,7 +10,13 @@ from typing import Any
 from aiohttp import web
 
 from kirod.testing.fake_kiro.catalog import InvalidNextToken, models_page
-from kirod.testing.fake_kiro.search import WEB_SEARCH_TOOL, SearchFault, search_text
+from kirod.testing.fake_kiro.search import (
+    INVALID_PARAMS,
+    WEB_SEARCH_TOOL,
+    SearchFault,
+    query_problem,
+    search_text,
+)
 from kirod.testing.fake_kiro.state import FakeKiro, RecordedRequest
 from kirod.testing.fake_kiro.tokens import Account, AuthKind
 from kirod.testing.fake_kiro.wire import as_dict, error, json_object, signed_in
@@ -141,6 +147,10 @@ async def invoke_mcp(
         return web.json_response(reply)
     if call.get("method") != "tools/call" or params.get("name") != "web_search":
         reply["error"] = {"code": -32601, "message": "Method not found"}
+        return web.json_response(reply)
+    if problem := query_problem(arguments.get("query")):
+        fake.count("search_refused")
+        reply["error"] = {"code": INVALID_PARAMS, "message": problem}
         return web.json_response(reply)
     script = fake.next_search()
     if script.fault is not None:

@@ -36,6 +36,7 @@ class Fault(enum.Enum):
 
     QUOTA_402 = "402 MONTHLY_REQUEST_COUNT"
     OVERAGE_400 = "400 ServiceQuotaExceededException OVERAGE_REQUEST_LIMIT_EXCEEDED"
+    IMPROPERLY_FORMED_400 = "400 Improperly formed request, no reason: a body Kiro cannot take"
     THROTTLE_429 = "429 ThrottlingException with Retry-After"
     THROTTLE_429_NO_RETRY_AFTER = "429 ThrottlingException without Retry-After"
     CAPACITY_429 = "429 INSUFFICIENT_MODEL_CAPACITY"
@@ -357,6 +358,11 @@ def http_failure(script: Script, user_id: str) -> HttpFailure | None:
             "reason": "OVERAGE_REQUEST_LIMIT_EXCEEDED",
         }
         return HttpFailure(400, body, "ServiceQuotaExceededException")
+    if fault is Fault.IMPROPERLY_FORMED_400:
+        # Kiro's answer to a body it cannot take, whatever the cause: docs/KIRO-PROTOCOL.md §4.2.
+        # For a refusal the validator has no rule for.
+        body = {"message": "Improperly formed request.", "reason": None}
+        return HttpFailure(400, body, "ValidationException")
     if fault is Fault.SUSPICIOUS_429:
         # With a Retry-After, as throttling may carry (docs/KIRO-PROTOCOL.md §4.2), which the
         # account's rest outlasts.

@@ -4,6 +4,7 @@ As the real endpoint (docs/UPSTREAM.md §2.1): JSON-RPC `tools/list` and `tools/
 `web_search`; a social account's call without a root-level `profileArn` gets `400 {"message":
 "profileArn is required for this request."}`, a profile that is not the account's a 403. A queued
 `Search` answers the next call: its results, or one of the failures reported for this endpoint.
+A query Kiro refuses (`query_problem`) is answered JSON-RPC `-32602` before any scripted answer.
 """
 
 from __future__ import annotations
@@ -34,6 +35,26 @@ class Search:
     results: tuple[Mapping[str, Any], ...] | None = None
     fault: SearchFault | None = None
     delay_s: float = 0.0
+
+
+MAX_QUERY_CHARS = 200
+INVALID_PARAMS = -32602
+
+
+def query_problem(query: object) -> str | None:
+    """Why Kiro refuses `query` with `INVALID_PARAMS`, or None.
+
+    Over 200 characters: sunerpy/kiro-provider
+    docs/audits/evidence/web-search-v1-2026-10-05/rpc.json, 2026-10-05 (`over_backend_200_chars`,
+    sent and answered `rpc_invalid_params`). Blank: the same evidence lists a whitespace-only query
+    as refused, though that gateway refused it itself before sending (`dispatched: false`); the
+    fake refuses it as the endpoint's schema-checked `query` would, so kirod never relies on it.
+    """
+    if not isinstance(query, str) or not query.strip():
+        return "Invalid params: query must not be empty"
+    if len(query) > MAX_QUERY_CHARS:
+        return f"Invalid params: query must be at most {MAX_QUERY_CHARS} characters"
+    return None
 
 
 WEB_SEARCH_TOOL = {

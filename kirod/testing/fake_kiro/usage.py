@@ -61,6 +61,10 @@ class Usage:
     free_trial: FreeTrial | None = None
     overage_rate: float = 0.04
     overage_status: str = "DISABLED"  # or ENABLED, as setUserPreference last set it
+    days_until_reset: int | None = None
+    """What `daysUntilReset` says; None: the days to `next_date_reset`. Kiro answered 0 while
+    `nextDateReset` was 2026-10-01, weeks away (sunerpy/kiro-provider
+    docs/audits/kiro-protocol-evidence-probe-2026-09-02.zh.md, B12, 2026-09-02)."""
 
     @property
     def overage_capable(self) -> bool:
@@ -84,7 +88,9 @@ class Usage:
     def to_json(self, *, email: str | None, user_id: str, now: float) -> dict[str, Any]:
         """The getUsageLimits response; `email` is null unless the caller asked for it."""
         subscription_type, _ = PLANS.get(self.subscription, ("Q_DEVELOPER_STANDALONE", 0.0))
-        days = max(0, int((self.next_date_reset - now) // 86400))
+        days = self.days_until_reset
+        if days is None:
+            days = max(0, int((self.next_date_reset - now) // 86400))
         breakdown = {
             "resourceType": "CREDIT",
             "unit": "INVOCATIONS",

@@ -22,9 +22,9 @@ import binascii
 import hashlib
 import hmac
 import io
-import itertools
 import json
 import math
+import re
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -46,6 +46,12 @@ THINKING_TAG = "<thinking_mode>"
 CHAT_TRIGGER_TYPES = frozenset({"MANUAL", "DIAGNOSTIC", "INLINE_CHAT"})
 IMAGE_FORMATS = frozenset({"png", "jpeg", "gif", "webp"})
 DOCUMENT_FORMATS = frozenset({"pdf", "csv", "doc", "docx", "html", "md", "txt", "xls", "xlsx"})
+DOCUMENT_NAME = re.compile(r"[A-Za-z0-9\-_()\[\]]+( [A-Za-z0-9\-_()\[\]]+)*")
+"""A document's name: 1-200 characters of ASCII letters, digits, space, hyphen, underscore,
+parentheses and square brackets, no leading, trailing or double space (sunerpy/kiro-provider
+docs/audits/kiro-provider-runtime-model-and-session-validation-2026-08-28.md, 2026-08-28,
+measured on Opus 5)."""
+MAX_DOCUMENT_NAME = 200
 
 _COMBINATORS = ("oneOf", "anyOf", "allOf")
 _REASONING_KEY = b"fake-kiro reasoning signature key"
@@ -76,10 +82,7 @@ RULES: dict[str, Rule] = {
         },
     ),
     "invalid_chat_trigger_type": Rule("chatTriggerType not MANUAL, DIAGNOSTIC or INLINE_CHAT"),
-    "history_starts_with_assistant": Rule("history's first entry is an assistant message"),
-    "history_not_alternating": Rule("two consecutive history entries of the same role"),
-    "history_ends_with_user": Rule("non-empty history whose last entry is a user message"),
-    "empty_assistant_content": Rule("assistant content empty or missing (toolUses-only too)"),
+    "empty_assistant_content": Rule("assistant content empty or missing, and no toolUses"),
     "empty_user_content": Rule("user content empty without toolResults"),
     "cache_point_in_tools": Rule("a cachePoint element in tools"),
     "invalid_cache_point": Rule('a message cachePoint other than {"type": "default"}'),
@@ -129,7 +132,10 @@ RULES: dict[str, Rule] = {
     ),
     "misplaced_documents": Rule("documents anywhere but userInputMessage.documents"),
     "invalid_document": Rule("document without a name, a known format or base64 source.bytes"),
-    "documents_unsupported": Rule("documents sent to a model whose inputs lack DOCUMENT"),
+    "invalid_document_name": Rule("document name outside Kiro's name rule (DOCUMENT_NAME)"),
+    "documents_unsupported": Rule(
+        "documents sent to a non-Claude model whose inputs lack DOCUMENT"
+    ),
     "output_config_on_gpt": Rule(
         "additionalModelRequestFields.output_config for a model whose effort is `reasoning`",
         body={"message": "Improperly formed request.", "reason": "REQUEST_BODY_INVALID"},
@@ -218,8 +224,12 @@ def _check(body: bytes, models: Mapping[str, Model]) -> None:
     trigger = state.get("chatTriggerType")
     if not isinstance(trigger, str) or trigger not in CHAT_TRIGGER_TYPES:
         raise _Broken("invalid_chat_trigger_type")
+    # No rule on the order of roles: history may open with an assistant entry, hold two adjacent
+    # entries of one role, and end with a user entry (sunerpy/kiro-provider
+    # docs/audits/kiro-protocol-projection-probe-2026-08-26.md and
+    # kiro-protocol-evidence-probe-2026-09-02.zh.md; yupanzi/kiro2claude docs/PITFALLS.md,
+    # 2026-09-11, 7 of 7 accepted). The 400s peers once met for these are gone.
     turns = [*_history(state.get("history", [])), ("user", user)]
-    _check_order([role for role, _ in turns[:-1]])
     for role, message in turns:
         _check_content(role, message)
     _check_cache_points(turns, model)
@@ -284,24 +294,18 @@ def _history(history: Any) -> Iterator[tuple[str, dict[str, Any]]]:
             raise _Broken("malformed_field")
 
 
-def _check_order(roles: list[str]) -> None:
-    if not roles:
-        return
-    if roles[0] != "user":
-        raise _Broken("history_starts_with_assistant")
-    if any(a == b for a, b in itertools.pairwise(roles)):
-        raise _Broken("history_not_alternating")
-    if roles[-1] != "assistant":
-        raise _Broken("history_ends_with_user")
-
-
 def _check_content(role: str, message: dict[str, Any]) -> None:
+    """Empty content only beside what the entry carries: a user entry's toolResults (the kiro-cli
+    fixture), an assistant entry's toolUses (sunerpy/kiro-provider
+    docs/audits/kiro-protocol-evidence-probe-2026-09-02.zh.md, B25: `content: ""` with a signed
+    reasoning block and toolUses, accepted, 2026-09-02)."""
     content = _string(message.get("content", ""))
     if content:
         return
     if role == "assistant":
-        raise _Broken("empty_assistant_content")
-    if not _list(_context(message).get("toolResults", [])):
+        if not _list(message.get("toolUses", [])):
+            raise _Broken("empty_assistant_content")
+    elif not _list(_context(message).get("toolResults", [])):
         raise _Broken("empty_user_content")
 
 
@@ -493,14 +497,22 @@ def _image_bytes(image: Any) -> int:
 
 
 def _check_documents(turns: list[tuple[str, dict[str, Any]]], model: Model) -> None:
-    """`documents[]` items as the request model defines them: `name`, `format`, `source.bytes`."""
+    """`documents[]` items as the request model defines them: `name`, `format`, `source.bytes`.
+
+    Claude reads them though no catalog entry lists DOCUMENT: sunerpy/kiro-provider sent a `txt`
+    and other files to Opus 5 and the model read them (docs/audits/kiro-provider-runtime-model-
+    and-session-validation-2026-08-28.md, 2026-08-28). Other models take them only where the
+    catalog lists DOCUMENT: nobody has reported what they do with one.
+    """
     documents: list[Any] = []
     for role, message in turns:
         if "documents" in _context(message) or (role == "assistant" and "documents" in message):
             raise _Broken("misplaced_documents")
         if role == "user":
             documents.extend(_list(message.get("documents", [])))
-    if documents and "DOCUMENT" not in model.input_types:
+    if not documents:
+        return
+    if "DOCUMENT" not in model.input_types and not model.model_id.startswith("claude-"):
         raise _Broken("documents_unsupported")
     for document in documents:
         document = _object(document)
@@ -508,13 +520,14 @@ def _check_documents(turns: list[tuple[str, dict[str, Any]]], model: Model) -> N
         document_format = document.get("format")
         if (
             not isinstance(name, str)
-            or not name.strip()
             or not isinstance(document_format, str)
             or document_format not in DOCUMENT_FORMATS
             or not isinstance(data, str)
             or not _is_base64(data)
         ):
             raise _Broken("invalid_document")
+        if len(name) > MAX_DOCUMENT_NAME or not DOCUMENT_NAME.fullmatch(name):
+            raise _Broken("invalid_document_name")
 
 
 def _is_base64(text: str) -> bool:
