@@ -117,9 +117,17 @@ class DispatchPolicy:
 
 # Failures a request can cause itself (a body Kiro chokes on): the same one on two accounts in a
 # row ends the failover, so one bad payload does not count against every account it visits.
-# Kiro refusing the model (INVALID_MODEL_ID) on two accounts in a row ends it too.
+# Kiro refusing the model (INVALID_MODEL_ID) on two accounts in a row ends it too, and so do a
+# model out of capacity and a service-wide throttle: Kiro's, they would meet every account
+# (docs/KIRO-PROTOCOL.md §4.3).
 _SUSPECT_REQUEST: frozenset[Failure] = frozenset(
-    {Failure.SERVER, Failure.PROTOCOL, Failure.INVALID_MODEL}
+    {
+        Failure.SERVER,
+        Failure.PROTOCOL,
+        Failure.INVALID_MODEL,
+        Failure.CAPACITY,
+        Failure.SERVICE_THROTTLED,
+    }
 )
 
 

@@ -324,9 +324,11 @@ async def test_a_standing_script_answers_one_account(
     [
         (Fault.QUOTA_402, 402, None),
         (Fault.OVERAGE_400, 400, None),
-        (Fault.THROTTLE_429, 429, "3"),
+        (Fault.THROTTLE_429, 429, None),  # the wait is in the body
         (Fault.SUSPICIOUS_429, 429, "3"),
         (Fault.THROTTLE_429_NO_RETRY_AFTER, 429, None),
+        (Fault.THROTTLE_429_RETRY_AFTER_HEADER, 429, "3"),
+        (Fault.CONVERSATION_LIMIT_402, 402, None),
         (Fault.CAPACITY_429, 429, None),
         (Fault.SUSPENDED_403, 403, None),
         (Fault.BEARER_INVALID_403, 403, None),
