@@ -12,7 +12,9 @@ calls the foreign library; nothing else catches them.
     ├── ApiError               a request failed; rendered at the edge in its protocol's envelope
     │   └── ClientDisconnected the client went away before we could answer (logged as 499)
     ├── EventOrderError        a producer broke the canonical event grammar (a bug in kirod)
-    ├── UpstreamError          talking to Kiro failed (kirod.upstream.errors draws this branch)
+    ├── UpstreamError          talking to Kiro failed (kirod.upstream.errors draws this branch
+    │   │                      and the `Failure` classes each carries: throttled, penalty_window,
+    │   │                      daily_limit, service_throttled, capacity, context_too_long, …)
     │   ├── UpstreamProtocolError, UpstreamHttpError, UpstreamConnectionError,
     │   ├── UpstreamTimeout, UpstreamStreamError, UpstreamPromptTooLong,
     │   ├── RefreshError           a token refresh failed

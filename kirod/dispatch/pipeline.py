@@ -15,8 +15,8 @@ refresh, "profileArn is required" once after discovery; any other recoverable fa
 quota, suspension, server error, network, a stream that fails before its first event, a model
 missing from this account's catalog) moves the request to another eligible account, at most
 `max_account_attempts` accounts in all; failures of the request itself (validation, context too
-long, a model Kiro refuses) raise at once, and the same server or protocol failure on two
-accounts in a row ends the failover.
+long, a model Kiro refuses) raise at once, and the same server, protocol, capacity or
+service-wide throttling failure on two accounts in a row ends the failover.
 
 The request commits once its client may be sent a byte. A stream commits when the upstream
 produced its first event: from then on failures become the stream's terminal `ErrorEvent` and

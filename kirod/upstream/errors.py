@@ -211,7 +211,8 @@ _RENDERINGS: dict[Failure, _Rendering] = {
     ),
     Failure.INVALID_MODEL: _Rendering(
         ErrorKind.INVALID_REQUEST,
-        "Kiro rejected the model for this account (unknown, or not in its plan)",
+        "Kiro rejected the model for this account (unknown, not in its plan, or limited by "
+        "the region its requests leave from or by an organisation's policy)",
         "model_not_available",
         param="model",
     ),

@@ -55,7 +55,7 @@ OK_TEXT = "answered by the other account"
 PARTIAL = Reply(text="".join(f"part {n:02d} of a long answer; " for n in range(8)))
 BOUND_S = 4.0  # any answer, plus one idle timeout per stalled attempt
 
-Phase = Literal["http", "early", "mid", "late", "continued", "repaired"]
+Phase = Literal["http", "early", "mid", "late", "continued", "repaired", "refused"]
 
 
 @dataclass(frozen=True)
@@ -69,7 +69,8 @@ class Variant:
     request's own error after the first event: no failover, the error ends the answer.
     `continued`: Kiro cut a tool call off; kirod continued the turn once on the same account, the
     client sees one normal answer. `repaired`: the translator fixes the stream, the client sees a
-    normal answer.
+    normal answer. `refused`: the request's own error before the first event (its conversation
+    is full): answered at once, tried on no other account, the account left alone.
     """
 
     name: str
@@ -126,6 +127,50 @@ VARIANTS: tuple[Variant, ...] = (
         "upstream_rate_limited",
         retry_after=(2,),
         after="cooling_down",
+    ),
+    Variant(
+        "throttle_429_retry_after_header",
+        Script(fault=Fault.THROTTLE_429_RETRY_AFTER_HEADER, retry_after_s=2),
+        "http",
+        "throttled",
+        ErrorKind.RATE_LIMIT,
+        "upstream_rate_limited",
+        retry_after=(2,),
+        after="cooling_down",
+    ),
+    Variant(
+        "throttle_429_penalty_window",
+        Script(
+            fault=Fault.THROTTLE_429, throttle_reason="USER_REQUEST_RATE_EXCEEDED", retry_after_s=0
+        ),
+        "http",
+        "penalty_window",
+        ErrorKind.RATE_LIMIT,
+        "upstream_penalty_window",
+        retry_after=(119, 120),  # no wait given: the measured window
+        after="cooling_down",
+    ),
+    Variant(
+        "throttle_429_service_rate",
+        Script(
+            fault=Fault.THROTTLE_429,
+            throttle_reason="SERVICE_REQUEST_RATE_EXCEEDED",
+            retry_after_s=2,
+        ),
+        "http",
+        "service_throttled",
+        ErrorKind.RATE_LIMIT,
+        "upstream_service_throttled",
+        retry_after=(2,),  # Kiro's wait, told on
+        after="active",  # Kiro's, not the account's
+    ),
+    Variant(
+        "conversation_limit_402",
+        Script(fault=Fault.CONVERSATION_LIMIT_402),
+        "refused",
+        "context_too_long",
+        ErrorKind.INVALID_REQUEST,
+        "context_length_exceeded",
     ),
     Variant(
         "throttle_429_no_retry_after",
@@ -613,6 +658,15 @@ def test_fault(case: Case, seen: dict[str, Seen]) -> None:
             assert got.status == variant.kind.status
             assert got.oplog_status == variant.kind.status
         assert got.oplog_error == variant.code
+    elif variant.phase == "refused":
+        # The request's own error before any output: answered at once, on no other account.
+        assert variant.kind is not None
+        assert (got.status, got.terminal) == (variant.kind.status, "error")
+        _expect_error(case, got)
+        assert got.attempts == [(got.attempts[0][0], variant.failure)]
+        assert len(got.chats) == 1
+        assert got.first_state == variant.after
+        assert (got.oplog_status, got.oplog_error) == (variant.kind.status, variant.code)
     elif variant.phase == "continued":
         assert (got.status, got.terminal) == (200, "ok")
         assert got.attempts == [(got.attempts[0][0], "ok")]
