@@ -48,8 +48,8 @@ DEFAULT_THRESHOLD = 3  # consecutive transient failures that open the breaker
 # the traffic that drew them.
 SUSPICIOUS_REST_S = 6 * 3600.0
 # USER_REQUEST_RATE_EXCEEDED without a wait: dwgx/KiroStudio's 5,339 requests saw a retry within
-# 1 s fail again 47 % of the time, after 60-120 s 6 %, after 120 s 0.9 % (docs/KIRO-PROTOCOL.md
-# §4.3): 120 s is where the window has nearly always ended.
+# 1 s fail again 47 % of the time, after 60-120 s 6 %, after 120 s 0.9 %
+# (docs/KIRO-PROTOCOL.md §4.3): 120 s is where the window has nearly always ended.
 PENALTY_REST_S = 120.0
 PENALTY_REASON = "rate limited by Kiro: a penalty window, which every request waits out"
 DAILY_REASON = "Kiro's daily request limit is reached; it resets at 00:00 UTC"

@@ -144,8 +144,9 @@ def _wait(header: float | None, body: float | None) -> float | None:
 
 # The allowance is used up: the month's credits, or the overage limit on top of them.
 _QUOTA_REASONS = frozenset({"MONTHLY_REQUEST_COUNT", "OVERAGE_REQUEST_LIMIT_EXCEEDED"})
-# ThrottlingException's reasons, whatever the status, and what each means (docs/KIRO-PROTOCOL.md
-# §4.3). MODEL_TEMPORARILY_UNAVAILABLE comes as a 500 and means the same as the capacity one.
+# ThrottlingException's reasons, whatever the status, and what each means
+# (docs/KIRO-PROTOCOL.md §4.3). MODEL_TEMPORARILY_UNAVAILABLE comes as a 500 and means the same as
+# the capacity one.
 _REASON_FAILURES: Mapping[str, Failure] = {
     "CREDIT_CONSUMPTION_RATE_EXCEEDED": Failure.THROTTLED,
     "USER_REQUEST_RATE_EXCEEDED": Failure.PENALTY,
