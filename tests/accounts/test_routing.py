@@ -4,6 +4,7 @@ model no account offers is the 404 before any lease, and `/ready`'s catalog verd
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from pathlib import Path
 from typing import Any, cast
@@ -127,6 +128,43 @@ async def test_the_catalog_is_unavailable_only_when_none_was_read_and_static_is_
         assert cached is not None
         assert cached.get("claude-sonnet-4.6") is None
         assert (await catalogs.get(account)).get("claude-sonnet-4.6") is not None
+
+
+class GatedModels:
+    """A `KiroClient` stand-in whose ListAvailableModels lists Claude only when not `gated`
+    (Kiro's egress gate, docs/KIRO-PROTOCOL.md §2.7); `reads` counts the calls."""
+
+    def __init__(self) -> None:
+        self.gated = True
+        self.reads = 0
+
+    async def list_models(self, account: UpstreamAccount) -> list[dict[str, Any]]:
+        self.reads += 1
+        models = [{"modelId": "gpt-5.6-sol"}]
+        if not self.gated:
+            models.append({"modelId": "claude-sonnet-4.6"})
+        return [{"models": models}]
+
+
+async def test_a_catalog_without_claude_is_read_again_through_a_new_proxy() -> None:
+    client = GatedModels()
+    account = UpstreamAccount(
+        "acct", "us-east-1", "us-east-1", "social", None, Credentials("a", "r", time.time() + 600)
+    )
+    async with TaskOwner("test") as tasks:
+        catalogs = CatalogCache(cast(KiroClient, client), tasks)
+        gated = await catalogs.get(account)
+        assert [info.kiro_id for info in gated] == ["gpt-5.6-sol"]
+        assert await catalogs.get(account) is gated  # kept while its age lasts
+        assert client.reads == 1
+        assert not catalogs.due("acct", None)
+        assert catalogs.due("acct", "socks5://proxy.example:1080")  # another way out
+        client.gated = False
+        proxied = dataclasses.replace(account, proxy_url="socks5://proxy.example:1080")
+        opened = await catalogs.get(proxied)
+        assert client.reads == 2
+        assert opened.get("claude-sonnet-4.6") is not None
+        assert not catalogs.due("acct", "socks5://proxy.example:1080")
 
 
 async def test_a_model_only_kiro_knows_is_found_on_a_cold_start(tmp_path: Path) -> None:

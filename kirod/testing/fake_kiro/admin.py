@@ -15,6 +15,7 @@ camelCase like Kiro's own token file. `RemoteFake` in `remote.py` is the matchin
     GET    /__fake__/accounts                                               ids, kinds, usage
     PUT    /__fake__/usage          {"account_id", Usage fields…}
     PUT    /__fake__/suspension     {"account_id", "suspended"}
+    PUT    /__fake__/egress         {"account_id", "gated"}                 no Claude from there
     POST   /__fake__/tokens/expire  {"access_token"} | {"account_id"}
     POST   /__fake__/tokens/revoke  {"refresh_token"}
     GET    /__fake__/requests?operation=chat                                received requests
@@ -69,6 +70,7 @@ def routes(fake: FakeKiro) -> list[web.RouteDef]:
         web.get(f"{PREFIX}/accounts", bind(_accounts)),
         web.put(f"{PREFIX}/usage", bind(_usage)),
         web.put(f"{PREFIX}/suspension", bind(_suspension)),
+        web.put(f"{PREFIX}/egress", bind(_egress)),
         web.post(f"{PREFIX}/tokens/expire", bind(_expire)),
         web.post(f"{PREFIX}/tokens/revoke", bind(_revoke)),
         web.get(f"{PREFIX}/requests", bind(_requests)),
@@ -152,6 +154,7 @@ async def _accounts(fake: FakeKiro, request: web.Request, data: Any) -> Any:
                 "provider": account.provider,
                 "profile_arn": account.profile_arn,
                 "suspended": account.suspended,
+                "egress_gated": account.egress_gated,
                 "usage": dataclasses.asdict(account.usage),
             }
             for account in fake.tokens.accounts()
@@ -171,6 +174,10 @@ async def _usage(fake: FakeKiro, request: web.Request, data: Any) -> Any:
 
 async def _suspension(fake: FakeKiro, request: web.Request, data: Any) -> Any:
     fake.suspend_account(data["account_id"], bool(data.get("suspended", True)))
+
+
+async def _egress(fake: FakeKiro, request: web.Request, data: Any) -> Any:
+    fake.gate_egress(data["account_id"], bool(data.get("gated", True)))
 
 
 async def _expire(fake: FakeKiro, request: web.Request, data: Any) -> Any:

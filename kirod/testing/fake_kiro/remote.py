@@ -81,6 +81,9 @@ class RemoteFake:
     def suspend_account(self, account_id: str, suspended: bool = True) -> None:
         self._call("PUT", "/suspension", {"account_id": account_id, "suspended": suspended})
 
+    def gate_egress(self, account_id: str, gated: bool = True) -> None:
+        self._call("PUT", "/egress", {"account_id": account_id, "gated": gated})
+
     def expire_access_token(self, access_token: str) -> None:
         self._call("POST", "/tokens/expire", {"access_token": access_token})
 

@@ -70,6 +70,7 @@ class Account:
     client_id: str | None = None
     suspended: bool = False
     extra_profiles: tuple[str, ...] = ()  # more profile ARNs ListAvailableProfiles reports
+    egress_gated: bool = False  # its requests leave from a region Kiro serves no Claude model
 
     def profiles(self) -> tuple[str, ...]:
         return (self.profile_arn, *self.extra_profiles)
