@@ -78,8 +78,11 @@ class CatalogCache:
     used (its fetches end with the event loop, as before).
     """
 
-    def __init__(self, client: KiroClient, tasks: TaskOwner) -> None:
+    def __init__(
+        self, client: KiroClient, tasks: TaskOwner, *, clock: Callable[[], float] = time.monotonic
+    ) -> None:
         self._client = client
+        self._clock = clock  # a catalog's age, on a clock that only moves forward
         # account → (when read, on the monotonic clock; the catalog; the proxy it was read through)
         self._entries: dict[str, tuple[float, ModelCatalog, str | None]] = {}
         self._next_due = float("inf")  # the soonest an entry's age runs out (`due_passed`)
@@ -116,7 +119,7 @@ class CatalogCache:
         """The account has a cached catalog due for a re-read: past its age, or read through
         another proxy than `proxy_url` (the account's now)."""
         entry = self._entries.get(account_id)
-        return entry is not None and not _current(entry, proxy_url, time.monotonic())
+        return entry is not None and not _current(entry, proxy_url, self._clock())
 
     def stale(self, account_id: str, proxy_url: str | None) -> bool:
         """`due`, or marked for a re-read by a refusal since it was read."""
@@ -125,7 +128,7 @@ class CatalogCache:
     def due_passed(self) -> None:
         """Move `version` when a cached catalog's age ran out since the last look, so that a
         routing kept for it is made again (one clock read while none did)."""
-        now = time.monotonic()
+        now = self._clock()
         if now < self._next_due:
             return
         self.version += 1
@@ -171,7 +174,7 @@ class CatalogCache:
         self._unreadable.discard(account.id)
         self._refused_static.pop(account.id, None)
         self._stale.discard(account.id)
-        read = time.monotonic()
+        read = self._clock()
         self._entries[account.id] = (read, catalog, account.proxy_url)
         self._next_due = min(self._next_due, read + _ttl(catalog))
         self.version += 1

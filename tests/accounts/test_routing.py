@@ -11,12 +11,18 @@ from typing import Any, cast
 
 import pytest
 
-from kirod.accounts.model_directory import STATIC_CATALOG_MAX_AGE_S, CatalogCache, ModelDirectory
+from kirod.accounts.model_directory import (
+    CATALOG_TTL_S,
+    GATED_CATALOG_TTL_S,
+    STATIC_CATALOG_MAX_AGE_S,
+    CatalogCache,
+    ModelDirectory,
+)
 from kirod.accounts.tokens import TokenKeeper
 from kirod.canonical.catalog import STATIC_CATALOG, STATIC_CATALOG_AS_OF
 from kirod.canonical.resolution import STRICT, ModelPolicy
 from kirod.errors import ApiError, ErrorKind
-from kirod.storage.accounts import AccountStore
+from kirod.storage.accounts import AccountRecord, AccountStore
 from kirod.tasks import TaskOwner
 from kirod.testing.fake_kiro.catalog import Model
 from kirod.upstream.client import KiroClient, UpstreamAccount
@@ -165,6 +171,48 @@ async def test_a_catalog_without_claude_is_read_again_through_a_new_proxy() -> N
         assert client.reads == 2
         assert opened.get("claude-sonnet-4.6") is not None
         assert not catalogs.due("acct", "socks5://proxy.example:1080")
+
+
+def record(account_id: str) -> AccountRecord:
+    return AccountRecord(
+        account_id, "", "social", "us-east-1", "us-east-1", None, {}, "active", None, None,
+        None, None, None, 1, 0.0, 0.0,
+    )  # fmt: skip
+
+
+async def test_a_catalog_without_claude_is_trusted_minutes_then_read_again() -> None:
+    """The region's gate lifts (the network changed, no proxy set): within
+    GATED_CATALOG_TTL_S a Claude name routes to the account again, whose attempt reads the
+    catalog first (docs/KIRO-PROTOCOL.md §2.7)."""
+    client = GatedModels()
+    now = [0.0]
+    account = UpstreamAccount(
+        "acct", "us-east-1", "us-east-1", "social", None, Credentials("a", "r", time.time() + 600)
+    )
+    records = [record("acct")]
+    async with TaskOwner("test") as tasks:
+        catalogs = CatalogCache(cast(KiroClient, client), tasks, clock=lambda: now[0])
+        models = ModelDirectory(cast(AccountStore, None), catalogs, cast(TokenKeeper, None), STRICT)
+        await catalogs.get(account)
+        with pytest.raises(ApiError) as gated:
+            models.route("claude-sonnet-4-6", records)
+        assert "set-proxy" in gated.value.message
+        client.gated = False  # the gate lifted; the cached catalog does not know yet
+        now[0] = GATED_CATALOG_TTL_S - 1
+        with pytest.raises(ApiError):
+            models.route("claude-sonnet-4-6", records)
+        assert client.reads == 1
+        now[0] = GATED_CATALOG_TTL_S + 1
+        routing = models.route("claude-sonnet-4-6", records)  # the kept routing is made again
+        assert routing.kiro_id == "claude-sonnet-4.6"
+        assert routing.offers is None or routing.offers(records[0])
+        assert (await catalogs.get(account)).get("claude-sonnet-4.6") is not None
+        assert client.reads == 2
+        # A catalog that lists Claude is trusted the full hour.
+        now[0] += GATED_CATALOG_TTL_S * 2
+        assert not catalogs.due("acct", None)
+        now[0] += CATALOG_TTL_S
+        assert catalogs.due("acct", None)
 
 
 async def test_a_model_only_kiro_knows_is_found_on_a_cold_start(tmp_path: Path) -> None:
