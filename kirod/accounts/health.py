@@ -172,12 +172,15 @@ def after_failure(
         return noted
     failures = state.failures + 1
     if failure in (Failure.PENALTY, Failure.DAILY_LIMIT):
-        if failure is Failure.PENALTY:
-            until = now + min(MAX_COOLDOWN_S, PENALTY_REST_S if retry_after_s is None else 0.0)
-        else:  # Kiro resets the count at 00:00 UTC (docs/KIRO-PROTOCOL.md §4.3)
-            until = next_utc_midnight(now)
+        # A penalty window lasts Kiro's wait, else PENALTY_REST_S; the daily count resets at
+        # 00:00 UTC, or later if Kiro's wait says so (docs/KIRO-PROTOCOL.md §4.3).
+        hinted = None
         if retry_after_s is not None:
-            until = max(until, now + min(MAX_COOLDOWN_S, max(0.0, retry_after_s)))
+            hinted = now + min(MAX_COOLDOWN_S, max(0.0, retry_after_s))
+        if failure is Failure.PENALTY:
+            until = now + PENALTY_REST_S if hinted is None else hinted
+        else:
+            until = max(next_utc_midnight(now), hinted or 0.0)
         return dataclasses.replace(
             noted,
             status="cooling_down",

@@ -213,8 +213,8 @@ class Attempts:
         self, lease: Lease, operation: Operation, route: Route, error: UpstreamError
     ) -> Retry | ApiError:
         if error.failure is Failure.INVALID_MODEL:
-            # Its catalog forgets the model until it is read again (at the next attempt on the
-            # account), and another account may serve it. A model the catalog listed, or a Claude
+            # Its catalog forgets the model until it is read again (`ModelDirectory`), and
+            # another account may serve it. A model the catalog listed, or a Claude
             # one while it lists none, is the region's or a policy's doing: the client is told
             # what to do about it (docs/KIRO-PROTOCOL.md §2.7).
             kiro_id = route.model.kiro_id
