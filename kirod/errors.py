@@ -12,7 +12,9 @@ calls the foreign library; nothing else catches them.
     ├── ApiError               a request failed; rendered at the edge in its protocol's envelope
     │   └── ClientDisconnected the client went away before we could answer (logged as 499)
     ├── EventOrderError        a producer broke the canonical event grammar (a bug in kirod)
-    ├── UpstreamError          talking to Kiro failed (kirod.upstream.errors draws this branch)
+    ├── UpstreamError          talking to Kiro failed (kirod.upstream.errors draws this branch
+    │   │                      and the `Failure` classes each carries: throttled, penalty_window,
+    │   │                      daily_limit, service_throttled, capacity, context_too_long, …)
     │   ├── UpstreamProtocolError, UpstreamHttpError, UpstreamConnectionError,
     │   ├── UpstreamTimeout, UpstreamStreamError, UpstreamPromptTooLong,
     │   ├── UpstreamDocumentRefused,
@@ -111,9 +113,15 @@ class ApiError(KirodError):
         return self.kind.status
 
     def told_when(self, retry_after: str | None) -> ApiError:
-        """This error with a `Retry-After`, if it is one that waiting cures and says no time."""
+        """This error with a `Retry-After`, if it is one that waiting cures: the sooner of its
+        own and `retry_after` (when an account is back), as a retry may succeed at either."""
         waits = self.kind in (ErrorKind.RATE_LIMIT, ErrorKind.OVERLOADED, ErrorKind.UNAVAILABLE)
-        if retry_after is None or "Retry-After" in self.headers or not waits:
+        if retry_after is None or not waits:
+            return self
+        own = self.headers.get("Retry-After")
+        if own is not None and not (retry_after.isdigit() and own.isdigit()):
+            return self
+        if own is not None and int(own) <= int(retry_after):
             return self
         return ApiError(
             self.kind,

@@ -4,23 +4,31 @@ Each function maps the state as stored (and what just happened) to the next stat
 "leave it". They run inside the store's write transaction (`AccountStore.update_state`), on the row
 as it is then, so a decision never overrides a newer one it did not see.
 
-    active ──failure──▶ cooling_down (60 s * 2^(k-1), cap 24 h; 429 honours Retry-After)
+    active ──failure──▶ cooling_down (60 s * 2^(k-1), cap 24 h; a throttle honours Kiro's wait)
        ▲                    │ until passed: one half-open trial request
        └─────success────────┘ trial failure: k+1, longer cool-down
+    429 USER_REQUEST_RATE_EXCEEDED ─▶ cooling_down for Kiro's wait, else 120 s (a penalty window:
+                                    every request to the account waits it out)
+    429 DAILY_REQUEST_COUNT ─▶ cooling_down until the next 00:00 UTC
     429 "suspicious activity" ─▶ cooling_down 6 h (Kiro limits the account while it investigates)
     402 / MONTHLY_REQUEST_COUNT / OVERAGE_REQUEST_LIMIT_EXCEEDED ─▶ exhausted, until a usage
                                     probe shows credits again
     403 suspended ─▶ suspended (by hand: enable)     refresh token dead ─▶ needs_login
     5 consecutive rejections of fresh credentials ─▶ disabled
+    INSUFFICIENT_MODEL_CAPACITY, SERVICE_REQUEST_RATE_EXCEEDED ─▶ unchanged (Kiro's, not the
+                                    account's: only the last error is noted)
 
-Transient failures (a server error, a broken stream, the network, a capacity error without
-Retry-After) say little about the account: like Envoy's outlier detection, the breaker opens
-only after `threshold` consecutive ones (`breaker_consecutive_failures`), so one glitch never
-takes a user's only account out. Failures that are the account's (throttled, flagged for
-suspicious activity, quota, suspended, rejected credentials, forbidden) act at once. A cool-down
-opened by transient failures is marked `transient`, which lets the pool's panic mode try it
-before it ends when nothing else is left.
-Failures of the request itself (bad request, context too long, unknown model) do not touch health.
+Transient failures (a server error, a broken stream, the network) say little about the account:
+like Envoy's outlier detection, the breaker opens only after `threshold` consecutive ones
+(`breaker_consecutive_failures`), so one glitch never takes a user's only account out. Failures
+that are the account's (throttled, a penalty window, the daily limit, flagged for suspicious
+activity, quota, suspended, rejected credentials, forbidden) act at once. A model out of capacity
+or a service-wide throttle is Kiro's trouble, not the account's: it rests no account, or one such
+error would take a one-account user's only account out for Kiro's whole wait (the client is told
+that wait instead). A cool-down opened by transient failures is marked `transient`, which lets
+the pool's panic mode try it before it ends when nothing else is left.
+Failures of the request itself (bad request, context too long, including Kiro's 402
+CONVERSATION_LIMIT_EXCEEDED, unknown model) do not touch health.
 """
 
 from __future__ import annotations
@@ -39,12 +47,20 @@ DEFAULT_THRESHOLD = 3  # consecutive transient failures that open the breaker
 # lift them (kirodotdev/Kiro#8716): a try every few hours learns when they end without adding to
 # the traffic that drew them.
 SUSPICIOUS_REST_S = 6 * 3600.0
+# USER_REQUEST_RATE_EXCEEDED without a wait: dwgx/KiroStudio's 5,339 requests saw a retry within
+# 1 s fail again 47 % of the time, after 60-120 s 6 %, after 120 s 0.9 %
+# (docs/KIRO-PROTOCOL.md §4.3): 120 s is where the window has nearly always ended.
+PENALTY_REST_S = 120.0
+PENALTY_REASON = "rate limited by Kiro: a penalty window, which every request waits out"
+DAILY_REASON = "Kiro's daily request limit is reached; it resets at 00:00 UTC"
 FLAGGED_REASON = (
     f"rested {SUSPICIOUS_REST_S / 3600:g} h: Kiro flagged suspicious activity and limits how often "
     "the account may send requests"
 )
 
 _TRANSIENT = frozenset({Failure.SERVER, Failure.PROTOCOL, Failure.NETWORK, Failure.TIMEOUT})
+# Kiro's own trouble, whichever account asks (docs/KIRO-PROTOCOL.md §4.3).
+_NOT_THE_ACCOUNTS = frozenset({Failure.CAPACITY, Failure.SERVICE_THROTTLED})
 
 # Automatic transitions only move "up" this order (or within a level): a throttle seen by a
 # request that started earlier never turns an exhausted, suspended or disabled account back.
@@ -60,7 +76,6 @@ _SEVERITY: dict[Status, int] = {
 
 _COOLING_REASONS: dict[Failure, str] = {
     Failure.THROTTLED: "rate limited by Kiro",
-    Failure.CAPACITY: "Kiro reported the model overloaded",
     Failure.SERVER: "Kiro answered with a server error",
     Failure.PROTOCOL: "Kiro sent a malformed response",
     Failure.NETWORK: "Kiro could not be reached",
@@ -94,9 +109,19 @@ def status_eligibility(status: str, until: float | None, now: float) -> Eligibil
     return Eligibility.NO
 
 
-def is_transient(failure: Failure, retry_after_s: float | None) -> bool:
+def is_transient(failure: Failure) -> bool:
     """Whether a failure counts towards the breaker's threshold instead of acting at once."""
-    return failure in _TRANSIENT or (failure is Failure.CAPACITY and retry_after_s is None)
+    return failure in _TRANSIENT
+
+
+def is_the_accounts(failure: Failure) -> bool:
+    """Whether a retryable failure says something about the account (else it is Kiro's)."""
+    return failure not in _NOT_THE_ACCOUNTS
+
+
+def next_utc_midnight(now: float) -> float:
+    """The next 00:00 UTC after `now` (epoch seconds), when Kiro resets its daily limit."""
+    return (now // 86400.0 + 1) * 86400.0
 
 
 def is_flagged(reason: str | None) -> bool:
@@ -143,9 +168,27 @@ def after_failure(
             "Kiro wants a profile this account lacks; kirod looks for it at the next maintenance "
             "pass, or choose one with 'kiroctl accounts set-profile'",
         )
-    if _SEVERITY[state.status] > _SEVERITY["cooling_down"]:
+    if _SEVERITY[state.status] > _SEVERITY["cooling_down"] or not is_the_accounts(failure):
         return noted
     failures = state.failures + 1
+    if failure in (Failure.PENALTY, Failure.DAILY_LIMIT):
+        # A penalty window lasts Kiro's wait, else PENALTY_REST_S; the daily count resets at
+        # 00:00 UTC, or later if Kiro's wait says so (docs/KIRO-PROTOCOL.md §4.3).
+        hinted = None
+        if retry_after_s is not None:
+            hinted = now + min(MAX_COOLDOWN_S, max(0.0, retry_after_s))
+        if failure is Failure.PENALTY:
+            until = now + PENALTY_REST_S if hinted is None else hinted
+        else:
+            until = max(next_utc_midnight(now), hinted or 0.0)
+        return dataclasses.replace(
+            noted,
+            status="cooling_down",
+            reason=PENALTY_REASON if failure is Failure.PENALTY else DAILY_REASON,
+            until=max(until, state.until or 0.0) if state.status == "cooling_down" else until,
+            failures=failures,
+            transient=False,
+        )
     if failure is Failure.SUSPICIOUS:
         # Not Kiro's Retry-After (seconds, if any): the limits outlast it, and a try sooner
         # only adds to them.
@@ -168,12 +211,12 @@ def after_failure(
             failures=failures,
             auth_failures=auth_failures,
         )
-    transient = is_transient(failure, retry_after_s)
+    transient = is_transient(failure)
     if transient and state.status == "active" and failures < threshold:
         return dataclasses.replace(noted, failures=failures, auth_failures=auth_failures)
     # k: how many times the breaker has opened in a row, counted from the threshold's failure.
     wait = cooldown_s(failures - threshold + 1 if transient else failures)
-    if retry_after_s is not None and failure in (Failure.THROTTLED, Failure.CAPACITY):
+    if retry_after_s is not None and failure is Failure.THROTTLED:
         wait = min(MAX_COOLDOWN_S, max(0.0, retry_after_s))
     return dataclasses.replace(
         noted,

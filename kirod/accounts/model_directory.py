@@ -18,6 +18,17 @@ the model leaves that account's static fallback, and the attempt tries the name 
 Windows: the window an account really has for a model, where it is not the listed one, is learned
 by `ModelDirectory.windows` (`kirod.accounts.windows`); routes carry it, and an offer's limit is
 the smallest any of its accounts takes.
+
+A model Kiro refused, or left out, is not struck from the account for good: Kiro limits models
+by the region a request leaves from (no Claude model from mainland China or Hong Kong) and by an
+organisation's policy (docs/KIRO-PROTOCOL.md §2.7), which change without the account changing.
+A catalog due for a re-read (past its age, or read through another proxy than the account's now)
+is not trusted to refuse a model: its account may serve what the static list names as well, and
+the attempt that leases it reads the catalog first. A catalog a refusal marked stale is trusted
+while another account offers the model, and stands in for an unread one when none does (so the
+re-read says what is true now, and why). A catalog listing no Claude model is kept only
+`GATED_CATALOG_TTL_S`: the models come back once the account's traffic leaves from elsewhere (its
+proxy set, at once; the network changed, within minutes), without a restart.
 """
 
 from __future__ import annotations
@@ -45,7 +56,9 @@ from kirod.canonical.model_names import parse_name
 from kirod.canonical.resolution import (
     ModelPolicy,
     Resolution,
+    claude_gated,
     line_defaults,
+    lists_no_claude,
     resolve,
     unknown_model,
 )
@@ -60,6 +73,7 @@ from kirod.upstream.errors import RefreshError, UpstreamError
 logger = logging.getLogger(__name__)
 
 CATALOG_TTL_S = 3600.0
+GATED_CATALOG_TTL_S = 300.0  # a catalog listing no Claude model: the region's gate may lift
 STATIC_CATALOG_MAX_AGE_S = 180 * 86400.0  # after this the static fallback is likely out of date
 MAX_REMEMBERED_SUBSTITUTIONS = 256  # distinct client names logged and shown; bounded by design
 MAX_ROUTES = 64  # model names whose routing is kept (clients send a handful)
@@ -72,9 +86,15 @@ class CatalogCache:
     used (its fetches end with the event loop, as before).
     """
 
-    def __init__(self, client: KiroClient, tasks: TaskOwner) -> None:
+    def __init__(
+        self, client: KiroClient, tasks: TaskOwner, *, clock: Callable[[], float] = time.monotonic
+    ) -> None:
         self._client = client
-        self._entries: dict[str, tuple[float, ModelCatalog]] = {}
+        self._clock = clock  # a catalog's age, on a clock that only moves forward
+        # account → (when read, on the monotonic clock; the catalog; the proxy it was read through)
+        self._entries: dict[str, tuple[float, ModelCatalog, str | None]] = {}
+        self._next_due = float("inf")  # the soonest an entry's age runs out (`due_passed`)
+        self._stale: set[str] = set()  # accounts whose catalog a refusal marked for a re-read
         self._unreadable: set[str] = set()  # accounts whose last ListAvailableModels failed
         # Static-list models Kiro refused on accounts whose catalog was never read: without this
         # a one-account user whose ListAvailableModels fails is sent the same refused model (the
@@ -95,16 +115,38 @@ class CatalogCache:
         entry = self._entries.get(account_id)
         if entry is not None:
             kept = ModelCatalog(tuple(info for info in entry[1] if info.kiro_id != kiro_id))
-            self._entries[account_id] = (float("-inf"), kept)
+            self._entries[account_id] = (entry[0], kept, entry[2])
+            self._stale.add(account_id)
             self.version += 1
         elif STATIC_CATALOG.get(kiro_id) is not None:  # bounded by the static list's size
             refused = self._refused_static.get(account_id, frozenset())
             self._refused_static[account_id] = refused | {kiro_id}
         log.event(logger, "model_catalog_refused", account=account_id, model=kiro_id)
 
+    def due(self, account_id: str, proxy_url: str | None) -> bool:
+        """The account has a cached catalog due for a re-read: past its age, or read through
+        another proxy than `proxy_url` (the account's now)."""
+        entry = self._entries.get(account_id)
+        return entry is not None and not _current(entry, proxy_url, self._clock())
+
+    def stale(self, account_id: str, proxy_url: str | None) -> bool:
+        """`due`, or marked for a re-read by a refusal since it was read."""
+        return account_id in self._stale or self.due(account_id, proxy_url)
+
+    def due_passed(self) -> None:
+        """Move `version` when a cached catalog's age ran out since the last look, so that a
+        routing kept for it is made again (one clock read while none did)."""
+        now = self._clock()
+        if now < self._next_due:
+            return
+        self.version += 1
+        later = (entry[0] + _ttl(entry[1]) for entry in self._entries.values())
+        self._next_due = min((at for at in later if at > now), default=float("inf"))
+
     def forget(self, account_id: str) -> None:
         if self._entries.pop(account_id, None) is not None:
             self.version += 1
+        self._stale.discard(account_id)
         self._unreadable.discard(account_id)
         self._refused_static.pop(account_id, None)
 
@@ -114,12 +156,12 @@ class CatalogCache:
 
     async def get(self, account: UpstreamAccount) -> ModelCatalog:
         entry = self._entries.get(account.id)
-        if entry is not None and time.monotonic() - entry[0] < CATALOG_TTL_S:
+        if entry is not None and not self.stale(account.id, account.proxy_url):
             return entry[1]
         return await self._fetches.do(account.id, lambda: self._fetch(account, entry))
 
     async def _fetch(
-        self, account: UpstreamAccount, entry: tuple[float, ModelCatalog] | None
+        self, account: UpstreamAccount, entry: tuple[float, ModelCatalog, str | None] | None
     ) -> ModelCatalog:
         try:
             catalog = parse_catalog(await self._client.list_models(account))
@@ -139,8 +181,13 @@ class CatalogCache:
             catalog = STATIC_CATALOG
         self._unreadable.discard(account.id)
         self._refused_static.pop(account.id, None)
-        self._entries[account.id] = (time.monotonic(), catalog)
+        self._stale.discard(account.id)
+        read = self._clock()
+        self._entries[account.id] = (read, catalog, account.proxy_url)
+        self._next_due = min(self._next_due, read + _ttl(catalog))
         self.version += 1
+        if lists_no_claude(catalog):
+            log.event(logger, "model_catalog_without_claude", account=account.id)
         return catalog
 
     def _fallback(self, account_id: str) -> ModelCatalog:
@@ -149,6 +196,18 @@ class CatalogCache:
         if not refused:
             return STATIC_CATALOG
         return ModelCatalog(tuple(info for info in STATIC_CATALOG if info.kiro_id not in refused))
+
+
+def _ttl(catalog: ModelCatalog) -> float:
+    """How long a catalog is trusted: shorter when it lists no Claude model (a gate that lifts
+    when the account's traffic leaves from elsewhere)."""
+    return GATED_CATALOG_TTL_S if lists_no_claude(catalog) else CATALOG_TTL_S
+
+
+def _current(
+    entry: tuple[float, ModelCatalog, str | None], proxy_url: str | None, now: float
+) -> bool:
+    return now - entry[0] < _ttl(entry[1]) and entry[2] == proxy_url
 
 
 @dataclass(frozen=True, slots=True)
@@ -240,16 +299,28 @@ class ModelDirectory:
         """Kiro refused the model on this account (INVALID_MODEL_ID): route elsewhere."""
         self._catalogs.refused(account_id, kiro_id)
 
+    def limited(self, account_id: str, kiro_id: str) -> bool:
+        """Kiro refusing `kiro_id` on the account is its region's or a policy's doing, not the
+        plan's: its catalog listed the model, or lists no Claude model and this is one."""
+        catalog = self._catalogs.cached(account_id)
+        if catalog is None:
+            return False
+        return catalog.get(kiro_id) is not None or claude_gated(kiro_id, catalog)
+
     def catalog_read(self, account_id: str) -> bool:
         """Has ListAvailableModels answered for the account (else the static list stands in)."""
         return self._catalogs.cached(account_id) is not None
 
-    def offered_by(self, record: AccountRecord, kiro_id: str) -> bool:
-        """May the account serve `kiro_id`: its cached catalog lists it, or (none cached yet)
-        its plan does not rule it out."""
+    def offered_by(self, record: AccountRecord, kiro_id: str, *, stale: bool = False) -> bool:
+        """May the account serve `kiro_id`: its cached catalog lists it, or (none cached yet, or
+        the one cached is due for a re-read; with `stale`, also one a refusal marked) its plan
+        does not rule it out."""
         catalog = self._catalogs.cached(record.id)
-        if catalog is not None:
-            return catalog.get(kiro_id) is not None
+        if catalog is not None and catalog.get(kiro_id) is not None:
+            return True
+        reread = self._catalogs.stale if stale else self._catalogs.due
+        if catalog is not None and not reread(record.id, record.proxy_url):
+            return False
         return not (premium(kiro_id) and free_plan(record))
 
     def route(self, name: str, records: Sequence[AccountRecord]) -> Routing:
@@ -259,6 +330,7 @@ class ModelDirectory:
         and the cached catalogs stay the same: the union of every account's catalog is then the
         same, and so is the answer.
         """
+        self._catalogs.due_passed()
         kept = self._routes.get(name)
         version = self._catalogs.version
         if (
@@ -279,18 +351,22 @@ class ModelDirectory:
         cold = not records
         for record in records:
             catalog = self._catalogs.cached(record.id)
+            if catalog is None or self._catalogs.due(record.id, record.proxy_url):
+                cold = True  # may serve what the static list names, once read again
             if catalog is None:
-                cold = True
                 continue
             for info in catalog:
                 seen.setdefault(info.kiro_id, info)
         union = ModelCatalog(tuple(seen.values()))
+        stale = False
         try:
             # What the accounts read so far list wins; an account not read yet may have any
             # model the static list names (dispatch resolves again on its own catalog then).
             resolution = resolve(name, union if seen else STATIC_CATALOG, self.policy)
         except ApiError:
-            if not cold:
+            # None offers it: a catalog a refusal marked stands in for an unread one.
+            stale = any(self._catalogs.stale(r.id, r.proxy_url) for r in records)
+            if not (cold or stale):
                 raise
             for info in STATIC_CATALOG:
                 seen.setdefault(info.kiro_id, info)
@@ -299,11 +375,11 @@ class ModelDirectory:
                 resolution = resolve(name, union, self.policy)
             except ApiError:
                 # A name nothing read so far knows: only an account not read yet may list it.
-                return Routing(None, lambda record: self._catalogs.cached(record.id) is None)
+                return Routing(None, self._unread)
         kiro_id = resolution.info.kiro_id
 
         def offers(record: AccountRecord) -> bool:
-            return self.offered_by(record, kiro_id)
+            return self.offered_by(record, kiro_id, stale=stale)
 
         offering = [offers(record) for record in records]
         if records and not any(offering):
@@ -313,6 +389,11 @@ class ModelDirectory:
         # The usual case, every account offering it, leaves the pool's queue unfiltered: a
         # filter makes each waiter a selective one, checked against every account per release.
         return Routing(resolution, None if all(offering) else offers)
+
+    def _unread(self, record: AccountRecord) -> bool:
+        """No catalog of the account is cached, or the one cached is to be read again."""
+        cached = self._catalogs.cached(record.id) is not None
+        return not cached or self._catalogs.stale(record.id, record.proxy_url)
 
     def catalog_unavailable(self, now: float | None = None) -> bool:
         """No account's catalog could be read, and the static fallback is out of date."""

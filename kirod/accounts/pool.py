@@ -51,6 +51,8 @@ from kirod.upstream.usage import UsageSnapshot
 logger = logging.getLogger(__name__)
 
 BUSY_RETRY_AFTER_S = 2
+# Kiro's limits on the login (user) rather than the entry: its other entries share them.
+_LOGIN_LIMITS = frozenset({Failure.THROTTLED, Failure.PENALTY, Failure.DAILY_LIMIT})
 RECHECK_S = 1.0  # how often a queued request looks for cool-downs that ended
 
 Clock = Callable[[], float]
@@ -444,8 +446,11 @@ class AccountPool:
             )
 
         record = await self._update(account_id, decide)
-        if failure is Failure.THROTTLED:
-            self._share_backoff(account_id, retry_after_s, now)
+        if failure in _LOGIN_LIMITS:
+            rest = retry_after_s
+            if failure is not Failure.THROTTLED and record is not None and record.status_until:
+                rest = record.status_until - now  # the penalty's or the day's rest, not the hint
+            self._share_backoff(account_id, rest, now)
         return record
 
     def _share_backoff(self, account_id: str, retry_after_s: float | None, now: float) -> None:

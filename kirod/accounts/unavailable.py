@@ -44,6 +44,9 @@ def unavailable(
     elif only == "cooling_down" and all(health.is_flagged(state.reason) for state in states):
         code = "accounts_cooling_down"
         message = f"all Kiro accounts are resting: Kiro flagged suspicious activity{back}"
+    elif only == "cooling_down" and all(state.reason == health.DAILY_REASON for state in states):
+        code = "accounts_cooling_down"
+        message = f"all Kiro accounts reached Kiro's daily request limit (reset 00:00 UTC){back}"
     elif only == "cooling_down":
         code = "accounts_cooling_down"
         message = f"all Kiro accounts are cooling down after upstream failures{back}"

@@ -142,18 +142,61 @@ def line_defaults(catalog: ModelCatalog) -> dict[str, str]:
     return out
 
 
+# Kiro serves no Claude model to requests leaving from some regions (mainland China, Hong Kong
+# since about May 2026), and an organisation's admins may restrict models: the same account lists
+# them again through a proxy elsewhere (docs/KIRO-PROTOCOL.md §2.7).
+LIMITED_HINT = (
+    "Kiro may limit models by the region the account's requests leave from or by an "
+    "organisation's policy; to route the account through a proxy elsewhere, run "
+    "'kiroctl accounts set-proxy ACCOUNT URL'"
+)
+
+
+def lists_no_claude(catalog: ModelCatalog) -> bool:
+    """The catalog lists models, but no Claude one: what a region's gate looks like."""
+    return bool(len(catalog)) and all(
+        parse_name(info.kiro_id).vendor != "claude" for info in catalog
+    )
+
+
+def claude_gated(name: str, catalog: ModelCatalog) -> bool:
+    """A Claude name, while the catalog lists models but no Claude one."""
+    return parse_name(name).vendor == "claude" and lists_no_claude(catalog)
+
+
 def unknown_model(name: str, catalog: ModelCatalog) -> ApiError:
-    """404 naming the model and a few that work, with "…" when the list is cut."""
-    shown = name if len(name) <= 100 else name[:100] + "…"
+    """404 naming the model and a few that work, with "…" when the list is cut; for a Claude
+    name while no Claude model is listed, why that may be and what to do."""
+    shown = _shown(name)
     available = [row.id for row in public_models(catalog)]
     listed = ", ".join(available[:_SHOWN_MODELS])
     if len(available) > _SHOWN_MODELS:
         listed += ", …"
+    gated = ""
+    if claude_gated(name, catalog):
+        gated = f"Kiro lists no Claude model for the accounts: {LIMITED_HINT}. "
     return ApiError(
         ErrorKind.NOT_FOUND,
-        f"model '{shown}' is not available; models that work include {listed} "
+        f"model '{shown}' is not available; {gated}models that work include {listed} "
         "(GET /v1/models lists them all)",
         code="model_not_found",
         param="model",
         final=True,
     )
+
+
+def limited_model(name: str) -> ApiError:
+    """Kiro refused (INVALID_MODEL_ID) a model the account's catalog listed, or a Claude model
+    while it lists none: not the plan's doing, most likely the region's or a policy's."""
+    return ApiError(
+        ErrorKind.INVALID_REQUEST,
+        f"Kiro refused model '{_shown(name)}' for this account, not for want of a plan: "
+        f"{LIMITED_HINT}",
+        code="model_not_available",
+        param="model",
+        final=True,
+    )
+
+
+def _shown(name: str) -> str:
+    return name if len(name) <= 100 else name[:100] + "…"

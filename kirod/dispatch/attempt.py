@@ -31,7 +31,7 @@ from kirod.accounts.profiles import ProfileFinder
 from kirod.accounts.tokens import TokenKeeper
 from kirod.canonical.catalog import ModelInfo
 from kirod.canonical.request import CanonicalRequest
-from kirod.canonical.resolution import resolve
+from kirod.canonical.resolution import limited_model, resolve
 from kirod.dispatch.operation import Operation
 from kirod.errors import ApiError
 from kirod.storage.accounts import AccountRecord
@@ -215,11 +215,16 @@ class Attempts:
         self, lease: Lease, operation: Operation, route: Route, error: UpstreamError
     ) -> Retry | ApiError:
         if error.failure is Failure.INVALID_MODEL:
-            # Not in this account's plan after all: its catalog forgets the model (and is read
-            # again), and another account may serve it.
-            self.models.refused(lease.account_id, route.model.kiro_id)
+            # Its catalog forgets the model until it is read again (`ModelDirectory`), and
+            # another account may serve it. A model the catalog listed, or a Claude
+            # one while it lists none, is the region's or a policy's doing: the client is told
+            # what to do about it (docs/KIRO-PROTOCOL.md §2.7).
+            kiro_id = route.model.kiro_id
+            limited = self.models.limited(lease.account_id, kiro_id)
+            self.models.refused(lease.account_id, kiro_id)
             operation.tried(lease.account_id, error.failure.value)
-            return Retry(error.to_api_error(), error.failure)
+            refusal = limited_model(route.model_name) if limited else error.to_api_error()
+            return Retry(refusal, error.failure)
         bearer = error.failure is Failure.BEARER
         token = route.account.credentials.access_token if bearer else None
         return await self._failed(lease, operation, error, rejected_token=token)

@@ -15,8 +15,8 @@ refresh, "profileArn is required" once after discovery; any other recoverable fa
 quota, suspension, server error, network, a stream that fails before its first event, a model
 missing from this account's catalog) moves the request to another eligible account, at most
 `max_account_attempts` accounts in all; failures of the request itself (validation, context too
-long, a model Kiro refuses) raise at once, and the same server or protocol failure on two
-accounts in a row ends the failover.
+long, a model Kiro refuses) raise at once, and the same server, protocol, capacity or
+service-wide throttling failure on two accounts in a row ends the failover.
 
 The request commits once its client may be sent a byte. A stream commits when the upstream
 produced its first event: from then on failures become the stream's terminal `ErrorEvent` and
@@ -119,9 +119,17 @@ class DispatchPolicy:
 
 # Failures a request can cause itself (a body Kiro chokes on): the same one on two accounts in a
 # row ends the failover, so one bad payload does not count against every account it visits.
-# Kiro refusing the model (INVALID_MODEL_ID) on two accounts in a row ends it too.
+# Kiro refusing the model (INVALID_MODEL_ID) on two accounts in a row ends it too, and so do a
+# model out of capacity and a service-wide throttle: Kiro's, they would meet every account
+# (docs/KIRO-PROTOCOL.md §4.3).
 _SUSPECT_REQUEST: frozenset[Failure] = frozenset(
-    {Failure.SERVER, Failure.PROTOCOL, Failure.INVALID_MODEL}
+    {
+        Failure.SERVER,
+        Failure.PROTOCOL,
+        Failure.INVALID_MODEL,
+        Failure.CAPACITY,
+        Failure.SERVICE_THROTTLED,
+    }
 )
 
 

@@ -14,6 +14,9 @@ import email.utils
 import functools
 import hashlib
 import json
+import logging
+import math
+import re
 import time
 import uuid
 from collections.abc import AsyncIterator, Iterator, Mapping
@@ -25,6 +28,7 @@ from urllib.parse import quote, urlencode
 import aiohttp
 import aiohttp_socks
 
+from kirod import log
 from kirod.canonical import wirejson
 from kirod.upstream.errors import (
     Failure,
@@ -36,6 +40,8 @@ from kirod.upstream.errors import (
 from kirod.upstream.frames import Frame, FrameDecoder
 from kirod.upstream.pools import KEEP_ALIVE_TIMEOUT_S, MAX_IDLE_POOLS, Pool, Pools
 from kirod.upstream.secrets import AuthKind, Credentials
+
+logger = logging.getLogger(__name__)
 
 KIRO_IDE_VERSION = "0.9.2"
 SDK_VERSION = "1.0.34"
@@ -116,8 +122,43 @@ def _retry_after(value: str | None) -> float | None:
     return None
 
 
+def _body_wait(doc: Mapping[str, Any]) -> float | None:
+    """The wait a ThrottlingException's body names, `retryAfterMilliseconds`, in seconds
+    (docs/KIRO-PROTOCOL.md §4.2): today's Kiro sends it instead of a Retry-After header."""
+    value = doc.get("retryAfterMilliseconds")
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    if not math.isfinite(value) or value < 0:
+        return None
+    return value / 1000.0
+
+
+def _wait(header: float | None, body: float | None) -> float | None:
+    """Kiro's wait: the body's, or the header's, or the longer when both came. A retry before a
+    penalty window ends prolongs it (docs/KIRO-PROTOCOL.md §4.3), while waiting a little long
+    costs only latency: the longer is the safe one."""
+    if header is None or body is None:
+        return body if header is None else header
+    return max(header, body)
+
+
 # The allowance is used up: the month's credits, or the overage limit on top of them.
 _QUOTA_REASONS = frozenset({"MONTHLY_REQUEST_COUNT", "OVERAGE_REQUEST_LIMIT_EXCEEDED"})
+# ThrottlingException's reasons, whatever the status, and what each means
+# (docs/KIRO-PROTOCOL.md §4.3). MODEL_TEMPORARILY_UNAVAILABLE comes as a 500 and means the same as
+# the capacity one.
+_REASON_FAILURES: Mapping[str, Failure] = {
+    "CREDIT_CONSUMPTION_RATE_EXCEEDED": Failure.THROTTLED,
+    "USER_REQUEST_RATE_EXCEEDED": Failure.PENALTY,
+    "DAILY_REQUEST_COUNT": Failure.DAILY_LIMIT,
+    "SERVICE_REQUEST_RATE_EXCEEDED": Failure.SERVICE_THROTTLED,
+    "INSUFFICIENT_MODEL_CAPACITY": Failure.CAPACITY,
+    "MODEL_TEMPORARILY_UNAVAILABLE": Failure.CAPACITY,
+}
+# ServiceQuotaExceededException (402) for the conversation, not the account: its context is
+# full (docs/KIRO-PROTOCOL.md §4.2). Read before the status, which would say "quota".
+_CONVERSATION_FULL = "CONVERSATION_LIMIT_EXCEEDED"
+_REASON_CODE = re.compile(r"[A-Z][A-Z0-9_]{0,63}")
 # A 403 saying the account is locked: "temporarily is suspended. We've locked your account as a
 # security precaution" (docs/KIRO-PROTOCOL.md §4.2), or "... locked it as a security precaution"
 # (kirodotdev/Kiro#4963).
@@ -146,12 +187,18 @@ def classify(status: int, headers: Mapping[str, str], body: bytes) -> UpstreamHt
     reason_value = doc.get("reason") or nested.get("reason") or oauth_code
     reason = reason_value if isinstance(reason_value, str) else None
     lowered = message.lower()
-    retry_after = _retry_after(headers.get("Retry-After"))
+    retry_after = _wait(
+        _retry_after(headers.get("Retry-After")), _body_wait(doc) or _body_wait(nested)
+    )
 
     failure: Failure
-    if status == 402 or reason in _QUOTA_REASONS:
+    if reason == _CONVERSATION_FULL:
+        failure = Failure.CONTEXT_TOO_LONG
+    elif status == 402 or reason in _QUOTA_REASONS:
         # Before the 400s: peers saw the overage limit come as a 400 as well as a 402.
         failure = Failure.QUOTA
+        if reason is not None and reason not in _QUOTA_REASONS:
+            _unknown_reason(status, reason)
     elif status == 400:
         if reason == "TOOL_SCHEMA_INVALID":  # docs/KIRO-PROTOCOL.md §4.2, whatever it says
             failure = Failure.BAD_REQUEST
@@ -172,19 +219,28 @@ def classify(status: int, headers: Mapping[str, str], body: bytes) -> UpstreamHt
     elif status == 403:
         suspended = reason == "TEMPORARILY_SUSPENDED" or any(w in lowered for w in _LOCKED_WORDS)
         failure = Failure.SUSPENDED if suspended else Failure.FORBIDDEN
-    elif reason in ("INSUFFICIENT_MODEL_CAPACITY", "MODEL_TEMPORARILY_UNAVAILABLE"):
-        failure = Failure.CAPACITY
+    elif reason is not None and reason in _REASON_FAILURES:
+        failure = _REASON_FAILURES[reason]
     elif status == 429 and "suspicious activity" in lowered:
         # "Due to suspicious activity, we are imposing temporary limits on how frequently your
         # account ... can send a request" (docs/KIRO-PROTOCOL.md §4.3): the account's, for hours.
         failure = Failure.SUSPICIOUS
     elif status == 429:
         failure = Failure.THROTTLED
+        if reason is not None:
+            _unknown_reason(status, reason)
     else:
         failure = Failure.SERVER
     return UpstreamHttpError(
         status, failure, reason=reason, message=message, retry_after_s=retry_after
     )
+
+
+def _unknown_reason(status: int, reason: str) -> None:
+    """A throttle or quota reason kirod does not know: served as before, and left in the log
+    (the code when it reads as one, never free text)."""
+    shape = {"reason": reason} if _REASON_CODE.fullmatch(reason) else {"reason_chars": len(reason)}
+    log.event(logger, "upstream_reason_unknown", level=logging.WARNING, status=status, **shape)
 
 
 @contextlib.contextmanager

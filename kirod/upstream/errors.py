@@ -19,6 +19,20 @@ This is the upstream branch of the tree drawn in `kirod.errors`. Foreign excepti
     └── CredentialImportError      a credential file saved by another Kiro tool is unreadable,
                                    incomplete or inconsistent
 
+Each `UpstreamError` carries a `Failure`, the class that decides what happens next
+(docs/KIRO-PROTOCOL.md §4.3):
+
+    Failure
+    ├── the request's, never retried: bad_request, context_too_long (also Kiro's 402
+    │   CONVERSATION_LIMIT_EXCEEDED), invalid_model
+    ├── the credentials' or profile's: bearer (refresh once), profile_required (discover once)
+    ├── the account's, resting it: suspended, quota (monthly or overage), throttled (Kiro's
+    │   wait), penalty_window (USER_REQUEST_RATE_EXCEEDED: the window's length), daily_limit
+    │   (DAILY_REQUEST_COUNT: until 00:00 UTC), suspicious_activity (hours), forbidden
+    ├── Kiro's, not the account's: capacity (INSUFFICIENT_MODEL_CAPACITY, the model overloaded),
+    │   service_throttled (SERVICE_REQUEST_RATE_EXCEEDED): the client hears Kiro's wait
+    └── transient, counted by the breaker: server, network, timeout, protocol
+
 `UpstreamError.to_api_error()` renders a failure for the client. Upstream credential failures are
 never reported as the *client's* key being wrong (they are 502s, not 401s), and the upstream's own
 message text is kept only where it helps the user (quota reason, prompt too long).
@@ -43,9 +57,12 @@ class Failure(enum.Enum):
     FORBIDDEN = "forbidden"  # not authorized (profile/region mismatch, feature)
     PROFILE_REQUIRED = "profile_required"  # the call needs a (valid) profile ARN this one lacks
     QUOTA = "quota"  # monthly credits (or the overage limit on top) used up
-    THROTTLED = "throttled"  # rate limited; honour Retry-After
+    THROTTLED = "throttled"  # the account is rate limited; honour Kiro's wait
+    PENALTY = "penalty_window"  # USER_REQUEST_RATE_EXCEEDED: every request waits the window out
+    DAILY_LIMIT = "daily_limit"  # DAILY_REQUEST_COUNT: the account rests until 00:00 UTC
     SUSPICIOUS = "suspicious_activity"  # Kiro flagged the account and limits it: rest for hours
-    CAPACITY = "capacity"  # the model is overloaded
+    CAPACITY = "capacity"  # the model is overloaded (Kiro's, not the account's)
+    SERVICE_THROTTLED = "service_throttled"  # Kiro throttles its service, not the account
     SERVER = "server"  # 5xx from Kiro
     NETWORK = "network"  # connection refused, reset, DNS
     TIMEOUT = "timeout"  # no answer in time
@@ -215,7 +232,8 @@ _RENDERINGS: dict[Failure, _Rendering] = {
     ),
     Failure.INVALID_MODEL: _Rendering(
         ErrorKind.INVALID_REQUEST,
-        "Kiro rejected the model for this account (unknown, or not in its plan)",
+        "Kiro rejected the model for this account (unknown, not in its plan, or limited by "
+        "the region its requests leave from or by an organisation's policy)",
         "model_not_available",
         param="model",
     ),
@@ -237,6 +255,24 @@ _RENDERINGS: dict[Failure, _Rendering] = {
         ErrorKind.RATE_LIMIT,
         "Kiro is rate limiting this account; retry later",
         "upstream_rate_limited",
+        retry=True,
+    ),
+    Failure.PENALTY: _Rendering(
+        ErrorKind.RATE_LIMIT,
+        "Kiro holds the account in a rate-limit penalty window, which a request sent before it "
+        "ends prolongs; kirod rests the account until then",
+        "upstream_penalty_window",
+        retry=True,
+    ),
+    Failure.DAILY_LIMIT: _Rendering(
+        ErrorKind.RATE_LIMIT,
+        "the Kiro account's daily request limit is reached; Kiro resets it at 00:00 UTC",
+        "daily_limit_reached",  # Retry-After: the pool's, when an account is back (not Kiro's)
+    ),
+    Failure.SERVICE_THROTTLED: _Rendering(
+        ErrorKind.RATE_LIMIT,
+        "Kiro is rate limiting its service as a whole, not this account; retry shortly",
+        "upstream_service_throttled",
         retry=True,
     ),
     Failure.SUSPICIOUS: _Rendering(

@@ -53,7 +53,6 @@ def test_transient_failures_open_the_breaker_at_the_threshold_then_longer_each_t
         (Failure.PROTOCOL, None),
         (Failure.NETWORK, None),
         (Failure.TIMEOUT, None),
-        (Failure.CAPACITY, None),
     ],
 )
 def test_transient_classes_count_towards_the_threshold(
@@ -71,7 +70,12 @@ def test_transient_classes_count_towards_the_threshold(
 
 @pytest.mark.parametrize(
     ("failure", "retry_after"),
-    [(Failure.THROTTLED, None), (Failure.THROTTLED, 5.0), (Failure.CAPACITY, 5.0)],
+    [
+        (Failure.THROTTLED, None),
+        (Failure.THROTTLED, 5.0),
+        (Failure.PENALTY, None),
+        (Failure.DAILY_LIMIT, None),
+    ],
 )
 def test_account_specific_failures_act_at_once(failure: Failure, retry_after: float | None) -> None:
     after = fail(ACTIVE, failure, retry_after)
@@ -106,7 +110,7 @@ def test_half_open_after_the_cool_down_and_success_closes() -> None:
 
 
 def test_throttling_honours_retry_after() -> None:
-    for failure in (Failure.THROTTLED, Failure.CAPACITY):
+    for failure in (Failure.THROTTLED, Failure.PENALTY):
         after = fail(ACTIVE, failure, retry_after_s=7)
         assert after is not None
         assert (after.status, after.until) == ("cooling_down", NOW + 7)
@@ -236,3 +240,52 @@ def test_enable_and_disable_by_hand() -> None:
     )
     enabled = health.enabled(AccountState("suspended", "x", failures=2, auth_failures=4))
     assert (enabled.status, enabled.failures, enabled.auth_failures) == ("active", 0, 0)
+
+
+@pytest.mark.parametrize("failure", [Failure.CAPACITY, Failure.SERVICE_THROTTLED])
+@pytest.mark.parametrize("retry_after", [None, 300.0])
+def test_kiro_s_own_trouble_rests_no_account(failure: Failure, retry_after: float | None) -> None:
+    """A model out of capacity or a service-wide throttle: one account's only account stays."""
+    state = ACTIVE
+    for _ in range(5):
+        after = fail(state, failure, retry_after)
+        assert after is not None
+        assert (after.status, after.failures, after.until) == ("active", 0, None)
+        assert after.last_error == f"{failure.value}: HTTP 500"
+        state = after
+
+
+def test_a_penalty_window_rests_two_minutes_without_a_hint() -> None:
+    after = fail(ACTIVE, Failure.PENALTY)
+    assert after is not None
+    assert (after.status, after.until, after.transient) == ("cooling_down", NOW + 120, False)
+    assert after.reason == health.PENALTY_REASON
+    # a penalty seen on an account that rests longer does not shorten its rest
+    longer = fail(AccountState("cooling_down", "x", NOW + 600), Failure.PENALTY, 30.0)
+    assert longer is not None
+    assert longer.until == NOW + 600
+
+
+@pytest.mark.parametrize(
+    ("now", "midnight"),
+    [
+        (1_767_225_600.0 - 1, 1_767_225_600.0),  # 2025-12-31 23:59:59 → 2026-01-01 00:00
+        (1_767_225_600.0, 1_767_225_600.0 + 86400),  # at midnight: the next one
+        (1_767_225_600.0 + 3600 * 13.5, 1_767_225_600.0 + 86400),
+    ],
+)
+def test_the_daily_limit_rests_until_midnight_utc(now: float, midnight: float) -> None:
+    assert health.next_utc_midnight(now) == midnight
+    after = health.after_failure(
+        ACTIVE, Failure.DAILY_LIMIT, detail="", retry_after_s=300.0, now=now
+    )
+    assert after is not None
+    assert (after.status, after.until, after.reason) == (
+        "cooling_down",
+        max(midnight, now + 300),
+        health.DAILY_REASON,
+    )
+
+
+def test_a_full_conversation_leaves_the_account_alone() -> None:
+    assert fail(ACTIVE, Failure.CONTEXT_TOO_LONG) is None

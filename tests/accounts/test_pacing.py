@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from kirod.accounts.health import PENALTY_REST_S, next_utc_midnight
 from kirod.accounts.pacing import MAX_SHARED_BACKOFF_S, SHARED_BACKOFF_S, Pacer, login_key
 from kirod.accounts.pool import AccountPool
 from kirod.accounts.strategy import Strategy
@@ -194,6 +195,32 @@ async def test_throttling_one_entry_holds_the_others_of_its_login(store: Account
     await pool.sync()
     served = {(await asyncio.wait_for(pool.lease(), 0.5)).account_id for _ in range(4)}
     assert sibling.id in served
+
+
+@pytest.mark.parametrize("failure", [Failure.PENALTY, Failure.DAILY_LIMIT])
+async def test_a_penalty_or_the_daily_limit_holds_the_login_for_the_account_s_rest(
+    store: AccountStore, failure: Failure
+) -> None:
+    """Kiro's limits on the user: its other entries are held for the entry's rest (the
+    penalty's 120 s without a hint, the day's to the 300 s cap), not the 10 s default."""
+    arn = "arn:aws:codewhisperer:us-east-1:111:profile/SHARED"
+    limited, sibling = await add(store, 2, profile_arn=arn)
+    [other] = await add(store, 1, profile_arn="arn:aws:codewhisperer:us-east-1:222:profile/OWN")
+    clock = Clock()
+    pool = make_pool(store, clock, strategy=Strategy.ROUND_ROBIN)
+    await pool.sync()
+    start = clock()
+    await pool.failed(limited.id, failure, detail="HTTP 429", retry_after_s=None)
+    clock.advance(60)  # past the default hold, inside the rest
+    await pool.sync()
+    leases = [await asyncio.wait_for(pool.lease(), 0.5) for _ in range(2)]
+    assert {lease.account_id for lease in leases} == {other.id}
+    for lease in leases:
+        lease.release()
+    held = {paced.account_id: paced.held_until for paced in pool.pacing().accounts}
+    day = min(MAX_SHARED_BACKOFF_S, next_utc_midnight(start) - start)
+    rest = PENALTY_REST_S if failure is Failure.PENALTY else day
+    assert held[sibling.id] == pytest.approx(start + rest, abs=2)
 
 
 async def test_throttling_an_entry_with_no_sibling_holds_nothing_else(store: AccountStore) -> None:

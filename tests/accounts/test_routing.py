@@ -4,18 +4,25 @@ model no account offers is the 404 before any lease, and `/ready`'s catalog verd
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from pathlib import Path
 from typing import Any, cast
 
 import pytest
 
-from kirod.accounts.model_directory import STATIC_CATALOG_MAX_AGE_S, CatalogCache, ModelDirectory
+from kirod.accounts.model_directory import (
+    CATALOG_TTL_S,
+    GATED_CATALOG_TTL_S,
+    STATIC_CATALOG_MAX_AGE_S,
+    CatalogCache,
+    ModelDirectory,
+)
 from kirod.accounts.tokens import TokenKeeper
 from kirod.canonical.catalog import STATIC_CATALOG, STATIC_CATALOG_AS_OF
 from kirod.canonical.resolution import STRICT, ModelPolicy
 from kirod.errors import ApiError, ErrorKind
-from kirod.storage.accounts import AccountStore
+from kirod.storage.accounts import AccountRecord, AccountStore
 from kirod.tasks import TaskOwner
 from kirod.testing.fake_kiro.catalog import Model
 from kirod.upstream.client import KiroClient, UpstreamAccount
@@ -127,6 +134,85 @@ async def test_the_catalog_is_unavailable_only_when_none_was_read_and_static_is_
         assert cached is not None
         assert cached.get("claude-sonnet-4.6") is None
         assert (await catalogs.get(account)).get("claude-sonnet-4.6") is not None
+
+
+class GatedModels:
+    """A `KiroClient` stand-in whose ListAvailableModels lists Claude only when not `gated`
+    (Kiro's egress gate, docs/KIRO-PROTOCOL.md §2.7); `reads` counts the calls."""
+
+    def __init__(self) -> None:
+        self.gated = True
+        self.reads = 0
+
+    async def list_models(self, account: UpstreamAccount) -> list[dict[str, Any]]:
+        self.reads += 1
+        models = [{"modelId": "gpt-5.6-sol"}]
+        if not self.gated:
+            models.append({"modelId": "claude-sonnet-4.6"})
+        return [{"models": models}]
+
+
+async def test_a_catalog_without_claude_is_read_again_through_a_new_proxy() -> None:
+    client = GatedModels()
+    account = UpstreamAccount(
+        "acct", "us-east-1", "us-east-1", "social", None, Credentials("a", "r", time.time() + 600)
+    )
+    async with TaskOwner("test") as tasks:
+        catalogs = CatalogCache(cast(KiroClient, client), tasks)
+        gated = await catalogs.get(account)
+        assert [info.kiro_id for info in gated] == ["gpt-5.6-sol"]
+        assert await catalogs.get(account) is gated  # kept while its age lasts
+        assert client.reads == 1
+        assert not catalogs.due("acct", None)
+        assert catalogs.due("acct", "socks5://proxy.example:1080")  # another way out
+        client.gated = False
+        proxied = dataclasses.replace(account, proxy_url="socks5://proxy.example:1080")
+        opened = await catalogs.get(proxied)
+        assert client.reads == 2
+        assert opened.get("claude-sonnet-4.6") is not None
+        assert not catalogs.due("acct", "socks5://proxy.example:1080")
+
+
+def record(account_id: str) -> AccountRecord:
+    return AccountRecord(
+        account_id, "", "social", "us-east-1", "us-east-1", None, {}, "active", None, None,
+        None, None, None, 1, 0.0, 0.0,
+    )  # fmt: skip
+
+
+async def test_a_catalog_without_claude_is_trusted_minutes_then_read_again() -> None:
+    """The region's gate lifts (the network changed, no proxy set): within
+    GATED_CATALOG_TTL_S a Claude name routes to the account again, whose attempt reads the
+    catalog first (docs/KIRO-PROTOCOL.md §2.7)."""
+    client = GatedModels()
+    now = [0.0]
+    account = UpstreamAccount(
+        "acct", "us-east-1", "us-east-1", "social", None, Credentials("a", "r", time.time() + 600)
+    )
+    records = [record("acct")]
+    async with TaskOwner("test") as tasks:
+        catalogs = CatalogCache(cast(KiroClient, client), tasks, clock=lambda: now[0])
+        models = ModelDirectory(cast(AccountStore, None), catalogs, cast(TokenKeeper, None), STRICT)
+        await catalogs.get(account)
+        with pytest.raises(ApiError) as gated:
+            models.route("claude-sonnet-4-6", records)
+        assert "set-proxy" in gated.value.message
+        client.gated = False  # the gate lifted; the cached catalog does not know yet
+        now[0] = GATED_CATALOG_TTL_S - 1
+        with pytest.raises(ApiError):
+            models.route("claude-sonnet-4-6", records)
+        assert client.reads == 1
+        now[0] = GATED_CATALOG_TTL_S + 1
+        routing = models.route("claude-sonnet-4-6", records)  # the kept routing is made again
+        assert routing.kiro_id == "claude-sonnet-4.6"
+        assert routing.offers is None or routing.offers(records[0])
+        assert (await catalogs.get(account)).get("claude-sonnet-4.6") is not None
+        assert client.reads == 2
+        # A catalog that lists Claude is trusted the full hour.
+        now[0] += GATED_CATALOG_TTL_S * 2
+        assert not catalogs.due("acct", None)
+        now[0] += CATALOG_TTL_S
+        assert catalogs.due("acct", None)
 
 
 async def test_a_model_only_kiro_knows_is_found_on_a_cold_start(tmp_path: Path) -> None:

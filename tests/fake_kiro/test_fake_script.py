@@ -47,6 +47,8 @@ HTTP_FAULTS = {
     Fault.BEARER_INVALID_403,
     Fault.SERVER_500,
     Fault.INTERNAL_500,
+    Fault.THROTTLE_429_RETRY_AFTER_HEADER,
+    Fault.CONVERSATION_LIMIT_402,
 }
 
 
@@ -451,9 +453,16 @@ def test_only_http_faults_fail_before_streaming() -> None:
     [
         (Fault.QUOTA_402, 402, "ServiceQuotaExceededException", "MONTHLY_REQUEST_COUNT"),
         (Fault.OVERAGE_400, 400, "ServiceQuotaExceededException", "OVERAGE_REQUEST_LIMIT_EXCEEDED"),
-        (Fault.THROTTLE_429, 429, "ThrottlingException", None),
+        (Fault.THROTTLE_429, 429, "ThrottlingException", "CREDIT_CONSUMPTION_RATE_EXCEEDED"),
         (Fault.SUSPICIOUS_429, 429, "ThrottlingException", None),
         (Fault.THROTTLE_429_NO_RETRY_AFTER, 429, "ThrottlingException", None),
+        (Fault.THROTTLE_429_RETRY_AFTER_HEADER, 429, "ThrottlingException", None),
+        (
+            Fault.CONVERSATION_LIMIT_402,
+            402,
+            "ServiceQuotaExceededException",
+            "CONVERSATION_LIMIT_EXCEEDED",
+        ),
         (Fault.CAPACITY_429, 429, "ThrottlingException", "INSUFFICIENT_MODEL_CAPACITY"),
         (Fault.SUSPENDED_403, 403, "AccessDeniedException", "TEMPORARILY_SUSPENDED"),
         (Fault.SERVER_500, 500, "InternalServerException", "MODEL_TEMPORARILY_UNAVAILABLE"),
@@ -464,8 +473,37 @@ def test_http_fault_bodies(fault: Fault, status: int, error_type: str, reason: s
     result = failure(fault)
     assert (result.status, result.error_type, result.body["reason"]) == (status, error_type, reason)
     assert result.body["message"]
-    retried = fault in (Fault.THROTTLE_429, Fault.SUSPICIOUS_429)
+    retried = fault in (Fault.THROTTLE_429_RETRY_AFTER_HEADER, Fault.SUSPICIOUS_429)
     assert dict(result.headers) == ({"Retry-After": "7"} if retried else {})
+    waits = result.body.get("retryAfterMilliseconds")
+    assert waits == (7000 if fault is Fault.THROTTLE_429 else None)
+
+
+@pytest.mark.parametrize(
+    "reason",
+    [
+        "CREDIT_CONSUMPTION_RATE_EXCEEDED",
+        "DAILY_REQUEST_COUNT",
+        "INSUFFICIENT_MODEL_CAPACITY",
+        "MONTHLY_REQUEST_COUNT",
+        "SERVICE_REQUEST_RATE_EXCEEDED",
+        "USER_REQUEST_RATE_EXCEEDED",
+    ],
+)
+def test_a_throttle_is_scripted_per_reason_as_today(reason: str) -> None:
+    script = Script(fault=Fault.THROTTLE_429, retry_after_s=300, throttle_reason=reason)
+    result = http_failure(script, "d-123.user")
+    assert result is not None
+    assert (result.status, dict(result.headers)) == (429, {})
+    assert result.body == {
+        "__type": "com.amazon.kiro.runtimeservice#ThrottlingException",
+        "message": "Too many requests, please wait before trying again.",
+        "reason": reason,
+        "retryAfterMilliseconds": 300000,
+    }
+    no_wait = http_failure(Script(fault=Fault.THROTTLE_429, retry_after_s=0), "u")
+    assert no_wait is not None
+    assert "retryAfterMilliseconds" not in no_wait.body
 
 
 def test_suspension_names_the_user() -> None:

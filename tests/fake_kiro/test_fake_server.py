@@ -246,6 +246,30 @@ async def test_suspended_account(served: Served, session: aiohttp.ClientSession)
     assert (await post_chat(session, url, account))[0] == 200
 
 
+async def test_an_egress_gated_account_sees_no_claude(
+    served: Served, session: aiohttp.ClientSession
+) -> None:
+    fake, url = served
+    account = fake.issue_social_account()
+    fake.gate_egress(account.account_id)
+    ids, _ = await list_models(session, url, account)
+    assert ids
+    assert not [model for model in ids if model.startswith("claude-")]
+    status, _, raw = await post_chat(session, url, account)
+    assert (status, json.loads(raw)) == (
+        400,
+        {
+            "message": "Invalid model. Please select a different model to continue.",
+            "reason": "INVALID_MODEL_ID",
+        },
+    )
+    gpt = body(user("Hello", model="gpt-5.6-sol"), profile_arn=account.profile_arn)
+    assert (await post_chat(session, url, account, gpt))[0] == 200
+    fake.gate_egress(account.account_id, False)  # as through a proxy elsewhere
+    assert "claude-sonnet-4.5" in (await list_models(session, url, account))[0]
+    assert (await post_chat(session, url, account))[0] == 200
+
+
 async def test_validation_over_http(served: Served, session: aiohttp.ClientSession) -> None:
     fake, url = served
     account = fake.issue_social_account()
@@ -325,9 +349,11 @@ async def test_a_standing_script_answers_one_account(
     [
         (Fault.QUOTA_402, 402, None),
         (Fault.OVERAGE_400, 400, None),
-        (Fault.THROTTLE_429, 429, "3"),
+        (Fault.THROTTLE_429, 429, None),  # the wait is in the body
         (Fault.SUSPICIOUS_429, 429, "3"),
         (Fault.THROTTLE_429_NO_RETRY_AFTER, 429, None),
+        (Fault.THROTTLE_429_RETRY_AFTER_HEADER, 429, "3"),
+        (Fault.CONVERSATION_LIMIT_402, 402, None),
         (Fault.CAPACITY_429, 429, None),
         (Fault.SUSPENDED_403, 403, None),
         (Fault.BEARER_INVALID_403, 403, None),

@@ -132,6 +132,58 @@ VARIANTS: tuple[Variant, ...] = (
         after="cooling_down",
     ),
     Variant(
+        "throttle_429_retry_after_header",
+        Script(fault=Fault.THROTTLE_429_RETRY_AFTER_HEADER, retry_after_s=2),
+        "http",
+        "throttled",
+        ErrorKind.RATE_LIMIT,
+        "upstream_rate_limited",
+        retry_after=(2,),
+        after="cooling_down",
+    ),
+    Variant(
+        "throttle_429_penalty_window",
+        Script(
+            fault=Fault.THROTTLE_429, throttle_reason="USER_REQUEST_RATE_EXCEEDED", retry_after_s=0
+        ),
+        "http",
+        "penalty_window",
+        ErrorKind.RATE_LIMIT,
+        "upstream_penalty_window",
+        retry_after=(119, 120),  # no wait given: the measured window
+        after="cooling_down",
+    ),
+    Variant(
+        "throttle_429_service_rate",
+        Script(
+            fault=Fault.THROTTLE_429,
+            throttle_reason="SERVICE_REQUEST_RATE_EXCEEDED",
+            retry_after_s=2,
+        ),
+        "http",
+        "service_throttled",
+        ErrorKind.RATE_LIMIT,
+        "upstream_service_throttled",
+        retry_after=(2,),  # Kiro's wait, told on
+        after="active",  # Kiro's, not the account's
+    ),
+    Variant(
+        "improperly_formed_400",
+        Script(fault=Fault.IMPROPERLY_FORMED_400),
+        "final",
+        "bad_request",
+        ErrorKind.INVALID_REQUEST,
+        "upstream_rejected_request",
+    ),
+    Variant(
+        "conversation_limit_402",
+        Script(fault=Fault.CONVERSATION_LIMIT_402),
+        "final",
+        "context_too_long",
+        ErrorKind.INVALID_REQUEST,
+        "context_length_exceeded",
+    ),
+    Variant(
         "throttle_429_no_retry_after",
         Script(fault=Fault.THROTTLE_429_NO_RETRY_AFTER),
         "http",

@@ -18,6 +18,7 @@ from kirod.canonical.assemble import assemble
 from kirod.canonical.catalog import catalog_from_list_available_models
 from kirod.credentials import device_login as login
 from kirod.credentials import refresh as auth
+from kirod.log import FIELDS_ATTR
 from kirod.storage.accounts import AccountStore
 from kirod.storage.db import Database
 from kirod.tasks import TaskOwner
@@ -137,6 +138,8 @@ async def test_chat_stream_decodes_to_the_scripted_reply(
         (Fault.THROTTLE_429, Failure.THROTTLED, 2.0),
         (Fault.SUSPICIOUS_429, Failure.SUSPICIOUS, 2.0),
         (Fault.THROTTLE_429_NO_RETRY_AFTER, Failure.THROTTLED, None),
+        (Fault.THROTTLE_429_RETRY_AFTER_HEADER, Failure.THROTTLED, 2.0),
+        (Fault.CONVERSATION_LIMIT_402, Failure.CONTEXT_TOO_LONG, None),
         (Fault.CAPACITY_429, Failure.CAPACITY, None),
         (Fault.SUSPENDED_403, Failure.SUSPENDED, None),
         (Fault.BEARER_INVALID_403, Failure.BEARER, None),
@@ -218,6 +221,86 @@ def test_error_bodies_are_classified(
     status: int, document: dict[str, object], failure: Failure
 ) -> None:
     assert classify(status, {}, body(document)).failure is failure
+
+
+def throttle(reason: str, wait_ms: object = 300000) -> bytes:
+    """A ThrottlingException as today's Kiro sends it (docs/KIRO-PROTOCOL.md §4.2)."""
+    return body(
+        {
+            "__type": "com.amazon.kiro.runtimeservice#ThrottlingException",
+            "message": "Too many requests, please wait before trying again.",
+            "reason": reason,
+            "retryAfterMilliseconds": wait_ms,
+        }
+    )
+
+
+@pytest.mark.parametrize(
+    ("status", "reason", "failure"),
+    [
+        (429, "CREDIT_CONSUMPTION_RATE_EXCEEDED", Failure.THROTTLED),
+        (429, "USER_REQUEST_RATE_EXCEEDED", Failure.PENALTY),
+        (429, "DAILY_REQUEST_COUNT", Failure.DAILY_LIMIT),
+        (429, "SERVICE_REQUEST_RATE_EXCEEDED", Failure.SERVICE_THROTTLED),
+        (429, "INSUFFICIENT_MODEL_CAPACITY", Failure.CAPACITY),
+        (429, "MONTHLY_REQUEST_COUNT", Failure.QUOTA),
+        (402, "MONTHLY_REQUEST_COUNT", Failure.QUOTA),
+        (402, "OVERAGE_REQUEST_LIMIT_EXCEEDED", Failure.QUOTA),
+        (402, "CONVERSATION_LIMIT_EXCEEDED", Failure.CONTEXT_TOO_LONG),
+        (429, "A_REASON_KIRO_ADDS_LATER", Failure.THROTTLED),
+        (402, "ANOTHER_NEW_QUOTA", Failure.QUOTA),
+    ],
+)
+def test_each_throttle_reason_has_its_class(status: int, reason: str, failure: Failure) -> None:
+    assert classify(status, {}, throttle(reason)).failure is failure
+
+
+def test_the_wait_is_read_from_the_body() -> None:
+    error = classify(429, {}, throttle("CREDIT_CONSUMPTION_RATE_EXCEEDED"))
+    assert error.retry_after_s == 300.0
+    assert error.reason == "CREDIT_CONSUMPTION_RATE_EXCEEDED"
+    assert error.to_api_error().headers == {"Retry-After": "300"}
+
+
+@pytest.mark.parametrize(
+    ("header", "wait_ms", "seen"),
+    [
+        (None, 1500, 1.5),
+        ("7", None, 7.0),
+        ("7", 120000, 120.0),  # both: the longer, as a retry inside a penalty prolongs it
+        ("300", 2000, 300.0),
+        (None, -5, None),
+        (None, "300000", None),  # not a number: no wait
+        (None, True, None),
+    ],
+)
+def test_body_and_header_waits(header: str | None, wait_ms: object, seen: float | None) -> None:
+    headers = {"Retry-After": header} if header is not None else {}
+    error = classify(429, headers, throttle("USER_REQUEST_RATE_EXCEEDED", wait_ms))
+    assert error.retry_after_s == seen
+
+
+def test_an_unknown_reason_is_served_as_before_and_logged(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    with caplog.at_level("WARNING", logger="kirod.upstream.client"):
+        error = classify(429, {}, throttle("BRAND_NEW_LIMIT"))
+        classify(429, {}, throttle("free text: with a secret-ish word"))
+    assert error.failure is Failure.THROTTLED
+    assert error.retry_after_s == 300.0
+    logged = [(r.getMessage(), getattr(r, FIELDS_ATTR)) for r in caplog.records]
+    assert logged == [
+        ("upstream_reason_unknown", {"status": 429, "reason": "BRAND_NEW_LIMIT"}),
+        ("upstream_reason_unknown", {"status": 429, "reason_chars": 33}),
+    ]
+
+
+def test_a_full_conversation_reads_as_the_context_error() -> None:
+    error = classify(402, {}, throttle("CONVERSATION_LIMIT_EXCEEDED", None))
+    api = error.to_api_error()
+    assert (api.status, api.code) == (400, "context_length_exceeded")
+    assert api.message.startswith("prompt is too long")
+    assert not error.failure.retryable
 
 
 def test_a_flagged_account_reads_as_resting_not_as_a_retry_after() -> None:

@@ -56,9 +56,9 @@ POOL: tuple[Option, ...] = (
     Option(
         "breaker_consecutive_failures",
         Kind.INT,
-        "Consecutive transient upstream failures (server error, broken stream, network, "
-        "overload without Retry-After) that take an account out for a cool-down; failures "
-        "that are the account's own (throttling, quota, suspension, rejected login) act at once.",
+        "Consecutive transient upstream failures (server error, broken stream, network) that "
+        "take an account out for a cool-down; failures that are the account's own (throttling, "
+        "quota, suspension, rejected login) act at once.",
         3,
         minimum=1,
         maximum=100,

@@ -16,6 +16,7 @@ camelCase like Kiro's own token file. `RemoteFake` in `remote.py` is the matchin
     PUT    /__fake__/usage          {"account_id", Usage fields…}
     PUT    /__fake__/suspension     {"account_id", "suspended"}
     PUT    /__fake__/listed-windows {"account_id", "listed"}                 GPT-5.6 at 272K
+    PUT    /__fake__/egress         {"account_id", "gated"}                 no Claude from there
     POST   /__fake__/tokens/expire  {"access_token"} | {"account_id"}
     POST   /__fake__/tokens/revoke  {"refresh_token"}
     GET    /__fake__/requests?operation=chat                                received requests
@@ -71,6 +72,7 @@ def routes(fake: FakeKiro) -> list[web.RouteDef]:
         web.put(f"{PREFIX}/usage", bind(_usage)),
         web.put(f"{PREFIX}/suspension", bind(_suspension)),
         web.put(f"{PREFIX}/listed-windows", bind(_listed_windows)),
+        web.put(f"{PREFIX}/egress", bind(_egress)),
         web.post(f"{PREFIX}/tokens/expire", bind(_expire)),
         web.post(f"{PREFIX}/tokens/revoke", bind(_revoke)),
         web.get(f"{PREFIX}/requests", bind(_requests)),
@@ -154,6 +156,7 @@ async def _accounts(fake: FakeKiro, request: web.Request, data: Any) -> Any:
                 "provider": account.provider,
                 "profile_arn": account.profile_arn,
                 "suspended": account.suspended,
+                "egress_gated": account.egress_gated,
                 "usage": dataclasses.asdict(account.usage),
             }
             for account in fake.tokens.accounts()
@@ -177,6 +180,10 @@ async def _suspension(fake: FakeKiro, request: web.Request, data: Any) -> Any:
 
 async def _listed_windows(fake: FakeKiro, request: web.Request, data: Any) -> Any:
     fake.set_listed_windows(data["account_id"], bool(data.get("listed", True)))
+
+
+async def _egress(fake: FakeKiro, request: web.Request, data: Any) -> Any:
+    fake.gate_egress(data["account_id"], bool(data.get("gated", True)))
 
 
 async def _expire(fake: FakeKiro, request: web.Request, data: Any) -> Any:

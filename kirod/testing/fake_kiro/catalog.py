@@ -257,6 +257,11 @@ LAUNCH_DAY_MODELS: tuple[Model, ...] = (
 tiers, with limits unlike any name rule's, as Kiro might list them on the day they launch."""
 
 
+def claude(model: Model) -> bool:
+    """A Claude model: the ones Kiro gates by the request's egress region."""
+    return model.model_id.startswith("claude-")
+
+
 class InvalidNextToken(ValueError):
     """A `nextToken` the fake did not issue."""
 

@@ -13,7 +13,7 @@ from typing import Any
 
 from aiohttp import web
 
-from kirod.testing.fake_kiro.catalog import Model
+from kirod.testing.fake_kiro.catalog import Model, claude
 from kirod.testing.fake_kiro.script import (
     ChatRequest,
     Cut,
@@ -89,6 +89,8 @@ def _account_refusal(
         body = {"message": "User is not authorized to make this call."}
         return error(403, body, "AccessDeniedException")
     if model.premium and "FREE" in account.usage.subscription:
+        return error(400, RULES["invalid_model_id"].body, "ValidationException")
+    if account.egress_gated and claude(model):  # FakeKiro.gate_egress, with Kiro's own words
         return error(400, RULES["invalid_model_id"].body, "ValidationException")
     if account.usage.remaining() <= 0:
         failure = http_failure(Script(fault=Fault.QUOTA_402), account.user_id)

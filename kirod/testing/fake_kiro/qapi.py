@@ -9,7 +9,7 @@ from typing import Any
 
 from aiohttp import web
 
-from kirod.testing.fake_kiro.catalog import InvalidNextToken, models_page
+from kirod.testing.fake_kiro.catalog import InvalidNextToken, claude, models_page
 from kirod.testing.fake_kiro.search import (
     INVALID_PARAMS,
     WEB_SEARCH_TOOL,
@@ -73,6 +73,8 @@ async def list_available_models(
     params.update(json_object(record.body))
     free = "FREE" in account.usage.subscription
     models = [model for model in fake.models() if not (free and model.premium)]
+    if account.egress_gated:  # no Claude model from there (FakeKiro.gate_egress)
+        models = [model for model in models if not claude(model)]
     try:
         max_results = int(params.get("maxResults", fake.models_page_size))
         page = models_page(models, next_token=params.get("nextToken"), max_results=max_results)

@@ -84,6 +84,9 @@ class RemoteFake:
     def set_listed_windows(self, account_id: str, listed: bool = True) -> None:
         self._call("PUT", "/listed-windows", {"account_id": account_id, "listed": listed})
 
+    def gate_egress(self, account_id: str, gated: bool = True) -> None:
+        self._call("PUT", "/egress", {"account_id": account_id, "gated": gated})
+
     def expire_access_token(self, access_token: str) -> None:
         self._call("POST", "/tokens/expire", {"access_token": access_token})
 

@@ -37,8 +37,8 @@ class Fault(enum.Enum):
     QUOTA_402 = "402 MONTHLY_REQUEST_COUNT"
     OVERAGE_400 = "400 ServiceQuotaExceededException OVERAGE_REQUEST_LIMIT_EXCEEDED"
     IMPROPERLY_FORMED_400 = "400 Improperly formed request, no reason: a body Kiro cannot take"
-    THROTTLE_429 = "429 ThrottlingException with Retry-After"
-    THROTTLE_429_NO_RETRY_AFTER = "429 ThrottlingException without Retry-After"
+    THROTTLE_429 = "429 ThrottlingException for `throttle_reason`, `retry_after_s` in its body"
+    THROTTLE_429_NO_RETRY_AFTER = "429 ThrottlingException without any wait"
     CAPACITY_429 = "429 INSUFFICIENT_MODEL_CAPACITY"
     SUSPICIOUS_429 = "429 suspicious activity: the account is limited (`retry_after_s` sent)"
     SUSPENDED_403 = "403 AccessDeniedException TEMPORARILY_SUSPENDED"
@@ -64,6 +64,8 @@ class Fault(enum.Enum):
     CONTEXT_WINDOW_EXCEEDED = (
         "no content: metadataEvent {stopReason: MODEL_CONTEXT_WINDOW_EXCEEDED}, the tail"
     )
+    THROTTLE_429_RETRY_AFTER_HEADER = "429 ThrottlingException, `retry_after_s` in a Retry-After"
+    CONVERSATION_LIMIT_402 = "402 ServiceQuotaExceededException CONVERSATION_LIMIT_EXCEEDED"
 
 
 class ToolCut(enum.Enum):
@@ -204,6 +206,7 @@ class Script:
     retry_after_s: int = 2
     stall_s: float = 2.0
     call_first: ToolCall | None = None  # answer this call until the request carries a result
+    throttle_reason: str = "CREDIT_CONSUMPTION_RATE_EXCEEDED"  # THROTTLE_429's reason
 
     def __post_init__(self) -> None:
         if self.chunk_size < 1 or self.fault_at < 0:
@@ -221,6 +224,7 @@ class Script:
             "retry_after_s": self.retry_after_s,
             "stall_s": self.stall_s,
             "call_first": None if self.call_first is None else self.call_first.to_json(),
+            "throttle_reason": self.throttle_reason,
         }
 
     @classmethod
@@ -368,12 +372,31 @@ def http_failure(script: Script, user_id: str) -> HttpFailure | None:
         # account's rest outlasts.
         retry = {"Retry-After": str(script.retry_after_s)}
         return HttpFailure(429, suspicious_body(user_id), "ThrottlingException", retry)
-    if fault in (Fault.THROTTLE_429, Fault.THROTTLE_429_NO_RETRY_AFTER):
+    if fault is Fault.THROTTLE_429:
+        return HttpFailure(429, throttle_body(script), "ThrottlingException")
+    if fault is Fault.THROTTLE_429_NO_RETRY_AFTER:
         body = {"message": "Too many requests, please wait before trying again.", "reason": None}
-        retry = {"Retry-After": str(script.retry_after_s)} if fault is Fault.THROTTLE_429 else {}
+        return HttpFailure(429, body, "ThrottlingException")
+    if fault is Fault.THROTTLE_429_RETRY_AFTER_HEADER:
+        # The older form, the wait in a header and no reason (docs/KIRO-PROTOCOL.md §4.2: logs to
+        # mid-2026), kept for an account that may still meet it.
+        body = {"message": "Too many requests, please wait before trying again.", "reason": None}
+        retry = {"Retry-After": str(script.retry_after_s)}
         return HttpFailure(429, body, "ThrottlingException", retry)
+    if fault is Fault.CONVERSATION_LIMIT_402:
+        # The conversation's context is full: a service-quota reason in Kiro's runtime model,
+        # which kiro2claude answers by shrinking the conversation (yupanzi/kiro2claude
+        # docs/PITFALLS.md, 2026-10-07; docs/KIRO-PROTOCOL.md §4.2). No live body was published:
+        # the message is a stand-in, kirod reads the reason only.
+        body = {
+            "__type": f"{_KIRO_ERRORS}#ServiceQuotaExceededException",
+            "message": "The conversation has exceeded its limit.",
+            "reason": "CONVERSATION_LIMIT_EXCEEDED",
+        }
+        return HttpFailure(402, body, "ServiceQuotaExceededException")
     if fault is Fault.CAPACITY_429:
         body = {
+            "__type": f"{_KIRO_ERRORS}#ThrottlingException",
             "message": "I am experiencing high traffic, please try again shortly.",
             "reason": "INSUFFICIENT_MODEL_CAPACITY",
         }
@@ -397,6 +420,25 @@ def http_failure(script: Script, user_id: str) -> HttpFailure | None:
         }
         return HttpFailure(500, body, "InternalServerException")
     return None
+
+
+_KIRO_ERRORS = "com.amazon.kiro.runtimeservice"
+
+
+def throttle_body(script: Script) -> dict[str, Any]:
+    """A ThrottlingException as today's Kiro sends it: `__type`, a reason, and the wait in the
+    body's `retryAfterMilliseconds`, with no Retry-After header (several independent gateway
+    logs of 2026-08 to 2026-10, and yupanzi/kiro2claude's captures to 2026-10-07;
+    docs/KIRO-PROTOCOL.md §4.2). `retry_after_s` 0 sends no wait. The reasons are the Kiro
+    runtime service model's, as kiro2claude lists them (docs/KIRO-PROTOCOL.md §4.1)."""
+    body: dict[str, Any] = {
+        "__type": f"{_KIRO_ERRORS}#ThrottlingException",
+        "message": "Too many requests, please wait before trying again.",
+        "reason": script.throttle_reason,
+    }
+    if script.retry_after_s > 0:
+        body["retryAfterMilliseconds"] = script.retry_after_s * 1000
+    return body
 
 
 BEARER_INVALID_BODY: Mapping[str, Any] = {

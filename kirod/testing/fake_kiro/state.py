@@ -237,6 +237,17 @@ class FakeKiro:
             account_id, lambda account: dataclasses.replace(account, listed_windows=listed)
         )
 
+    def gate_egress(self, account_id: str, gated: bool = True) -> None:
+        """The account's requests leave from mainland China or Hong Kong: since about May 2026
+        Kiro lists it no Claude model and answers any `claude-*` id 400 INVALID_MODEL_ID, while
+        through a proxy elsewhere the same account lists them all (kirodotdev/Kiro issues #8077,
+        #8168, #8309; sunerpy/kiro-provider
+        docs/audits/opus-5-5-catalog-probe-2026-09-26.zh.md, 2026-09-26). Off: as through such
+        a proxy."""
+        self.tokens.update_account(
+            account_id, lambda account: dataclasses.replace(account, egress_gated=gated)
+        )
+
     def expire_access_token(self, access_token: str) -> None:
         self.tokens.expire_access_token(access_token)
 

@@ -73,6 +73,7 @@ class Account:
     # Not yet reached by the 1M GPT-5.6 rollout (per account from 2026-09-14: yupanzi/kiro2claude
     # docs/PITFALLS.md, 2026-10-07): every model has its listed window (`catalog.Model.window`).
     listed_windows: bool = False
+    egress_gated: bool = False  # its requests leave from a region Kiro serves no Claude model
 
     def profiles(self) -> tuple[str, ...]:
         return (self.profile_arn, *self.extra_profiles)
