@@ -75,6 +75,10 @@ class CatalogCache:
         # One fetch per account however many requests find the catalog stale (a burst at start
         # would otherwise send one ListAvailableModels each).
         self._fetches: SingleFlight[str, ModelCatalog] = SingleFlight(tasks, "catalog")
+        # (account, Kiro model) pairs that refused root additionalModelRequestFields
+        # (docs/KIRO-PROTOCOL.md §2.6): the 4.5 generation, some external-IdP accounts. Kept until
+        # the account is forgotten or kirod restarts; bounded by accounts times models.
+        self._no_request_fields: set[tuple[str, str]] = set()
         self.version = 0  # moves whenever a cached catalog changes (`ModelDirectory.route`)
 
     def cached(self, account_id: str) -> ModelCatalog | None:
@@ -94,9 +98,26 @@ class CatalogCache:
             self._refused_static[account_id] = refused | {kiro_id}
         log.event(logger, "model_catalog_refused", account=account_id, model=kiro_id)
 
+    def request_fields_refused(self, account_id: str, kiro_id: str) -> None:
+        """Kiro refused the root fields for `kiro_id` on the account: send them no more there."""
+        if (account_id, kiro_id) in self._no_request_fields:
+            return
+        self._no_request_fields.add((account_id, kiro_id))
+        log.event(
+            logger,
+            "request_fields_refused",
+            level=logging.WARNING,
+            account=account_id,
+            model=kiro_id,
+        )
+
+    def takes_request_fields(self, account_id: str, kiro_id: str) -> bool:
+        return (account_id, kiro_id) not in self._no_request_fields
+
     def forget(self, account_id: str) -> None:
         if self._entries.pop(account_id, None) is not None:
             self.version += 1
+        self._no_request_fields = {k for k in self._no_request_fields if k[0] != account_id}
         self._unreadable.discard(account_id)
         self._refused_static.pop(account_id, None)
 
@@ -223,6 +244,14 @@ class ModelDirectory:
     def refused(self, account_id: str, kiro_id: str) -> None:
         """Kiro refused the model on this account (INVALID_MODEL_ID): route elsewhere."""
         self._catalogs.refused(account_id, kiro_id)
+
+    def request_fields_refused(self, account_id: str, kiro_id: str) -> None:
+        """Kiro refused the model's root request fields on this account (docs/KIRO-PROTOCOL.md
+        §2.6): later requests there go without them."""
+        self._catalogs.request_fields_refused(account_id, kiro_id)
+
+    def takes_request_fields(self, account_id: str, kiro_id: str) -> bool:
+        return self._catalogs.takes_request_fields(account_id, kiro_id)
 
     def catalog_read(self, account_id: str) -> bool:
         """Has ListAvailableModels answered for the account (else the static list stands in)."""

@@ -78,6 +78,10 @@ class Route:
     parameter_policy: ParameterPolicy = "drop"
     cache_points: bool = False  # the `prompt_cache_points` experiment
     tool_delivery: ToolDelivery = "complete"
+    # docs/KIRO-PROTOCOL.md §2.6: off once the account refused root fields for the model, or
+    # for the one retry after Kiro refused a replayed reasoning signature.
+    request_fields: bool = True
+    replay_reasoning: bool = True
 
 
 class Exchange:
@@ -182,9 +186,13 @@ async def open_exchange(
         profile_arn=route.account.profile_arn,
         parameter_policy=route.parameter_policy,
         cache_points=route.cache_points,
+        request_fields=route.request_fields,
+        replay_reasoning=route.replay_reasoning,
     )
     if payload.effort_clamped is not None:
         log.annotate(effort_clamped=payload.effort_clamped)  # on the request's access-log line
+    if payload.max_tokens_clamped is not None:
+        log.annotate(max_tokens_clamped=payload.max_tokens_clamped)
     async with contextlib.AsyncExitStack() as owned:
         try:
             chunks = await owned.enter_async_context(
