@@ -39,7 +39,8 @@ class ModelInfo:
     effort is clamped to them, and `default_effort` is the level Kiro's own agent sends when the
     user chose none. `request_fields` is what the catalog's `additionalModelRequestFieldsSchema`
     allows (None: no schema was read, the static list or a name): Claude's effort goes in the root
-    field only where it allows it (docs/KIRO-PROTOCOL.md §2.6), else by prompt tags (§2.5).
+    field only where it allows it (docs/KIRO-PROTOCOL.md §2.6), else by prompt tags
+    (docs/KIRO-PROTOCOL.md §2.5).
     `cache_checkpoints` is how many message-level `cachePoint`s a request may carry: the catalog's
     `promptCaching.maximumCacheCheckpointsPerRequest` for a model listed with
     `supportsPromptCaching` (4 when it lists no number: docs/KIRO-PROTOCOL.md §6.2), else 0 (the

@@ -47,8 +47,8 @@ from kirod.upstream.exchange import (
     Route,
     ToolDelivery,
     open_exchange,
+    sends_request_fields,
 )
-from kirod.upstream.reasoning import sends_request_fields
 
 logger = logging.getLogger(__name__)
 

@@ -51,10 +51,18 @@ from kirod.upstream.errors import (
 from kirod.upstream.frames import Frame
 from kirod.upstream.images import fit_images, needs_fitting
 from kirod.upstream.payload import ParameterPolicy, build_payload
+from kirod.upstream.reasoning import sends_request_fields
 from kirod.upstream.translate import ToolDelivery, Translator, Truncation
 from kirod.upstream.websearch import SEARCH_TOOL, answer_search
 
-__all__ = ["Exchange", "ParameterPolicy", "Route", "ToolDelivery", "open_exchange"]
+__all__ = [
+    "Exchange",
+    "ParameterPolicy",
+    "Route",
+    "ToolDelivery",
+    "open_exchange",
+    "sends_request_fields",
+]
 
 logger = logging.getLogger(__name__)
 

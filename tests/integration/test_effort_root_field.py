@@ -342,21 +342,13 @@ def daemon_attempts(proc: DaemonProcess, request_id: str) -> list[Any]:
         time.sleep(0.05)
 
 
-def test_kiroctl_models_shows_the_refusal_fallbacks(fake: ThreadedFake, short_tmp: Path) -> None:
+def test_kiroctl_models_shows_the_refusal_fallbacks(daemon: DaemonProcess) -> None:
     """docs/KIRO-PROTOCOL.md §6.2: a catalog entry's `refusalFallbackModels`, as listed."""
-    service = fake.fake
-    sonnet = next(m for m in GENERATION_55_MODELS if m.model_id == "claude-sonnet-5.5")
-    service.set_model(dataclasses.replace(sonnet, refusal_fallback_models=("claude-sonnet-5",)))
-    proc = start_daemon(short_tmp, fake)
-    try:
-        import_account(proc, service.issue_social_account())
-        deadline = time.monotonic() + 10
-        while (listing := proc.client.request("GET", "/models"))["source"] != "accounts":
-            assert time.monotonic() < deadline, "the account's catalog was never read"
-            time.sleep(0.05)
-        rows = {row["kiro_id"]: row for row in listing["models"]}
-        assert rows["claude-sonnet-5.5"]["refusal_fallback_models"] == ["claude-sonnet-5"]
-        assert rows["claude-opus-5.5"]["refusal_fallback_models"] == []
-    finally:
-        service.set_model(sonnet)
-        proc.kill()
+    deadline = time.monotonic() + 10
+    while (listing := daemon.client.request("GET", "/models"))["source"] != "accounts":
+        assert time.monotonic() < deadline, "the account's catalog was never read"
+        time.sleep(0.05)
+    rows = {row["kiro_id"]: row for row in listing["models"]}
+    assert rows["claude-sonnet-5.5"]["refusal_fallback_models"] == ["claude-sonnet-5"]
+    assert rows["claude-opus-5.5"]["refusal_fallback_models"] == ["claude-opus-4.8"]
+    assert rows["claude-sonnet-4.6"]["refusal_fallback_models"] == []

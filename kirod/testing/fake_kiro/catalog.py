@@ -75,8 +75,9 @@ docs/audits/evidence/opus-5-5-catalog-probe-2026-09-26/management-catalog.json, 
 SONNET_55_REQUEST_FIELDS: Mapping[str, Any] = claude_request_fields(
     default_effort="high", thinking_types=("adaptive", "between_tools")
 )
-"""Sonnet 5.5: adaptive or between-tools thinking, no `disabled`, effort high by default (one
-report, October 2026: docs/KIRO-PROTOCOL.md §2.6)."""
+"""Sonnet 5.5: adaptive or between-tools thinking, no `disabled`, effort high by default
+(marr-cloud/kiro-gateway-go internal/accountmanager/testdata/list_available_models.json, a
+captured ListAvailableModels answer, October 2026)."""
 
 GPT_REQUEST_FIELDS: Mapping[str, Any] = {
     "type": "object",
@@ -104,7 +105,9 @@ class Model:
     on Free plans (Opus). `cache_checkpoints`: listed with a `promptCaching` block allowing that
     many `cachePoint`s per request (docs/KIRO-PROTOCOL.md §6.2: 4 on Claude models); 0 lists none.
     `cache_count_listed` False leaves the count out of the block, as the Opus 5.5 capture does.
-    `refusal_fallback_models` is listed as `refusalFallbackModels` when not empty.
+    `refusal_fallback_models` is listed as `refusalFallbackModels` when not empty, each as
+    `{"modelId": …}` (marr-cloud/kiro-gateway-go
+    internal/accountmanager/testdata/list_available_models.json, a captured answer, October 2026).
     """
 
     model_id: str
@@ -149,7 +152,7 @@ class Model:
         elif self.cache_checkpoints:
             data["promptCaching"] = {"supportsPromptCaching": True}
         if self.refusal_fallback_models:
-            data["refusalFallbackModels"] = list(self.refusal_fallback_models)
+            data["refusalFallbackModels"] = [{"modelId": m} for m in self.refusal_fallback_models]
         return data
 
 
@@ -239,8 +242,11 @@ GENERATION_55_MODELS: tuple[Model, ...] = (
         premium=True,
         cache_checkpoints=4,
         cache_count_listed=False,
+        refusal_fallback_models=("claude-opus-4.8",),  # marr-cloud/kiro-gateway-go, 2026-10
     ),
-    # One report, October 2026 (docs/KIRO-PROTOCOL.md §2.7): rate 1.3, effort high by default.
+    # marr-cloud/kiro-gateway-go internal/accountmanager/testdata/list_available_models.json
+    # (a captured answer, October 2026): rate 1.3, effort high by default, caching without a
+    # count, refusal fallback Sonnet 5.
     Model(
         "claude-sonnet-5.5",
         "Claude Sonnet 5.5",
@@ -248,6 +254,9 @@ GENERATION_55_MODELS: tuple[Model, ...] = (
         128_000,
         1.3,
         request_fields_schema=SONNET_55_REQUEST_FIELDS,
+        cache_checkpoints=4,
+        cache_count_listed=False,
+        refusal_fallback_models=("claude-sonnet-5",),
     ),
 )
 """Opus and Sonnet 5.5, listed since 2026-09-26 and October 2026. Kept out of `DEFAULT_MODELS`,
