@@ -161,16 +161,15 @@ async def test_a_static_model_kiro_refuses_is_left_out_while_no_catalog_can_be_r
     the same account, and later requests go there at once, not to the refused one again."""
     async with pool_env(tmp_path, policy=ModelPolicy(fallback="family")) as env:
         env.fake.oversize("models", 20 * 1024 * 1024)  # past kirod's bound: the read fails
-        newest = "claude-opus-5"  # the static list's newest Opus; the fake's is claude-opus-4.8
+        newest = "claude-opus-5.5"  # the static list's newest Opus, which this account lacks
         assert STATIC_CATALOG.get(newest) is not None
         assert newest not in {model.model_id for model in env.fake.models()}
+        # The static list's next Opus, which this account has.
+        env.fake.set_model(Model("claude-opus-5", "Claude Opus 5", 1_000_000, 128_000, 2.2))
         [account] = await env.add_accounts(1)
         await env.complete(request(model="opus"))
         sent = sent_models(env.fake.requests("chat"))
-        assert sent[0] == newest
-        assert len(sent) == 2
-        assert sent[1].startswith("claude-opus-")
-        assert sent[1] != newest
+        assert sent == [newest, "claude-opus-5"]
         [row] = await env.oplog.entries()
         assert [(a.account_id, a.outcome) for a in row.attempts] == [
             (account.id, "invalid_model"),
