@@ -29,15 +29,16 @@ def thinking_mode(
     """docs/KIRO-PROTOCOL.md §2.4: native reasoning where the model reads the effort, prompt tags
     elsewhere, never both.
 
-    GPT reads `additionalModelRequestFields.reasoning`; Claude reads only the root
-    `output_config.effort`, so a Claude model reasons natively where its catalog schema allows
-    that field and this account takes root fields (`request_fields`), and by tags otherwise: the
-    static list and the 4.5 generation have no schema, and an account that refused the root field
-    falls back to tags. Tags on top of the root field would ask twice for the same thinking.
+    GPT reads `additionalModelRequestFields.reasoning` and always answers with native reasoning
+    (prompt tags are a Claude device). Claude reads only the root `output_config.effort`, so a
+    Claude model reasons natively where its catalog schema allows that field and this account
+    takes root fields (`request_fields`), and by tags otherwise: the static list and the 4.5
+    generation have no schema, and an account that refused the root field falls back to tags.
+    Tags on top of the root field would ask twice for the same thinking.
     """
     if request.reasoning is None:
         return "none"
-    if model.reasoning_field_style == "reasoning" and request_fields:
+    if model.reasoning_field_style == "reasoning":
         return "native"
     fields = model.request_fields
     claude_native = fields is not None and fields.effort_key == "output_config"

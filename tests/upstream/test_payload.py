@@ -1017,6 +1017,13 @@ def test_without_request_fields_claude_thinks_by_tags() -> None:
     assert "<thinking_effort>low</thinking_effort>" in current(payload)["content"]
 
 
+def test_gpt_without_request_fields_still_reasons_natively_and_gets_no_tags() -> None:
+    payload = build(req(user("hi"), reasoning=Reasoning(effort="high")), GPT, request_fields=False)
+    assert payload.thinking_mode == "native"
+    assert "additionalModelRequestFields" not in payload.body
+    assert "thinking_mode" not in json.dumps(payload.body)
+
+
 def test_without_replayed_reasoning_no_history_entry_carries_any() -> None:
     """docs/KIRO-PROTOCOL.md §2.6: after a refused signature every reasoning block is left out."""
     signed = ThinkingBlock("let me see", reasoning_signature("let me see"))

@@ -70,9 +70,8 @@ class Account:
     client_id: str | None = None
     suspended: bool = False
     # Some external-IdP accounts refuse the root additionalModelRequestFields whatever the model
-    # (docs/KIRO-PROTOCOL.md §2.6; sunerpy/kiro-provider src/kiro/effort.ts, jwadow/kiro-gateway
-    # kiro/native_reasoning.py, 2026). How the 400 is worded is not published: the fake answers
-    # the generic REQUEST_BODY_INVALID.
+    # (docs/KIRO-PROTOCOL.md §2.6: the protocol notes' finding, which no 2026 probe contradicts).
+    # How the 400 is worded is not published: the fake answers the generic REQUEST_BODY_INVALID.
     refuses_request_fields: bool = False
     extra_profiles: tuple[str, ...] = ()  # more profile ARNs ListAvailableProfiles reports
 
