@@ -77,7 +77,7 @@ class CatalogCache:
         self._fetches: SingleFlight[str, ModelCatalog] = SingleFlight(tasks, "catalog")
         # (account, Kiro model) pairs that refused root additionalModelRequestFields
         # (docs/KIRO-PROTOCOL.md §2.6): the 4.5 generation, some external-IdP accounts. Kept until
-        # the account is forgotten or kirod restarts; bounded by accounts times models.
+        # kirod restarts (or the account is forgotten); bounded by accounts times models.
         self._no_request_fields: set[tuple[str, str]] = set()
         self.version = 0  # moves whenever a cached catalog changes (`ModelDirectory.route`)
 

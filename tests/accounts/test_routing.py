@@ -200,3 +200,18 @@ async def test_a_routing_is_kept_only_while_the_records_and_catalogs_stay_the_sa
         assert env.models.route(OPUS, await env.pool.current()) is not narrowed
         # Another name has its own routing.
         assert env.models.route("claude-sonnet-4-6", records).kiro_id != routing.kiro_id
+
+
+async def test_refused_request_fields_are_remembered_per_account_and_model(
+    tmp_path: Path,
+) -> None:
+    """docs/KIRO-PROTOCOL.md §2.6: a refusal of the root fields holds for that account's model
+    only; other models there and other accounts still take them."""
+    async with pool_env(tmp_path) as env:
+        first, second = await env.add_accounts(2)
+        assert env.models.takes_request_fields(first.id, "claude-opus-4.8")
+        env.models.request_fields_refused(first.id, "claude-opus-4.8")
+        env.models.request_fields_refused(first.id, "claude-opus-4.8")  # logged once
+        assert not env.models.takes_request_fields(first.id, "claude-opus-4.8")
+        assert env.models.takes_request_fields(first.id, "claude-opus-4.7")
+        assert env.models.takes_request_fields(second.id, "claude-opus-4.8")
