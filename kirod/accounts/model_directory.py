@@ -103,6 +103,10 @@ class CatalogCache:
         # One fetch per account however many requests find the catalog stale (a burst at start
         # would otherwise send one ListAvailableModels each).
         self._fetches: SingleFlight[str, ModelCatalog] = SingleFlight(tasks, "catalog")
+        # (account, Kiro model) pairs that refused root additionalModelRequestFields
+        # (docs/KIRO-PROTOCOL.md §2.6): the 4.5 generation, some external-IdP accounts. Kept until
+        # kirod restarts (or the account is forgotten); bounded by accounts times models.
+        self._no_request_fields: set[tuple[str, str]] = set()
         self.version = 0  # moves whenever a cached catalog changes (`ModelDirectory.route`)
 
     def cached(self, account_id: str) -> ModelCatalog | None:
@@ -143,10 +147,27 @@ class CatalogCache:
         later = (entry[0] + _ttl(entry[1]) for entry in self._entries.values())
         self._next_due = min((at for at in later if at > now), default=float("inf"))
 
+    def request_fields_refused(self, account_id: str, kiro_id: str) -> None:
+        """Kiro refused the root fields for `kiro_id` on the account: send them no more there."""
+        if (account_id, kiro_id) in self._no_request_fields:
+            return
+        self._no_request_fields.add((account_id, kiro_id))
+        log.event(
+            logger,
+            "request_fields_refused",
+            level=logging.WARNING,
+            account=account_id,
+            model=kiro_id,
+        )
+
+    def takes_request_fields(self, account_id: str, kiro_id: str) -> bool:
+        return (account_id, kiro_id) not in self._no_request_fields
+
     def forget(self, account_id: str) -> None:
         if self._entries.pop(account_id, None) is not None:
             self.version += 1
         self._stale.discard(account_id)
+        self._no_request_fields = {k for k in self._no_request_fields if k[0] != account_id}
         self._unreadable.discard(account_id)
         self._refused_static.pop(account_id, None)
 
@@ -306,6 +327,14 @@ class ModelDirectory:
         if catalog is None:
             return False
         return catalog.get(kiro_id) is not None or claude_gated(kiro_id, catalog)
+
+    def request_fields_refused(self, account_id: str, kiro_id: str) -> None:
+        """Kiro refused the model's root request fields on this account (docs/KIRO-PROTOCOL.md
+        §2.6): later requests there go without them."""
+        self._catalogs.request_fields_refused(account_id, kiro_id)
+
+    def takes_request_fields(self, account_id: str, kiro_id: str) -> bool:
+        return self._catalogs.takes_request_fields(account_id, kiro_id)
 
     def catalog_read(self, account_id: str) -> bool:
         """Has ListAvailableModels answered for the account (else the static list stands in)."""

@@ -24,8 +24,9 @@ from kirod.canonical.model_names import (
 )
 from kirod.canonical.model_names import display_name as model_display_name
 from kirod.canonical.request import Effort
+from kirod.canonical.request_fields import EFFORTS, RequestFields, parse_request_fields
 
-EFFORTS: tuple[Effort, ...] = ("low", "medium", "high", "xhigh", "max")
+__all__ = ["EFFORTS", "ModelCatalog", "ModelInfo", "RequestFields"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -33,16 +34,21 @@ class ModelInfo:
     """One model as kirod serves it.
 
     `public_id` is the Anthropic-style name listed on /v1/models; `kiro_id` is the upstream
-    `modelId`. `native_reasoning` says the model honours `userInputMessage.reasoning`
-    (docs/KIRO-PROTOCOL.md §2.6); other models get prompt-tag thinking (docs/KIRO-PROTOCOL.md §2.5).
-    `reasoning_field_style` names the effort field the model takes (none: it predates adaptive
-    thinking, so tag thinking asks it for a budget), `efforts` the levels it lists; an effort is
-    clamped to them. `cache_checkpoints` is how many message-level `cachePoint`s a request may
-    carry: the catalog's `promptCaching.maximumCacheCheckpointsPerRequest` for a model listed with
-    `supportsPromptCaching`, else 0 (the static fallback never assumes caching).
-    `supports_documents`: where the catalog lists DOCUMENT input, and for Claude, which reads
-    documents though no catalog lists DOCUMENT (docs/KIRO-PROTOCOL.md §2.3, rule 21).
-    `provider` is the catalog's `modelProvider` (`anthropic`, `openai`, …), else the name's.
+    `modelId`. `reasoning_field_style` names the effort field the model takes (none: it predates
+    adaptive thinking, so tag thinking asks it for a budget), `efforts` the levels it lists; an
+    effort is clamped to them, and `default_effort` is the level Kiro's own agent sends when the
+    user chose none. `request_fields` is what the catalog's `additionalModelRequestFieldsSchema`
+    allows (None: no schema was read, the static list or a name): Claude's effort goes in the root
+    field only where it allows it (docs/KIRO-PROTOCOL.md §2.6), else by prompt tags
+    (docs/KIRO-PROTOCOL.md §2.5).
+    `cache_checkpoints` is how many message-level `cachePoint`s a request may carry: the catalog's
+    `promptCaching.maximumCacheCheckpointsPerRequest` for a model listed with
+    `supportsPromptCaching` (4 when it lists no number: docs/KIRO-PROTOCOL.md §6.2), else 0 (the
+    static fallback never assumes caching). `supports_documents`: where the catalog lists DOCUMENT
+    input, and for Claude, which reads documents though no catalog lists DOCUMENT
+    (docs/KIRO-PROTOCOL.md §2.3, rule 21). `provider` is the catalog's `modelProvider`
+    (`anthropic`, `openai`, …), else the name's. `refusal_fallback_models` are the ids the catalog
+    names for when the model refuses (`refusalFallbackModels`), shown, not acted on.
     """
 
     public_id: str
@@ -52,11 +58,13 @@ class ModelInfo:
     max_output_tokens: int = 64_000
     supports_images: bool = True
     supports_documents: bool = False  # DOCUMENT listed, or Claude (rule 21)
-    native_reasoning: bool = False
     reasoning_field_style: ReasoningFieldStyle = "none"
     efforts: tuple[Effort, ...] = EFFORTS  # the reasoning efforts it accepts, lowest first
+    default_effort: Effort | None = None
+    request_fields: RequestFields | None = None
     cache_checkpoints: int = 0
     provider: str = "kiro"
+    refusal_fallback_models: tuple[str, ...] = ()
 
     def clamp_effort(self, effort: Effort) -> Effort:
         """The strongest effort the model accepts that is not above `effort` (else its lowest)."""
@@ -144,6 +152,8 @@ STATIC_CATALOG = ModelCatalog(
         describe("claude-sonnet-5", "Claude Sonnet 5"),
         describe("claude-fable-5", "Claude Fable 5"),
         describe("claude-fable-5.1", "Claude Fable 5.1"),
+        describe("claude-opus-5.5", "Claude Opus 5.5"),
+        describe("claude-sonnet-5.5", "Claude Sonnet 5.5"),
         describe("claude-sonnet-4.5-1m"),
         describe("claude-sonnet-4.6-1m"),
         describe("claude-opus-4.6-1m"),
@@ -199,6 +209,7 @@ def _from_listing(entry: Mapping[str, Any]) -> ModelInfo:
     name = entry.get("modelName")
     inputs = entry.get("supportedInputTypes")
     provider = entry.get("modelProvider")
+    fields = parse_request_fields(entry.get("additionalModelRequestFieldsSchema"))
     return ModelInfo(
         public_id=base.public_id,
         kiro_id=kiro_id,
@@ -208,19 +219,35 @@ def _from_listing(entry: Mapping[str, Any]) -> ModelInfo:
         supports_images="IMAGE" in inputs if isinstance(inputs, list) else base.supports_images,
         supports_documents=(isinstance(inputs, list) and "DOCUMENT" in inputs)
         or base.supports_documents,
-        native_reasoning=base.native_reasoning,
-        reasoning_field_style=_advertised_style(entry.get("additionalModelRequestFieldsSchema")),
-        efforts=_advertised_efforts(entry.get("additionalModelRequestFieldsSchema")),
+        reasoning_field_style=_advertised_style(fields),
+        efforts=fields.efforts if fields is not None else EFFORTS,
+        default_effort=(fields.default_effort if fields else None) or base.default_effort,
+        request_fields=fields,
         cache_checkpoints=_cache_checkpoints(entry.get("promptCaching")),
         provider=provider.lower() if isinstance(provider, str) and provider else base.provider,
+        refusal_fallback_models=_model_ids(entry.get("refusalFallbackModels")),
     )
+
+
+CACHE_CHECKPOINTS_UNSTATED = 4
+"""docs/KIRO-PROTOCOL.md §6.2: a model listed as caching without a checkpoint count (the Opus 5.5
+capture) still caches; every count listed so far on Claude models is 4."""
 
 
 def _cache_checkpoints(caching: object) -> int:
     """`maximumCacheCheckpointsPerRequest` of a `promptCaching` block that supports caching."""
     if not isinstance(caching, Mapping) or caching.get("supportsPromptCaching") is not True:
         return 0
-    return _positive_int(caching.get("maximumCacheCheckpointsPerRequest"), 0)
+    count = caching.get("maximumCacheCheckpointsPerRequest")
+    return CACHE_CHECKPOINTS_UNSTATED if count is None else _positive_int(count, 0)
+
+
+def _model_ids(value: object) -> tuple[str, ...]:
+    """`refusalFallbackModels`: model ids, as strings or as `{"modelId": …}` entries."""
+    if not isinstance(value, list):
+        return ()
+    found = (item.get("modelId") if isinstance(item, Mapping) else item for item in value)
+    return tuple(item for item in found if isinstance(item, str) and item)
 
 
 def _positive_int(value: object, default: int) -> int:
@@ -229,29 +256,12 @@ def _positive_int(value: object, default: int) -> int:
     return default
 
 
-def _advertised_style(schema: object) -> ReasoningFieldStyle:
+def _advertised_style(fields: RequestFields | None) -> ReasoningFieldStyle:
     """The effort field a model's `additionalModelRequestFieldsSchema` allows. A listed model
     without one takes no such field: Kiro rejects fields a model's schema does not allow."""
-    properties = schema.get("properties") if isinstance(schema, Mapping) else None
-    if not isinstance(properties, Mapping):
-        return "none"
-    if "output_config" in properties:
+    keys = fields.keys if fields is not None else frozenset()
+    if "output_config" in keys:
         return "output_config"
-    if "reasoning" in properties:
+    if "reasoning" in keys:
         return "reasoning"
     return "none"
-
-
-def _advertised_efforts(schema: object) -> tuple[Effort, ...]:
-    """The `effort` enum of the schema's `output_config` or `reasoning`; all when it says none."""
-    properties = schema.get("properties") if isinstance(schema, Mapping) else None
-    for key in ("output_config", "reasoning"):
-        node = properties.get(key) if isinstance(properties, Mapping) else None
-        fields = node.get("properties") if isinstance(node, Mapping) else None
-        effort = fields.get("effort") if isinstance(fields, Mapping) else None
-        enum = effort.get("enum") if isinstance(effort, Mapping) else None
-        if isinstance(enum, list):
-            listed = tuple(e for e in EFFORTS if e in enum)
-            if listed:
-                return listed
-    return EFFORTS

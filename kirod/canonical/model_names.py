@@ -15,6 +15,8 @@ import re
 from dataclasses import dataclass, fields
 from typing import Any, Literal, TypeAlias
 
+from kirod.canonical.request import Effort
+
 Vendor: TypeAlias = Literal["claude", "gpt"]
 ReasoningFieldStyle: TypeAlias = Literal["none", "output_config", "reasoning"]
 """Which root `additionalModelRequestFields` key carries an effort (docs/KIRO-PROTOCOL.md §2.6):
@@ -117,8 +119,8 @@ class Traits:
     max_output_tokens: int | None = None
     supports_images: bool | None = None
     supports_documents: bool | None = None
-    native_reasoning: bool | None = None
     reasoning_field_style: ReasoningFieldStyle | None = None
+    default_effort: Effort | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -149,11 +151,18 @@ DEFAULT_CONTEXT_WINDOW = 200_000
 
 NAME_RULES: tuple[NameRule, ...] = (
     NameRule(
-        "docs/KIRO-PROTOCOL.md §2.6: Opus from 4.7 honours userInputMessage.reasoning",
-        Traits(native_reasoning=True),
+        "docs/KIRO-PROTOCOL.md §2.7: Opus 5.5 writes up to 128,000 tokens, default effort medium",
+        Traits(max_output_tokens=128_000, default_effort="medium"),
         vendor="claude",
         line="opus",
-        since=(4, 7),
+        since=(5, 5),
+    ),
+    NameRule(
+        "docs/KIRO-PROTOCOL.md §2.7: Sonnet 5.5 writes up to 128,000 tokens, default effort high",
+        Traits(max_output_tokens=128_000, default_effort="high"),
+        vendor="claude",
+        line="sonnet",
+        since=(5, 5),
     ),
     NameRule(
         "docs/KIRO-PROTOCOL.md §2.6: Claude 4.5 and older refuse any additionalModelRequestFields",
@@ -199,7 +208,6 @@ NAME_RULES: tuple[NameRule, ...] = (
             context_window=272_000,
             max_output_tokens=128_000,
             supports_images=True,
-            native_reasoning=True,
             reasoning_field_style="reasoning",
         ),
         vendor="gpt",
@@ -217,7 +225,6 @@ NAME_RULES: tuple[NameRule, ...] = (
             max_output_tokens=64_000,
             supports_images=True,
             supports_documents=False,
-            native_reasoning=False,
             reasoning_field_style="none",
         ),
     ),

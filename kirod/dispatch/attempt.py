@@ -3,9 +3,12 @@
     fresh token → the model routed on this account's own catalog → the upstream exchange opened
 
 with the second chances that stay on this account, each at most once: a bearer rejection retries
-after a forced refresh, "profileArn is required" after discovery found the profile. Kiro refusing
-the model makes the account's catalog forget it. Any other failure is recorded on the account
-(the breaker, quota, suspension) and, when another account may do better, raised as `Retry`.
+after a forced refresh, "profileArn is required" after discovery found the profile; a refusal of
+the root request fields retries without them (and the account keeps going without them for that
+model), a refused reasoning signature without any earlier reasoning (docs/KIRO-PROTOCOL.md §2.6).
+Kiro refusing the model makes the account's catalog forget it. Any other failure is recorded on
+the account (the breaker, quota, suspension) and, when another account may do better, raised as
+`Retry`.
 
 An answer that breaks off after its first event is the account's failure as much as one before
 it: `broke` records it the same way for an answer no client has seen (it may go elsewhere), and
@@ -45,9 +48,13 @@ from kirod.upstream.exchange import (
     Route,
     ToolDelivery,
     open_exchange,
+    sends_request_fields,
 )
 
 logger = logging.getLogger(__name__)
+
+# The reason of Kiro's schema refusals, the field named or not (docs/KIRO-PROTOCOL.md §2.6).
+_BODY_INVALID = "REQUEST_BODY_INVALID"
 
 
 class Retry(Exception):
@@ -108,7 +115,13 @@ class Attempts:
         account = await self._fresh(lease, operation, self._upstream_account(lease.account))
         route = await self._route(lease, request, routing, binding, operation, account)
         operation.attempting(lease.account_id, account.region, route.model.kiro_id)
-        chances = {Failure.BEARER, Failure.PROFILE_REQUIRED, Failure.INVALID_MODEL}
+        chances = {
+            Failure.BEARER,
+            Failure.PROFILE_REQUIRED,
+            Failure.INVALID_MODEL,
+            Failure.REQUEST_FIELDS,
+            Failure.SIGNATURE,
+        }
         while True:
             try:
                 exchange = await stack.enter_async_context(
@@ -116,7 +129,9 @@ class Attempts:
                 )
                 break
             except UpstreamError as exc:
-                again = await self._second_chance(lease, operation, route, exc, chances)
+                again = self._reshaped(lease, operation, request, route, exc, chances)
+                if again is None:
+                    again = await self._second_chance(lease, operation, route, exc, chances)
                 if again is None:
                     refusal = await self._refused(lease, operation, route, exc)
                     if exc.failure is Failure.INVALID_MODEL and exc.failure in chances:
@@ -127,6 +142,9 @@ class Attempts:
                     if again is None:
                         raise refusal from None
                 route = again
+        if not route.request_fields:
+            # Without the root fields it went through (or they were left out from the start).
+            self.models.request_fields_refused(lease.account_id, route.model.kiro_id)
         operation.dropped = exchange.dropped
         operation.exchanged(exchange)
         log.annotate(
@@ -171,6 +189,68 @@ class Attempts:
         account = to_upstream(record)
         self._upstream[record.id] = (record, account)
         return account
+
+    def _reshaped(
+        self,
+        lease: Lease,
+        operation: Operation,
+        request: CanonicalRequest,
+        route: Route,
+        error: UpstreamError,
+        chances: set[Failure],
+    ) -> Route | None:
+        """docs/KIRO-PROTOCOL.md §2.6: the route to send the same request once more on this
+        account, shaped as Kiro takes it, or None; uses up the chance. Neither refusal is the
+        account's fault, so nothing is held against it.
+
+        A refused signature (the tool list changed since it was made) goes again with every
+        earlier reasoning block left out, as Kiro's own agent does. Root fields refused by name go
+        again without them, and so does a body with root fields refused as REQUEST_BODY_INVALID
+        with no field named (some external-IdP accounts refuse the root field itself, in words not
+        published); the account keeps going without them for the model once a request went
+        through that way. A bare "Improperly formed request." without that reason is not taken
+        for one: it is how Kiro refuses a conversation's shape, which no retry changes.
+        """
+        failure = error.failure
+        if failure is Failure.SIGNATURE and failure in chances:
+            chances.discard(failure)
+            self._reshaping(lease, operation, route, error, "reasoning_signature_refused")
+            return dataclasses.replace(route, replay_reasoning=False)
+        unexplained = (
+            failure is Failure.BAD_REQUEST
+            and isinstance(error, UpstreamHttpError)
+            and error.reason == _BODY_INVALID
+            and route.request_fields
+            and sends_request_fields(request, route.model)
+        )
+        if (failure is Failure.REQUEST_FIELDS or unexplained) and (
+            Failure.REQUEST_FIELDS in chances
+        ):
+            chances.discard(Failure.REQUEST_FIELDS)
+            self._reshaping(lease, operation, route, error, "request_fields_fallback")
+            return dataclasses.replace(route, request_fields=False)
+        return None
+
+    @staticmethod
+    def _reshaping(
+        lease: Lease, operation: Operation, route: Route, error: UpstreamError, event: str
+    ) -> None:
+        """The refused try, in the operation log's attempts and the log (shapes only)."""
+        http = error if isinstance(error, UpstreamHttpError) else None
+        operation.tried(
+            lease.account_id,
+            error.failure.value,
+            status=http.status if http else None,
+            reason=http.reason if http else None,
+        )
+        log.event(
+            logger,
+            event,
+            level=logging.WARNING,
+            account=lease.account_id,
+            model=route.model.kiro_id,
+            failure=error.failure.value,
+        )
 
     async def _second_chance(
         self,
@@ -269,6 +349,7 @@ class Attempts:
             max_body_bytes=self.settings.max_body_bytes,
             # The window this account really has for it, where kirod learned one.
             usage_window=self.models.windows.window(lease.account_id, model.kiro_id),
+            request_fields=self.models.takes_request_fields(lease.account_id, model.kiro_id),
         )
 
     async def _fresh(

@@ -33,6 +33,7 @@ def _row(offer: Offer) -> dict[str, Any]:
         "max_output_tokens": info.max_output_tokens,
         "supports_images": info.supports_images,
         "supports_documents": info.supports_documents,
+        "refusal_fallback_models": list(info.refusal_fallback_models),
         "accounts": list(offer.accounts),
     }
 

@@ -202,6 +202,10 @@ def classify(status: int, headers: Mapping[str, str], body: bytes) -> UpstreamHt
     elif status == 400:
         if reason == "TOOL_SCHEMA_INVALID":  # docs/KIRO-PROTOCOL.md §4.2, whatever it says
             failure = Failure.BAD_REQUEST
+        elif reason == "THINKING_SIGNATURE_INVALID" or "invalid `signature`" in lowered:
+            failure = Failure.SIGNATURE  # docs/KIRO-PROTOCOL.md §2.6, with or without a reason
+        elif "additionalmodelrequestfields" in lowered:
+            failure = Failure.REQUEST_FIELDS  # docs/KIRO-PROTOCOL.md §2.6: the schema's refusal
         elif (
             reason == "CONTENT_LENGTH_EXCEEDS_THRESHOLD"
             or "too long" in lowered

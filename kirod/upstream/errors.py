@@ -25,6 +25,9 @@ Each `UpstreamError` carries a `Failure`, the class that decides what happens ne
     Failure
     ├── the request's, never retried: bad_request, context_too_long (also Kiro's 402
     │   CONVERSATION_LIMIT_EXCEEDED), invalid_model
+    ├── the request's shape, sent once more on the account without what Kiro refused:
+    │   request_fields (the root additionalModelRequestFields), signature_invalid (replayed
+    │   reasoning made under another tool list)
     ├── the credentials' or profile's: bearer (refresh once), profile_required (discover once)
     ├── the account's, resting it: suspended, quota (monthly or overage), throttled (Kiro's
     │   wait), penalty_window (USER_REQUEST_RATE_EXCEEDED: the window's length), daily_limit
@@ -50,6 +53,8 @@ class Failure(enum.Enum):
     """What a failure means for the request and for the account (docs/KIRO-PROTOCOL.md §4.3)."""
 
     BAD_REQUEST = "bad_request"  # the payload was rejected: fatal, never retried
+    REQUEST_FIELDS = "request_fields"  # root additionalModelRequestFields refused: resend without
+    SIGNATURE = "signature_invalid"  # a replayed reasoning signature refused: resend without
     CONTEXT_TOO_LONG = "context_too_long"  # the prompt exceeds the model's window
     INVALID_MODEL = "invalid_model"  # unknown model, or not in this account's plan
     BEARER = "bearer"  # access token rejected: refresh once, then retry
@@ -73,6 +78,8 @@ class Failure(enum.Enum):
         """May another attempt (same account after refresh, or another account) succeed?"""
         return self not in (
             Failure.BAD_REQUEST,
+            Failure.REQUEST_FIELDS,
+            Failure.SIGNATURE,
             Failure.CONTEXT_TOO_LONG,
             Failure.INVALID_MODEL,
         )
@@ -242,6 +249,18 @@ _RENDERINGS: dict[Failure, _Rendering] = {
         "Kiro rejected the request as improperly formed",
         "upstream_rejected_request",
         with_reason=True,
+    ),
+    Failure.REQUEST_FIELDS: _Rendering(
+        ErrorKind.INVALID_REQUEST,
+        "Kiro rejected the model's request fields (effort, thinking or max_tokens) as sent",
+        "upstream_rejected_request",
+        with_reason=True,
+    ),
+    Failure.SIGNATURE: _Rendering(
+        ErrorKind.INVALID_REQUEST,
+        "Kiro rejected the signature of a thinking block in the conversation; resend it "
+        "without the earlier thinking blocks",
+        "invalid_thinking_signature",
     ),
     Failure.QUOTA: _Rendering(
         ErrorKind.RATE_LIMIT,

@@ -54,6 +54,7 @@ from kirod.upstream.errors import (
 from kirod.upstream.frames import Frame
 from kirod.upstream.images import fit_images, needs_fitting
 from kirod.upstream.payload import DEFAULT_MAX_PAYLOAD_BYTES, ParameterPolicy, build_payload
+from kirod.upstream.reasoning import sends_request_fields
 from kirod.upstream.translate import CONTEXT_TOO_LONG, ToolDelivery, Translator, Truncation
 from kirod.upstream.websearch import SEARCH_TOOL, answer_search
 
@@ -65,6 +66,7 @@ __all__ = [
     "Route",
     "ToolDelivery",
     "open_exchange",
+    "sends_request_fields",
 ]
 
 logger = logging.getLogger(__name__)
@@ -93,6 +95,10 @@ class Route:
     # What Kiro's context percentage is of, when the account has a window of its own for the
     # model (docs/KIRO-PROTOCOL.md §3.5); None: the model's `context_window`.
     usage_window: int | None = None
+    # docs/KIRO-PROTOCOL.md §2.6: off once the account refused root fields for the model, or
+    # for the one retry after Kiro refused a replayed reasoning signature.
+    request_fields: bool = True
+    replay_reasoning: bool = True
 
     @property
     def window(self) -> int:
@@ -234,9 +240,13 @@ async def open_exchange(
         parameter_policy=route.parameter_policy,
         cache_points=route.cache_points,
         max_payload_bytes=route.max_body_bytes,
+        request_fields=route.request_fields,
+        replay_reasoning=route.replay_reasoning,
     )
     if payload.effort_clamped is not None:
         log.annotate(effort_clamped=payload.effort_clamped)  # on the request's access-log line
+    if payload.max_tokens_clamped is not None:
+        log.annotate(max_tokens_clamped=payload.max_tokens_clamped)
     async with contextlib.AsyncExitStack() as owned:
         try:
             chunks = await owned.enter_async_context(

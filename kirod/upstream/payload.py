@@ -51,10 +51,8 @@ from kirod.errors import ApiError, ErrorKind
 from kirod.upstream.conversation import PLACEHOLDER, Turn, shape_turns, split_current, system_entry
 from kirod.upstream.documents import kiro_names
 from kirod.upstream.reasoning import (
-    asked_effort,
-    clamped_effort,
     inject_thinking_tags,
-    native_effort,
+    root_fields,
     thinking_mode,
     thinking_tags,
 )
@@ -77,7 +75,9 @@ class BuiltPayload:
 
     `thinking_mode` tells the translator whether to split `<thinking>` tags out of the text
     ("tags"), expect reasoning events ("native"), or neither. `effort_clamped` is the asked
-    effort and the one sent instead (`"xhigh>high"`) when the model does not list the former.
+    effort and the one sent instead (`"xhigh>high"`) when the model does not list the former;
+    `max_tokens_clamped` likewise for a `max_tokens` moved into the schema's range.
+    `request_fields` says the body carries root `additionalModelRequestFields`.
     """
 
     body: dict[str, Any]
@@ -89,6 +89,11 @@ class BuiltPayload:
     effort_clamped: str | None = None
     documents: tuple[str, ...] = ()
     """The formats of the documents the body carries, in order."""
+    max_tokens_clamped: str | None = None
+
+    @property
+    def request_fields(self) -> bool:
+        return "additionalModelRequestFields" in self.body
 
 
 def build_payload(
@@ -100,16 +105,21 @@ def build_payload(
     parameter_policy: ParameterPolicy = "drop",
     max_payload_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES,
     cache_points: bool = False,
+    request_fields: bool = True,
+    replay_reasoning: bool = True,
 ) -> BuiltPayload:
     """The Kiro request body for `request` on `model`; raises ApiError for what Kiro cannot do.
 
     Rule 20: `conversation_id` is the caller's (any UUID works; one per conversation is fine).
+    `request_fields` False sends no root `additionalModelRequestFields` (the account refused
+    them: docs/KIRO-PROTOCOL.md §2.6); `replay_reasoning` False leaves every earlier reasoning
+    block out of the history (Kiro refused a signature: docs/KIRO-PROTOCOL.md §2.6).
     """
     dropped = _check_parameters(request, parameter_policy)
     tools_enabled = _check_tool_choice(request)
     schemas = [wirejson.dumps(tool.input_schema) for tool in request.tools] if tools_enabled else []
     _check_size(_least_size(request) + sum(map(len, schemas)), max_payload_bytes, at_least=True)
-    mode = thinking_mode(request, model)
+    mode = thinking_mode(request, model, request_fields=request_fields)
     names = shorten_tool_names(tool_names(request) if tools_enabled else ())
 
     turns = shape_turns(request.messages, model, names, tools_enabled, mode)
@@ -124,10 +134,10 @@ def build_payload(
     used = (use.name for turn in turns for use in turn.uses)
     tools = tool_specs(request.tools, schemas, names, used) if tools_enabled else []
     current_entry = _user_entry(current, model.kiro_id, tools)
-    fields: dict[str, Any] = {}
-    if mode == "native" and request.reasoning is not None:
-        effort, clamped = clamped_effort(asked_effort(request.reasoning), model)
-        fields = native_effort(effort, model, current_entry["userInputMessage"])
+    root = root_fields(request, model, mode) if request_fields else None
+    fields = root.fields if root is not None else {}
+    if root is not None and root.effort_clamped is not None:
+        clamped = root.effort_clamped
 
     state: dict[str, Any] = {
         "conversationId": conversation_id,
@@ -135,7 +145,9 @@ def build_payload(
         "chatTriggerType": CHAT_TRIGGER,
     }
     entries = [
-        _user_entry(turn, model.kiro_id) if turn.role is Role.USER else _assistant_entry(turn)
+        _user_entry(turn, model.kiro_id)
+        if turn.role is Role.USER
+        else _assistant_entry(turn, replay_reasoning)
         for turn in history
     ]
     if cache_points:
@@ -158,6 +170,7 @@ def build_payload(
         encoded=encoded,
         effort_clamped=clamped,
         documents=tuple(document.format for turn in turns for document in turn.documents),
+        max_tokens_clamped=root.max_tokens_clamped if root is not None else None,
     )
 
 
@@ -289,9 +302,9 @@ def _user_entry(
     return {"userInputMessage": message}
 
 
-def _assistant_entry(turn: Turn) -> dict[str, Any]:
+def _assistant_entry(turn: Turn, replay_reasoning: bool = True) -> dict[str, Any]:
     """docs/KIRO-PROTOCOL.md §2.6: signed reasoning replays as nested
-    `reasoningContent.reasoningText`.
+    `reasoningContent.reasoningText`, unless `replay_reasoning` is off.
 
     Redacted reasoning (GPT-5.6's opaque blob) replays as `reasoningContent.redactedContent`, the
     other member of the Bedrock-style reasoning union, as `reasoningContentEvent` delivers it.
@@ -301,6 +314,8 @@ def _assistant_entry(turn: Turn) -> dict[str, Any]:
         message["toolUses"] = [
             {"toolUseId": use.id, "name": use.name, "input": use.input} for use in turn.uses
         ]
+    if not replay_reasoning:
+        return {"assistantResponseMessage": message}
     if isinstance(turn.reasoning, ThinkingBlock):
         text, signature = turn.reasoning.thinking, turn.reasoning.signature
         message["reasoningContent"] = {"reasoningText": {"text": text, "signature": signature}}

@@ -1,10 +1,11 @@
-"""A request's reasoning as Kiro is asked for it (docs/KIRO-PROTOCOL.md §2.4): natively, by an
-effort field where the model reads it, or by thinking tags in the prompt, never both. The answer to
-prompt tags is split out of the response text by `thinking_tags.py`.
+"""A request's reasoning as Kiro is asked for it (docs/KIRO-PROTOCOL.md §2.4): natively, by the
+root effort field where the model's schema allows it, or by thinking tags in the prompt, never
+both. The answer to prompt tags is split out of the response text by `thinking_tags.py`.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from kirod.canonical.catalog import ModelInfo
@@ -22,17 +23,26 @@ _EFFORT_BUDGETS: tuple[tuple[int, Effort], ...] = (
 _DEFAULT_EFFORT: Effort = "high"
 
 
-def thinking_mode(request: CanonicalRequest, model: ModelInfo) -> ThinkingMode:
-    """docs/KIRO-PROTOCOL.md §2.4: native reasoning where the model honours it, prompt tags
+def thinking_mode(
+    request: CanonicalRequest, model: ModelInfo, *, request_fields: bool = True
+) -> ThinkingMode:
+    """docs/KIRO-PROTOCOL.md §2.4: native reasoning where the model reads the effort, prompt tags
     elsewhere, never both.
 
-    A model taking its effort in `additionalModelRequestFields.reasoning` (GPT) reasons natively
-    by that field; prompt tags are a Claude device.
+    GPT reads `additionalModelRequestFields.reasoning` and always answers with native reasoning
+    (prompt tags are a Claude device). Claude reads only the root `output_config.effort`, so a
+    Claude model reasons natively where its catalog schema allows that field and this account
+    takes root fields (`request_fields`), and by tags otherwise: the static list and the 4.5
+    generation have no schema, and an account that refused the root field falls back to tags.
+    Tags on top of the root field would ask twice for the same thinking.
     """
     if request.reasoning is None:
         return "none"
-    native = model.native_reasoning or model.reasoning_field_style == "reasoning"
-    return "native" if native else "tags"
+    if model.reasoning_field_style == "reasoning":
+        return "native"
+    fields = model.request_fields
+    claude_native = fields is not None and fields.effort_key == "output_config"
+    return "native" if claude_native and request_fields else "tags"
 
 
 def clamped_effort(asked: Effort, model: ModelInfo) -> tuple[Effort, str | None]:
@@ -42,29 +52,61 @@ def clamped_effort(asked: Effort, model: ModelInfo) -> tuple[Effort, str | None]
     return effort, None if effort == asked else f"{asked}>{effort}"
 
 
-def native_effort(effort: Effort, model: ModelInfo, current: dict[str, Any]) -> dict[str, Any]:
-    """docs/KIRO-PROTOCOL.md §2.6: the effort where the model reads it; returns
-    `additionalModelRequestFields`.
+@dataclass(frozen=True, slots=True)
+class RootFields:
+    """`additionalModelRequestFields` for a request, and what was clamped to fit the schema
+    (`"asked>sent"`), for the request's log line."""
 
-    A model whose field is `reasoning` (GPT-5.6) takes `additionalModelRequestFields.reasoning`
-    (docs/KIRO-PROTOCOL.md §2.6; sunerpy's probes saw credits rise with it), and nothing in
-    `userInputMessage`, a combination no peer sends. Other models (Claude) get
-    `userInputMessage.reasoning` and never a root `output_config`: the 4.5 generation rejects
-    any such field and external-IdP accounts the root field itself (docs/KIRO-PROTOCOL.md §2.6),
-    while the effort already reaches Claude here or through the prompt tags.
+    fields: dict[str, Any]
+    effort_clamped: str | None = None
+    max_tokens_clamped: str | None = None
+
+
+def root_fields(request: CanonicalRequest, model: ModelInfo, mode: ThinkingMode) -> RootFields:
+    """docs/KIRO-PROTOCOL.md §2.6: the root `additionalModelRequestFields`, only with keys, enum
+    values and numbers the model's schema allows.
+
+    GPT-5.6 takes `reasoning.effort` (by its name where no schema was read: it has always taken
+    it). Claude takes `output_config.effort` with `thinking: {type: "adaptive"}` where the schema
+    lists that type (never `disabled`: Opus and Sonnet 5.5 do not list it), and the client's
+    `max_tokens` clamped into the schema's range where it has that key. Nothing goes in
+    `userInputMessage.reasoning`, which Claude does not read. The caller sends none of it to an
+    account that refused the root field.
     """
-    if model.reasoning_field_style == "reasoning":
-        return {"reasoning": {"effort": effort}}
-    current["reasoning"] = {"effort": effort}
-    return {}
+    fields: dict[str, Any] = {}
+    clamped: str | None = None
+    schema = model.request_fields
+    if mode == "native" and request.reasoning is not None:
+        asked = asked_effort(request.reasoning, model.default_effort)
+        effort, clamped = clamped_effort(asked, model)
+        if model.reasoning_field_style == "reasoning":
+            fields["reasoning"] = {"effort": effort}
+        else:
+            fields["output_config"] = {"effort": effort}
+            if schema is not None and "adaptive" in schema.thinking_types:
+                fields["thinking"] = {"type": "adaptive"}
+    limit: str | None = None
+    asked_tokens = request.max_output_tokens
+    if schema is not None and asked_tokens is not None:
+        sent = schema.clamp_max_tokens(asked_tokens)
+        if sent is not None:
+            fields["max_tokens"] = sent
+            limit = None if sent == asked_tokens else f"{asked_tokens}>{sent}"
+    return RootFields(fields, clamped, limit)
 
 
-def asked_effort(reasoning: Reasoning) -> Effort:
-    """docs/KIRO-PROTOCOL.md §2.6: the effort to send natively; budgets map onto effort bands."""
+def sends_request_fields(request: CanonicalRequest, model: ModelInfo) -> bool:
+    """Does `request`'s body on `model` carry root `additionalModelRequestFields`?"""
+    return bool(root_fields(request, model, thinking_mode(request, model)).fields)
+
+
+def asked_effort(reasoning: Reasoning, default: Effort | None = None) -> Effort:
+    """docs/KIRO-PROTOCOL.md §2.6: the effort to send natively; budgets map onto effort bands,
+    and a request naming neither gets the model's default (Kiro's agent sends the schema's)."""
     if reasoning.effort is not None:
         return reasoning.effort
     if reasoning.budget_tokens is None:
-        return _DEFAULT_EFFORT
+        return default or _DEFAULT_EFFORT
     for ceiling, effort in _EFFORT_BUDGETS:
         if reasoning.budget_tokens <= ceiling:
             return effort

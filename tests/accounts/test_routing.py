@@ -247,16 +247,15 @@ async def test_a_static_model_kiro_refuses_is_left_out_while_no_catalog_can_be_r
     the same account, and later requests go there at once, not to the refused one again."""
     async with pool_env(tmp_path, policy=ModelPolicy(fallback="family")) as env:
         env.fake.oversize("models", 20 * 1024 * 1024)  # past kirod's bound: the read fails
-        newest = "claude-opus-5"  # the static list's newest Opus; the fake's is claude-opus-4.8
+        newest = "claude-opus-5.5"  # the static list's newest Opus, which this account lacks
         assert STATIC_CATALOG.get(newest) is not None
         assert newest not in {model.model_id for model in env.fake.models()}
+        # The static list's next Opus, which this account has.
+        env.fake.set_model(Model("claude-opus-5", "Claude Opus 5", 1_000_000, 128_000, 2.2))
         [account] = await env.add_accounts(1)
         await env.complete(request(model="opus"))
         sent = sent_models(env.fake.requests("chat"))
-        assert sent[0] == newest
-        assert len(sent) == 2
-        assert sent[1].startswith("claude-opus-")
-        assert sent[1] != newest
+        assert sent == [newest, "claude-opus-5"]
         [row] = await env.oplog.entries()
         assert [(a.account_id, a.outcome) for a in row.attempts] == [
             (account.id, "invalid_model"),
@@ -287,3 +286,18 @@ async def test_a_routing_is_kept_only_while_the_records_and_catalogs_stay_the_sa
         assert env.models.route(OPUS, await env.pool.current()) is not narrowed
         # Another name has its own routing.
         assert env.models.route("claude-sonnet-4-6", records).kiro_id != routing.kiro_id
+
+
+async def test_refused_request_fields_are_remembered_per_account_and_model(
+    tmp_path: Path,
+) -> None:
+    """docs/KIRO-PROTOCOL.md §2.6: a refusal of the root fields holds for that account's model
+    only; other models there and other accounts still take them."""
+    async with pool_env(tmp_path) as env:
+        first, second = await env.add_accounts(2)
+        assert env.models.takes_request_fields(first.id, "claude-opus-4.8")
+        env.models.request_fields_refused(first.id, "claude-opus-4.8")
+        env.models.request_fields_refused(first.id, "claude-opus-4.8")  # logged once
+        assert not env.models.takes_request_fields(first.id, "claude-opus-4.8")
+        assert env.models.takes_request_fields(first.id, "claude-opus-4.7")
+        assert env.models.takes_request_fields(second.id, "claude-opus-4.8")

@@ -142,16 +142,95 @@ def test_static_context_windows(kiro_id: str, window: int) -> None:
     assert info.context_window == window
 
 
-def test_native_reasoning_models() -> None:
-    native = {info.kiro_id for info in STATIC_CATALOG if info.native_reasoning}
-    assert native == {
-        "claude-opus-4.7",
-        "claude-opus-4.8",
-        "claude-opus-5",
-        "gpt-5.6-sol",
-        "gpt-5.6-terra",
-        "gpt-5.6-luna",
+def test_the_static_list_reads_no_schema() -> None:
+    """docs/KIRO-PROTOCOL.md §2.6: without a schema Claude's root field is never sent."""
+    assert not any(info.request_fields for info in STATIC_CATALOG)
+
+
+@pytest.mark.parametrize(
+    ("kiro_id", "window", "output", "effort"),
+    [
+        ("claude-opus-5.5", 1_000_000, 128_000, "medium"),
+        ("claude-sonnet-5.5", 1_000_000, 128_000, "high"),
+        ("claude-opus-5", 1_000_000, 64_000, None),
+    ],
+)
+def test_the_5_5_generation_by_name(
+    kiro_id: str, window: int, output: int, effort: str | None
+) -> None:
+    """docs/KIRO-PROTOCOL.md §2.7: Opus and Sonnet 5.5 in the static list, with their traits."""
+    info = STATIC_CATALOG.get(kiro_id)
+    assert info is not None
+    assert (info.context_window, info.max_output_tokens, info.default_effort) == (
+        window,
+        output,
+        effort,
+    )
+    assert info.reasoning_field_style == "output_config"
+    assert info.public_id == kiro_id.replace(".", "-")
+
+
+OPUS_55_LISTING = {
+    "modelId": "claude-opus-5.5",
+    "tokenLimits": {"maxInputTokens": 1_000_000, "maxOutputTokens": 128_000},
+    "promptCaching": {"supportsPromptCaching": True},
+    "refusalFallbackModels": ["claude-opus-5", {"modelId": "claude-sonnet-5"}, 7],
+    "additionalModelRequestFieldsSchema": {
+        "type": "object",
+        "properties": {
+            "thinking": {
+                "type": "object",
+                "properties": {"type": {"type": "string", "enum": ["adaptive"]}},
+                "required": ["type"],
+            },
+            "output_config": {
+                "type": "object",
+                "properties": {
+                    "effort": {
+                        "type": "string",
+                        "enum": ["low", "medium", "high", "xhigh", "max"],
+                        "default": "medium",
+                    }
+                },
+            },
+            "max_tokens": {"type": "integer", "minimum": 1024, "maximum": 128000},
+        },
+        "additionalProperties": False,
+    },
+}
+
+
+def test_the_schema_is_kept_as_kirod_sends_by_it() -> None:
+    """docs/KIRO-PROTOCOL.md §2.6, §6.2: the Opus 5.5 capture's schema, keys to bounds."""
+    [info] = catalog_from_list_available_models([{"models": [OPUS_55_LISTING]}])
+    fields = info.request_fields
+    assert fields is not None
+    assert fields.keys == {"thinking", "output_config", "max_tokens"}
+    assert (fields.effort_key, fields.default_effort, fields.thinking_types) == (
+        "output_config",
+        "medium",
+        ("adaptive",),
+    )
+    assert fields.max_tokens == (1024, 128_000)
+    assert [fields.clamp_max_tokens(n) for n in (1, 5_000, 500_000)] == [1024, 5_000, 128_000]
+    assert info.default_effort == "medium"
+
+
+def test_caching_without_a_checkpoint_count_is_not_zero() -> None:
+    """docs/KIRO-PROTOCOL.md §6.2: the Opus 5.5 capture lists caching without a count."""
+    [info] = catalog_from_list_available_models([{"models": [OPUS_55_LISTING]}])
+    assert info.cache_checkpoints == 4
+    zero = {
+        **OPUS_55_LISTING,
+        "promptCaching": {"supportsPromptCaching": True, "maximumCacheCheckpointsPerRequest": 0},
     }
+    [none] = catalog_from_list_available_models([{"models": [zero]}])
+    assert none.cache_checkpoints == 0
+
+
+def test_refusal_fallback_models_are_read() -> None:
+    [info] = catalog_from_list_available_models([{"models": [OPUS_55_LISTING]}])
+    assert info.refusal_fallback_models == ("claude-opus-5", "claude-sonnet-5")
 
 
 @pytest.mark.parametrize(
@@ -239,13 +318,12 @@ def test_catalog_from_list_available_models() -> None:
     assert not glm.supports_images
     assert glm.context_window == 200_000  # missing limit: the static figure
     gpt = resolve_model("gpt-5.6-sol", catalog)
-    assert gpt.native_reasoning
     assert gpt.reasoning_field_style == "reasoning"
     new = resolve_model("brand-new-model", catalog)
-    assert (new.public_id, new.display_name, new.native_reasoning) == (
+    assert (new.public_id, new.display_name, new.reasoning_field_style) == (
         "brand-new-model",
         "Brand New",
-        False,
+        "none",
     )
     with pytest.raises(ApiError):
         resolve_model("claude-opus-4-7", catalog)  # not offered to this account
@@ -369,7 +447,7 @@ def test_family_fallback_fails_when_the_account_lacks_the_family() -> None:
 
 def test_strict_policy_answers_404_for_what_the_catalog_lacks() -> None:
     with pytest.raises(ApiError) as caught:
-        resolve("claude-opus-5-5", STATIC_CATALOG, ModelPolicy(fallback="strict"))
+        resolve("claude-opus-5-7", STATIC_CATALOG, ModelPolicy(fallback="strict"))
     assert (caught.value.status, caught.value.code) == (404, "model_not_found")
 
 

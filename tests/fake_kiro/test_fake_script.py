@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from kirod.testing.fake_kiro.catalog import DEFAULT_MODELS, Model
+from kirod.testing.fake_kiro.catalog import DEFAULT_MODELS, GENERATION_55_MODELS, Model
 from kirod.testing.fake_kiro.script import (
     DEFAULT_TOOL_CALL,
     REFUSAL_DETAILS,
@@ -33,7 +33,7 @@ from kirod.upstream.errors import UpstreamProtocolError
 from kirod.upstream.frames import Frame, FrameDecoder
 from tests.fake_kiro.fake_bodies import SONNET, assistant, body, encode, tool, user
 
-MODELS = {model.model_id: model for model in DEFAULT_MODELS}
+MODELS = {model.model_id: model for model in DEFAULT_MODELS + GENERATION_55_MODELS}
 WEATHER = ToolCall("get_weather", {"city": "Paris", "unit": "C"})
 HTTP_FAULTS = {
     Fault.QUOTA_402,
@@ -211,7 +211,10 @@ def test_tags_in_the_first_history_message_count() -> None:
 
 
 def test_native_reasoning_is_signed_and_round_trips() -> None:
-    data = body(user("Hi", model="claude-opus-4.7", reasoning={"effort": "high"}))
+    data = body(
+        user("Hi", model="claude-opus-4.7"),
+        additionalModelRequestFields={"output_config": {"effort": "high"}},
+    )
     frames = decode(plan(Script(reply=THINKING, chunk_size=4), data))
     reasoning = events(frames, "reasoningContentEvent")
     assert frames[0].event_type == "reasoningContentEvent"
@@ -240,6 +243,49 @@ def test_native_reasoning_through_request_fields() -> None:
         },
     )
     assert not events(decode(plan(Script(reply=THINKING), disabled)), "reasoningContentEvent")
+
+
+@pytest.mark.parametrize("model", ["claude-opus-4.7", "claude-opus-5.5", SONNET])
+def test_claude_ignores_the_effort_in_the_message(model: str) -> None:
+    """docs/KIRO-PROTOCOL.md §2.6: `userInputMessage.reasoning` changes nothing for Claude, not
+    even the credits; only the root field turns reasoning on."""
+    plain = plan(Script(reply=THINKING), body(user("Hi", model=model)))
+    data = body(user("Hi", model=model, reasoning={"effort": "low"}))
+    stream = plan(Script(reply=THINKING), data)
+    assert not events(decode(stream), "reasoningContentEvent")
+    assert stream.credits == plain.credits
+
+
+def test_credits_follow_the_root_effort() -> None:
+    """The fake shows which effort it honoured: its credits scale with the root effort."""
+
+    def credits(effort: str) -> float:
+        fields = {"output_config": {"effort": effort}, "thinking": {"type": "adaptive"}}
+        data = body(user("Hi", model="claude-opus-5.5"), additionalModelRequestFields=fields)
+        return plan(Script(reply=THINKING), data).credits
+
+    spent = [credits(effort) for effort in ("low", "medium", "high", "xhigh", "max")]
+    assert spent == sorted(spent)
+    assert len(set(spent)) == 5
+
+
+def test_a_signature_binds_the_tool_list() -> None:
+    """docs/KIRO-PROTOCOL.md §2.6: reasoning made under one tool list replays only under it."""
+    fields = {"output_config": {"effort": "high"}}
+    first = body(user("Hi", model="claude-opus-4.7", tools=[tool()]), **_fields(fields))
+    reasoning = events(decode(plan(Script(reply=THINKING), first)), "reasoningContentEvent")
+    echoed = {"reasoningText": {"text": "Step by step.", "signature": reasoning[-1]["signature"]}}
+    history = [user("Hi"), assistant("Answer.", reasoningContent=echoed)]
+    same = body(user("More", model="claude-opus-4.7", tools=[tool()]), history)
+    other = body(user("More", model="claude-opus-4.7", tools=[tool("read_file")]), history)
+    assert validate_chat(encode(same), MODELS) is None
+    refused = validate_chat(encode(other), MODELS)
+    assert refused is not None
+    assert refused.rule == "reasoning_signature_invalid"
+
+
+def _fields(fields: dict[str, Any]) -> dict[str, Any]:
+    return {"additionalModelRequestFields": fields}
 
 
 def test_reasoning_effort_is_ignored_by_older_models() -> None:

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 from PIL import Image
 
-from kirod.testing.fake_kiro.catalog import DEFAULT_MODELS
+from kirod.testing.fake_kiro.catalog import DEFAULT_MODELS, GENERATION_55_MODELS
 from kirod.testing.fake_kiro.script import ChatRequest, Latency, Script, plan_stream
 from kirod.testing.fake_kiro.validate import (
     MAX_BODY_BYTES,
@@ -39,7 +39,7 @@ from tests.fake_kiro.fake_bodies import (
 DOCS = "claude-sonnet-4.6"  # lists DOCUMENT input; SONNET (4.5) does not
 PDF = {"name": "report", "format": "pdf", "source": {"bytes": "JVBERi0xLjQK"}}
 TINY = dataclasses.replace(DEFAULT_MODELS[0], model_id="tiny", max_input_tokens=100)
-MODELS = {model.model_id: model for model in (*DEFAULT_MODELS, TINY)}
+MODELS = {model.model_id: model for model in (*DEFAULT_MODELS, *GENERATION_55_MODELS, TINY)}
 
 WEATHER = [tool()]
 TOOL_TURN = [user("Weather?", tools=WEATHER), assistant("Checking.", uses=[use("t1")])]
@@ -90,6 +90,12 @@ def reasoning(content: dict[str, Any]) -> dict[str, Any]:
 
 
 SIGNED = {"reasoningText": {"text": "Let me see.", "signature": reasoning_signature("Let me see.")}}
+SIGNED_WEATHER = {
+    "reasoningText": {
+        "text": "Let me see.",
+        "signature": reasoning_signature("Let me see.", [WEATHER[0]["toolSpecification"]["name"]]),
+    }
+}
 
 
 def cached(entry: dict[str, Any], point: Any = None) -> dict[str, Any]:
@@ -431,7 +437,7 @@ CASES: list[tuple[str, str, Any, Any]] = [
         ]
     ),
     (
-        "unsupported_request_fields",
+        "request_fields_without_schema",
         "4.5 rejects any",
         body(
             user(model="claude-opus-4.7"),
@@ -442,7 +448,7 @@ CASES: list[tuple[str, str, Any, Any]] = [
         ),
     ),
     (
-        "output_config_on_gpt",
+        "unsupported_request_fields",
         "gpt rejects output_config",
         body(
             user(model="gpt-5.6-sol"), additionalModelRequestFields={"reasoning": {"effort": "max"}}
@@ -480,6 +486,15 @@ CASES: list[tuple[str, str, Any, Any]] = [
     ),
     (
         "reasoning_signature_invalid",
+        "made under another tool list",
+        body(
+            user("Go on", tools=WEATHER),
+            [user("Think"), assistant("Done.", reasoningContent=SIGNED_WEATHER)],
+        ),
+        reasoning(SIGNED_WEATHER),
+    ),
+    (
+        "reasoning_signature_invalid",
         "unsigned",
         reasoning(SIGNED),
         reasoning({"reasoningText": {"text": "Let me see."}}),
@@ -507,11 +522,12 @@ def test_rule(rule: str, good: Any, bad: Any) -> None:
     assert rejection is not None
     assert rejection.rule == rule
     expected = RULES[rule]
-    assert (rejection.status, rejection.body, rejection.error_type) == (
-        expected.status,
-        expected.body,
-        expected.error_type,
-    )
+    if rule in WORDED:  # the message names what broke; `test_request_fields_are_*` check it
+        assert rejection.body["message"].startswith(expected.body["message"])
+        assert rejection.body["reason"] in (expected.body["reason"], None)
+    else:
+        assert rejection.body == expected.body
+    assert (rejection.status, rejection.error_type) == (expected.status, expected.error_type)
 
 
 def test_every_rule_has_a_case() -> None:
@@ -534,7 +550,103 @@ def test_special_reasons() -> None:
     assert reasons["flat_reasoning_content"] == "REQUEST_BODY_INVALID"
     assert reasons["reasoning_signature_invalid"] == "THINKING_SIGNATURE_INVALID"
     assert reasons["tool_schema_not_object"] == "TOOL_SCHEMA_INVALID"
-    assert reasons["output_config_on_gpt"] == "REQUEST_BODY_INVALID"
+    assert reasons["unsupported_request_fields"] == "REQUEST_BODY_INVALID"
+    assert reasons["request_fields_without_schema"] == "REQUEST_BODY_INVALID"
+    assert RULES["reasoning_signature_invalid"].body["message"] == (
+        "Invalid `signature` in `thinking` block"
+    )
+
+
+WORDED = {"unsupported_request_fields", "reasoning_signature_invalid"}
+OPUS_55 = "claude-opus-5.5"
+
+
+@pytest.mark.parametrize(
+    ("model", "fields", "message"),
+    [
+        (
+            OPUS_55,
+            {"max_output_tokens": 1000},
+            "property 'max_output_tokens' is not defined in the schema and the schema does not "
+            "allow additional properties",
+        ),
+        (OPUS_55, {"max_tokens": 128_001}, "must have a maximum value of 128000.0"),
+        (OPUS_55, {"max_tokens": 1_000}, "must have a minimum value of 1024.0"),
+        ("claude-opus-4.6", {"max_tokens": 64_001}, "must have a maximum value of 64000.0"),
+        (
+            OPUS_55,
+            {"thinking": {"type": "disabled"}},
+            'does not have a value in the enumeration ["adaptive"]',
+        ),
+        (
+            "claude-sonnet-4.6",
+            {"output_config": {"effort": "xhigh"}},
+            'does not have a value in the enumeration ["low", "medium", "high", "max"]',
+        ),
+        (
+            "gpt-5.6-sol",
+            {"max_tokens": 2_000},
+            "property 'max_tokens' is not defined in the schema and the schema does not "
+            "allow additional properties",
+        ),
+        (
+            "gpt-5.6-sol",
+            {"output_config": {"effort": "max"}},
+            "property 'output_config' is not defined in the schema and the schema does not "
+            "allow additional properties",
+        ),
+        (OPUS_55, {"thinking": {"display": "omitted"}}, "required property 'type' not found"),
+    ],
+)
+def test_request_fields_are_refused_in_kiros_words(
+    model: str, fields: dict[str, Any], message: str
+) -> None:
+    """docs/KIRO-PROTOCOL.md §2.6: the schema is enforced strictly, and the 400 names why."""
+    rejection = validate_chat(
+        encode(body(user(model=model), additionalModelRequestFields=fields)), MODELS
+    )
+    assert rejection is not None
+    assert rejection.rule == "unsupported_request_fields"
+    assert rejection.body == {
+        "message": f"Invalid additionalModelRequestFields: {message}",
+        "reason": "REQUEST_BODY_INVALID",
+    }
+
+
+@pytest.mark.parametrize(
+    ("model", "fields"),
+    [
+        (
+            OPUS_55,
+            {
+                "output_config": {"effort": "max"},
+                "thinking": {"type": "adaptive"},
+                "max_tokens": 128_000,
+            },
+        ),
+        ("claude-sonnet-5.5", {"thinking": {"type": "between_tools"}, "max_tokens": 1024}),
+        ("claude-opus-4.7", {"thinking": {"type": "disabled"}}),
+        ("gpt-5.6-sol", {"reasoning": {"effort": "xhigh"}}),
+    ],
+)
+def test_request_fields_the_schema_allows_are_accepted(model: str, fields: dict[str, Any]) -> None:
+    assert (
+        validate_chat(encode(body(user(model=model), additionalModelRequestFields=fields)), MODELS)
+        is None
+    )
+
+
+def test_a_signature_from_another_tool_list_is_refused_without_a_reason() -> None:
+    """docs/KIRO-PROTOCOL.md §2.6: Kiro sometimes leaves the reason out; the fake does for a
+    signature it made itself under another tool list, and names it for a forged one."""
+    moved = validate_chat(encode(reasoning(SIGNED_WEATHER)), MODELS)
+    forged = validate_chat(
+        encode(reasoning({"reasoningText": {"text": "Let me see.", "signature": "AAAA"}})), MODELS
+    )
+    assert moved is not None
+    assert forged is not None
+    assert moved.body == {"message": "Invalid `signature` in `thinking` block", "reason": None}
+    assert forged.body["reason"] == "THINKING_SIGNATURE_INVALID"
 
 
 def test_token_estimate_counts_string_characters_without_images() -> None:

@@ -19,6 +19,7 @@ from kirod.testing.fake_kiro import FakeKiro, Fault, Reply, Script, ThreadedFake
 from tests.support.kiro_env import import_account, start_daemon
 
 MODEL = "claude-sonnet-4-6"
+TAG_MODEL = "claude-sonnet-4-5"
 PNG_1X1 = base64.b64encode(
     bytes.fromhex(
         "89504e470d0a1a0a0000000d4948445200000001000000010806000000"
@@ -120,8 +121,10 @@ def test_thinking_then_tool_call_then_tool_result(
         )
     )
     question: Any = {"role": "user", "content": "Weather in Paris?"}
+    # A model with no request schema (the 4.5 generation) thinks by prompt tags
+    # (docs/KIRO-PROTOCOL.md §2.4), whose thinking kirod signs itself.
     with claude.messages.stream(
-        model=MODEL,
+        model=TAG_MODEL,
         max_tokens=4000,
         thinking={"type": "enabled", "budget_tokens": 2048},
         tools=tools,
@@ -140,7 +143,7 @@ def test_thinking_then_tool_call_then_tool_result(
 
     service.enqueue(Reply(text="It is sunny in Paris."))
     second = claude.messages.create(
-        model=MODEL,
+        model=TAG_MODEL,
         max_tokens=4000,
         thinking={"type": "enabled", "budget_tokens": 2048},
         tools=tools,

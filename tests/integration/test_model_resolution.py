@@ -308,8 +308,15 @@ def test_every_field_claude_code_sends_is_accepted(
     service.enqueue(Reply(text="done"))
     answer = post(daemon, body, headers)
     assert answer.status_code == 200, answer.text
-    current = service.requests("chat")[-1].json["conversationState"]["currentMessage"]
-    assert current["userInputMessage"]["reasoning"] == {"effort": "xhigh"}  # opus 4.8: native
+    sent = service.requests("chat")[-1].json
+    # Opus 4.8 reads its effort in the root field only (docs/KIRO-PROTOCOL.md §2.6).
+    fields = sent["additionalModelRequestFields"]
+    assert (fields["output_config"], fields["thinking"]) == (
+        {"effort": "xhigh"},
+        {"type": "adaptive"},
+    )
+    assert fields["max_tokens"] == min(body["max_tokens"], 128_000)
+    assert "reasoning" not in sent["conversationState"]["currentMessage"]["userInputMessage"]
 
 
 def test_count_tokens_counts_the_whole_default_request(daemon: DaemonProcess) -> None:

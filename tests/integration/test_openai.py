@@ -212,13 +212,13 @@ def test_native_reasoning_round_trips_encrypted(
     sealed = reasoning[0].encrypted_content  # type: ignore[union-attr]
     assert sealed
     assert "Deep thought" not in sealed
-    # GPT-5.6 reads its effort from the root (docs/KIRO-PROTOCOL.md §2.6)
+    # Both read their effort from the root (docs/KIRO-PROTOCOL.md §2.6), nothing in the message
+    fields = service.requests("chat")[-1].json["additionalModelRequestFields"]
     if model.startswith("gpt-"):
-        fields = service.requests("chat")[-1].json["additionalModelRequestFields"]
         assert fields == {"reasoning": {"effort": "high"}}
     else:
-        message = last_state(service)["currentMessage"]["userInputMessage"]
-        assert message["reasoning"]["effort"] == "high"
+        assert fields == {"output_config": {"effort": "high"}, "thinking": {"type": "adaptive"}}
+    assert "reasoning" not in last_state(service)["currentMessage"]["userInputMessage"]
 
     service.enqueue(Reply(text="Answer two."))
     replay: list[Any] = [

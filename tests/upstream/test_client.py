@@ -303,6 +303,42 @@ def test_a_full_conversation_reads_as_the_context_error() -> None:
     assert not error.failure.retryable
 
 
+@pytest.mark.parametrize(
+    ("document", "failure"),
+    [
+        (
+            {"message": "Invalid `signature` in `thinking` block", "reason": None},
+            Failure.SIGNATURE,
+        ),
+        (
+            {"message": "Improperly formed request.", "reason": "THINKING_SIGNATURE_INVALID"},
+            Failure.SIGNATURE,
+        ),
+        (
+            {
+                "message": "Invalid additionalModelRequestFields: must have a maximum value of "
+                "128000.0",
+                "reason": "REQUEST_BODY_INVALID",
+            },
+            Failure.REQUEST_FIELDS,
+        ),
+        (
+            {"message": "Invalid tool use format.", "reason": "REQUEST_BODY_INVALID"},
+            Failure.BAD_REQUEST,
+        ),
+    ],
+)
+def test_refusals_kirod_reshapes_are_told_apart(
+    document: dict[str, object], failure: Failure
+) -> None:
+    """docs/KIRO-PROTOCOL.md §2.6: a refused signature (with or without its reason) and a refused
+    root field each have their own retry; neither is the account's fault."""
+    error = classify(400, {}, body(document))
+    assert error.failure is failure
+    assert not error.failure.retryable
+    assert error.to_api_error().status == 400
+
+
 def test_a_flagged_account_reads_as_resting_not_as_a_retry_after() -> None:
     error = classify(429, {"Retry-After": "2"}, body({"message": SUSPICIOUS, "reason": None}))
     api = error.to_api_error()

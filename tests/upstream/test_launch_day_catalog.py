@@ -12,6 +12,7 @@ from kirod.errors import ApiError
 from kirod.testing.fake_kiro import (
     DEFAULT_MODELS,
     FABLE_MODELS,
+    GENERATION_55_MODELS,
     LAUNCH_DAY_MODELS,
     FakeKiro,
     Model,
@@ -56,9 +57,9 @@ async def test_a_future_models_limits_inputs_and_caching_come_from_the_listing(
 
 
 @pytest.mark.parametrize(
-    ("kiro_id", "public_id", "style", "native", "line", "version"),
+    ("kiro_id", "public_id", "style", "root_field", "line", "version"),
     [
-        ("claude-fable-6", "claude-fable-6", "output_config", False, "fable", (6,)),
+        ("claude-fable-6", "claude-fable-6", "output_config", True, "fable", (6,)),
         ("claude-mythos-5", "claude-mythos-5", "none", False, "mythos", (5,)),  # lists no schema
         ("gpt-7-sol", "gpt-7-sol", "reasoning", True, "sol", (7,)),
         ("gpt-6.5-luna", "gpt-6.5-luna", "reasoning", True, "luna", (6, 5)),
@@ -69,17 +70,14 @@ async def test_a_future_models_reasoning_style_comes_from_its_schema_and_name(
     kiro_id: str,
     public_id: str,
     style: str,
-    native: bool,
+    root_field: bool,
     line: str,
     version: tuple[int, ...],
 ) -> None:
     info = launch_day.get(kiro_id)
     assert info is not None
-    assert (info.public_id, info.reasoning_field_style, info.native_reasoning) == (
-        public_id,
-        style,
-        native,
-    )
+    root = info.request_fields is not None and info.request_fields.effort_key is not None
+    assert (info.public_id, info.reasoning_field_style, root) == (public_id, style, root_field)
     assert (launch_day.name_of(info).line, launch_day.name_of(info).version) == (line, version)
 
 
@@ -137,23 +135,27 @@ async def test_without_gpt_models_a_gpt_name_is_a_404_and_strict_refuses_tiers(
 def test_name_rules_alone_give_a_future_model_sensible_traits() -> None:
     """Where no catalog can be read, the one rule table still reads new names right."""
     fable, gpt = describe("claude-fable-6"), describe("gpt-7-sol")
-    assert (fable.context_window, fable.reasoning_field_style, fable.native_reasoning) == (
+    # No schema read: Claude thinks by tags (they work on every Claude model), GPT by its field.
+    assert (fable.context_window, fable.reasoning_field_style, fable.request_fields) == (
         1_000_000,
         "output_config",
-        False,  # tags: they work on every Claude model, native reasoning is silently ignored
+        None,
     )
-    assert (gpt.context_window, gpt.reasoning_field_style, gpt.native_reasoning) == (
-        272_000,
-        "reasoning",
-        True,
-    )
+    assert (gpt.context_window, gpt.reasoning_field_style) == (272_000, "reasoning")
     assert (fable.display_name, gpt.display_name) == ("Claude Fable 6", "GPT-7 Sol")
-    assert describe("claude-opus-6").native_reasoning  # Opus from 4.7 reasons natively
-    assert not describe("claude-opus-4.6").native_reasoning
+    assert (
+        describe("claude-opus-6").max_output_tokens,
+        describe("claude-opus-6").default_effort,
+    ) == (
+        128_000,
+        "medium",
+    )
 
 
 def test_every_name_rule_is_used_by_some_model() -> None:
     """No dead rows in the table: each rule matches some model the fake lists."""
-    ids = [m.model_id for m in DEFAULT_MODELS + FABLE_MODELS + LAUNCH_DAY_MODELS]
+    ids = [
+        m.model_id for m in DEFAULT_MODELS + GENERATION_55_MODELS + FABLE_MODELS + LAUNCH_DAY_MODELS
+    ]
     for rule in NAME_RULES:
         assert any(rule.matches(kiro_id, parse_name(kiro_id)) for kiro_id in ids), rule.why

@@ -37,16 +37,20 @@ from kirod.canonical.request import (
 )
 from kirod.canonical.resolution import resolve_model
 from kirod.errors import ApiError, ErrorKind
-from kirod.testing.fake_kiro.catalog import DEFAULT_MODELS
+from kirod.testing.fake_kiro.catalog import DEFAULT_MODELS, GENERATION_55_MODELS
 from kirod.testing.fake_kiro.validate import DOCUMENT_NAME, reasoning_signature, validate_chat
 from kirod.upstream.payload import BuiltPayload, build_payload
 from kirod.upstream.tools import ToolNameMap
 
-FAKE_MODELS = {model.model_id: model for model in DEFAULT_MODELS}
-CATALOG = catalog_from_list_available_models([{"models": [m.to_json() for m in DEFAULT_MODELS]}])
+FAKE_MODELS = {model.model_id: model for model in DEFAULT_MODELS + GENERATION_55_MODELS}
+CATALOG = catalog_from_list_available_models(
+    [{"models": [m.to_json() for m in FAKE_MODELS.values()]}]
+)
 SONNET = resolve_model("claude-sonnet-4-5", CATALOG)
-OPUS = resolve_model("claude-opus-4-7", CATALOG)  # native reasoning
-SONNET_46 = resolve_model("claude-sonnet-4-6", CATALOG)  # tag thinking, adaptive
+OPUS = resolve_model("claude-opus-4-7", CATALOG)  # native reasoning, in the root field
+SONNET_46 = resolve_model("claude-sonnet-4-6", CATALOG)  # root field, no xhigh, max_tokens ≤ 64k
+SONNET_46_TAGS = resolve_model("claude-sonnet-4-6", STATIC_CATALOG)  # no schema read: tags
+OPUS_55 = resolve_model("claude-opus-5-5", CATALOG)  # adaptive only, effort medium by default
 GPT = resolve_model("gpt-5.6-sol", CATALOG)  # native, redacted reasoning
 DEEPSEEK = resolve_model("deepseek-3.2", CATALOG)  # text only
 CONVERSATION = "6f1c1c3e-0d8c-4c4a-9a43-3f0f1f1e2a10"
@@ -823,8 +827,12 @@ def test_tag_thinking_budget_is_clamped(budget: int, length: int) -> None:
     ],
 )
 def test_tag_thinking_effort_is_adaptive(effort: Effort | None, tag: str) -> None:
-    assert (SONNET_46.native_reasoning, SONNET_46.reasoning_field_style) == (False, "output_config")
-    payload = build(req(user("hi"), reasoning=Reasoning(effort=effort)), SONNET_46)
+    assert (SONNET_46_TAGS.request_fields, SONNET_46_TAGS.reasoning_field_style) == (
+        None,
+        "output_config",
+    )
+    payload = build(req(user("hi"), reasoning=Reasoning(effort=effort)), SONNET_46_TAGS)
+    assert "additionalModelRequestFields" not in payload.body
     assert current(payload)["content"] == (
         f"<thinking_mode>adaptive</thinking_mode><thinking_effort>{tag}</thinking_effort>\n\nhi"
     )
@@ -834,7 +842,7 @@ def test_tag_thinking_effort_is_adaptive(effort: Effort | None, tag: str) -> Non
     ("effort", "tag"), [("low", "low"), ("medium", "medium"), ("high", "high"), ("max", "high")]
 )
 def test_tag_thinking_effort_is_clamped_to_what_the_model_lists(effort: Effort, tag: str) -> None:
-    three = dataclasses.replace(SONNET_46, efforts=("low", "medium", "high"))
+    three = dataclasses.replace(SONNET_46_TAGS, efforts=("low", "medium", "high"))
     payload = build(req(user("hi"), reasoning=Reasoning(effort=effort)), three)
     assert f"<thinking_effort>{tag}</thinking_effort>" in current(payload)["content"]
 
@@ -897,9 +905,15 @@ def test_thinking_blocks_are_not_forwarded_as_prompt_text() -> None:
     ],
 )
 def test_native_reasoning_effort(reasoning: Reasoning, effort: str) -> None:
+    """docs/KIRO-PROTOCOL.md §2.6: Claude reads its effort only in the root field, with adaptive
+    thinking where the schema lists it; nothing in the message, no prompt tags."""
     payload = build(req(user("hi"), system=("sys",), reasoning=reasoning), OPUS)
     assert payload.thinking_mode == "native"
-    assert current(payload)["reasoning"] == {"effort": effort}
+    assert payload.body["additionalModelRequestFields"] == {
+        "output_config": {"effort": effort},
+        "thinking": {"type": "adaptive"},
+    }
+    assert "reasoning" not in current(payload)
     assert "thinking_mode" not in json.dumps(payload.body)
 
 
@@ -922,7 +936,8 @@ def test_native_effort_is_clamped_to_what_the_catalog_entry_lists(asked: Effort,
     assert listed.efforts == ("medium", "high")
     payload = build(req(user("hi"), reasoning=Reasoning(effort=asked)), listed)
     assert payload.thinking_mode == "native"
-    assert current(payload)["reasoning"] == {"effort": sent}
+    # This schema has no `thinking` key, so none is sent.
+    assert payload.body["additionalModelRequestFields"] == {"output_config": {"effort": sent}}
     assert payload.effort_clamped == (None if asked == sent else f"{asked}>{sent}")
 
 
@@ -964,17 +979,127 @@ def test_a_gpt_model_by_name_alone_takes_the_reasoning_field() -> None:
     assert payload.body["additionalModelRequestFields"] == {"reasoning": {"effort": "high"}}
 
 
-@pytest.mark.parametrize("model", [SONNET, SONNET_46, OPUS], ids=lambda model: model.kiro_id)
+@pytest.mark.parametrize(
+    "model",
+    [SONNET, SONNET_46_TAGS, STATIC_CATALOG.get("claude-opus-5.5")],
+    ids=lambda model: model.kiro_id,
+)
 @pytest.mark.parametrize("effort", ["low", "high", "max"])
-def test_claude_never_gets_additional_model_request_fields(
-    model: ModelInfo, effort: Effort
-) -> None:
-    """docs/KIRO-PROTOCOL.md §2.6: the 4.5 generation rejects any such field and external-IdP
-    accounts the root field, so Claude's effort goes only by `userInputMessage.reasoning` or the
-    prompt tags."""
-    payload = build(req(user("hi"), reasoning=Reasoning(effort=effort)), model)
+def test_claude_without_a_schema_gets_no_root_fields(model: ModelInfo, effort: Effort) -> None:
+    """docs/KIRO-PROTOCOL.md §2.6: the 4.5 generation rejects any root field, and a model whose
+    schema was not read (the static list) is not sent one on a guess: prompt tags instead."""
+    payload = build(
+        req(user("hi"), reasoning=Reasoning(effort=effort), max_output_tokens=4_000), model
+    )
+    assert payload.thinking_mode == "tags"
     assert "additionalModelRequestFields" not in payload.body
     assert "output_config" not in json.dumps(payload.body)
+    assert "reasoning" not in current(payload)
+
+
+@pytest.mark.parametrize(
+    ("reasoning", "effort"),
+    [
+        (Reasoning(), "medium"),
+        (Reasoning(effort="max"), "max"),
+        (Reasoning(budget_tokens=2_000), "low"),
+    ],
+)
+def test_opus_55_gets_adaptive_thinking_and_its_default_effort(
+    reasoning: Reasoning, effort: str
+) -> None:
+    """docs/KIRO-PROTOCOL.md §2.6: no effort asked is the schema's default (Kiro's agent sends
+    it); Opus 5.5 lists only `adaptive`, never `disabled`."""
+    payload = build(req(user("hi"), reasoning=reasoning), OPUS_55)
+    assert payload.body["additionalModelRequestFields"] == {
+        "output_config": {"effort": effort},
+        "thinking": {"type": "adaptive"},
+    }
+
+
+def test_no_thinking_asked_sends_no_thinking_key() -> None:
+    """Thinking the client turned off is not sent as `disabled` (Opus 5.5's schema lacks it);
+    the client's `max_tokens` still goes natively."""
+    payload = build(req(user("hi"), max_output_tokens=8_000), OPUS_55)
+    assert payload.thinking_mode == "none"
+    assert payload.body["additionalModelRequestFields"] == {"max_tokens": 8_000}
+
+
+@pytest.mark.parametrize(
+    ("model", "asked", "sent"),
+    [
+        (OPUS_55, 500, 1_024),
+        (OPUS_55, 1_024, 1_024),
+        (OPUS_55, 128_000, 128_000),
+        (OPUS_55, 200_000, 128_000),
+        (SONNET_46, 100_000, 64_000),
+    ],
+    # Named by the model's id: a ModelInfo's text holds a frozenset, whose order differs between
+    # pytest-xdist's workers.
+    ids=lambda value: value.kiro_id if isinstance(value, ModelInfo) else str(value),
+)
+def test_max_tokens_goes_natively_clamped_into_the_schemas_range(
+    model: ModelInfo, asked: int, sent: int
+) -> None:
+    payload = build(
+        req(user("hi"), reasoning=Reasoning(effort="high"), max_output_tokens=asked), model
+    )
+    assert payload.body["additionalModelRequestFields"]["max_tokens"] == sent
+    assert payload.max_tokens_clamped == (None if asked == sent else f"{asked}>{sent}")
+
+
+def test_gpt_never_gets_an_output_limit() -> None:
+    """GPT-5.6's schema has no output-limit key; Kiro refuses every one."""
+    payload = build(
+        req(user("hi"), reasoning=Reasoning(effort="low"), max_output_tokens=9_000), GPT
+    )
+    assert payload.body["additionalModelRequestFields"] == {"reasoning": {"effort": "low"}}
+    assert payload.max_tokens_clamped is None
+
+
+def test_an_effort_the_46_generation_lacks_is_clamped() -> None:
+    payload = build(req(user("hi"), reasoning=Reasoning(effort="xhigh")), SONNET_46)
+    assert payload.body["additionalModelRequestFields"]["output_config"] == {"effort": "high"}
+    assert payload.effort_clamped == "xhigh>high"
+
+
+def test_without_request_fields_claude_thinks_by_tags() -> None:
+    """docs/KIRO-PROTOCOL.md §2.6: an account that refused the root field gets none, and the
+    effort goes by prompt tags instead (never both)."""
+    payload = build(
+        req(user("hi"), reasoning=Reasoning(effort="low"), max_output_tokens=4_000),
+        OPUS_55,
+        request_fields=False,
+    )
+    assert payload.thinking_mode == "tags"
+    assert "additionalModelRequestFields" not in payload.body
+    assert "<thinking_effort>low</thinking_effort>" in current(payload)["content"]
+
+
+def test_gpt_without_request_fields_still_reasons_natively_and_gets_no_tags() -> None:
+    payload = build(req(user("hi"), reasoning=Reasoning(effort="high")), GPT, request_fields=False)
+    assert payload.thinking_mode == "native"
+    assert "additionalModelRequestFields" not in payload.body
+    assert "thinking_mode" not in json.dumps(payload.body)
+
+
+def test_without_replayed_reasoning_no_history_entry_carries_any() -> None:
+    """docs/KIRO-PROTOCOL.md §2.6: after a refused signature every reasoning block is left out."""
+    signed = ThinkingBlock("let me see", reasoning_signature("let me see"))
+    conversation = req(
+        user("q1"),
+        assistant(signed, "a1"),
+        user("q2"),
+        assistant(RedactedThinkingBlock("ZW5j"), "a2"),
+        user("q3"),
+        reasoning=Reasoning(effort="high"),
+    )
+    kept = build(conversation, OPUS)
+    stripped = build(conversation, OPUS, replay_reasoning=False)
+    assert "reasoningContent" in json.dumps(kept.body)
+    assert "reasoningContent" not in json.dumps(stripped.body)
+    assert [entry for _, entry in turns(stripped)][1] == {"content": "a1"}
+    assert stripped.thinking_mode == "native"
 
 
 def _gpt_listing(*efforts: str) -> ModelInfo:
@@ -1019,11 +1144,11 @@ def test_an_effort_below_every_listed_one_takes_the_lowest() -> None:
 
 
 def test_tag_thinking_names_its_effort_clamp() -> None:
-    three = dataclasses.replace(SONNET_46, efforts=("low", "medium", "high"))
+    three = dataclasses.replace(SONNET_46_TAGS, efforts=("low", "medium", "high"))
     payload = build(req(user("hi"), reasoning=Reasoning(effort="max")), three)
     assert "<thinking_effort>high</thinking_effort>" in current(payload)["content"]
     assert payload.effort_clamped == "max>high"
-    unclamped = build(req(user("hi"), reasoning=Reasoning(effort="xhigh")), SONNET_46)
+    unclamped = build(req(user("hi"), reasoning=Reasoning(effort="xhigh")), SONNET_46_TAGS)
     assert "<thinking_effort>max</thinking_effort>" in current(unclamped)["content"]
     assert unclamped.effort_clamped is None  # the tags' own spelling of xhigh, not a clamp
 

@@ -11,6 +11,7 @@ another process.
 from kirod.testing.fake_kiro.catalog import (
     DEFAULT_MODELS,
     FABLE_MODELS,
+    GENERATION_55_MODELS,
     LAUNCH_DAY_MODELS,
     Model,
 )
@@ -36,6 +37,7 @@ from kirod.testing.fake_kiro.validate import RULES, Rejection, validate_chat
 __all__ = [
     "DEFAULT_MODELS",
     "FABLE_MODELS",
+    "GENERATION_55_MODELS",
     "LAUNCH_DAY_MODELS",
     "RULES",
     "AuthKind",

@@ -128,6 +128,7 @@ async def _device_flow(fake: FakeKiro, request: web.Request, data: Any) -> Any:
 async def _model(fake: FakeKiro, request: web.Request, data: Any) -> Any:
     fields = dict(data)
     fields["input_types"] = tuple(fields.get("input_types", ("TEXT", "IMAGE")))
+    fields["refusal_fallback_models"] = tuple(fields.get("refusal_fallback_models", ()))
     fake.set_model(Model(**fields))
 
 

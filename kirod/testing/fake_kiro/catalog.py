@@ -22,27 +22,69 @@ from typing import Any
 
 _EFFORTS = ["low", "medium", "high", "xhigh", "max"]
 
-CLAUDE_REQUEST_FIELDS: Mapping[str, Any] = {
-    "type": "object",
-    "additionalProperties": False,
-    "properties": {
-        "thinking": {
-            "type": "object",
-            "additionalProperties": False,
-            "properties": {
-                "type": {"type": "string", "enum": ["adaptive", "disabled"]},
-                "display": {"type": "string", "enum": ["summarized", "omitted"]},
+
+def claude_request_fields(
+    *,
+    efforts: Sequence[str] = _EFFORTS,
+    default_effort: str | None = None,
+    thinking_types: Sequence[str] = ("adaptive", "disabled"),
+    max_tokens: int = 128_000,
+) -> Mapping[str, Any]:
+    """A Claude model's `additionalModelRequestFieldsSchema` (docs/KIRO-PROTOCOL.md §2.6, §6.2),
+    shaped as the Opus 5.5 capture shows it (sunerpy/kiro-provider
+    docs/audits/evidence/opus-5-5-catalog-probe-2026-09-26/management-catalog.json, 2026-09-26):
+    `thinking.type` and `display`, `output_config.effort` with its levels and default, and
+    `max_tokens` from 1,024 (sunerpy docs/audits/kiro-protocol-projection-probe-2026-08-26.md,
+    2026-08-26: 1,024 to 128,000 on Claude 5.x, 64,000 at most on Opus 4.6), every level closed
+    by `additionalProperties: false`."""
+    effort: dict[str, Any] = {"type": "string", "enum": list(efforts)}
+    if default_effort is not None:
+        effort["default"] = default_effort
+    return {
+        "type": "object",
+        "additionalProperties": False,
+        "properties": {
+            "thinking": {
+                "type": "object",
+                "additionalProperties": False,
+                "properties": {
+                    "type": {"type": "string", "enum": list(thinking_types)},
+                    "display": {"type": "string", "enum": ["summarized", "omitted"]},
+                },
+                "required": ["type"],
             },
+            "output_config": {
+                "type": "object",
+                "additionalProperties": False,
+                "properties": {"effort": effort},
+            },
+            "max_tokens": {"type": "integer", "minimum": 1024, "maximum": max_tokens},
         },
-        "output_config": {
-            "type": "object",
-            "additionalProperties": False,
-            "properties": {"effort": {"type": "string", "enum": _EFFORTS}},
-        },
-    },
-}
+    }
+
+
+CLAUDE_REQUEST_FIELDS: Mapping[str, Any] = claude_request_fields()
 """Extra request keys the newest Claude models accept (`additionalModelRequestFields`:
 docs/KIRO-PROTOCOL.md §2.6)."""
+
+CLAUDE_46_REQUEST_FIELDS: Mapping[str, Any] = claude_request_fields(
+    efforts=["low", "medium", "high", "max"], max_tokens=64_000
+)
+"""The 4.6 generation: no `xhigh` (docs/KIRO-PROTOCOL.md §2.6), `max_tokens` up to 64,000 (sunerpy
+docs/audits/kiro-protocol-projection-probe-2026-08-26.md, 2026-08-26, for Opus 4.6)."""
+
+OPUS_55_REQUEST_FIELDS: Mapping[str, Any] = claude_request_fields(
+    default_effort="medium", thinking_types=("adaptive",)
+)
+"""Opus 5.5: only adaptive thinking (no `disabled`), effort medium by default (sunerpy
+docs/audits/evidence/opus-5-5-catalog-probe-2026-09-26/management-catalog.json, 2026-09-26)."""
+
+SONNET_55_REQUEST_FIELDS: Mapping[str, Any] = claude_request_fields(
+    default_effort="high", thinking_types=("adaptive", "between_tools")
+)
+"""Sonnet 5.5: adaptive or between-tools thinking, no `disabled`, effort high by default
+(marr-cloud/kiro-gateway-go internal/accountmanager/testdata/list_available_models.json, a
+captured ListAvailableModels answer, October 2026)."""
 
 GPT_REQUEST_FIELDS: Mapping[str, Any] = {
     "type": "object",
@@ -62,13 +104,19 @@ GPT_REQUEST_FIELDS: Mapping[str, Any] = {
 class Model:
     """One catalog entry.
 
-    `honors_reasoning_effort`: `userInputMessage.reasoning` turns on native reasoning (kiro-cli
-    wire); other models ignore it silently. `redacted_reasoning`: native reasoning arrives as an
+    `honors_reasoning_effort`: `userInputMessage.reasoning` turns on native reasoning (GPT-5.6);
+    Claude ignores it silently, effort and all (yupanzi/kiro2claude docs/PITFALLS.md, kiro-cli
+    2.22 captures and direct probes to 2026-10-07: credits do not move with it), and reads only
+    the root `output_config.effort`. `redacted_reasoning`: native reasoning arrives as an
     opaque `redactedContent` blob (GPT-5.6) instead of text + signature. `premium`: not available
     on Free plans (Opus). `cache_checkpoints`: listed with a `promptCaching` block allowing that
     many `cachePoint`s per request (docs/KIRO-PROTOCOL.md §6.2: 4 on Claude models); 0 lists none.
     `window`: the window Kiro really has when it is not the listed `max_input_tokens` (input and
     output together, as GPT-5.6's 1M: prompts to 1M less the output limit); None: the listed one.
+    `cache_count_listed` False leaves the count out of the block, as the Opus 5.5 capture does.
+    `refusal_fallback_models` is listed as `refusalFallbackModels` when not empty, each as
+    `{"modelId": …}` (marr-cloud/kiro-gateway-go
+    internal/accountmanager/testdata/list_available_models.json, a captured answer, October 2026).
     """
 
     model_id: str
@@ -84,6 +132,8 @@ class Model:
     provider: str = "anthropic"
     cache_checkpoints: int = 0
     window: int | None = None
+    cache_count_listed: bool = True
+    refusal_fallback_models: tuple[str, ...] = ()
 
     @property
     def usage_window(self) -> int:
@@ -115,12 +165,16 @@ class Model:
         }
         if self.request_fields_schema is not None:
             data["additionalModelRequestFieldsSchema"] = self.request_fields_schema
-        if self.cache_checkpoints:
+        if self.cache_checkpoints and self.cache_count_listed:
             data["promptCaching"] = {
                 "supportsPromptCaching": True,
                 "maximumCacheCheckpointsPerRequest": self.cache_checkpoints,
                 "minimumTokensPerCacheCheckpoint": 1024,
             }
+        elif self.cache_checkpoints:
+            data["promptCaching"] = {"supportsPromptCaching": True}
+        if self.refusal_fallback_models:
+            data["refusalFallbackModels"] = [{"modelId": m} for m in self.refusal_fallback_models]
         return data
 
 
@@ -139,7 +193,7 @@ DEFAULT_MODELS: tuple[Model, ...] = (
         64_000,
         1.3,
         DOCUMENT_INPUTS,
-        request_fields_schema=CLAUDE_REQUEST_FIELDS,
+        request_fields_schema=CLAUDE_46_REQUEST_FIELDS,
         cache_checkpoints=4,
     ),
     Model("claude-sonnet-4", "Claude Sonnet 4", 200_000, 64_000, 1.3),
@@ -151,7 +205,7 @@ DEFAULT_MODELS: tuple[Model, ...] = (
         1_000_000,
         32_000,
         2.2,
-        request_fields_schema=CLAUDE_REQUEST_FIELDS,
+        request_fields_schema=CLAUDE_46_REQUEST_FIELDS,
         premium=True,
     ),
     Model(
@@ -161,7 +215,6 @@ DEFAULT_MODELS: tuple[Model, ...] = (
         64_000,
         2.2,
         request_fields_schema=CLAUDE_REQUEST_FIELDS,
-        honors_reasoning_effort=True,
         premium=True,
     ),
     Model(
@@ -171,7 +224,6 @@ DEFAULT_MODELS: tuple[Model, ...] = (
         64_000,
         2.2,
         request_fields_schema=CLAUDE_REQUEST_FIELDS,
-        honors_reasoning_effort=True,
         premium=True,
     ),
     Model(
@@ -198,6 +250,40 @@ DEFAULT_MODELS: tuple[Model, ...] = (
         window=1_000_000,  # listed 272 000: see the module docstring
     ),
 )
+
+
+GENERATION_55_MODELS: tuple[Model, ...] = (
+    # sunerpy docs/audits/evidence/opus-5-5-catalog-probe-2026-09-26/management-catalog.json
+    # (2026-09-26): 1M in, 128,000 out, rate 2, caching listed without a checkpoint count.
+    Model(
+        "claude-opus-5.5",
+        "Claude Opus 5.5",
+        1_000_000,
+        128_000,
+        2.0,
+        request_fields_schema=OPUS_55_REQUEST_FIELDS,
+        premium=True,
+        cache_checkpoints=4,
+        cache_count_listed=False,
+        refusal_fallback_models=("claude-opus-4.8",),  # marr-cloud/kiro-gateway-go, 2026-10
+    ),
+    # marr-cloud/kiro-gateway-go internal/accountmanager/testdata/list_available_models.json
+    # (a captured answer, October 2026): rate 1.3, effort high by default, caching without a
+    # count, refusal fallback Sonnet 5.
+    Model(
+        "claude-sonnet-5.5",
+        "Claude Sonnet 5.5",
+        1_000_000,
+        128_000,
+        1.3,
+        request_fields_schema=SONNET_55_REQUEST_FIELDS,
+        cache_checkpoints=4,
+        cache_count_listed=False,
+        refusal_fallback_models=("claude-sonnet-5",),
+    ),
+)
+"""Opus and Sonnet 5.5, listed since 2026-09-26 and October 2026. Kept out of `DEFAULT_MODELS`,
+whose newest Opus and Sonnet the resolution tests pin; a test offers them by adding these."""
 
 
 FABLE_MODELS: tuple[Model, ...] = tuple(

@@ -88,6 +88,8 @@ def _account_refusal(
     if profile_arn != account.profile_arn:
         body = {"message": "User is not authorized to make this call."}
         return error(403, body, "AccessDeniedException")
+    if account.refuses_request_fields and "additionalModelRequestFields" in root:
+        return error(400, RULES["request_fields_without_schema"].body, "ValidationException")
     if model.premium and "FREE" in account.usage.subscription:
         return error(400, RULES["invalid_model_id"].body, "ValidationException")
     if account.egress_gated and claude(model):  # FakeKiro.gate_egress, with Kiro's own words

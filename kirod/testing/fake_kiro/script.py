@@ -252,6 +252,8 @@ class ChatRequest:
     estimated_tokens: int
     seed: str
     has_tool_results: bool = False
+    tools: tuple[str, ...] = ()  # the declared tool names, which a signature binds
+    effort: str | None = None  # the root effort the model honoured
 
     @classmethod
     def parse(cls, root: Mapping[str, Any], model: Model) -> ChatRequest:
@@ -274,7 +276,10 @@ class ChatRequest:
         via_fields = ("output_config" in fields or "reasoning" in fields) and fields.get(
             "thinking", {}
         ).get("type") != "disabled"
+        # Claude ignores `userInputMessage.reasoning` (see `Model.honors_reasoning_effort`).
         via_effort = "reasoning" in user and model.honors_reasoning_effort
+        effort = (fields.get("output_config") or fields.get("reasoning") or {}).get("effort")
+        declared = user.get("userInputMessageContext", {}).get("tools", [])
         prompt = user.get("content", "")
         seed_source = f"{state.get('conversationId')}|{len(history)}|{prompt}"
         return cls(
@@ -286,6 +291,8 @@ class ChatRequest:
             estimated_tokens=estimate_tokens(state),
             seed=hashlib.sha256(seed_source.encode()).hexdigest(),
             has_tool_results=bool(results),
+            tools=tuple(tool["toolSpecification"]["name"] for tool in declared),
+            effort=effort,
         )
 
 
@@ -594,7 +601,7 @@ def _reasoning_frames(reply: Reply, request: ChatRequest, chunk_size: int) -> li
         encode_event("reasoningContentEvent", {"text": chunk})
         for chunk in _chunks(reply.thinking, chunk_size)
     ]
-    signature = reasoning_signature(reply.thinking)
+    signature = reasoning_signature(reply.thinking, request.tools)
     return [*frames, encode_event("reasoningContentEvent", {"signature": signature})]
 
 
@@ -654,8 +661,16 @@ def context_usage(request: ChatRequest, output: str) -> float:
     return round(100 * tokens / request.model.usage_window, 4)
 
 
+EFFORT_CREDITS = {"low": 0.5, "medium": 0.75, "high": 1.0, "xhigh": 1.25, "max": 1.5}
+"""How the root effort scales the fake's credits, so a test can tell which effort Kiro honoured:
+sunerpy saw credits follow the root effort (docs/audits/opus-5-5-catalog-probe-2026-09-26.zh.md,
+2026-09-26, Opus 5.5 low to max), kiro2claude saw them not move with `userInputMessage.reasoning`
+(docs/PITFALLS.md, to 2026-10-07). The factors are the fake's own; none given is 1."""
+
+
 def _default_credits(request: ChatRequest, output: str) -> float:
-    return round(request.model.rate_multiplier * (0.01 + len(output) / 100_000), 6)
+    factor = EFFORT_CREDITS.get(request.effort or "", 1.0)
+    return round(request.model.rate_multiplier * factor * (0.01 + len(output) / 100_000), 6)
 
 
 def _chunks(text: str, size: int) -> list[str]:

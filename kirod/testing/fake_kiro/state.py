@@ -248,6 +248,13 @@ class FakeKiro:
             account_id, lambda account: dataclasses.replace(account, egress_gated=gated)
         )
 
+    def refuse_request_fields(self, account_id: str, refuses: bool = True) -> None:
+        """The account refuses root additionalModelRequestFields (an external-IdP account's)."""
+        self.tokens.update_account(
+            account_id,
+            lambda account: dataclasses.replace(account, refuses_request_fields=refuses),
+        )
+
     def expire_access_token(self, access_token: str) -> None:
         self.tokens.expire_access_token(access_token)
 

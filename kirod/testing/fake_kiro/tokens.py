@@ -69,6 +69,10 @@ class Account:
     usage: Usage
     client_id: str | None = None
     suspended: bool = False
+    # Some external-IdP accounts refuse the root additionalModelRequestFields whatever the model
+    # (docs/KIRO-PROTOCOL.md §2.6: the protocol notes' finding, which no 2026 probe contradicts).
+    # How the 400 is worded is not published: the fake answers the generic REQUEST_BODY_INVALID.
+    refuses_request_fields: bool = False
     extra_profiles: tuple[str, ...] = ()  # more profile ARNs ListAvailableProfiles reports
     # Not yet reached by the 1M GPT-5.6 rollout (per account from 2026-09-14: yupanzi/kiro2claude
     # docs/PITFALLS.md, 2026-10-07): every model has its listed window (`catalog.Model.window`).

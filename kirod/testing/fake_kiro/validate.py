@@ -25,7 +25,7 @@ import io
 import json
 import math
 import re
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -136,20 +136,25 @@ RULES: dict[str, Rule] = {
     "documents_unsupported": Rule(
         "documents sent to a non-Claude model whose inputs lack DOCUMENT"
     ),
-    "output_config_on_gpt": Rule(
-        "additionalModelRequestFields.output_config for a model whose effort is `reasoning`",
+    "request_fields_without_schema": Rule(
+        "additionalModelRequestFields for a model whose catalog entry lists no schema",
         body={"message": "Improperly formed request.", "reason": "REQUEST_BODY_INVALID"},
     ),
     "unsupported_request_fields": Rule(
-        "additionalModelRequestFields not allowed by the model's schema"
+        "additionalModelRequestFields not allowed by the model's schema (the message names why)",
+        body={"message": "Invalid additionalModelRequestFields", "reason": "REQUEST_BODY_INVALID"},
     ),
     "flat_reasoning_content": Rule(
         "reasoningContent not nested as reasoningText{text, signature}",
         body={"message": "Improperly formed request.", "reason": "REQUEST_BODY_INVALID"},
     ),
     "reasoning_signature_invalid": Rule(
-        "reasoningContent signature missing or not issued by the fake",
-        body={"message": "Improperly formed request.", "reason": "THINKING_SIGNATURE_INVALID"},
+        "reasoningContent signature missing, not issued by the fake, or issued under another "
+        "tool list (then without a reason)",
+        body={
+            "message": "Invalid `signature` in `thinking` block",
+            "reason": "THINKING_SIGNATURE_INVALID",
+        },
     ),
     "context_too_long": Rule(
         "estimated input tokens above the model's prompt limit (maxInputTokens, or its real "
@@ -185,10 +190,22 @@ def estimate_tokens(conversation_state: Any) -> int:
     return math.ceil(_string_chars(conversation_state) / 4)
 
 
-def reasoning_signature(text: str) -> str:
-    """The signature the fake puts on native reasoning, and checks when it comes back."""
-    digest = hmac.new(_REASONING_KEY, text.encode("utf-8"), hashlib.sha256).digest()
-    return base64.b64encode(digest).decode("ascii")
+def reasoning_signature(text: str, tools: Iterable[str] = ()) -> str:
+    """The signature the fake puts on native reasoning, and checks when it comes back.
+
+    It binds the tool list the reasoning was made under (names, case-insensitive): replayed under
+    another list it is refused, as Kiro refused one after Claude Code dropped a tool between turns
+    (sunerpy/kiro-provider docs/audits/kiro-protocol-evidence-probe-2026-09-02.zh.md B25,
+    2026-09-02; fable-recovery-and-admission-2026-09-20.zh.md, 2026-09-20).
+    """
+    bound = "\0".join([text, *sorted({name.lower() for name in tools})])
+    digest = hmac.new(_REASONING_KEY, bound.encode("utf-8"), hashlib.sha256).digest()
+    return base64.b64encode(digest + _text_mark(text)).decode("ascii")
+
+
+def _text_mark(text: str) -> bytes:
+    """What says the fake signed this text, under whichever tool list."""
+    return hmac.new(_REASONING_KEY, text.encode("utf-8"), hashlib.sha256).digest()[:8]
 
 
 class _Broken(Exception):
@@ -240,7 +257,7 @@ def _check(body: bytes, models: Mapping[str, Model]) -> None:
     _check_request_fields(root.get("additionalModelRequestFields"), model)
     for role, message in turns:
         if role == "assistant" and "reasoningContent" in message:
-            _check_reasoning(message["reasoningContent"])
+            _check_reasoning(message["reasoningContent"], declared)
     tokens = estimate_tokens(state)
     if tokens > model.prompt_limit:
         raise _Broken("context_too_long", _too_long(model, tokens))
@@ -544,35 +561,76 @@ def _result_has_image(result: dict[str, Any]) -> bool:
 
 
 def _check_request_fields(fields: Any, model: Model) -> None:
-    """The fields the model's schema allows; GPT-5.6 names Claude's effort field with its own
-    reason (docs/KIRO-PROTOCOL.md §2.6)."""
+    """The root fields as the model's schema allows them, strictly.
+
+    Kiro names what broke the schema: "Invalid additionalModelRequestFields: property 'X' is not
+    defined in the schema and the schema does not allow additional properties" and "…: must have a
+    maximum value of 128000.0", both `REQUEST_BODY_INVALID` (sunerpy/kiro-provider
+    docs/audits/evidence/opus-5-5-catalog-probe-2026-09-26/request-fields.json and
+    output-token-bounds.json, 2026-09-26). The wording of an enum or type refusal is not
+    published; the fake words them in the same validator's style. A model with no schema (the 4.5
+    generation) refuses any root field; how Kiro words that is not published either, so the fake
+    answers the generic `REQUEST_BODY_INVALID` (docs/KIRO-PROTOCOL.md §2.6).
+    """
     if fields is None:
         return
     schema = model.request_fields_schema
-    allowed = schema.get("properties", {}) if schema is not None else {}
-    gpt = "reasoning" in allowed and "output_config" not in allowed
-    if gpt and isinstance(fields, dict) and "output_config" in fields:
-        raise _Broken("output_config_on_gpt")
-    if schema is None or not _conforms(fields, schema):
-        raise _Broken("unsupported_request_fields")
+    if schema is None:
+        raise _Broken("request_fields_without_schema")
+    problem = _schema_problem(fields, schema)
+    if problem is not None:
+        body = {
+            "message": f"Invalid additionalModelRequestFields: {problem}",
+            "reason": "REQUEST_BODY_INVALID",
+        }
+        raise _Broken("unsupported_request_fields", body)
 
 
-def _conforms(value: Any, schema: Mapping[str, Any]) -> bool:
-    """The subset of JSON Schema the catalog's request-field schemas use."""
+def _schema_problem(value: Any, schema: Mapping[str, Any]) -> str | None:
+    """What breaks the subset of JSON Schema the catalog's request-field schemas use, or None."""
     if "enum" in schema and value not in schema["enum"]:
-        return False
+        return f"does not have a value in the enumeration {json.dumps(schema['enum'])}"
     expected = schema.get("type")
-    if expected == "string":
-        return isinstance(value, str)
+    if expected == "string" and not isinstance(value, str):
+        return f"{_json_type(value)} found, string expected"
+    if expected == "integer":
+        if not isinstance(value, int) or isinstance(value, bool):
+            return f"{_json_type(value)} found, integer expected"
+        if "minimum" in schema and value < schema["minimum"]:
+            return f"must have a minimum value of {float(schema['minimum'])}"
+        if "maximum" in schema and value > schema["maximum"]:
+            return f"must have a maximum value of {float(schema['maximum'])}"
     if expected != "object":
-        return True
+        return None
     if not isinstance(value, dict):
-        return False
+        return f"{_json_type(value)} found, object expected"
     properties: Mapping[str, Any] = schema.get("properties", {})
-    return all(key in properties and _conforms(v, properties[key]) for key, v in value.items())
+    for key, item in value.items():
+        if key not in properties:
+            if schema.get("additionalProperties", True) is False:
+                return (
+                    f"property '{key}' is not defined in the schema and the schema does not "
+                    "allow additional properties"
+                )
+            continue
+        problem = _schema_problem(item, properties[key])
+        if problem is not None:
+            return problem
+    missing = [key for key in schema.get("required", []) if key not in value]
+    return f"required property '{missing[0]}' not found" if missing else None
 
 
-def _check_reasoning(reasoning: Any) -> None:
+def _json_type(value: Any) -> str:
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, int | float):
+        return "integer" if isinstance(value, int) else "number"
+    if isinstance(value, str):
+        return "string"
+    return "array" if isinstance(value, list) else "object" if isinstance(value, dict) else "null"
+
+
+def _check_reasoning(reasoning: Any, tools: set[str]) -> None:
     if isinstance(reasoning, dict) and set(reasoning) == {"redactedContent"}:
         return
     nested = reasoning.get("reasoningText") if isinstance(reasoning, dict) else None
@@ -581,8 +639,18 @@ def _check_reasoning(reasoning: Any) -> None:
     text, signature = nested.get("text"), nested.get("signature")
     if not isinstance(text, str) or not isinstance(signature, str):
         raise _Broken("reasoning_signature_invalid")
-    if not hmac.compare_digest(signature, reasoning_signature(text)):
-        raise _Broken("reasoning_signature_invalid")
+    if hmac.compare_digest(signature, reasoning_signature(text, tools)):
+        return
+    try:
+        mark = base64.b64decode(signature, validate=True)[32:]
+    except ValueError:
+        mark = b""
+    if hmac.compare_digest(mark, _text_mark(text)):
+        # The fake's own signature, made under another tool list: refused, and without a reason,
+        # as Kiro sometimes words it (docs/KIRO-PROTOCOL.md §2.6).
+        body = {"message": "Invalid `signature` in `thinking` block", "reason": None}
+        raise _Broken("reasoning_signature_invalid", body)
+    raise _Broken("reasoning_signature_invalid")
 
 
 def _string_chars(value: Any) -> int:
