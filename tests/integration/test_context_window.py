@@ -8,10 +8,7 @@ learns nothing; with two accounts each learns its own."""
 from __future__ import annotations
 
 import json
-import shutil
 import sqlite3
-import tempfile
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -31,15 +28,6 @@ MODEL = "gpt-5.6-sol"
 LISTED = 272_000
 SENTENCE = "The quick brown fox jumps over the lazy dog near the quiet river bank. "
 FILLER = SENTENCE * 1_200  # about 17 000 tokens by either count
-
-
-@pytest.fixture
-def root() -> Iterator[Path]:
-    path = Path(tempfile.mkdtemp(prefix="kd-"))
-    try:
-        yield path
-    finally:
-        shutil.rmtree(path, ignore_errors=True)
 
 
 @pytest.fixture
@@ -90,9 +78,9 @@ def near(reported: int, real: int) -> bool:
 
 
 def test_a_1m_account_learns_its_window_and_keeps_it_across_a_restart(
-    fake: ThreadedFake, service: FakeKiro, root: Path
+    fake: ThreadedFake, service: FakeKiro, short_tmp: Path
 ) -> None:
-    proc = start_daemon(root, fake)
+    proc = start_daemon(short_tmp, fake)
     account = import_account(proc, service.issue_social_account())
     try:
         with openai_client(proc) as gpt:
@@ -111,7 +99,7 @@ def test_a_1m_account_learns_its_window_and_keeps_it_across_a_restart(
         assert "1,000,000 (1/1)" in table
         assert proc.stop() == 0
 
-        again = start_daemon(root, fake)
+        again = start_daemon(short_tmp, fake)
         try:
             with openai_client(again) as gpt:
                 assert near(ask(gpt, 100), real_input(service))  # the first one after restart
@@ -132,9 +120,9 @@ def test_a_1m_account_learns_its_window_and_keeps_it_across_a_restart(
 
 
 def test_an_account_still_at_272k_learns_nothing(
-    fake: ThreadedFake, service: FakeKiro, root: Path
+    fake: ThreadedFake, service: FakeKiro, short_tmp: Path
 ) -> None:
-    proc = start_daemon(root, fake)
+    proc = start_daemon(short_tmp, fake)
     tokens = service.issue_social_account()
     service.set_listed_windows(tokens.account_id)
     import_account(proc, tokens)
@@ -154,9 +142,9 @@ def test_an_account_still_at_272k_learns_nothing(
 
 
 def test_two_accounts_each_learn_their_own(
-    fake: ThreadedFake, service: FakeKiro, root: Path
+    fake: ThreadedFake, service: FakeKiro, short_tmp: Path
 ) -> None:
-    proc = start_daemon(root, fake, {"KIROD_ACCOUNT_SELECTION_STRATEGY": "round-robin"})
+    proc = start_daemon(short_tmp, fake, {"KIROD_ACCOUNT_SELECTION_STRATEGY": "round-robin"})
     wide, narrow = service.issue_social_account(), service.issue_social_account()
     service.set_listed_windows(narrow.account_id)
     ids = {tokens.account_id: import_account(proc, tokens)["id"] for tokens in (wide, narrow)}
@@ -185,14 +173,14 @@ def test_two_accounts_each_learn_their_own(
 
 
 def test_the_too_long_answer_names_the_learned_limit(
-    fake: ThreadedFake, service: FakeKiro, root: Path
+    fake: ThreadedFake, service: FakeKiro, short_tmp: Path
 ) -> None:
     # A Claude model whose listing, like GPT-5.6's, says less than the account has: listed at
     # 10 000, a 50 000 window, prompts to 45 000 (small enough for the fake's body limit).
     service.set_model(
         Model("claude-sonnet-4.5", "Claude Sonnet 4.5", 10_000, 5_000, 1.3, window=50_000)
     )
-    proc = start_daemon(root, fake)
+    proc = start_daemon(short_tmp, fake)
     import_account(proc, service.issue_social_account())
     try:
         with anthropic.Anthropic(
@@ -222,9 +210,9 @@ def test_the_too_long_answer_names_the_learned_limit(
 
 
 def test_a_window_that_shrinks_back_is_noticed(
-    fake: ThreadedFake, service: FakeKiro, root: Path
+    fake: ThreadedFake, service: FakeKiro, short_tmp: Path
 ) -> None:
-    proc = start_daemon(root, fake)
+    proc = start_daemon(short_tmp, fake)
     tokens = service.issue_social_account()
     import_account(proc, tokens)
     database = proc.state_dir / "kirod.db"
