@@ -249,6 +249,8 @@ async def test_a_static_model_kiro_refuses_is_left_out_while_no_catalog_can_be_r
         env.fake.oversize("models", 20 * 1024 * 1024)  # past kirod's bound: the read fails
         newest = "claude-opus-5.5"  # the static list's newest Opus, which this account lacks
         assert STATIC_CATALOG.get(newest) is not None
+        # Today's Kiro lists it by default; this account's Kiro does not offer it.
+        env.fake.set_models(m for m in env.fake.models() if m.model_id != newest)
         assert newest not in {model.model_id for model in env.fake.models()}
         # The static list's next Opus, which this account has.
         env.fake.set_model(Model("claude-opus-5", "Claude Opus 5", 1_000_000, 128_000, 2.2))

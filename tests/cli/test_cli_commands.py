@@ -347,20 +347,26 @@ def test_models_stats_config_version(daemon: DaemonProcess) -> None:
     models = as_json(kiroctl(daemon, "models", "--json"))
     assert models["source"] == "accounts"
     assert "claude-sonnet-4-6" in {row["id"] for row in models["models"]}
-    assert models["families"]["opus"] == "claude-opus-4.8"  # the fake's newest opus
+    assert models["families"]["opus"] == "claude-opus-5.5"  # the fake's newest opus
     text = kiroctl(daemon, "models").stdout
     assert "claude-sonnet-4.6" in text
     assert "newest model of their Claude line, or of their GPT tier" in text
     clients = {(row["client"], row["id"]): row for row in models["clients"]}
     codex = clients[("Codex 0.171.0", "gpt-6.2-sol")]
     assert (codex["role"], codex["served"], codex["via"]) == ("default", "gpt-5.6-sol", "tier")
+    claude_code = clients[("Claude Code 2.1.332", "claude-opus-5-5")]
+    assert (claude_code["role"], claude_code["served"], claude_code["via"]) == (
+        "default",
+        "claude-opus-5.5",
+        "exact",
+    )
     assert clients[("Claude Code 2.1.332", "fable")]["served"] is None  # the fake offers none
     assert re.search(
         r"^Codex 0\.171\.0 +default +gpt-6\.2-sol +gpt-5\.6-sol +the newest GPT sol model",
         text,
         re.MULTILINE,
     ), text
-    assert re.search(r"^opus +claude-opus-4\.8 +family$", text, re.MULTILINE), text
+    assert re.search(r"^opus +claude-opus-5\.5 +family$", text, re.MULTILINE), text
 
     stats = as_json(kiroctl(daemon, "stats", "--since", "1h", "--json"))
     keys = {

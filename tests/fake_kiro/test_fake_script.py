@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from kirod.testing.fake_kiro.catalog import DEFAULT_MODELS, GENERATION_55_MODELS, Model
+from kirod.testing.fake_kiro.catalog import DEFAULT_MODELS, Model
 from kirod.testing.fake_kiro.script import (
     DEFAULT_TOOL_CALL,
     REFUSAL_DETAILS,
@@ -33,7 +33,7 @@ from kirod.upstream.errors import UpstreamProtocolError
 from kirod.upstream.frames import Frame, FrameDecoder
 from tests.fake_kiro.fake_bodies import SONNET, assistant, body, encode, tool, user
 
-MODELS = {model.model_id: model for model in DEFAULT_MODELS + GENERATION_55_MODELS}
+MODELS = {model.model_id: model for model in DEFAULT_MODELS}
 WEATHER = ToolCall("get_weather", {"city": "Paris", "unit": "C"})
 HTTP_FAULTS = {
     Fault.QUOTA_402,

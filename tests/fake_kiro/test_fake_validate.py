@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 from PIL import Image
 
-from kirod.testing.fake_kiro.catalog import DEFAULT_MODELS, GENERATION_55_MODELS
+from kirod.testing.fake_kiro.catalog import DEFAULT_MODELS
 from kirod.testing.fake_kiro.script import ChatRequest, Latency, Script, plan_stream
 from kirod.testing.fake_kiro.validate import (
     MAX_BODY_BYTES,
@@ -39,7 +39,7 @@ from tests.fake_kiro.fake_bodies import (
 DOCS = "claude-sonnet-4.6"  # lists DOCUMENT input; SONNET (4.5) does not
 PDF = {"name": "report", "format": "pdf", "source": {"bytes": "JVBERi0xLjQK"}}
 TINY = dataclasses.replace(DEFAULT_MODELS[0], model_id="tiny", max_input_tokens=100)
-MODELS = {model.model_id: model for model in (*DEFAULT_MODELS, *GENERATION_55_MODELS, TINY)}
+MODELS = {model.model_id: model for model in (*DEFAULT_MODELS, TINY)}
 
 WEATHER = [tool()]
 TOOL_TURN = [user("Weather?", tools=WEATHER), assistant("Checking.", uses=[use("t1")])]

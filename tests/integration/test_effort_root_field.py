@@ -19,7 +19,6 @@ import pytest
 from kirod.testing.daemon import DaemonProcess
 from kirod.testing.fake_kiro import (
     DEFAULT_MODELS,
-    GENERATION_55_MODELS,
     FakeKiro,
     Reply,
     ThreadedFake,
@@ -34,7 +33,7 @@ ADAPTIVE = {"type": "adaptive"}
 
 @pytest.fixture(scope="module")
 def fake() -> Iterator[ThreadedFake]:
-    with ThreadedFake(FakeKiro(models=[*DEFAULT_MODELS, *GENERATION_55_MODELS])) as server:
+    with ThreadedFake(FakeKiro()) as server:
         yield server
 
 
@@ -265,7 +264,7 @@ def test_a_schema_refusal_by_name_falls_back_once_and_is_remembered(
     request goes once more without root fields, and so do the account's later ones."""
     service = fake.fake
     service.clear_scripts()
-    opus = next(m for m in GENERATION_55_MODELS if m.model_id == "claude-opus-5.5")
+    opus = next(m for m in DEFAULT_MODELS if m.model_id == "claude-opus-5.5")
     proc = start_daemon(short_tmp, fake)
     try:
         import_account(proc, service.issue_social_account())

@@ -1,8 +1,9 @@
 """What Claude Code sends with its own defaults, and the model resolution that serves it.
 
 The request bodies come from a capture of the real Claude Code (the version is in the capture's
-file name); the daemon is the real one, the upstream the fake Kiro, whose catalog has
-no `claude-opus-5-5` (Claude Code 2.1.332's default) but does have `claude-opus-4.8`.
+file name); the daemon is the real one, the upstream the fake Kiro, whose catalog lists
+`claude-opus-5.5` (Claude Code 2.1.332's `claude-opus-5-5`) as today's Kiro does, so the default
+is served as asked; names Kiro does not list (`claude-opus-6`) fall back to their family.
 """
 
 from __future__ import annotations
@@ -116,12 +117,14 @@ def test_claude_codes_default_request_is_served_by_the_newest_opus(
     assert answer.status_code == 200, answer.text
     assert answer.headers["request-id"] == answer.headers["x-request-id"]
     events = sse_events(answer.text)
-    assert events[0]["message"]["model"] == "claude-opus-4-8"  # names what served
+    assert events[0]["message"]["model"] == "claude-opus-5-5"  # names what served
     text = "".join(e["delta"].get("text", "") for e in events if e["type"] == "content_block_delta")
     assert text == "Hi there."
     sent = service.requests("chat")[-1].json["conversationState"]
     current = sent["currentMessage"]["userInputMessage"]
-    assert current["modelId"] == "claude-opus-4.8"
+    assert current["modelId"] == "claude-opus-5.5"
+    substituted = [line for line in daemon.log().splitlines() if "model_substituted" in line]
+    assert not [line for line in substituted if "requested=claude-opus-5-5 " in line + " "]
     environment = body["messages"][1]["content"][0]["text"]
     prompt = body["messages"][0]["content"][-1]["text"]
     # The inline system note stays in the conversation after the prompt, not in the system text.
@@ -136,7 +139,7 @@ def test_a_substitution_is_logged_once_and_listed_by_kiroctl_models(
     for _ in range(2):
         service.enqueue(Reply(text="ok"))
         body = {
-            "model": "claude-opus-5-5",
+            "model": "claude-opus-6",  # an Opus Kiro does not list yet
             "max_tokens": 50,
             "messages": [{"role": "user", "content": "x"}],
         }
@@ -144,17 +147,17 @@ def test_a_substitution_is_logged_once_and_listed_by_kiroctl_models(
     lines = [
         line
         for line in daemon.log().splitlines()
-        if "model_substituted" in line and "requested=claude-opus-5-5" in line
+        if "model_substituted" in line and "requested=claude-opus-6 " in line + " "
     ]
     assert len(lines) == 1, lines
-    assert "served=claude-opus-4.8" in lines[0]
+    assert "served=claude-opus-5.5" in lines[0]
     assert "via=family" in lines[0]
     listing = daemon.client.request("GET", "/models")
     assert isinstance(listing, dict)
     assert listing["fallback"] == "family"
     assert listing["aliases"] == {"my-fast": "claude-haiku-4.5", "opus-pinned": "opus"}
-    assert listing["families"]["opus"] == "claude-opus-4.8"
-    assert {"requested": "claude-opus-5-5", "served": "claude-opus-4.8", "via": "family"} in (
+    assert listing["families"]["opus"] == "claude-opus-5.5"
+    assert {"requested": "claude-opus-6", "served": "claude-opus-5.5", "via": "family"} in (
         listing["substitutions"]
     )
 
@@ -172,7 +175,7 @@ def test_a_model_lookup_records_no_substitution(daemon: DaemonProcess, service: 
     assert logged() == []
     looked_up = call(daemon, "GET", "/v1/models/opus")
     assert looked_up.status_code == 200
-    assert json.loads(looked_up.text)["kiro_id"] == "claude-opus-4.8"
+    assert json.loads(looked_up.text)["kiro_id"] == "claude-opus-5.5"
     assert logged() == []
     service.enqueue(Reply(text="ok"))
     body = {"model": "opus", "max_tokens": 50, "messages": [{"role": "user", "content": "x"}]}
@@ -183,11 +186,11 @@ def test_a_model_lookup_records_no_substitution(daemon: DaemonProcess, service: 
 @pytest.mark.parametrize(
     ("model", "served"),
     [
-        ("sonnet", "claude-sonnet-5"),
+        ("sonnet", "claude-sonnet-5.5"),
         ("haiku", "claude-haiku-4.5"),
-        ("claude-sonnet-6", "claude-sonnet-5"),
+        ("claude-sonnet-6", "claude-sonnet-5.5"),
         ("my-fast", "claude-haiku-4.5"),  # alias
-        ("opus-pinned", "claude-opus-4.8"),  # alias to a family word
+        ("opus-pinned", "claude-opus-5.5"),  # alias to a family word
         ("claude-sonnet-4-6", "claude-sonnet-4.6"),  # exact
     ],
 )
@@ -309,7 +312,7 @@ def test_every_field_claude_code_sends_is_accepted(
     answer = post(daemon, body, headers)
     assert answer.status_code == 200, answer.text
     sent = service.requests("chat")[-1].json
-    # Opus 4.8 reads its effort in the root field only (docs/KIRO-PROTOCOL.md §2.6).
+    # Opus 5.5 reads its effort in the root field only (docs/KIRO-PROTOCOL.md §2.6).
     fields = sent["additionalModelRequestFields"]
     assert (fields["output_config"], fields["thinking"]) == (
         {"effort": "xhigh"},
@@ -381,7 +384,7 @@ def test_models_list_one_entry_per_model_and_resolve_any_name(daemon: DaemonProc
     for name, public in (
         ("claude-sonnet-4-5-20250929", "claude-sonnet-4-5"),
         ("claude-sonnet-4.5", "claude-sonnet-4-5"),
-        ("opus", "claude-opus-4-8"),
+        ("opus", "claude-opus-5-5"),
     ):
         got = call(daemon, "GET", f"/v1/models/{name}")
         assert (got.status_code, got.json()["id"]) == (200, public)
@@ -447,7 +450,7 @@ def test_a_keys_model_scope_applies_to_the_model_that_serves(
     body = {"model": "opus", "max_tokens": 5, "messages": [{"role": "user", "content": "x"}]}
     refused = post(daemon, body, {"authorization": f"Bearer {secret}"})
     assert refused.status_code == 403
-    assert "claude-opus-4-8" in refused.json()["error"]["message"]  # the model that would serve
+    assert "claude-opus-5-5" in refused.json()["error"]["message"]  # the model that would serve
     assert refused.headers["x-should-retry"] == "false"
     service.enqueue(Reply(text="ok"))
     allowed = post(daemon, {**body, "model": "sonnet"}, {"authorization": f"Bearer {secret}"})
@@ -479,7 +482,7 @@ def test_v1_models_in_the_anthropic_sdks_shape_and_the_openais(daemon: DaemonPro
         "Claude Sonnet 4.6",
     )
     assert listed["gpt-5.6-sol"].line is None
-    assert (one.id, one.max_input_tokens, one.line) == ("claude-opus-4-8", 1_000_000, "opus")
+    assert (one.id, one.max_input_tokens, one.line) == ("claude-opus-5-5", 1_000_000, "opus")
     with openai.OpenAI(
         base_url=f"{daemon.base_url}/v1", api_key=daemon.api_key, max_retries=0
     ) as o:

@@ -37,12 +37,12 @@ from kirod.canonical.request import (
 )
 from kirod.canonical.resolution import resolve_model
 from kirod.errors import ApiError, ErrorKind
-from kirod.testing.fake_kiro.catalog import DEFAULT_MODELS, GENERATION_55_MODELS
+from kirod.testing.fake_kiro.catalog import DEFAULT_MODELS
 from kirod.testing.fake_kiro.validate import DOCUMENT_NAME, reasoning_signature, validate_chat
 from kirod.upstream.payload import BuiltPayload, build_payload
 from kirod.upstream.tools import ToolNameMap
 
-FAKE_MODELS = {model.model_id: model for model in DEFAULT_MODELS + GENERATION_55_MODELS}
+FAKE_MODELS = {model.model_id: model for model in DEFAULT_MODELS}
 CATALOG = catalog_from_list_available_models(
     [{"models": [m.to_json() for m in FAKE_MODELS.values()]}]
 )

@@ -11,7 +11,6 @@ another process.
 from kirod.testing.fake_kiro.catalog import (
     DEFAULT_MODELS,
     FABLE_MODELS,
-    GENERATION_55_MODELS,
     LAUNCH_DAY_MODELS,
     Model,
 )
@@ -37,7 +36,6 @@ from kirod.testing.fake_kiro.validate import RULES, Rejection, validate_chat
 __all__ = [
     "DEFAULT_MODELS",
     "FABLE_MODELS",
-    "GENERATION_55_MODELS",
     "LAUNCH_DAY_MODELS",
     "RULES",
     "AuthKind",

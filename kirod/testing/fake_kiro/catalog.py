@@ -249,10 +249,6 @@ DEFAULT_MODELS: tuple[Model, ...] = (
         provider="openai",
         window=1_000_000,  # listed 272 000: see the module docstring
     ),
-)
-
-
-GENERATION_55_MODELS: tuple[Model, ...] = (
     # sunerpy docs/audits/evidence/opus-5-5-catalog-probe-2026-09-26/management-catalog.json
     # (2026-09-26): 1M in, 128,000 out, rate 2, caching listed without a checkpoint count.
     Model(
@@ -282,8 +278,8 @@ GENERATION_55_MODELS: tuple[Model, ...] = (
         refusal_fallback_models=("claude-sonnet-5",),
     ),
 )
-"""Opus and Sonnet 5.5, listed since 2026-09-26 and October 2026. Kept out of `DEFAULT_MODELS`,
-whose newest Opus and Sonnet the resolution tests pin; a test offers them by adding these."""
+"""What today's Kiro lists by default, Opus 5.5 (listed since 2026-09-26) and Sonnet 5.5 (since
+October 2026) the newest of their families."""
 
 
 FABLE_MODELS: tuple[Model, ...] = tuple(
