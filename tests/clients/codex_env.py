@@ -6,10 +6,10 @@ Codex reads everything from `$CODEX_HOME/config.toml`: the model, and a provider
 `[model_providers.kirod]` with kirod's `/v1` base URL, the name of the environment variable that
 holds the key (`env_key`), `wire_api = "responses"` and whether to try WebSockets. Retries are
 off (`request_max_retries`, `stream_max_retries` = 0) so a failure shows at once instead of after
-Codex's back-off. `codex exec --json` prints one JSON event per line (`thread.started`,
-`item.completed` with `agent_message` / `command_execution` / `error` items, `turn.completed`
-or `turn.failed`); the session's items as the model produced them go to a rollout file under
-`$CODEX_HOME/sessions/`.
+Codex's back-off, unless a test is about whether Codex retries. `codex exec --json` prints one
+JSON event per line (`thread.started`, `item.completed` with `agent_message` /
+`command_execution` / `error` items, `turn.completed` or `turn.failed`); the session's items as
+the model produced them go to a rollout file under `$CODEX_HOME/sessions/`.
 """
 
 from __future__ import annotations
@@ -88,6 +88,7 @@ def config_toml(
     *,
     provider_name: str = "kirod",
     websockets: bool | None = False,
+    retries: bool = False,
     settings: Mapping[str, Any] | None = None,
     tables: Mapping[str, Mapping[str, Any]] | None = None,
 ) -> str:
@@ -95,8 +96,10 @@ def config_toml(
 
     `model=None` writes no `model` line, as many users do: Codex then asks for its catalog's
     first model. `provider_name` is what Codex compares with "OpenAI" to choose remote compaction;
-    `websockets=None` leaves `supports_websockets` unset; `settings` are more top-level keys
-    (e.g. `model_auto_compact_token_limit`); `tables` more tables (`features`, `analytics`).
+    `websockets=None` leaves `supports_websockets` unset; `retries=True` leaves Codex's own
+    retries on (0.171.0: a broken stream is sent again five times); `settings` are more
+    top-level keys (e.g. `model_auto_compact_token_limit`); `tables` more tables (`features`,
+    `analytics`).
     """
     lines = [f"model = {_toml_value(model)}"] if model is not None else []
     lines.append('model_provider = "kirod"')
@@ -109,7 +112,8 @@ def config_toml(
     }
     if websockets is not None:
         provider["supports_websockets"] = websockets
-    provider.update(request_max_retries=0, stream_max_retries=0)
+    if not retries:
+        provider.update(request_max_retries=0, stream_max_retries=0)
     for name, table in {"model_providers.kirod": provider, **(tables or {})}.items():
         lines += ["", f"[{name}]"]
         lines += [f"{key} = {_toml_value(value)}" for key, value in table.items()]

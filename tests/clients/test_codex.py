@@ -17,7 +17,9 @@ access log:
 * the same code-mode round trip over WebSocket (`supports_websockets = true`);
 * compaction, local (the provider is not called "OpenAI": an ordinary request with Codex's
   summary prompt) and remote v2 (provider named "OpenAI": a `compaction_trigger` input item);
-  Codex 0.171.0 no longer sends the v1 `POST /v1/responses/compact`.
+  Codex 0.171.0 no longer sends the v1 `POST /v1/responses/compact`;
+* a cut answer (`incomplete`, `max_output_tokens`), with Codex's own retries and transport: the
+  turn fails, after one request; resumed with "continue", it ends with the whole answer.
 
 What the pinned Codex sends is in `captures/codex-<version>-<model>.json` (`python -m
 tests.clients.capture --client codex`), checked in test_captures.py.
@@ -35,7 +37,7 @@ from typing import Any
 import pytest
 
 from kirod.testing.daemon import DaemonProcess
-from kirod.testing.fake_kiro import FakeKiro, Reply, ToolCall
+from kirod.testing.fake_kiro import FakeKiro, Fault, Reply, Script, ToolCall
 from tests.clients import codex_env
 from tests.clients.cc_env import wait_until
 from tests.clients.codex_env import CLAUDE_MODEL, CODE_MODE_MODEL, DEFAULT_MODEL, Binary, Codex
@@ -108,7 +110,8 @@ def make_codex(
     def make(
         model: str | None,
         *,
-        websockets: bool = False,
+        websockets: bool | None = False,
+        retries: bool = False,
         provider_name: str = "kirod",
         settings: dict[str, Any] | None = None,
     ) -> Codex:
@@ -117,6 +120,7 @@ def make_codex(
             daemon.base_url,
             provider_name=provider_name,
             websockets=websockets,
+            retries=retries,
             settings=settings,
             tables=codex_env.QUIET_CONFIG,
         )
@@ -383,3 +387,49 @@ def test_web_search_runs_inside_the_turn(
     assert "https://example.com/kirod-gateway/1" in everything_sent(second)
     searches = [item for item in codex.rollout() if item["type"] == "web_search_call"]
     assert [item["action"]["query"] for item in searches] == ["kirod gateway"], searches
+
+
+# -- a cut answer ------------------------------------------------------------------------------
+
+
+CUT = "Step 1 of 3 is done. Step 2 of 3 is done. Now step 3, which is to"
+CUT_SHOWN = CUT[:32]
+"""What reaches Codex: four content frames of eight characters, then a clean end without tail."""
+WHOLE = "finish step 3. All three steps are done."
+
+
+@pytest.mark.parametrize("model", [CODE_MODE_MODEL, CLAUDE_MODEL])
+def test_a_cut_answer_fails_the_turn_after_one_request(
+    make_codex: MakeCodex, service: FakeKiro, daemon: DaemonProcess, model: str
+) -> None:
+    """Kiro ends the first answer cleanly but without its tail frames, half way through: kirod
+    sends it as `incomplete` with `max_output_tokens` (docs/KIRO-PROTOCOL.md §3.4). Codex 0.171.0,
+    with its own retries and transport (HTTP: a provider defined in config.toml tries no WebSockets
+    unless told), shows the text that came, fails the turn naming the reason and exits 1. It
+    sends the request once: neither again (as it does five times after a broken stream) nor to
+    continue, so the whole answer scripted next is never asked for. Sent as `completed`, the same
+    run exits 0 with `turn.completed`, the cut text taken for the whole answer. The user's way on,
+    `exec resume --last continue`, sends the cut text back and ends with the whole answer."""
+    codex = make_codex(model, websockets=None, retries=True)
+    service.enqueue(
+        Script(reply=Reply(text=CUT), fault=Fault.CUT_GENERATION, fault_at=4, chunk_size=8),
+        Reply(text=WHOLE),
+    )
+    mark = len(daemon.log())
+    run = codex.run("Do the three steps.")
+    kinds = [event.get("type") for event in run.events]
+    assert run.exit_code == 1, run.describe()
+    assert "turn.completed" not in kinds, run.describe()
+    [failed] = [event for event in run.events if event.get("type") == "turn.failed"]
+    assert failed["error"]["message"] == (
+        "Incomplete response returned, reason: max_output_tokens"
+    ), run.describe()
+    assert run.answer == CUT_SHOWN, run.describe()
+    assert len(chats(service)) == 1, "Codex asked Kiro again"
+    lines = new_access_lines(daemon, mark)
+    assert [(line["method"], line["status"]) for line in lines] == [("POST", "200")], show(lines)
+    assert "answer_cut" in daemon.log()[mark:]
+
+    resumed = codex.run("continue", resume=True).succeeded()
+    assert resumed.answer == WHOLE, resumed.describe()
+    assert CUT_SHOWN in json.dumps(chats(service)[-1]["conversationState"]["history"])
