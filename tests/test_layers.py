@@ -20,6 +20,7 @@ BASE = {
     "kirod.paths",
     "kirod.config",
     "kirod.log",
+    "kirod.drift",
     "kirod.tasks",
     REPORT_TYPES,
 }

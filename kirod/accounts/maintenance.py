@@ -38,6 +38,7 @@ from kirod.errors import KirodError
 from kirod.report_types import Maintenance as MaintenanceReport
 from kirod.report_types import MaintenanceResult
 from kirod.storage.accounts import AccountRecord
+from kirod.storage.drift import DriftBook
 from kirod.storage.oplog import OpLog
 from kirod.tasks import TaskOwner
 from kirod.upstream.errors import RefreshError
@@ -71,6 +72,7 @@ class Maintenance:
         usage_refresh_interval_s: float,
         refresh_window_s: float,
         retention: RetentionPolicy,
+        drift: DriftBook | None = None,
         concurrency: int = DEFAULT_CONCURRENCY,
         pass_deadline_s: float = DEFAULT_PASS_DEADLINE_S,
         clock: Callable[[], float] = time.time,
@@ -88,6 +90,7 @@ class Maintenance:
         self._usage_every_s = usage_refresh_interval_s
         self._refresh_window_s = refresh_window_s
         self._retention = retention
+        self._drift = drift
         self._slots = asyncio.Semaphore(concurrency)
         self._deadline_s = pass_deadline_s
         self._clock = clock
@@ -201,6 +204,9 @@ class Maintenance:
             before=self._clock() - self._retention.oplog_retention_s,
             max_rows=self._retention.oplog_max_rows,
         )
+        if self._drift is not None:
+            await self._drift.flush()
+            await self._drift.prune()
 
     # -- the control API's operations --------------------------------------------------------
 

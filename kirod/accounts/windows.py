@@ -29,6 +29,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from kirod import log
+from kirod.drift import Drift, Kind
 from kirod.errors import StoreError
 from kirod.storage.windows import LearnedWindow, WindowStore
 
@@ -66,9 +67,13 @@ class WindowLearner:
     """The learned windows, by (account, model); `store` None keeps them in memory only."""
 
     def __init__(
-        self, store: WindowStore | None = None, clock: Callable[[], float] = time.time
+        self,
+        store: WindowStore | None = None,
+        clock: Callable[[], float] = time.time,
+        drift: Drift | None = None,
     ) -> None:
         self._store = store
+        self._drift = drift
         self._clock = clock
         self._learned: dict[Key, LearnedWindow] = {}
         self._streaks: dict[Key, _Streak] = {}
@@ -133,6 +138,15 @@ class WindowLearner:
             learned=window,
             implied=implied,
         )
+        if window != listed and self._drift is not None:
+            # Kiro's window moved away from what its catalog lists: kirod follows it, and says so.
+            self._drift.observe(
+                Kind.WINDOW,
+                "generateAssistantResponse",
+                model=kiro_id,
+                listed=listed,
+                learned=window,
+            )
         learned = LearnedWindow(account_id, kiro_id, listed, window, self._clock())
         if window == listed:
             self._learned.pop(key, None)

@@ -29,6 +29,7 @@ from kirod import __version__, log
 from kirod.config import ServiceEnv, Settings
 from kirod.control.alerts import Alerts
 from kirod.control.apikeys import ApiKeys
+from kirod.control.drift import DriftReports
 from kirod.control.logins import Logins
 from kirod.control.registry import AccountRegistry
 from kirod.control.reports import LayerReports
@@ -370,6 +371,7 @@ async def run(
                 alerts=alerts,
                 extensions=extensions,
                 cache=layer.cache,
+                drift=DriftReports(layer.drift),
             )
             control_runner = web.AppRunner(
                 build_control_app(control),

@@ -25,6 +25,7 @@ from kirod.storage.accounts import AccountStore
 from kirod.storage.affinity import AffinityStore
 from kirod.storage.cache import CacheStore
 from kirod.storage.db import Database
+from kirod.storage.drift import DriftBook, DriftStore
 from kirod.storage.oplog import OpLog
 from kirod.storage.windows import WindowStore
 from kirod.tasks import TaskOwner
@@ -45,10 +46,12 @@ class AccountLayer:
     oplog: OpLog
     affinity: AffinityMap
     cache: ResponseCache
+    drift: DriftBook
 
     async def close(self) -> None:
         """Write what the layer holds behind the request; after the drain, before the store."""
         await self.oplog.close()
+        await self.drift.flush()
         await self.affinity.close()
         await self.cache.close()
 
@@ -97,8 +100,9 @@ def build_account_layer(
         CatalogCache(client, tasks),
         keeper,
         ModelPolicy(aliases=dict(settings.model_aliases), fallback=settings.model_fallback),
-        WindowLearner(WindowStore(db)),
+        WindowLearner(WindowStore(db), drift=client.drift),
     )
+    drift = DriftBook(client.drift, DriftStore(db))
     affinity = AffinityMap(AffinityStore(db), affinity_secret, ttl_s=settings.affinity_ttl_s)
     probes = UsageProbes(pool, client, keeper, tasks)
     finder = ProfileFinder(accounts, client, keeper)
@@ -143,5 +147,8 @@ def build_account_layer(
         usage_refresh_interval_s=settings.usage_refresh_interval_s,
         refresh_window_s=settings.refresh_window_s,
         retention=RetentionPolicy(settings.oplog_retention_s, settings.oplog_max_rows),
+        drift=drift,
     )
-    return AccountLayer(pool, keeper, models, dispatcher, maintenance, oplog, affinity, cache)
+    return AccountLayer(
+        pool, keeper, models, dispatcher, maintenance, oplog, affinity, cache, drift
+    )

@@ -13,6 +13,7 @@ from kirod.accounts.model_directory import ModelDirectory
 from kirod.config import Settings
 from kirod.control.alerts import Alerts
 from kirod.control.apikeys import ApiKeys
+from kirod.control.drift import DriftReports
 from kirod.control.logins import Logins
 from kirod.control.registry import AccountRegistry
 from kirod.control.reports import LayerReports
@@ -44,11 +45,16 @@ class Control:
     extensions: Extensions = NONE
     # The response cache; None where nothing keeps one (an embedding).
     cache: ResponseCache | None = None
+    # What Kiro answered that kirod does not know; None where nothing records it (an embedding).
+    drift: DriftReports | None = None
 
     async def status(self) -> Status:
-        """The daemon, its accounts' health, the maintenance loop and pacing."""
+        """The daemon, its accounts' health, the maintenance loop, pacing and drift."""
         counts = await self.accounts.counts()
-        return Status.of(self.info(), counts, self.reports.maintenance(), self.reports.pacing())
+        drift = None if self.drift is None else await self.drift.summary()
+        return Status.of(
+            self.info(), counts, self.reports.maintenance(), self.reports.pacing(), drift
+        )
 
 
 CONTROL = web.AppKey("control", Control)

@@ -21,6 +21,7 @@ from kirod.localapi import accounts, keys, models
 from kirod.localapi.control import CONTROL, Control
 from kirod.localapi.wire import PREFIX, error_body
 from kirod.report_types import AlertTest, ExtensionList
+from kirod.report_types.drift import SUMMARY_DAYS
 
 logger = logging.getLogger(__name__)
 
@@ -68,17 +69,33 @@ async def config(request: web.Request) -> web.Response:
     return web.json_response({"config_path": path, "settings": settings.redacted()})
 
 
+def _since(request: web.Request) -> float | None:
+    """`?since=EPOCH`, a past time; None when not given."""
+    if "since" not in request.query:
+        return None
+    try:
+        since = float(request.query["since"])
+    except ValueError:
+        since = math.nan
+    if not 0 <= since <= time.time():
+        raise InvalidControlRequest("since must be a past epoch time")
+    return since
+
+
 async def stats(request: web.Request) -> web.Response:
     """`?since=EPOCH`: the operation log's summary from then (default: all it keeps)."""
-    since: float | None = None
-    if "since" in request.query:
-        try:
-            since = float(request.query["since"])
-        except ValueError:
-            since = math.nan
-        if not 0 <= since <= time.time():
-            raise InvalidControlRequest("since must be a past epoch time")
-    return web.json_response((await request.app[CONTROL].reports.stats(since)).to_json())
+    return web.json_response((await request.app[CONTROL].reports.stats(_since(request))).to_json())
+
+
+async def drift(request: web.Request) -> web.Response:
+    """`?since=EPOCH` (default: a week ago): what Kiro answered that kirod does not know."""
+    reports = request.app[CONTROL].drift
+    if reports is None:
+        raise ControlError(404, "not_found", "this kirod records no drift")
+    since = _since(request)
+    if since is None:
+        since = time.time() - SUMMARY_DAYS * 86_400
+    return web.json_response((await reports.since(since)).to_json())
 
 
 async def traffic(request: web.Request) -> web.Response:
@@ -187,6 +204,7 @@ ROUTES: tuple[tuple[str, str, Handler], ...] = (
     ("GET", "/config", config),
     ("GET", "/stats", stats),
     ("GET", "/traffic", traffic),
+    ("GET", "/drift", drift),
     ("GET", "/pool", pool),
     ("GET", "/trace", trace),
     ("GET", "/logs", logs),

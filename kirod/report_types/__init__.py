@@ -8,13 +8,14 @@ fields are only ever added. Times are epoch seconds; durations are named with th
 
 One module a concern: `status` (and `maintenance`, `pool`), `accounts` and `logins`, `keys`,
 `stats` (and traffic), `trace` (and log lines), `models`, `settings` (config, extensions),
-`alerts`, `cache`, `console`. Their public types are importable from here.
+`alerts`, `cache`, `console`, `drift`. Their public types are importable from here.
 """
 
 from kirod.report_types.accounts import Account, Imported, Usage
 from kirod.report_types.alerts import AlertDelivery, AlertTest
 from kirod.report_types.cache import CacheStats
 from kirod.report_types.console import ConsoleLink
+from kirod.report_types.drift import Drift, DriftRecord, DriftSummary
 from kirod.report_types.keys import ApiKey, CreatedKey
 from kirod.report_types.logins import Login
 from kirod.report_types.maintenance import Maintenance, MaintenanceResult
@@ -66,6 +67,9 @@ __all__ = [
     "CreatedKey",
     "CreditsDay",
     "DaemonInfo",
+    "Drift",
+    "DriftRecord",
+    "DriftSummary",
     "ExtensionInfo",
     "ExtensionList",
     "Imported",

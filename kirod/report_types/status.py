@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, fields
 from typing import Any
 
+from kirod.report_types.drift import DriftSummary
 from kirod.report_types.maintenance import Maintenance
 from kirod.report_types.pool import Pacing
 
@@ -69,10 +70,18 @@ class Status:
     maintenance: Maintenance
     # An older daemon's document has none: off. Pacing is frozen, so one default serves all.
     pacing: Pacing = Pacing()  # noqa: RUF009
+    # What Kiro answered in the last `SUMMARY_DAYS` days that kirod does not know; None: nothing
+    # (and an older daemon's document has none).
+    drift: DriftSummary | None = None
 
     @classmethod
     def of(
-        cls, info: DaemonInfo, accounts: AccountCounts, maintenance: Maintenance, pacing: Pacing
+        cls,
+        info: DaemonInfo,
+        accounts: AccountCounts,
+        maintenance: Maintenance,
+        pacing: Pacing,
+        drift: DriftSummary | None = None,
     ) -> Status:
         problems = _problems(info.state, accounts, maintenance)
         return cls(
@@ -82,6 +91,7 @@ class Status:
             accounts=accounts,
             maintenance=maintenance,
             pacing=pacing,
+            drift=drift,
         )
 
     def to_json(self) -> dict[str, Any]:
@@ -101,6 +111,7 @@ class Status:
             accounts=AccountCounts.from_json(data["accounts"]),
             maintenance=Maintenance.from_json(data["maintenance"]),
             pacing=Pacing.from_json(data["pacing"]) if "pacing" in data else Pacing(),
+            drift=DriftSummary.from_json(data["drift"]) if data.get("drift") else None,
         )
 
 

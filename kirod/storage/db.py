@@ -189,6 +189,22 @@ MIGRATIONS: tuple[str, ...] = (
     """
     ALTER TABLE oplog ADD COLUMN cuts INTEGER NOT NULL DEFAULT 0;
     """,
+    # 13: what Kiro answered that kirod does not know, by shape (kirod.drift): a row per UTC day,
+    # kind and shape, at most kirod.drift.MAX_SHAPES_PER_DAY shapes of a kind a day.
+    """
+    CREATE TABLE drift (
+        day        TEXT NOT NULL,     -- YYYY-MM-DD, UTC
+        kind       TEXT NOT NULL,
+        place      TEXT NOT NULL,     -- the Kiro operation where it was met
+        shape      TEXT NOT NULL,     -- JSON: [[fact, value], ...], never content
+        count      INTEGER NOT NULL,
+        first_seen REAL NOT NULL,
+        last_seen  REAL NOT NULL,
+        region     TEXT,
+        version    TEXT NOT NULL,     -- the kirod that saw it last
+        PRIMARY KEY (day, kind, place, shape)
+    ) WITHOUT ROWID;
+    """,
 )
 
 _SIBLINGS = ("", "-wal", "-shm", "-journal")

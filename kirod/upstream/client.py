@@ -30,6 +30,7 @@ import aiohttp_socks
 
 from kirod import log
 from kirod.canonical import wirejson
+from kirod.drift import Drift
 from kirod.upstream.errors import (
     Failure,
     UpstreamConnectionError,
@@ -297,9 +298,13 @@ async def _read_bounded(
 
 
 class KiroClient:
-    def __init__(self, endpoints: Endpoints, options: ClientOptions) -> None:
+    def __init__(
+        self, endpoints: Endpoints, options: ClientOptions, drift: Drift | None = None
+    ) -> None:
         self.endpoints = endpoints
         self.options = options
+        # What Kiro answers that kirod does not know, by shape (`kirod.drift`).
+        self.drift = Drift() if drift is None else drift
         self._pools = Pools(
             proxy_url=options.proxy_url,
             keep_alive=options.keep_alive,
