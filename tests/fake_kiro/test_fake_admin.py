@@ -29,6 +29,7 @@ from kirod.testing.fake_kiro import (
     ThreadedFake,
     ToolCall,
 )
+from kirod.testing.fake_kiro.drift import Drift
 from kirod.upstream.frames import FrameDecoder
 from tests.fake_kiro.fake_bodies import body, user
 
@@ -183,6 +184,10 @@ def test_remote_settings(threaded: ThreadedFake) -> None:
     remote.set_device_flow(DeviceFlow(pending_polls=5, outcome=DeviceOutcome.ACCESS_DENIED))
     assert threaded.fake.tokens.device_flow.pending_polls == 5
     assert threaded.fake.tokens.device_flow.outcome is DeviceOutcome.ACCESS_DENIED
+    remote.set_drifts(Drift.EVENT_TYPE, Drift.WINDOW)
+    assert threaded.fake.drifts == {Drift.EVENT_TYPE, Drift.WINDOW}
+    remote.set_drifts()
+    assert threaded.fake.drifts == frozenset()
 
 
 def test_remote_refuses_bad_input(threaded: ThreadedFake) -> None:

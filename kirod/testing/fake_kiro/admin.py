@@ -17,6 +17,7 @@ camelCase like Kiro's own token file. `RemoteFake` in `remote.py` is the matchin
     PUT    /__fake__/suspension     {"account_id", "suspended"}
     PUT    /__fake__/listed-windows {"account_id", "listed"}                 GPT-5.6 at 272K
     PUT    /__fake__/egress         {"account_id", "gated"}                 no Claude from there
+    PUT    /__fake__/drift          {"drifts": [Drift name…]}               tomorrow's Kiro
     POST   /__fake__/tokens/expire  {"access_token"} | {"account_id"}
     POST   /__fake__/tokens/revoke  {"refresh_token"}
     GET    /__fake__/requests?operation=chat                                received requests
@@ -34,6 +35,7 @@ from typing import Any
 from aiohttp import web
 
 from kirod.testing.fake_kiro.catalog import Model
+from kirod.testing.fake_kiro.drift import Drift
 from kirod.testing.fake_kiro.script import Latency, Script
 from kirod.testing.fake_kiro.state import FakeKiro
 from kirod.testing.fake_kiro.tokens import AuthKind, DeviceFlow, DeviceOutcome
@@ -73,6 +75,7 @@ def routes(fake: FakeKiro) -> list[web.RouteDef]:
         web.put(f"{PREFIX}/suspension", bind(_suspension)),
         web.put(f"{PREFIX}/listed-windows", bind(_listed_windows)),
         web.put(f"{PREFIX}/egress", bind(_egress)),
+        web.put(f"{PREFIX}/drift", bind(_drift)),
         web.post(f"{PREFIX}/tokens/expire", bind(_expire)),
         web.post(f"{PREFIX}/tokens/revoke", bind(_revoke)),
         web.get(f"{PREFIX}/requests", bind(_requests)),
@@ -185,6 +188,10 @@ async def _listed_windows(fake: FakeKiro, request: web.Request, data: Any) -> An
 
 async def _egress(fake: FakeKiro, request: web.Request, data: Any) -> Any:
     fake.gate_egress(data["account_id"], bool(data.get("gated", True)))
+
+
+async def _drift(fake: FakeKiro, request: web.Request, data: Any) -> Any:
+    fake.set_drifts(*(Drift[name] for name in data["drifts"]))
 
 
 async def _expire(fake: FakeKiro, request: web.Request, data: Any) -> Any:

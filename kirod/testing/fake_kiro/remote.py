@@ -13,6 +13,7 @@ from typing import Any
 
 from kirod.testing.fake_kiro.admin import PREFIX
 from kirod.testing.fake_kiro.catalog import Model
+from kirod.testing.fake_kiro.drift import Drift
 from kirod.testing.fake_kiro.script import Latency, Reply, Script
 from kirod.testing.fake_kiro.tokens import DeviceFlow
 
@@ -80,6 +81,9 @@ class RemoteFake:
 
     def suspend_account(self, account_id: str, suspended: bool = True) -> None:
         self._call("PUT", "/suspension", {"account_id": account_id, "suspended": suspended})
+
+    def set_drifts(self, *drifts: Drift) -> None:
+        self._call("PUT", "/drift", {"drifts": [drift.name for drift in drifts]})
 
     def set_listed_windows(self, account_id: str, listed: bool = True) -> None:
         self._call("PUT", "/listed-windows", {"account_id": account_id, "listed": listed})

@@ -17,6 +17,7 @@ from typing import Any, ClassVar
 
 from kirod.testing.fake_kiro.catalog import DEFAULT_MODELS, Model
 from kirod.testing.fake_kiro.connections import Connections
+from kirod.testing.fake_kiro.drift import Drift
 from kirod.testing.fake_kiro.routing import OPERATIONS
 from kirod.testing.fake_kiro.script import Latency, Reply, Script
 from kirod.testing.fake_kiro.search import Search
@@ -99,6 +100,8 @@ class FakeKiro:
         self._counters: collections.Counter[str] = collections.Counter()
         self._oversize: dict[str, int] = {}
         self.connections = Connections(self.count)
+        # The changes switched on (`drift.Drift`); empty: today's Kiro.
+        self.drifts: frozenset[Drift] = frozenset()
 
     # Scripting
 
@@ -229,6 +232,10 @@ class FakeKiro:
         self.tokens.update_account(
             account_id, lambda account: dataclasses.replace(account, suspended=suspended)
         )
+
+    def set_drifts(self, *drifts: Drift) -> None:
+        """Answer with these changes on top of today's behaviour (none: today's Kiro)."""
+        self.drifts = frozenset(drifts)
 
     def set_listed_windows(self, account_id: str, listed: bool = True) -> None:
         """Whether the account still has every model's listed window (GPT-5.6 at 272 000, as
