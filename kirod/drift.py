@@ -15,7 +15,8 @@ doctor` reads them. Bounded everywhere: at most `MAX_SHAPES_PER_DAY` shapes of o
 `LOG_INTERVAL_S`. On the request path an observation is a dictionary update; nothing is
 observed when Kiro answers as kirod knows.
 
-The kinds are `Kind`; docs/RELIABILITY.md lists them, under "Drift", with what kirod does about each.
+The kinds are `Kind`; docs/RELIABILITY.md lists them, under "Drift", with what kirod does
+about each.
 """
 
 from __future__ import annotations
