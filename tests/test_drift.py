@@ -34,6 +34,12 @@ def test_a_fact_keeps_codes_and_masks_what_could_identify(value: object, kept: s
     assert shape_value(value) == kept
 
 
+def test_key_names_are_kept_as_one_fact() -> None:
+    names = drift.key_names({"toolUseId": 1, "newField": 2, "x" * 80: 3})
+    assert names == "?,newField,toolUseId"  # a key that is no code is named by nothing
+    assert shape_value(names) == names
+
+
 def test_observations_are_summed_by_day_kind_place_and_shape() -> None:
     now = [1_790_000_000.0]
     recorder = Drift(clock=lambda: now[0])
