@@ -56,8 +56,9 @@ class Kind(enum.StrEnum):
 
 # A value that reads as a code or a name (an event type, a reason, a key, a model id) is kept;
 # ARNs, ids (a UUID, a long hex run) and more than `_KEPT_DIGITS` digits (an account number, a
-# date) are masked, so a version like `claude-sonnet-4.5` stays readable and an id does not.
-_CODE = re.compile(r"[A-Za-z_][\w.:$/*#-]*")
+# date) are masked, so a version like `claude-sonnet-4.5` stays readable and an id does not. A
+# list of such names (`key_names`) is one, comma-separated.
+_CODE = re.compile(r"[A-Za-z_][\w.:$/*#-]*(?:,\+?[\w#][\w.:$/*#-]*)*")
 _ARN = re.compile(r"arn:[\w-]*:[^\s,;]*")
 _ID = re.compile(r"[0-9a-fA-F]{8}(?:-[0-9a-fA-F]{4}){3}-[0-9a-fA-F]{12}|[0-9a-fA-F]{12,}")
 _DIGITS = re.compile(r"\d+")
@@ -101,10 +102,16 @@ def type_name(value: object) -> str:
 
 
 def key_names(mapping: Mapping[str, object], limit: int = 12) -> str:
-    """The sorted key names of `mapping` as one fact, each as `shape_value` keeps it."""
+    """The sorted key names of `mapping` as one fact, each as `shape_value` keeps it, as many as
+    a fact holds (`MAX_VALUE_CHARS`) and the count of the rest (`,+3`)."""
     names = sorted({shape_value(key) for key in mapping})
-    more = len(names) - limit
-    return ",".join(names[:limit]) + (f",+{more}" if more > 0 else "")
+    kept: list[str] = []
+    for name in names[:limit]:
+        if len(",".join([*kept, name])) > MAX_VALUE_CHARS - 4:
+            break
+        kept.append(name)
+    more = len(names) - len(kept)
+    return ",".join(kept) + (f",+{more}" if more > 0 else "")
 
 
 Shape = tuple[tuple[str, str], ...]
