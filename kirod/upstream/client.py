@@ -29,7 +29,7 @@ import aiohttp
 import aiohttp_socks
 
 from kirod.canonical import wirejson
-from kirod.drift import Drift, Kind
+from kirod.drift import Drift, Kind, key_names
 from kirod.upstream.errors import (
     Failure,
     UpstreamConnectionError,
@@ -316,28 +316,28 @@ def _observe(
 
 def _refused_field(message: str, sent: bytes | None) -> dict[str, object]:
     """The refused root field by its key path in what kirod sent (`output_config.effort`), and
-    the key paths it sent; Kiro names only the last key, and its message is never kept."""
+    the leaves it sent; Kiro names only one key, and its message is never kept."""
     try:
         root = json.loads(sent) if sent else {}
     except ValueError:
         root = {}
     fields = root.get("additionalModelRequestFields") if isinstance(root, dict) else None
-    paths = _key_paths(fields) if isinstance(fields, dict) else []
+    leaves = _leaf_paths(fields) if isinstance(fields, dict) else []
     named = _REFUSED_PROPERTY.search(message)
-    field = next(
-        (path for path in paths if named and path.rsplit(".", 1)[-1] == named.group(1)), None
-    )
-    return {"field": field, "sent": ",".join(paths[:8]) or None}
+    field = None
+    for parts in (leaf.split(".") for leaf in leaves):
+        if named and named.group(1) in parts:
+            field = ".".join(parts[: parts.index(named.group(1)) + 1])
+            break
+    return {"field": field, "sent": key_names(dict.fromkeys(leaves)) or None}
 
 
-def _key_paths(fields: Mapping[str, Any], prefix: str = "") -> list[str]:
-    """The dotted key paths of `fields`' leaves (and of the objects on the way)."""
+def _leaf_paths(fields: Mapping[str, Any], prefix: str = "") -> list[str]:
+    """The dotted key paths of `fields`' leaves, in order."""
     paths: list[str] = []
     for key, value in fields.items():
         path = f"{prefix}{key}"
-        paths.append(path)
-        if isinstance(value, dict):
-            paths += _key_paths(value, f"{path}.")
+        paths += _leaf_paths(value, f"{path}.") if isinstance(value, dict) and value else [path]
     return paths
 
 
