@@ -199,6 +199,27 @@ def test_a_status_no_endpoint_sent_is_recorded_and_served_as_kiro_s_failure(
     assert record.count == len(today.fake.requests("chat"))
 
 
+def test_with_two_accounts_a_new_status_fails_over_and_is_one_record(
+    today: Kiro, fake: ThreadedFake, tmp_path: Path
+) -> None:
+    """Both accounts meet the same drift: one shape, counted once per call Kiro answered."""
+    proc = start_daemon(tmp_path, fake)
+    try:
+        for _ in range(2):
+            import_account(proc, fake.fake.issue_social_account())
+        pair = Kiro(proc, today.fake, today.tokens)
+        since = time.time()
+        today.fake.set_drifts(Drift.HTTP_STATUS)
+        error = refused(pair)
+        assert error.status_code >= 500
+        chats = today.fake.requests("chat")
+        assert len({chat.account_id for chat in chats}) == 2  # failed over
+        [record] = pair.drift(since, Kind.HTTP_STATUS)
+        assert record.count == len(chats)
+    finally:
+        proc.kill()
+
+
 def test_a_refused_request_field_is_recorded_and_the_request_sent_without_it(
     today: Kiro,
 ) -> None:
