@@ -107,10 +107,16 @@ def type_name(value: object) -> str:
 
 
 def key_names(mapping: Mapping[str, object], limit: int = 12) -> str:
-    """The sorted key names of `mapping` as one fact, each as `shape_value` keeps it."""
+    """The sorted key names of `mapping` as one fact, each as `shape_value` keeps it (a key that
+    is no code as `?`), as many as a fact holds (`MAX_VALUE_CHARS`) and the count of the rest."""
     names = sorted({name if _CODE.fullmatch(name := shape_value(key)) else "?" for key in mapping})
-    more = len(names) - limit
-    return ",".join(names[:limit]) + (f",+{more}" if more > 0 else "")
+    kept: list[str] = []
+    for name in names[:limit]:
+        if len(",".join([*kept, name])) > MAX_VALUE_CHARS - 4:
+            break
+        kept.append(name)
+    more = len(names) - len(kept)
+    return ",".join(kept) + (f",+{more}" if more > 0 else "")
 
 
 Shape = tuple[tuple[str, str], ...]

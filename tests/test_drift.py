@@ -90,3 +90,13 @@ def test_records_the_store_refused_are_written_next_time() -> None:
     recorder.give_back(taken)
     (record,) = recorder.take()
     assert record.count == 2
+
+
+def test_key_names_are_one_fact_that_survives_shaping() -> None:
+    """A payload's key names stay readable as one fact; past a fact's length, the rest counted."""
+    assert shape_value(drift.key_names({"n": 1, "secretText": "x"})) == "n,secretText"
+    many = drift.key_names({f"keyName{chr(65 + i)}": i for i in range(20)})
+    assert shape_value(many) == many
+    assert many.endswith(",+8")  # twelve names at most
+    assert len(many) <= drift.MAX_VALUE_CHARS
+    assert shape_value("a, b") == "<4 chars>"  # words in a list are text, not names
