@@ -13,7 +13,7 @@ from typing import Any
 
 from aiohttp import web
 
-from kirod.testing.fake_kiro.catalog import Model, claude
+from kirod.testing.fake_kiro.catalog import Model, claude, with_window_drift
 from kirod.testing.fake_kiro.drift import Drift
 from kirod.testing.fake_kiro.script import (
     ChatRequest,
@@ -39,7 +39,7 @@ EVENTSTREAM_CONTENT_TYPE = "application/vnd.amazon.eventstream"
 async def generate_assistant_response(
     fake: FakeKiro, request: web.Request, record: RecordedRequest, account: Account
 ) -> web.StreamResponse:
-    models = {model.model_id: _on_account(model, account) for model in fake.models()}
+    models = {model.model_id: _on_account(fake, model, account) for model in fake.models()}
     rejection = validate_chat(record.body, models)
     if rejection is not None:
         record.rejected_by = rejection.rule
@@ -69,9 +69,12 @@ async def generate_assistant_response(
     return response
 
 
-def _on_account(model: Model, account: Account) -> Model:
-    """The model as the account has it: the listed window where the 1M rollout has not come."""
-    return dataclasses.replace(model, window=None) if account.listed_windows else model
+def _on_account(fake: FakeKiro, model: Model, account: Account) -> Model:
+    """The model as the account has it: the listed window where the 1M rollout has not come;
+    under `Drift.WINDOW`, a Claude model's grown window on every account."""
+    if account.listed_windows:
+        model = dataclasses.replace(model, window=None)
+    return with_window_drift(model) if Drift.WINDOW in fake.drifts else model
 
 
 def _account_refusal(
