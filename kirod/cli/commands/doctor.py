@@ -136,9 +136,10 @@ def gather(app: App, since: float) -> dict[str, Any]:
         doc["drift"] = drift
         if drift["records"]:
             ways = len({(r["kind"], r["where"], str(r["facts"])) for r in drift["records"]})
+            counted = "1 way" if ways == 1 else f"{ways} ways"
             _attention(
                 doc,
-                f"Kiro answered in {ways} ways kirod does not know since {render.moment(since)}",
+                f"Kiro answered in {counted} kirod does not know since {render.moment(since)}",
                 "file them: `kiroctl doctor --report kirod-report.json` and attach the file",
             )
     stats = app.call(lambda kirod: kirod.request("GET", f"/stats?since={since:.3f}"))
