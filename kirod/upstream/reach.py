@@ -19,6 +19,8 @@ import aiohttp_socks
 from kirod.report_types import Reach
 from kirod.upstream.client import KiroClient
 
+PROXY_AUTH = 407  # Proxy Authentication Required
+
 
 def _proxy_shown(proxy: str | None) -> str | None:
     """scheme://host:port of the proxy, without its user part."""
@@ -77,6 +79,13 @@ async def reach(
             async with session.get(
                 url, proxy=path.request_proxy, allow_redirects=False
             ) as response:
+                if response.status == PROXY_AUTH and path.request_proxy:
+                    # The proxy's answer, not Kiro's: an http:// target is not tunnelled.
+                    return done(
+                        failed_at="proxy",
+                        error=f"the proxy {shown} refused the credentials it was given "
+                        f"({PROXY_AUTH}): check the user and password in its URL",
+                    )
                 return done(status=response.status)
     except TimeoutError:
         return done(
@@ -87,7 +96,8 @@ async def reach(
     except aiohttp.ClientHttpProxyError as exc:
         return done(
             failed_at="proxy",
-            error=f"the proxy {shown} answered {exc.status}: check its address and credentials",
+            error=f"the proxy {shown} refused the tunnel ({exc.status}): check the user and "
+            "password in its URL, and that it allows Kiro's host",
         )
     except (aiohttp.ClientProxyConnectionError, aiohttp_socks.ProxyConnectionError):
         return done(
