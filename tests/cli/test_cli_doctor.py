@@ -284,8 +284,13 @@ def test_a_kiroctl_newer_than_kirod_says_restart_kirod(fake: ThreadedFake, tmp_p
     )
     try:
         proc.wait_ready()
-        version = run_kiroctl(newer, proc.socket_path, "--version")
-        assert version.stdout.strip() == f"kiroctl, version {NEWER}"
+        version = run_kiroctl(newer, proc.socket_path, "version")
+        assert version.returncode == 0, version.stderr
+        assert version.stdout.splitlines()[:3] == [
+            f"kiroctl {NEWER}",
+            f"kirod   {__version__}",
+            f"kiroctl {NEWER}, but the running kirod is {__version__}: restart kirod",
+        ]
         result = run_kiroctl(newer, proc.socket_path, "doctor")
         assert result.returncode == exits.DEGRADED, result.stderr
         assert "Traceback" not in result.stderr + result.stdout

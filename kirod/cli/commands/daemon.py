@@ -119,6 +119,9 @@ def version(app: App, as_json: bool) -> None:
         return
     app.out.print(f"kiroctl {__version__}")
     app.out.print(f"kirod   {daemon or 'not running'}")
+    if daemon is not None and daemon != __version__:
+        app.out.print(f"kiroctl {__version__}, but the running kirod is {daemon}: restart kirod")
+        app.out.print(exits.restart_hint())
 
 
 @click.command()

@@ -210,6 +210,8 @@ def show(app: App, doc: dict[str, Any]) -> None:
         _say(app, "\nKiro from here (checked by kirod)")
         for item in doc["reach"]:
             via = f" via {item['proxy']}" if item["proxy"] else ""
+            if item["accounts"] > 1:
+                via += f" ({item['accounts']} accounts)"
             head = f"  {item['target']:<4} {item['region']:<14} {item['url']}{via}"
             if item["ok"]:
                 _say(app, f"{head}: answered {item['status']} in {item['ms']:.0f} ms")
