@@ -129,10 +129,15 @@ def test_doctor_when_kirod_is_down_says_what_it_can_and_exits_3(tmp_path: Path) 
     assert f"kiroctl {__version__} - Python " in result.stdout
     assert f"kirod    not running (socket {socket})" in result.stdout
     assert "kirod is not running (no control socket at" in result.stdout
-    result = CliRunner().invoke(cli, ["--socket", str(socket), "doctor", "--json"])
+    report = tmp_path / "report.json"
+    args = ["--socket", str(socket), "doctor", "--json", "--report", str(report)]
+    result = CliRunner().invoke(cli, args)
     assert result.exit_code == exits.DOWN
     doc = json.loads(result.stdout)
     assert (doc["kirod"]["running"], doc["exit"], doc["reach"]) == (False, exits.DOWN, None)
+    bundle = json.loads(report.read_text())  # what kiroctl knows alone, for the bug report
+    assert bundle["doctor"]["kiroctl"] == doc["kiroctl"]
+    assert (bundle["config"], bundle["trace"]) == (None, None)
 
 
 def seed_drift(proc: DaemonProcess) -> None:

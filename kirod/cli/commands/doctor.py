@@ -162,12 +162,14 @@ def _doctor(app: App, doc: dict[str, Any], version: str) -> dict[str, Any] | Non
             "GET", "/doctor", timeout=DOCTOR_TIMEOUT_S
         )
     except ControlError as exc:
-        if not exits.missing_route(exc):
-            raise exits.refused(exc) from None
-        older = exits.older(
-            __version__, version, "the doctor's checks (settings, Kiro reachability)"
-        )
-        _attention(doc, older.message, older.hint)
+        if exits.missing_route(exc):
+            older = exits.older(
+                __version__, version, "the doctor's checks (settings, Kiro reachability)"
+            )
+            _attention(doc, older.message, older.hint)
+        else:  # the rest of the doctor still says what it can
+            refused = exits.refused(exc)
+            _attention(doc, f"kirod's checks failed: {refused.message}", refused.hint)
         return None
     except DaemonUnreachable as exc:  # it went away meanwhile
         raise exits.unreachable(exc, app.socket) from None
