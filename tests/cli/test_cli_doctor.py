@@ -20,10 +20,12 @@ from typing import Any
 
 import anthropic
 import httpx
+import openai
 import pytest
 from click.testing import CliRunner, Result
 
 from kirod import __version__
+from kirod.accounts.windows import STREAK
 from kirod.cli import exits
 from kirod.cli.context import App
 from kirod.cli.main import cli
@@ -189,6 +191,31 @@ def test_drift_shows_in_status_the_console_and_doctor(fake: ThreadedFake, tmp_pa
         text = kiroctl(proc, "doctor").stdout
         assert "event_type at generateAssistantResponse: event_type=newEvent (1x" in text
         assert "Kiro answered in 2 ways kirod does not know since" in text
+    finally:
+        proc.kill()
+
+
+def test_a_window_kiro_moved_is_drift_that_doctor_and_status_show(
+    fake: ThreadedFake, tmp_path: Path
+) -> None:
+    """A real drift, met by the daemon: GPT-5.6's percentages are of a window other than the
+    listed one (docs/KIRO-PROTOCOL.md §6.2), which kirod learns after a streak and records."""
+    proc = start_daemon(tmp_path, fake)
+    try:
+        import_account(proc, fake.fake.issue_social_account())
+        gpt = openai.OpenAI(base_url=f"{proc.base_url}/v1", api_key=proc.api_key, max_retries=0)
+        filler = "The quick brown fox jumps over the lazy dog near the quiet river bank. " * 1_200
+        for n in range(STREAK):
+            gpt.responses.create(model="gpt-5.6-sol", input=f"Question {n}. {filler}")
+        result = kiroctl(proc, "doctor", "--json")
+        assert result.exit_code == exits.DEGRADED, result.output
+        doc = json.loads(result.stdout)
+        (record,) = doc["drift"]["records"]
+        assert (record["kind"], record["where"]) == ("window", "generateAssistantResponse")
+        assert dict(record["facts"])["listed"] == "272000"
+        texts = [item["text"] for item in doc["attention"]]
+        assert any(t.startswith("Kiro answered in 1 way kirod does not know") for t in texts)
+        assert "Kiro answered in 1 way kirod does not know since" in kiroctl(proc, "status").stdout
     finally:
         proc.kill()
 
