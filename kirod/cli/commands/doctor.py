@@ -270,14 +270,14 @@ def doctor(app: App, since: str, report_file: Path | None, as_json: bool) -> Non
     Exits 0 when nothing needs attention, 4 when something does and 3 when kirod is down.
     """
     doc = gather(app, parse_since(since))
-    if report_file is not None:
-        from kirod.cli.commands.report import write_report
-
-        write_report(app, doc, report_file)
     if as_json:
         render.print_json(doc)
     else:
         show(app, doc)
-        if report_file is not None:
+    if report_file is not None:  # after the findings: a report that fails leaves them shown
+        from kirod.cli.commands.report import write_report
+
+        write_report(app, doc, report_file)
+        if not as_json:
             _say(app, f"\nReport written to {report_file}: attach it to your bug report.")
     raise click.exceptions.Exit(doc["exit"])
