@@ -44,19 +44,24 @@ class Redactor:
         self.names: dict[str, str] = {}
         for number, (account_id, label) in enumerate(accounts, 1):
             self.names[account_id] = self.names[label] = f"account-{number}"
-        self._home = home.rstrip("/")
+        # Whole names only (a label `work` leaves `network` alone), the longest first, so that a
+        # label containing another is replaced whole.
+        names = sorted(self.names, key=len, reverse=True)
+        self._names = re.compile(
+            "|".join(rf"(?<![\w.@-]){re.escape(name)}(?![\w@-]|\.\w)" for name in names)
+            if names
+            else r"(?!)"
+        )
+        home = home.rstrip("/")
+        self._home = re.compile(rf"{re.escape(home)}(?=/|\b|$)" if len(home) > 1 else r"(?!)")
 
     def account(self, account_id: str | None) -> str | None:
         return None if account_id is None else self.names.get(account_id, "account-?")
 
     def text(self, value: str) -> str:
         value = _USERINFO.sub(r"\1", value)
-        # Longest first: a label that contains another is replaced whole.
-        for name in sorted(self.names, key=len, reverse=True):
-            value = value.replace(name, self.names[name])
-        if len(self._home) > 1:
-            value = value.replace(self._home, "~")
-        return value
+        value = self._names.sub(lambda match: self.names[match[0]], value)
+        return self._home.sub("~", value)
 
     def __call__(self, value: Any) -> Any:
         if isinstance(value, str):
