@@ -24,7 +24,6 @@ from kirod.report_types import (
     ConsoleLink,
     CreatedKey,
     Doctor,
-    Drift,
     ExtensionList,
     Imported,
     Login,
@@ -195,9 +194,6 @@ class LocalClient:
     def traffic(self, window: str = "hour") -> Traffic:
         """The operation log over the last `hour`, `day` or `month`, in buckets."""
         return Traffic.from_json(self.request("GET", traffic_path(window)))
-
-    def drift(self, since: float | None = None) -> Drift:
-        return Drift.from_json(self.request("GET", drift_path(since)))
 
     def doctor(self) -> Doctor:
         """The daemon's checks: settings, and each Kiro endpoint in use (a few seconds)."""

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import platform
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +26,14 @@ from kirod import __version__
 from kirod.cli import exits, render
 from kirod.cli.commands.reports import parse_since
 from kirod.cli.context import App, json_option, pass_app
+from kirod.localapi.client import (
+    DOCTOR_TIMEOUT_S,
+    ControlError,
+    DaemonUnreachable,
+    LocalClient,
+    drift_path,
+    stats_path,
+)
 
 # What to do about an account in each state (kirod.storage.accounts.Status); None: nothing.
 ADVICE: dict[str, str | None] = {
@@ -53,7 +62,7 @@ def _attention(doc: dict[str, Any], text: str, hint: str | None = None) -> None:
     doc["attention"].append({"text": text, "hint": hint})
 
 
-def _optional(app: App, doc: dict[str, Any], use: Any, what: str) -> Any:
+def _optional(app: App, doc: dict[str, Any], use: Callable[[LocalClient], Any], what: str) -> Any:
     """`app.call(use)`; when kirod cannot answer it (too old a kirod), that is noted, None
     returned, and the doctor goes on."""
     try:
@@ -129,9 +138,7 @@ def gather(app: App, since: float) -> dict[str, Any]:
         if account.status not in CHOSEN:
             why = f" ({account.status_reason})" if account.status_reason else ""
             _attention(doc, f"account {account.label} is {account.status}{why}", advice)
-    drift = _optional(
-        app, doc, lambda kirod: kirod.request("GET", f"/drift?since={since:.3f}"), "drift"
-    )
+    drift = _optional(app, doc, lambda kirod: kirod.request("GET", drift_path(since)), "drift")
     if drift is not None:
         doc["drift"] = drift
         if drift["records"]:
@@ -142,7 +149,7 @@ def gather(app: App, since: float) -> dict[str, Any]:
                 f"Kiro answered in {counted} kirod does not know since {render.moment(since)}",
                 "file them: `kiroctl doctor --report kirod-report.json` and attach the file",
             )
-    stats = app.call(lambda kirod: kirod.request("GET", f"/stats?since={since:.3f}"))
+    stats = app.call(lambda kirod: kirod.request("GET", stats_path(since)))
     doc["errors"] = {"since": since, "requests": stats["requests"], "by_class": stats["errors"]}
     doc["exit"] = exits.DEGRADED if doc["attention"] else exits.OK
     return doc
@@ -150,13 +157,6 @@ def gather(app: App, since: float) -> dict[str, Any]:
 
 def _doctor(app: App, doc: dict[str, Any], version: str) -> dict[str, Any] | None:
     """kirod's own checks; None, with the sentence to restart it, from a kirod without them."""
-    from kirod.localapi.client import (
-        DOCTOR_TIMEOUT_S,
-        ControlError,
-        DaemonUnreachable,
-        LocalClient,
-    )
-
     try:
         answer: dict[str, Any] = LocalClient(app.socket).request(
             "GET", "/doctor", timeout=DOCTOR_TIMEOUT_S
