@@ -36,6 +36,7 @@ from kirod.storage.drift import DriftStore
 from kirod.testing.daemon import DaemonProcess
 from kirod.testing.fake_kiro import FakeKiro, ThreadedFake
 from kirod.testing.proxies import HttpProxy, ThreadedProxy
+from kirod.testing.tls import make_certificates
 from tests.support.kiro_env import import_account, start_daemon
 
 PASSWORD = "doctor-proxy-pw-5150"
@@ -140,6 +141,34 @@ def test_doctor_when_kirod_is_down_says_what_it_can_and_exits_3(tmp_path: Path) 
     bundle = json.loads(report.read_text())  # what kiroctl knows alone, for the bug report
     assert bundle["doctor"]["kiroctl"] == doc["kiroctl"]
     assert (bundle["config"], bundle["trace"]) == (None, None)
+
+
+def test_doctor_names_what_is_wrong_with_the_settings_now(
+    fake: ThreadedFake, tmp_path: Path
+) -> None:
+    config = tmp_path / "daemon" / "config" / "kirod" / "config.toml"
+    config.parent.mkdir(parents=True)
+    config.write_text('log_level = "info"\n')
+    ca_file = make_certificates(tmp_path / "tls").ca_file
+    proc = start_daemon(
+        tmp_path / "daemon", fake, {"KIROD_PORTT": "8080", "KIROD_CA_FILE": str(ca_file)}
+    )
+    try:
+        assert kiroctl(proc, "doctor", "--json").stdout.count("sets nothing") == 2  # + attention
+        later = time.time() + 5
+        os.utime(config, (later, later))
+        ca_file.unlink()
+        result = kiroctl(proc, "doctor", "--json")
+        assert result.exit_code == exits.DEGRADED, result.output
+        assert json.loads(result.stdout)["config"] == [
+            "the environment variable KIROD_PORTT sets nothing (did you mean KIROD_PORT?): "
+            "rename or unset it",
+            f"the config file {config} changed since kirod started: restart kirod to apply it",
+            f"ca_file {ca_file} no longer loads: kirod keeps what it loaded at start, a restart "
+            "would fail",
+        ]
+    finally:
+        proc.kill()
 
 
 def seed_drift(proc: DaemonProcess) -> None:
