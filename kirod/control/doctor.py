@@ -2,7 +2,7 @@
 settings now, and whether each Kiro endpoint its accounts use answers through their proxies.
 
 Reachability is checked concurrently (`MAX_CHECKS` at once), each endpoint and proxy pair once,
-each bounded by `CHECK_TIMEOUT_S`: one call takes at most a few seconds whatever the accounts.
+each bounded by `CHECK_TIMEOUT_S` and all by `TOTAL_TIMEOUT_S`, whatever the accounts.
 Nothing here touches the operation log or any table that grows.
 """
 
@@ -25,6 +25,9 @@ from kirod.upstream.reach import reach
 
 CHECK_TIMEOUT_S = 5.0
 MAX_CHECKS = 8
+# The whole route's bound (kiroctl waits 30 s): checks started late get what is left of it.
+TOTAL_TIMEOUT_S = 15.0
+MIN_CHECK_S = 0.5
 # What each login kind refreshes its token at (kirod.credentials.refresh).
 _SOCIAL = "social"
 _OIDC = ("builder_id", "idc")
@@ -70,10 +73,14 @@ class DoctorReports:
     async def run(self) -> Doctor:
         targets = await self._targets()
         gate = asyncio.Semaphore(MAX_CHECKS)
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + TOTAL_TIMEOUT_S
 
         async def check(key: tuple[str, str, str, str | None], count: int) -> Reach:
             target, region, url, proxy_url = key
             async with gate:
+                # However many endpoints and proxies, the answer comes within TOTAL_TIMEOUT_S.
+                left = max(MIN_CHECK_S, min(CHECK_TIMEOUT_S, deadline - loop.time()))
                 return await reach(
                     self._client,
                     target=target,
@@ -81,7 +88,7 @@ class DoctorReports:
                     url=url,
                     proxy_url=proxy_url,
                     accounts=count,
-                    timeout_s=CHECK_TIMEOUT_S,
+                    timeout_s=left,
                 )
 
         checked = await asyncio.gather(*(check(key, n) for key, n in targets.items()))

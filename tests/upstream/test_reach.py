@@ -57,6 +57,7 @@ async def check(
     *,
     proxy_url: str | None = None,
     ca_file: Path | None = None,
+    timeout_s: float = 3.0,
 ) -> Reach:
     """`url` checked as an account with `account_proxy`; `proxy_url` is the global setting."""
     options = ClientOptions(proxy_url=proxy_url, ca_file=ca_file)
@@ -68,7 +69,7 @@ async def check(
             url=url,
             proxy_url=account_proxy,
             accounts=1,
-            timeout_s=3.0,
+            timeout_s=timeout_s,
         )
 
 
@@ -129,3 +130,16 @@ async def test_the_global_proxy_applies_and_direct_skips_it(kiro: dict[str, str]
     assert through.error == f"cannot connect to the proxy {dead}: is it running? (proxy_url)"
     direct = await check(kiro["http"], "direct", proxy_url=dead)
     assert (direct.ok, direct.proxy) == (True, None)
+
+
+async def test_a_silent_endpoint_is_a_timeout_within_the_bound() -> None:
+    with socket.socket() as silent:  # the kernel accepts; nothing ever answers
+        silent.bind(("127.0.0.1", 0))
+        silent.listen()
+        port = silent.getsockname()[1]
+        result = await check(f"http://127.0.0.1:{port}", timeout_s=0.5)
+    assert (result.ok, result.failed_at) == (False, "timeout")
+    assert result.error == (
+        "no answer from 127.0.0.1 within 0.5 s: a firewall or a proxy may be holding the connection"
+    )
+    assert result.ms < 2000
