@@ -221,7 +221,8 @@ def show(app: App, doc: dict[str, Any]) -> None:
                 _say(app, f"{head}: {item['failed_at']}: {item['error']}", "red")
     if doc["drift"] is not None:
         records = doc["drift"]["records"]
-        _say(app, f"\nDrift since {render.moment(doc['drift']['since'])}: {len(records)} records")
+        counted = "1 record" if len(records) == 1 else f"{len(records)} records"
+        _say(app, f"\nDrift since {render.moment(doc['drift']['since'])}: {counted}")
         for record in records:
             facts = ", ".join(f"{name}={value}" for name, value in record["facts"])
             _say(
