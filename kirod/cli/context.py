@@ -16,7 +16,7 @@ from kirod.cli import exits, render
 if TYPE_CHECKING:
     from rich.console import Console
 
-    from kirod.localapi.client import LocalClient
+    from kirod.localapi.client import ControlError, LocalClient
 
 F = TypeVar("F", bound=Callable[..., Any])
 T = TypeVar("T")
@@ -50,7 +50,21 @@ class App:
         except DaemonUnreachable as exc:
             raise exits.unreachable(exc, self.socket) from None
         except ControlError as exc:
+            if exits.missing_route(exc):
+                raise self._older(exc) from None
             raise exits.refused(exc) from None
+
+    def _older(self, exc: ControlError) -> exits.CliError:
+        """kirod lacks a route this kiroctl calls: say which release runs, and to restart it."""
+        from kirod import __version__
+        from kirod.localapi.client import ControlError, DaemonUnreachable, LocalClient
+
+        route = exc.message.removeprefix(exits.MISSING_ROUTE).strip(": ")
+        try:
+            running: str | None = LocalClient(self.socket).status().version
+        except (ControlError, DaemonUnreachable, KeyError, TypeError, ValueError):
+            running = None
+        return exits.older(__version__, running, f"the control route {route}")
 
 
 pass_app = click.make_pass_decorator(App)

@@ -63,6 +63,44 @@ def start_hint(platform: str = sys.platform) -> str:
     return "start it with `kirod` (it runs in the foreground; add `&` to keep your shell)"
 
 
+def restart_hint(platform: str = sys.platform) -> str:
+    """How to restart kirod here, so that the kirod installed now is the one that runs."""
+    if platform == "darwin":
+        return (
+            f"restart it with `launchctl kickstart -k gui/{os.getuid()}/{LAUNCHD_LABEL}`, or stop "
+            "it (`kiroctl shutdown`) and run `kirod`"
+        )
+    if platform.startswith("linux") and Path("/run/systemd/system").is_dir():
+        return (
+            f"restart it with `systemctl --user restart {SYSTEMD_UNIT}`, or stop it "
+            "(`kiroctl shutdown`) and run `kirod`"
+        )
+    return "stop it with `kiroctl shutdown` and start it again with `kirod`"
+
+
+# What a daemon without a control route answers (kirod.localapi.server's guard).
+MISSING_ROUTE = "no such control route"
+
+
+def missing_route(exc: ControlError) -> bool:
+    """Whether kirod answered that it has no such route: a kirod older than this kiroctl."""
+    return exc.status == 404 and exc.code == "not_found" and exc.message.startswith(MISSING_ROUTE)
+
+
+def older(kiroctl: str, kirod: str | None, what: str) -> CliError:
+    """A kirod without `what`, which this kiroctl has: the running kirod is an older release."""
+    running = f"this kirod (version {kirod})" if kirod else "the running kirod"
+    if kirod == kiroctl:  # a build of the same version from before the route
+        sentence = f"{running} does not have {what}, which kiroctl {kiroctl} uses"
+    else:
+        sentence = f"{running} is older than kiroctl {kiroctl} and does not have {what}"
+    return CliError(
+        FAILED,
+        sentence,
+        f"restart kirod to run the installed version; {restart_hint()}",
+    )
+
+
 def log_hint(platform: str = sys.platform) -> str:
     if platform == "darwin":
         return "see ~/Library/Logs/kirod.log"

@@ -29,6 +29,7 @@ from kirod import __version__, log
 from kirod.config import ServiceEnv, Settings
 from kirod.control.alerts import Alerts
 from kirod.control.apikeys import ApiKeys
+from kirod.control.doctor import DoctorReports
 from kirod.control.drift import DriftReports
 from kirod.control.logins import Logins
 from kirod.control.registry import AccountRegistry
@@ -372,6 +373,7 @@ async def run(
                 extensions=extensions,
                 cache=layer.cache,
                 drift=DriftReports(layer.drift),
+                doctor=DoctorReports(settings, accounts, client, started),
             )
             control_runner = web.AppRunner(
                 build_control_app(control),

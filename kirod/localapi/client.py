@@ -23,6 +23,7 @@ from kirod.report_types import (
     Config,
     ConsoleLink,
     CreatedKey,
+    Doctor,
     ExtensionList,
     Imported,
     Login,
@@ -40,6 +41,7 @@ __all__ = ["ControlError", "DaemonUnreachable", "LocalClient"]  # the errors liv
 DEFAULT_TIMEOUT_S = 10.0
 UPSTREAM_TIMEOUT_S = 120.0  # a refresh or a usage probe waits on Kiro
 MODELS_TIMEOUT_S = 60.0  # the first listing asks each account's catalog from Kiro
+DOCTOR_TIMEOUT_S = 30.0  # the reachability checks are bounded to a few seconds
 MAX_LINE = 65536  # the longest status or header line taken, as in http.client
 MAX_HEADERS = 100
 
@@ -129,6 +131,11 @@ def stats_path(since: float | None) -> str:
     return "/stats" if since is None else f"/stats?since={since:.3f}"
 
 
+def drift_path(since: float | None) -> str:
+    """The route of the drift records last seen from `since` (None: the daemon's week)."""
+    return "/drift" if since is None else f"/drift?since={since:.3f}"
+
+
 def traffic_path(window: str) -> str:
     """The route of the operation log in buckets over `window` (hour, day or month)."""
     from urllib.parse import quote  # lazily, as in trace_path: kiroctl's start-up
@@ -187,6 +194,10 @@ class LocalClient:
     def traffic(self, window: str = "hour") -> Traffic:
         """The operation log over the last `hour`, `day` or `month`, in buckets."""
         return Traffic.from_json(self.request("GET", traffic_path(window)))
+
+    def doctor(self) -> Doctor:
+        """The daemon's checks: settings, and each Kiro endpoint in use (a few seconds)."""
+        return Doctor.from_json(self.request("GET", "/doctor", timeout=DOCTOR_TIMEOUT_S))
 
     def pool(self) -> Pool:
         return Pool.from_json(self.request("GET", "/pool"))

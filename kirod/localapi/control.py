@@ -13,6 +13,7 @@ from kirod.accounts.model_directory import ModelDirectory
 from kirod.config import Settings
 from kirod.control.alerts import Alerts
 from kirod.control.apikeys import ApiKeys
+from kirod.control.doctor import DoctorReports
 from kirod.control.drift import DriftReports
 from kirod.control.logins import Logins
 from kirod.control.registry import AccountRegistry
@@ -47,6 +48,8 @@ class Control:
     cache: ResponseCache | None = None
     # What Kiro answered that kirod does not know; None where nothing records it (an embedding).
     drift: DriftReports | None = None
+    # `kiroctl doctor`'s checks: settings, Kiro reachability; None where nothing runs them.
+    doctor: DoctorReports | None = None
 
     async def status(self) -> Status:
         """The daemon, its accounts' health, the maintenance loop, pacing and drift."""

@@ -98,6 +98,14 @@ async def drift(request: web.Request) -> web.Response:
     return web.json_response((await reports.since(since)).to_json())
 
 
+async def doctor(request: web.Request) -> web.Response:
+    """`kiroctl doctor`'s checks: versions, settings, each Kiro endpoint in use (a few seconds)."""
+    reports = request.app[CONTROL].doctor
+    if reports is None:
+        raise ControlError(404, "not_found", "this kirod runs no doctor checks")
+    return web.json_response((await reports.run()).to_json())
+
+
 async def traffic(request: web.Request) -> web.Response:
     """`?window=hour|day|month` (default hour): the operation log in buckets over that window."""
     window = request.query.get("window", "hour")
@@ -205,6 +213,7 @@ ROUTES: tuple[tuple[str, str, Handler], ...] = (
     ("GET", "/stats", stats),
     ("GET", "/traffic", traffic),
     ("GET", "/drift", drift),
+    ("GET", "/doctor", doctor),
     ("GET", "/pool", pool),
     ("GET", "/trace", trace),
     ("GET", "/logs", logs),

@@ -7,6 +7,7 @@ one line `kiroctl status` and the console show when there are any.
 
 from __future__ import annotations
 
+import time
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -58,6 +59,12 @@ class DriftSummary:
             observations=sum(r.count for r in records),
             since=min(r.first_seen for r in records),
         )
+
+    def sentence(self) -> str:
+        """The one line `kiroctl status` and the console show."""
+        day = time.strftime("%Y-%m-%d", time.gmtime(self.since))
+        ways = "1 way" if self.ways == 1 else f"{self.ways} ways"
+        return f"Kiro answered in {ways} kirod does not know since {day}: kiroctl doctor"
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> DriftSummary:

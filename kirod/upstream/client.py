@@ -39,6 +39,7 @@ from kirod.upstream.errors import (
 )
 from kirod.upstream.frames import Frame, FrameDecoder
 from kirod.upstream.pools import KEEP_ALIVE_TIMEOUT_S, MAX_IDLE_POOLS, Pool, Pools
+from kirod.upstream.proxies import Route, effective_proxy, route
 from kirod.upstream.secrets import AuthKind, Credentials
 
 logger = logging.getLogger(__name__)
@@ -427,6 +428,13 @@ class KiroClient:
 
     async def close(self) -> None:
         await self._pools.close()
+
+    def one_off(self, proxy_url: str | None) -> tuple[Route, aiohttp.ClientSession]:
+        """A new session, one connection a request, through the proxy an account with
+        `proxy_url` takes and trusting what kirod trusts: `kirod.upstream.reach`'s checks. The
+        caller closes it."""
+        path = route(effective_proxy(proxy_url, self.options.proxy_url))
+        return path, self._pools.session(path, reuse=False)
 
     async def forget_account(self, account_id: str) -> None:
         """Close the connections of a removed account (through every proxy it used)."""

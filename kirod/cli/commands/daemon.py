@@ -66,6 +66,8 @@ def _print_status(app: App, current: Status, accounts: list[Account]) -> None:
         out.print(f"  {'pacing':<12} one start per account every {every} ({limits})")
     for problem in current.problems:
         out.print(Text(f"  ! {render.printable(problem)}", style="yellow"))
+    if current.drift is not None:
+        out.print(Text(f"  ! {current.drift.sentence()}", style="yellow"))
     if not accounts:
         out.print("\nNo accounts yet: add one with `kiroctl accounts login` or `accounts import`.")
         return
@@ -117,6 +119,9 @@ def version(app: App, as_json: bool) -> None:
         return
     app.out.print(f"kiroctl {__version__}")
     app.out.print(f"kirod   {daemon or 'not running'}")
+    if daemon is not None and daemon != __version__:
+        app.out.print(f"kiroctl {__version__}, but the running kirod is {daemon}: restart kirod")
+        app.out.print(exits.restart_hint())
 
 
 @click.command()

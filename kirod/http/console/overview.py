@@ -36,6 +36,7 @@ class Overview:
         values = {
             "health": status.health,
             "problems": "; ".join(status.problems) or "none",
+            "drift": "none" if status.drift is None else status.drift.sentence(),
             "ready": "ready" if self.ready else "not ready",
             "t.accounts": str(status.accounts.total),
             "t.usable": str(status.accounts.usable),

@@ -156,6 +156,11 @@ def overview_page(overview: Overview, csrf: str) -> str:
         [
             ("Health", _field("health", values["health"])),
             ("Problems", _field("problems", values["problems"])),
+            *(
+                [("Kiro changes", _field("drift", values["drift"]))]
+                if overview.status.drift is not None
+                else []
+            ),
             ("Readiness", _field("ready", values["ready"])),
             (
                 "Accounts",
