@@ -20,7 +20,6 @@ from typing import Any
 
 import anthropic
 import httpx
-import openai
 import pytest
 from click.testing import CliRunner, Result
 
@@ -35,6 +34,7 @@ from kirod.storage.db import Database
 from kirod.storage.drift import DriftStore
 from kirod.testing.daemon import DaemonProcess
 from kirod.testing.fake_kiro import FakeKiro, ThreadedFake
+from kirod.testing.fake_kiro.drift import Drift as KiroDrift
 from kirod.testing.proxies import HttpProxy, ThreadedProxy
 from kirod.testing.tls import make_certificates
 from tests.support.kiro_env import import_account, start_daemon
@@ -227,25 +227,31 @@ def test_drift_shows_in_status_the_console_and_doctor(fake: ThreadedFake, tmp_pa
 def test_a_window_kiro_moved_is_drift_that_doctor_and_status_show(
     fake: ThreadedFake, tmp_path: Path
 ) -> None:
-    """A real drift, met by the daemon: GPT-5.6's percentages are of a window other than the
-    listed one (docs/KIRO-PROTOCOL.md §6.2), which kirod learns after a streak and records."""
+    """A real drift, met by the daemon: a Claude model's percentages are of a window other than
+    the listed one (the fake's `Drift.WINDOW`), which kirod learns after a streak and records."""
     proc = start_daemon(tmp_path, fake)
+    fake.fake.set_drifts(KiroDrift.WINDOW)
     try:
         import_account(proc, fake.fake.issue_social_account())
-        gpt = openai.OpenAI(base_url=f"{proc.base_url}/v1", api_key=proc.api_key, max_retries=0)
+        claude = anthropic.Anthropic(base_url=proc.base_url, api_key=proc.api_key, max_retries=0)
         filler = "The quick brown fox jumps over the lazy dog near the quiet river bank. " * 1_200
         for n in range(STREAK):
-            gpt.responses.create(model="gpt-5.6-sol", input=f"Question {n}. {filler}")
+            claude.messages.create(
+                model="claude-sonnet-4-5",
+                max_tokens=64,
+                messages=[{"role": "user", "content": f"Question {n}. {filler}"}],
+            )
         result = kiroctl(proc, "doctor", "--json")
         assert result.exit_code == exits.DEGRADED, result.output
         doc = json.loads(result.stdout)
         (record,) = doc["drift"]["records"]
         assert (record["kind"], record["where"]) == ("window", "generateAssistantResponse")
-        assert dict(record["facts"])["listed"] == "272000"
+        assert dict(record["facts"])["listed"] == "200000"
         texts = [item["text"] for item in doc["attention"]]
         assert any(t.startswith("Kiro answered in 1 way kirod does not know") for t in texts)
         assert "Kiro answered in 1 way kirod does not know since" in kiroctl(proc, "status").stdout
     finally:
+        fake.fake.set_drifts()
         proc.kill()
 
 
