@@ -31,6 +31,7 @@ COMMANDS = {
     "cache": ("cache", "Show or empty the response cache."),
     "completion": ("completion", "Print the completion script for SHELL (bash, zsh or fish)."),
     "config": ("daemon", "Show kirod's effective settings (secrets are redacted)."),
+    "doctor": ("doctor", "Check kirod and what it believes about Kiro."),
     "extensions": (
         "extensions",
         "List the loaded extensions: version, priority, failure policy and options.",

@@ -30,6 +30,7 @@ from kirod.config import ServiceEnv, Settings
 from kirod.control.alerts import Alerts
 from kirod.control.apikeys import ApiKeys
 from kirod.control.drift import DriftReports
+from kirod.control.live_check import LiveCheck
 from kirod.control.logins import Logins
 from kirod.control.registry import AccountRegistry
 from kirod.control.reports import LayerReports
@@ -372,6 +373,7 @@ async def run(
                 extensions=extensions,
                 cache=layer.cache,
                 drift=DriftReports(layer.drift),
+                live=LiveCheck(accounts, layer.keeper, client, models, layer.maintenance),
             )
             control_runner = web.AppRunner(
                 build_control_app(control),

@@ -14,6 +14,7 @@ from kirod.config import Settings
 from kirod.control.alerts import Alerts
 from kirod.control.apikeys import ApiKeys
 from kirod.control.drift import DriftReports
+from kirod.control.live_check import LiveCheck
 from kirod.control.logins import Logins
 from kirod.control.registry import AccountRegistry
 from kirod.control.reports import LayerReports
@@ -47,6 +48,8 @@ class Control:
     cache: ResponseCache | None = None
     # What Kiro answered that kirod does not know; None where nothing records it (an embedding).
     drift: DriftReports | None = None
+    # `kiroctl doctor --live`'s checks on an account; None where nothing runs them (an embedding).
+    live: LiveCheck | None = None
 
     async def status(self) -> Status:
         """The daemon, its accounts' health, the maintenance loop, pacing and drift."""
