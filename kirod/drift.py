@@ -38,7 +38,8 @@ logger = logging.getLogger(__name__)
 LOG_INTERVAL_S: Final = 3600.0
 MAX_SHAPES_PER_DAY: Final = 16
 MAX_FACTS: Final = 8
-MAX_VALUE_CHARS: Final = 64
+MAX_VALUE_CHARS: Final = 200
+MAX_WORD_CHARS: Final = 48  # a name's longest part: longer ones read as a token or a blob
 OTHER: Final = "other"
 
 
@@ -59,10 +60,11 @@ class Kind(enum.StrEnum):
 # A value that reads as a code or a name (an event type, a reason, a key, a model id) is kept;
 # ARNs, ids (a UUID, a long hex run) and more than `_KEPT_DIGITS` digits (an account number, a
 # date) are masked, so a version like `claude-sonnet-4.5` stays readable and an id does not.
-_CODE = re.compile(r"[A-Za-z_][\w.:$/*#-]*")
+_CODE = re.compile(r"[A-Za-z_?][\w.:$/*#,+-]*")
 _ARN = re.compile(r"arn:[\w-]*:[^\s,;]*")
 _ID = re.compile(r"[0-9a-fA-F]{8}(?:-[0-9a-fA-F]{4}){3}-[0-9a-fA-F]{12}|[0-9a-fA-F]{12,}")
 _DIGITS = re.compile(r"\d+")
+_WORD = re.compile(r"[^,./:$]+")
 _KEPT_DIGITS = 4
 
 
@@ -79,7 +81,11 @@ def shape_value(value: object) -> str:
     masked = _ID.sub("<id>", _ARN.sub("arn:*", value))
     if sum(char.isdigit() for char in masked) > _KEPT_DIGITS:
         masked = _DIGITS.sub("#", masked)
-    if len(masked) <= MAX_VALUE_CHARS and _CODE.fullmatch(masked.replace("<id>", "_id_")):
+    if (
+        len(masked) <= MAX_VALUE_CHARS
+        and _CODE.fullmatch(masked.replace("<id>", "_id_"))
+        and all(len(word) <= MAX_WORD_CHARS for word in _WORD.findall(masked))
+    ):
         return masked
     return f"<{len(value)} chars>"
 
@@ -103,10 +109,16 @@ def type_name(value: object) -> str:
 
 
 def key_names(mapping: Mapping[str, object], limit: int = 12) -> str:
-    """The sorted key names of `mapping` as one fact, each as `shape_value` keeps it."""
-    names = sorted({shape_value(key) for key in mapping})
-    more = len(names) - limit
-    return ",".join(names[:limit]) + (f",+{more}" if more > 0 else "")
+    """The sorted key names of `mapping` as one fact, each as `shape_value` keeps it (a key that
+    is no code as `?`), as many as a fact holds (`MAX_VALUE_CHARS`) and the count of the rest."""
+    names = sorted({name if _CODE.fullmatch(name := shape_value(key)) else "?" for key in mapping})
+    kept: list[str] = []
+    for name in names[:limit]:
+        if len(",".join([*kept, name])) > MAX_VALUE_CHARS - 4:
+            break
+        kept.append(name)
+    more = len(names) - len(kept)
+    return ",".join(kept) + (f",+{more}" if more > 0 else "")
 
 
 Shape = tuple[tuple[str, str], ...]

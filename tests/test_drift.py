@@ -35,6 +35,12 @@ def test_a_fact_keeps_codes_and_masks_what_could_identify(value: object, kept: s
     assert shape_value(value) == kept
 
 
+def test_key_names_are_kept_as_one_fact() -> None:
+    names = drift.key_names({"toolUseId": 1, "newField": 2, "x" * 80: 3})
+    assert names == "?,newField,toolUseId"  # a key that is no code is named by nothing
+    assert shape_value(names) == names
+
+
 def test_observations_are_summed_by_day_kind_place_and_shape() -> None:
     now = [1_790_000_000.0]
     recorder = Drift(clock=lambda: now[0])
@@ -85,6 +91,16 @@ def test_records_the_store_refused_are_written_next_time() -> None:
     recorder.give_back(taken)
     (record,) = recorder.take()
     assert record.count == 2
+
+
+def test_key_names_are_one_fact_that_survives_shaping() -> None:
+    """A payload's key names stay readable as one fact; past a fact's length, the rest counted."""
+    assert shape_value(drift.key_names({"n": 1, "secretText": "x"})) == "n,secretText"
+    many = drift.key_names({f"keyName{chr(65 + i)}": i for i in range(20)})
+    assert shape_value(many) == many
+    assert many.endswith(",+8")  # twelve names at most
+    assert len(many) <= drift.MAX_VALUE_CHARS
+    assert shape_value("a, b") == "<4 chars>"  # words in a list are text, not names
 
 
 async def test_a_watching_block_sees_its_own_tasks_observations_only() -> None:

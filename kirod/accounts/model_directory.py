@@ -41,6 +41,7 @@ from dataclasses import dataclass
 
 from kirod import log
 from kirod.accounts.account import to_upstream
+from kirod.accounts.side_drift import observe_catalog
 from kirod.accounts.tokens import TokenKeeper
 from kirod.accounts.windows import WindowLearner
 from kirod.canonical.catalog import (
@@ -194,7 +195,7 @@ class CatalogCache:
         strict: bool = False,
     ) -> ModelCatalog:
         try:
-            catalog = parse_catalog(await self._client.list_models(account))
+            pages = await self._client.list_models(account)
         except UpstreamError as exc:
             if strict:
                 raise
@@ -209,6 +210,8 @@ class CatalogCache:
                 return entry[1]
             self._unreadable.add(account.id)
             return self._fallback(account.id)
+        catalog = parse_catalog(pages)
+        observe_catalog(self._client.drift, account.region, pages)
         if len(catalog) == 0:
             catalog = STATIC_CATALOG
         self._unreadable.discard(account.id)

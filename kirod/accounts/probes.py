@@ -17,6 +17,7 @@ from typing import TypeVar
 from kirod import log
 from kirod.accounts.account import to_upstream
 from kirod.accounts.pool import AccountPool
+from kirod.accounts.side_drift import observe_usage
 from kirod.accounts.tokens import TokenKeeper
 from kirod.errors import KirodError
 from kirod.storage.accounts import AccountRecord
@@ -105,6 +106,7 @@ class UsageProbes:
             return None
         doc = await self._with_token(record, self._client.usage_limits)
         usage = parse_usage_limits(doc)
+        observe_usage(self._client.drift, record.region, doc)
         log.event(
             logger,
             "usage_probed",

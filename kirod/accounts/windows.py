@@ -25,7 +25,7 @@ from __future__ import annotations
 import logging
 import statistics
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from kirod import log
@@ -42,6 +42,11 @@ SNAP = 0.25  # relative distance within which a figure is taken as a known size
 KNOWN_WINDOWS = (128_000, 200_000, 272_000, 400_000, 500_000, 1_000_000, 2_000_000)
 """Round sizes models have: the windows of docs/KIRO-PROTOCOL.md §2.7, GPT-5.6's 1M found by
 probe (docs/KIRO-PROTOCOL.md §6.2), and the sizes between and above that new models list."""
+
+KNOWN_ROLLOUTS: Mapping[str, int] = {"gpt-5.6-": 1_000_000}
+"""Windows Kiro is known to measure against though its catalog lists less, by model id prefix:
+GPT-5.6's 1M, rolled out per account (docs/KIRO-PROTOCOL.md §6.2). Learning one follows Kiro as
+kirod knows it; any other learned window that is not the listed one is drift (`Kind.WINDOW`)."""
 
 Key = tuple[str, str]  # (account id, Kiro model id)
 
@@ -61,6 +66,13 @@ def rounded(implied: float, listed: int) -> int:
     if abs(known - implied) <= SNAP * known:
         return known
     return int(float(f"{implied:.2g}"))
+
+
+def known_rollout(kiro_id: str, window: int) -> bool:
+    """`window` is one `KNOWN_ROLLOUTS` names for the model."""
+    return any(
+        kiro_id.startswith(prefix) and window == size for prefix, size in KNOWN_ROLLOUTS.items()
+    )
 
 
 class WindowLearner:
@@ -138,8 +150,9 @@ class WindowLearner:
             learned=window,
             implied=implied,
         )
-        if window != listed and self._drift is not None:
-            # Kiro's window moved away from what its catalog lists: kirod follows it, and says so.
+        if window != listed and not known_rollout(kiro_id, window) and self._drift is not None:
+            # Kiro's window moved away from what its catalog lists, in a way kirod did not know
+            # of: kirod follows it, and says so.
             self._drift.observe(
                 Kind.WINDOW,
                 "generateAssistantResponse",

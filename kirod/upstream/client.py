@@ -28,9 +28,8 @@ from urllib.parse import quote, urlencode
 import aiohttp
 import aiohttp_socks
 
-from kirod import log
 from kirod.canonical import wirejson
-from kirod.drift import Drift
+from kirod.drift import Drift, Kind, key_names
 from kirod.upstream.errors import (
     Failure,
     UpstreamConnectionError,
@@ -159,15 +158,62 @@ _REASON_FAILURES: Mapping[str, Failure] = {
 # ServiceQuotaExceededException (402) for the conversation, not the account: its context is
 # full (docs/KIRO-PROTOCOL.md §4.2). Read before the status, which would say "quota".
 _CONVERSATION_FULL = "CONVERSATION_LIMIT_EXCEEDED"
-_REASON_CODE = re.compile(r"[A-Z][A-Z0-9_]{0,63}")
+# What kirod knows of Kiro's error answers (docs/KIRO-PROTOCOL.md §4.1, §4.2); anything else is
+# served as its status's class always was, and recorded as drift (`kirod.drift`) where a Kiro
+# operation answered it. Reasons read whatever the status came with, then those of one status:
+_ANY_STATUS_REASONS = frozenset({*_QUOTA_REASONS, *_REASON_FAILURES, _CONVERSATION_FULL})
+_STATUS_REASONS: Mapping[int, frozenset[str]] = {
+    400: frozenset(
+        {
+            "REQUEST_BODY_INVALID",
+            "THINKING_SIGNATURE_INVALID",
+            "TOOL_SCHEMA_INVALID",
+            "CONTENT_LENGTH_EXCEEDS_THRESHOLD",
+            "INVALID_CONVERSATION_ID",
+            "INVALID_MODEL_ID",
+        }
+    ),
+    403: frozenset({"TEMPORARILY_SUSPENDED", "FEATURE_NOT_SUPPORTED"}),
+}
+# The service model's error shapes, as `__type` (after its namespace's `#`) or `x-amzn-errortype`.
+_ERROR_TYPES = frozenset(
+    {
+        "ValidationException",
+        "AccessDeniedException",
+        "ThrottlingException",
+        "ServiceQuotaExceededException",
+        "InternalServerException",
+        "ServiceUnavailableException",
+        "ResourceNotFoundException",
+        "ConflictException",
+    }
+)
+# The statuses `classify` sorts by; another is served as a server error, as before.
+_KNOWN_STATUSES = frozenset({400, 401, 402, 403, 429, 500, 502, 503, 504})
+# How Kiro names the root field its schema refused (docs/KIRO-PROTOCOL.md §2.6).
+_REFUSED_PROPERTY = re.compile(r"property '([A-Za-z_][\w-]{0,63})'")
 # A 403 saying the account is locked: "temporarily is suspended. We've locked your account as a
 # security precaution" (docs/KIRO-PROTOCOL.md §4.2), or "... locked it as a security precaution"
 # (kirodotdev/Kiro#4963).
 _LOCKED_WORDS = ("suspended", "locked your account", "security precaution")
 
 
-def classify(status: int, headers: Mapping[str, str], body: bytes) -> UpstreamHttpError:
-    """Turn an error response into a classified `UpstreamHttpError` (docs/KIRO-PROTOCOL.md §4)."""
+def classify(
+    status: int,
+    headers: Mapping[str, str],
+    body: bytes,
+    *,
+    drift: Drift | None = None,
+    where: str = "",
+    region: str | None = None,
+    sent: bytes | None = None,
+) -> UpstreamHttpError:
+    """Turn an error response into a classified `UpstreamHttpError` (docs/KIRO-PROTOCOL.md §4).
+
+    With `drift`, what of it kirod does not know is recorded there, by shape: a status, an error
+    type or reason, or a refused request field (named by its key path in `sent`, the request
+    body), as met by the Kiro operation `where` in `region`.
+    """
     try:
         doc = json.loads(body) if body else {}
     except ValueError:
@@ -198,8 +244,6 @@ def classify(status: int, headers: Mapping[str, str], body: bytes) -> UpstreamHt
     elif status == 402 or reason in _QUOTA_REASONS:
         # Before the 400s: peers saw the overage limit come as a 400 as well as a 402.
         failure = Failure.QUOTA
-        if reason is not None and reason not in _QUOTA_REASONS:
-            _unknown_reason(status, reason)
     elif status == 400:
         if reason == "TOOL_SCHEMA_INVALID":  # docs/KIRO-PROTOCOL.md §4.2, whatever it says
             failure = Failure.BAD_REQUEST
@@ -232,20 +276,69 @@ def classify(status: int, headers: Mapping[str, str], body: bytes) -> UpstreamHt
         failure = Failure.SUSPICIOUS
     elif status == 429:
         failure = Failure.THROTTLED
-        if reason is not None:
-            _unknown_reason(status, reason)
     else:
         failure = Failure.SERVER
+    if drift is not None:
+        type_value = doc.get("__type") or nested.get("__type") or headers.get("x-amzn-errortype")
+        error_type = type_value.rsplit("#", 1)[-1].split(":", 1)[0] if type_value else None
+        _observe(drift, where, region, status, reason, error_type)
+        if failure is Failure.REQUEST_FIELDS:
+            drift.observe(
+                Kind.SCHEMA_REFUSAL, where, region=region, **_refused_field(message, sent)
+            )
     return UpstreamHttpError(
         status, failure, reason=reason, message=message, retry_after_s=retry_after
     )
 
 
-def _unknown_reason(status: int, reason: str) -> None:
-    """A throttle or quota reason kirod does not know: served as before, and left in the log
-    (the code when it reads as one, never free text)."""
-    shape = {"reason": reason} if _REASON_CODE.fullmatch(reason) else {"reason_chars": len(reason)}
-    log.event(logger, "upstream_reason_unknown", level=logging.WARNING, status=status, **shape)
+def _observe(
+    drift: Drift,
+    where: str,
+    region: str | None,
+    status: int,
+    reason: str | None,
+    error_type: str | None,
+) -> None:
+    """A status, or an error type or reason for its status, that kirod does not know."""
+    if status not in _KNOWN_STATUSES:
+        drift.observe(
+            Kind.HTTP_STATUS, where, region=region, status=status, type=error_type, reason=reason
+        )
+        return
+    known = _ANY_STATUS_REASONS | _STATUS_REASONS.get(status, frozenset())
+    if (reason is not None and reason not in known) or (
+        error_type is not None and error_type not in _ERROR_TYPES
+    ):
+        drift.observe(
+            Kind.ERROR_REASON, where, region=region, status=status, type=error_type, reason=reason
+        )
+
+
+def _refused_field(message: str, sent: bytes | None) -> dict[str, object]:
+    """The refused root field by its key path in what kirod sent (`output_config.effort`), and
+    the leaves it sent; Kiro names only one key, and its message is never kept."""
+    try:
+        root = json.loads(sent) if sent else {}
+    except ValueError:
+        root = {}
+    fields = root.get("additionalModelRequestFields") if isinstance(root, dict) else None
+    leaves = _leaf_paths(fields) if isinstance(fields, dict) else []
+    named = _REFUSED_PROPERTY.search(message)
+    field = None
+    for parts in (leaf.split(".") for leaf in leaves):
+        if named and named.group(1) in parts:
+            field = ".".join(parts[: parts.index(named.group(1)) + 1])
+            break
+    return {"field": field, "sent": key_names(dict.fromkeys(leaves)) or None}
+
+
+def _leaf_paths(fields: Mapping[str, Any], prefix: str = "") -> list[str]:
+    """The dotted key paths of `fields`' leaves, in order."""
+    paths: list[str] = []
+    for key, value in fields.items():
+        path = f"{prefix}{key}"
+        paths += _leaf_paths(value, f"{path}.") if isinstance(value, dict) and value else [path]
+    return paths
 
 
 @contextlib.contextmanager
@@ -295,6 +388,14 @@ async def _read_bounded(
         chunks.append(chunk)
         size += len(chunk)
     return b"".join(chunks)[:limit] if truncate else None
+
+
+@dataclass(frozen=True, slots=True)
+class _Kiro:
+    """The Kiro operation an exchange is, and the account's region, as drift records name them."""
+
+    operation: str
+    region: str
 
 
 class KiroClient:
@@ -372,7 +473,14 @@ class KiroClient:
         headers = self._api_headers(account, "codewhispererstreaming")
         url = f"{base}/generateAssistantResponse"
         async with self._exchange(
-            account.id, base, account.proxy_url, "POST", url, headers=headers, data=data
+            account.id,
+            base,
+            account.proxy_url,
+            "POST",
+            url,
+            headers=headers,
+            data=data,
+            kiro=_Kiro("generateAssistantResponse", account.region),
         ) as response:
             yield self._frames(response)
 
@@ -399,15 +507,18 @@ class KiroClient:
         *,
         headers: Mapping[str, str],
         data: bytes | None = None,
+        kiro: _Kiro | None = None,
     ) -> AsyncIterator[aiohttp.ClientResponse]:
         """One request on the pool of `owner` to `base` through `proxy_url`
-        (`UpstreamAccount.proxy_url`); yields its response once the head arrived.
+        (`UpstreamAccount.proxy_url`); yields its response once the head arrived. `kiro`: the
+        Kiro operation it is, whose error answers kirod does not know are drift (None: an auth
+        host's).
 
         Leaving the block returns the connection to the pool if the whole answer arrived (read
         or not), and closes it otherwise: an answer is never drained.
         """
         async with self._pools.lease(owner, base, proxy_url) as pool:
-            response = await self._send(pool, method, url, headers=headers, data=data)
+            response = await self._send(pool, method, url, headers=headers, data=data, kiro=kiro)
             try:
                 yield response
             finally:
@@ -424,6 +535,7 @@ class KiroClient:
         *,
         headers: Mapping[str, str],
         data: bytes | None = None,
+        kiro: _Kiro | None = None,
     ) -> aiohttp.ClientResponse:
         """Send one request; an error status is read (bounded) and raised as classified."""
         with _mapped("Kiro did not answer in time", "cannot reach Kiro"):
@@ -439,7 +551,17 @@ class KiroClient:
                 body = b""
             finally:
                 response.close()
-            raise classify(response.status, response.headers, body)
+            if kiro is None:
+                raise classify(response.status, response.headers, body)
+            raise classify(
+                response.status,
+                response.headers,
+                body,
+                drift=self.drift,
+                where=kiro.operation,
+                region=kiro.region,
+                sent=data,
+            )
         return response
 
     async def _json(
@@ -453,11 +575,12 @@ class KiroClient:
         headers: Mapping[str, str],
         body: Mapping[str, Any] | None = None,
         data: bytes | None = None,
+        kiro: _Kiro | None = None,
     ) -> dict[str, Any]:
         if body is not None:
             data = json.dumps(body).encode()
         async with self._exchange(
-            owner, base, proxy_url, method, url, headers=headers, data=data
+            owner, base, proxy_url, method, url, headers=headers, data=data, kiro=kiro
         ) as response:
             with _mapped("Kiro did not finish its answer in time", "connection to Kiro broke"):
                 raw = await _read_bounded(response, MAX_JSON_ANSWER)
@@ -484,7 +607,10 @@ class KiroClient:
             f"&isEmailRequired=true{self._profile_query(account)}"
         )
         headers = self._api_headers(account, "codewhispererruntime")
-        return await self._json(account.id, base, account.proxy_url, "GET", url, headers=headers)
+        kiro = _Kiro("getUsageLimits", account.region)
+        return await self._json(
+            account.id, base, account.proxy_url, "GET", url, headers=headers, kiro=kiro
+        )
 
     async def set_overage(self, account: UpstreamAccount, enabled: bool) -> None:
         """setUserPreference with the overage switch Kiro IDE's settings flip
@@ -502,8 +628,9 @@ class KiroClient:
         headers = self._api_headers(account, "codewhispererruntime")
         url = f"{base}/setUserPreference"
         data = json.dumps(body).encode()
+        kiro = _Kiro("setUserPreference", account.region)
         async with self._exchange(
-            account.id, base, account.proxy_url, "POST", url, headers=headers, data=data
+            account.id, base, account.proxy_url, "POST", url, headers=headers, data=data, kiro=kiro
         ):
             pass  # an error status was raised; a success says nothing more
 
@@ -520,7 +647,13 @@ class KiroClient:
             if token:
                 url += f"&nextToken={quote(token, safe='')}"
             page = await self._json(
-                account.id, base, account.proxy_url, "GET", url, headers=headers
+                account.id,
+                base,
+                account.proxy_url,
+                "GET",
+                url,
+                headers=headers,
+                kiro=_Kiro("ListAvailableModels", account.region),
             )
             pages.append(page)
             next_token = page.get("nextToken")
@@ -543,7 +676,14 @@ class KiroClient:
         for _ in range(max_pages):
             body = {"nextToken": token} if token else {}
             page = await self._json(
-                account.id, base, account.proxy_url, "POST", f"{base}/", headers=headers, body=body
+                account.id,
+                base,
+                account.proxy_url,
+                "POST",
+                f"{base}/",
+                headers=headers,
+                body=body,
+                kiro=_Kiro("ListAvailableProfiles", region),
             )
             found = page.get("profiles")
             if isinstance(found, list):
@@ -562,7 +702,14 @@ class KiroClient:
         headers["Content-Type"] = "application/x-amz-json-1.0"
         headers["x-amz-target"] = "AmazonCodeWhispererService.GetProfile"
         answer = await self._json(
-            account.id, base, account.proxy_url, "POST", f"{base}/", headers=headers, body={}
+            account.id,
+            base,
+            account.proxy_url,
+            "POST",
+            f"{base}/",
+            headers=headers,
+            body={},
+            kiro=_Kiro("GetProfile", region),
         )
         profile = answer.get("profile")
         return profile if isinstance(profile, dict) else None
@@ -580,7 +727,14 @@ class KiroClient:
             headers["x-amzn-kiro-profile-arn"] = account.profile_arn
             body["profileArn"] = account.profile_arn
         return await self._json(
-            account.id, base, account.proxy_url, "POST", f"{base}/mcp", headers=headers, body=body
+            account.id,
+            base,
+            account.proxy_url,
+            "POST",
+            f"{base}/mcp",
+            headers=headers,
+            body=body,
+            kiro=_Kiro("mcp", account.region),
         )
 
     # -- auth hosts ---------------------------------------------------------------------------

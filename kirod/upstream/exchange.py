@@ -294,6 +294,8 @@ async def open_exchange(
             declared_tools={tool.name for tool in request.tools},
             thinking_mode=payload.thinking_mode,
             tool_delivery=route.tool_delivery,
+            drift=client.drift,
+            region=route.account.region,
         )
         first, frames, bytes_read = await _first_events(chunks, translator)
         # Only an error before any output may go elsewhere: one after it is the stream's end.

@@ -71,6 +71,7 @@ from kirod.canonical.events import (
     Usage,
 )
 from kirod.canonical.token_count import estimate_text_tokens
+from kirod.drift import Drift, Kind, key_names, type_name
 from kirod.errors import ApiError, ErrorKind
 from kirod.upstream.errors import UpstreamPromptTooLong
 from kirod.upstream.frames import Frame
@@ -114,10 +115,11 @@ _MAX_TOKENS: Final = "MAX_TOKENS"
 _CONTENT_FILTERED: Final = "CONTENT_FILTERED"
 _CONTEXT_WINDOW_EXCEEDED: Final = "MODEL_CONTEXT_WINDOW_EXCEEDED"
 # The rest are known and not acted on: inference decides (the service's END_TURN and TOOL_USE are
-# unreliable on tool turns); any other value is logged.
+# unreliable on tool turns); any other value is a drift (`Kind.STOP_REASON`).
 _INFERRED_STOPS: Final = frozenset({"END_TURN", "TOOL_USE", "PAUSE_TURN", "UNKNOWN"})
 _TAIL_EVENTS: Final = frozenset({"metadataEvent", "contextUsageEvent", "meteringEvent"})
-# Events that carry nothing used (docs/KIRO-PROTOCOL.md §3.2); any other type is logged.
+# Events that carry nothing used (docs/KIRO-PROTOCOL.md §3.2); any other type is a drift
+# (`Kind.EVENT_TYPE`).
 _IGNORED_EVENTS: Final = frozenset(
     {
         "messageMetadataEvent",
@@ -131,10 +133,8 @@ _IGNORED_EVENTS: Final = frozenset(
 _SAFE_IDENTIFIER = re.compile(r"[A-Za-z][\w.:-]{0,63}")
 
 logger = logging.getLogger(__name__)
-# What kirod does not know from Kiro leaves a trace (shape only), each thing at most once per
-# throttle interval; beyond `_UNKNOWN_KEPT` things the rest share one throttle.
-_UNKNOWN_KEPT: Final = 32
-_unknown: dict[str, log.Throttle] = {}
+# The Kiro operation whose answer this is, as drift records name it.
+_WHERE: Final = "generateAssistantResponse"
 
 TruncationCause: TypeAlias = Literal[
     "stream_ended", "connection_lost", "upstream_fault", "unparseable", "max_tokens", "interrupted"
@@ -200,6 +200,8 @@ class Translator:
     `tool_names` maps names as sent upstream back to the client's; `declared_tools` holds the
     client's names, and only calls to those are rescued from leaked text. `tool_delivery` says
     whether tool input is held until the call is complete; `clock` times cut-off calls.
+    What the answer carries that kirod does not know (an event type, a stop reason, a missing
+    tail) is recorded on `drift` (the daemon's `KiroClient.drift`) with the account's `region`.
     """
 
     def __init__(
@@ -214,6 +216,8 @@ class Translator:
         thinking_mode: ThinkingMode = "none",
         tool_delivery: ToolDelivery = "complete",
         clock: Callable[[], float] = time.monotonic,
+        drift: Drift | None = None,
+        region: str | None = None,
     ) -> None:
         self._message_id = message_id
         self._model = model
@@ -248,6 +252,8 @@ class Translator:
 
         self._live_tools = tool_delivery == "live"
         self._clock = clock
+        self._drift = drift
+        self._region = region
         self._tool: _OpenTool | None = None  # the tool call being received
         self._finished_tools: set[str] = set()
         self.truncation: Truncation | None = None  # the call Kiro cut off, when it did
@@ -302,6 +308,9 @@ class Translator:
                     level=logging.WARNING,
                     blocks=self._index,
                     tool_calls=len(self._finished_tools),
+                )
+                self._observe(
+                    Kind.TAIL_MISSING, blocks=self._index, tool_calls=len(self._finished_tools)
                 )
             self._events.append(self._usage())
             self._events.append(MessageStop(self._stop_reason()))
@@ -377,13 +386,7 @@ class Translator:
                 self._reported = _token_usage(payload.get("tokenUsage")) or self._reported
                 self._on_stop_reason(payload.get("stopReason"), payload.get("stopDetails"))
             case str() as name if name not in _IGNORED_EVENTS:
-                _trace_unknown(
-                    "kiro_event_unknown",
-                    event_type=_safe_identifier(name),
-                    keys=",".join(
-                        sorted(key for key in payload if _SAFE_IDENTIFIER.fullmatch(key))
-                    ),
-                )
+                self._observe(Kind.EVENT_TYPE, event_type=name, keys=key_names(payload))
 
     def _on_fault(self, name: str | None, reason: object) -> None:
         if self._halted:
@@ -409,11 +412,16 @@ class Translator:
         elif reason == _CONTEXT_WINDOW_EXCEEDED:
             self._on_context_window()
         elif reason is not None and not (isinstance(reason, str) and reason in _INFERRED_STOPS):
-            _trace_unknown(
-                "kiro_stop_reason_unknown",
-                stop_reason=_safe_identifier(reason if isinstance(reason, str) else None),
-                type=type(reason).__name__,
+            self._observe(
+                Kind.STOP_REASON,
+                stop_reason=reason if isinstance(reason, str) else None,
+                type=type_name(reason),
             )
+
+    def _observe(self, kind: Kind, **facts: object) -> None:
+        """Something in the answer kirod does not know: served as before, recorded by shape."""
+        if self._drift is not None:
+            self._drift.observe(kind, _WHERE, region=self._region, **facts)
 
     def _on_refusal(self, details: object) -> None:
         """Kiro's filter refused the answer: it ends `refusal`, even with nothing before it."""
@@ -731,15 +739,6 @@ def _token_usage(value: object) -> _TokenUsage | None:
 def _count(payload: Mapping[str, Any], key: str) -> int | None:
     number = _number(payload, key)
     return int(number) if number is not None and number >= 0 else None
-
-
-def _trace_unknown(name: str, **fields: str) -> None:
-    """Log something Kiro sent that kirod does not know; `fields` are shapes, never content."""
-    key = f"{name}:{sorted(fields.items())}"
-    if key not in _unknown and len(_unknown) >= _UNKNOWN_KEPT:
-        key = name
-    throttle = _unknown.setdefault(key, log.Throttle(logger))
-    throttle.event(name, level=logging.WARNING, **fields)
 
 
 def _safe_identifier(name: str | None) -> str:

@@ -4,13 +4,17 @@ Remaining credits = base (limit - used) + an ACTIVE free trial + ACTIVE bonuses,
 `CREDIT` entry of `usageBreakdownList`. The answer also says whether overage is on
 (`overageConfiguration.overageStatus`) and whether the plan allows it at all
 (`subscriptionInfo.overageCapability`), so a change made in Kiro IDE shows at the next probe.
+`usage_unknowns` names the fields the answer has beyond the documented ones, for the drift record
+(docs/RELIABILITY.md, "Drift"); the parse ignores them.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass
-from typing import Any
+from typing import Any, Final
 
+from kirod.drift import type_name
 from kirod.upstream.errors import UpstreamProtocolError
 
 
@@ -92,3 +96,88 @@ def _overage_capable(subscription: object) -> bool | None:
     `NOT_OVERAGE_CAPABLE`, `NOT_AVAILABLE`) that means the plan cannot."""
     capability = subscription.get("overageCapability") if isinstance(subscription, dict) else None
     return capability == "OVERAGE_CAPABLE" if isinstance(capability, str) else None
+
+
+# The answer as documented (docs/KIRO-PROTOCOL.md §6.1, the capture of a paid account there and
+# the fields beside what kirod reads): only a field beyond these is drift. `bonuses` entries are
+# not checked: no capture shows a non-empty one whole.
+USAGE_FIELDS: Final = frozenset(
+    {
+        "daysUntilReset",
+        "limits",
+        "nextDateReset",
+        "overageConfiguration",
+        "subscriptionInfo",
+        "totalUsage",
+        "usageBreakdown",
+        "usageBreakdownList",
+        "userInfo",
+    }
+)
+USAGE_NESTED_FIELDS: Final[Mapping[str, frozenset[str]]] = {
+    "overageConfiguration": frozenset({"overageStatus", "overageLimit"}),
+    "subscriptionInfo": frozenset(
+        {
+            "subscriptionTitle",
+            "type",
+            "overageCapability",
+            "upgradeCapability",
+            "subscriptionManagementTarget",
+        }
+    ),
+    "userInfo": frozenset({"email", "userId"}),
+}
+BREAKDOWN_FIELDS: Final = frozenset(
+    {
+        "resourceType",
+        "unit",
+        "displayName",
+        "displayNamePlural",
+        "currentUsage",
+        "currentUsageWithPrecision",
+        "usageLimit",
+        "usageLimitWithPrecision",
+        "nextDateReset",
+        "currency",
+        "overageRate",
+        "overageCap",
+        "overageCapWithPrecision",
+        "overageCharges",
+        "currentOverages",
+        "currentOveragesWithPrecision",
+        "freeTrialInfo",
+        "bonuses",
+    }
+)
+FREE_TRIAL_FIELDS: Final = frozenset(
+    {
+        "freeTrialStatus",
+        "freeTrialExpiry",
+        "currentUsage",
+        "currentUsageWithPrecision",
+        "usageLimit",
+        "usageLimitWithPrecision",
+    }
+)
+
+
+def usage_unknowns(doc: Mapping[str, Any]) -> tuple[str, ...]:
+    """The fields of a getUsageLimits answer kirod does not know, as sorted `path:type`
+    (`usageBreakdownList.*.x` for an entry's); names only, never values."""
+    found = set(_unknown(doc, USAGE_FIELDS, ""))
+    for name, known in USAGE_NESTED_FIELDS.items():
+        found.update(_unknown(doc.get(name), known, f"{name}."))
+    entries = doc.get("usageBreakdownList")
+    for entry in entries if isinstance(entries, list) else ():
+        found.update(_unknown(entry, BREAKDOWN_FIELDS, "usageBreakdownList.*."))
+        trial = entry.get("freeTrialInfo") if isinstance(entry, Mapping) else None
+        found.update(_unknown(trial, FREE_TRIAL_FIELDS, "usageBreakdownList.*.freeTrialInfo."))
+    return tuple(sorted(found))
+
+
+def _unknown(mapping: object, known: frozenset[str], prefix: str) -> list[str]:
+    if not isinstance(mapping, Mapping):
+        return []
+    return [
+        f"{prefix}{key}:{type_name(value)}" for key, value in mapping.items() if key not in known
+    ]

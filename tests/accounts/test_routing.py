@@ -21,6 +21,7 @@ from kirod.accounts.model_directory import (
 from kirod.accounts.tokens import TokenKeeper
 from kirod.canonical.catalog import STATIC_CATALOG, STATIC_CATALOG_AS_OF
 from kirod.canonical.resolution import STRICT, ModelPolicy
+from kirod.drift import Drift
 from kirod.errors import ApiError, ErrorKind
 from kirod.storage.accounts import AccountRecord, AccountStore
 from kirod.tasks import TaskOwner
@@ -102,6 +103,7 @@ class FlakyModels:
 
     def __init__(self) -> None:
         self.failing = True
+        self.drift = Drift()
 
     async def list_models(self, account: UpstreamAccount) -> list[dict[str, Any]]:
         if self.failing:
@@ -143,6 +145,7 @@ class GatedModels:
     def __init__(self) -> None:
         self.gated = True
         self.reads = 0
+        self.drift = Drift()
 
     async def list_models(self, account: UpstreamAccount) -> list[dict[str, Any]]:
         self.reads += 1

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from kirod.accounts.windows import STREAK, WindowLearner, rounded
+from kirod.drift import Drift, Kind
 from kirod.log import FIELDS_ATTR
 from kirod.storage.db import Database
 from kirod.storage.windows import WindowStore
@@ -122,3 +123,67 @@ async def test_learned_windows_survive_in_the_store(short_tmp: Path) -> None:
         last = WindowLearner(WindowStore(db))
         await last.load()
         assert last.learned() == ()
+
+
+async def _learn(learner: WindowLearner, kiro_id: str, listed: int, window: int) -> int | None:
+    learned = None
+    for _ in range(STREAK):
+        learned = await learner.observe(
+            "a1",
+            kiro_id,
+            listed=listed,
+            in_use=listed,
+            percentage=percentage(window),
+            estimated_tokens=TOKENS,
+        )
+    return learned
+
+
+async def test_a_window_kiro_moved_unannounced_is_drift_and_followed() -> None:
+    drift = Drift(clock=lambda: 1_796_342_400.0)
+    learner = WindowLearner(drift=drift)
+    assert await _learn(learner, "claude-sonnet-4.5", 200_000, 1_000_000) == 1_000_000
+    assert learner.window("a1", "claude-sonnet-4.5") == 1_000_000
+    [record] = drift.pending()
+    assert (record.kind, record.where, record.count) == (
+        Kind.WINDOW,
+        "generateAssistantResponse",
+        1,
+    )
+    assert dict(record.shape) == {
+        "learned": "1000000",
+        "listed": "200000",
+        "model": "claude-sonnet-4.5",
+    }
+
+
+async def test_gpt_5_6_at_1m_is_the_known_rollout_not_drift() -> None:
+    drift = Drift()
+    learner = WindowLearner(drift=drift)
+    assert await _learn(learner, "gpt-5.6-sol", LISTED, 1_000_000) == 1_000_000
+    assert drift.pending() == []
+    # Beyond the known rollout, the same model's window is drift again.
+    assert await _learn(learner, "gpt-5.6-terra", LISTED, 2_000_000) == 2_000_000
+    assert [dict(r.shape)["model"] for r in drift.pending()] == ["gpt-5.6-terra"]
+
+
+async def test_a_window_back_at_the_listed_one_is_no_drift() -> None:
+    drift = Drift()
+    learner = WindowLearner(drift=drift)
+    await _learn(learner, "gpt-5.6-sol", LISTED, 1_000_000)
+    assert await _learn_back(learner) == LISTED
+    assert drift.pending() == []
+
+
+async def _learn_back(learner: WindowLearner) -> int | None:
+    learned = None
+    for _ in range(STREAK):
+        learned = await learner.observe(
+            "a1",
+            "gpt-5.6-sol",
+            listed=LISTED,
+            in_use=1_000_000,
+            percentage=percentage(LISTED),
+            estimated_tokens=TOKENS,
+        )
+    return learned

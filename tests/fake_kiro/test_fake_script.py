@@ -9,8 +9,14 @@ from typing import Any
 import pytest
 
 from kirod.testing.fake_kiro.catalog import DEFAULT_MODELS, Model
+from kirod.testing.fake_kiro.drift import Drift
 from kirod.testing.fake_kiro.script import (
     DEFAULT_TOOL_CALL,
+    DRIFTED_EVENT,
+    DRIFTED_REASON,
+    DRIFTED_STATUS,
+    DRIFTED_STOP,
+    DRIFTED_WAIT_S,
     REFUSAL_DETAILS,
     ChatRequest,
     Cut,
@@ -25,6 +31,7 @@ from kirod.testing.fake_kiro.script import (
     TokenUsage,
     ToolCall,
     ToolCut,
+    drifted_failure,
     http_failure,
     plan_stream,
 )
@@ -607,3 +614,36 @@ def test_custom_model_window() -> None:
     data = body(user("a" * 400, model="tiny"))
     stream = plan_stream(Script(), ChatRequest.parse(data, tiny), Latency())
     assert 10 < events(decode(stream), "contextUsageEvent")[0]["contextUsagePercentage"] < 20
+
+
+# Tomorrow's Kiro (`drift.Drift`), switched on
+
+
+def drifted(*drifts: Drift, script: Script | None = None) -> list[Frame]:
+    return decode(plan_stream(script or Script(), request(), Latency(), frozenset(drifts)))
+
+
+def test_the_stream_drifts_change_only_what_they_name() -> None:
+    today = decode(plan(Script()))
+    types = [frame.event_type for frame in today]
+    assert types[-3:] == ["metadataEvent", "contextUsageEvent", "meteringEvent"]
+    assert [f.event_type for f in drifted(Drift.TAIL_MISSING)] == types[:-3]
+    with_event = [f.event_type for f in drifted(Drift.EVENT_TYPE)]
+    assert with_event == [*types[:-3], DRIFTED_EVENT, *types[-3:]]
+    assert events(drifted(Drift.STOP_REASON), "metadataEvent") == [{"stopReason": DRIFTED_STOP}]
+    # Off, or on a scripted fault, the answer is today's.
+    assert drifted() == today
+    cut = Script(fault=Fault.CUT_GENERATION)
+    assert drifted(Drift.EVENT_TYPE, script=cut) == decode(plan(cut))
+
+
+def test_the_error_drifts_answer_with_a_new_status_or_reason() -> None:
+    assert drifted_failure(frozenset()) is None
+    assert drifted_failure({Drift.EVENT_TYPE, Drift.WINDOW}) is None
+    status = drifted_failure({Drift.HTTP_STATUS})
+    assert status is not None
+    assert (status.status, status.body["reason"]) == (DRIFTED_STATUS, None)
+    reason = drifted_failure({Drift.ERROR_REASON})
+    assert reason is not None
+    assert (reason.status, reason.body["reason"]) == (429, DRIFTED_REASON)
+    assert reason.body["retryAfterMilliseconds"] == DRIFTED_WAIT_S * 1000

@@ -18,7 +18,7 @@ from kirod.canonical.assemble import assemble
 from kirod.canonical.catalog import catalog_from_list_available_models
 from kirod.credentials import device_login as login
 from kirod.credentials import refresh as auth
-from kirod.log import FIELDS_ATTR
+from kirod.drift import Drift, Kind
 from kirod.storage.accounts import AccountStore
 from kirod.storage.db import Database
 from kirod.tasks import TaskOwner
@@ -280,19 +280,125 @@ def test_body_and_header_waits(header: str | None, wait_ms: object, seen: float 
     assert error.retry_after_s == seen
 
 
-def test_an_unknown_reason_is_served_as_before_and_logged(
-    caplog: pytest.LogCaptureFixture,
-) -> None:
-    with caplog.at_level("WARNING", logger="kirod.upstream.client"):
-        error = classify(429, {}, throttle("BRAND_NEW_LIMIT"))
-        classify(429, {}, throttle("free text: with a secret-ish word"))
+def observed(recorder: Drift) -> list[tuple[Kind, str, dict[str, str], str | None]]:
+    return [(r.kind, r.where, dict(r.shape), r.region) for r in recorder.pending()]
+
+
+def test_an_unknown_reason_is_served_as_before_and_is_drift() -> None:
+    recorder = Drift()
+    seen = {"drift": recorder, "where": "generateAssistantResponse", "region": "us-east-1"}
+    error = classify(429, {}, throttle("BRAND_NEW_LIMIT"), **seen)
+    classify(429, {}, throttle("free text: with a secret-ish word"), **seen)
+    classify(402, {}, throttle("ANOTHER_NEW_QUOTA"), **seen)
     assert error.failure is Failure.THROTTLED
     assert error.retry_after_s == 300.0
-    logged = [(r.getMessage(), getattr(r, FIELDS_ATTR)) for r in caplog.records]
-    assert logged == [
-        ("upstream_reason_unknown", {"status": 429, "reason": "BRAND_NEW_LIMIT"}),
-        ("upstream_reason_unknown", {"status": 429, "reason_chars": 33}),
+    where = "generateAssistantResponse"
+    throttling = {"status": "429", "type": "ThrottlingException"}
+    assert observed(recorder) == [
+        (Kind.ERROR_REASON, where, {**throttling, "reason": "BRAND_NEW_LIMIT"}, "us-east-1"),
+        (Kind.ERROR_REASON, where, {**throttling, "reason": "<33 chars>"}, "us-east-1"),
+        (
+            Kind.ERROR_REASON,
+            where,
+            {"status": "402", "type": "ThrottlingException", "reason": "ANOTHER_NEW_QUOTA"},
+            "us-east-1",
+        ),
     ]
+
+
+@pytest.mark.parametrize(
+    ("status", "document", "headers"),
+    [
+        (429, {"reason": "CREDIT_CONSUMPTION_RATE_EXCEEDED"}, {}),
+        (400, {"message": "Improperly formed request.", "reason": "REQUEST_BODY_INVALID"}, {}),
+        (400, {"message": "Input is too long.", "reason": "CONTENT_LENGTH_EXCEEDS_THRESHOLD"}, {}),
+        (403, {"message": "User is not authorized to make this call."}, {}),
+        (
+            500,
+            {"reason": "MODEL_TEMPORARILY_UNAVAILABLE"},
+            {"x-amzn-errortype": "InternalServerException"},
+        ),
+        (402, {"__type": "x#ServiceQuotaExceededException", "reason": "MONTHLY_REQUEST_COUNT"}, {}),
+        (503, {}, {"x-amzn-errortype": "ServiceUnavailableException:http://internal"}),
+    ],
+)
+def test_known_errors_are_not_drift(
+    status: int, document: dict[str, object], headers: dict[str, str]
+) -> None:
+    recorder = Drift()
+    classify(status, headers, body(document), drift=recorder, where="getUsageLimits")
+    assert recorder.pending() == []
+
+
+@pytest.mark.parametrize(
+    ("status", "document", "headers", "kind", "facts"),
+    [
+        # A status no Kiro endpoint was seen to send: a server error, as before.
+        (418, {"message": "I'm a teapot"}, {}, Kind.HTTP_STATUS, {"status": "418"}),
+        # A reason of another status, a type the service model lacks.
+        (
+            403,
+            {"reason": "INVALID_MODEL_ID"},
+            {},
+            Kind.ERROR_REASON,
+            {"status": "403", "reason": "INVALID_MODEL_ID"},
+        ),
+        (
+            400,
+            {"__type": "com.amazon.kiro#BrandNewException"},
+            {},
+            Kind.ERROR_REASON,
+            {"status": "400", "type": "BrandNewException"},
+        ),
+        (
+            500,
+            {},
+            {"x-amzn-errortype": "NewFailure:http://internal"},
+            Kind.ERROR_REASON,
+            {"status": "500", "type": "NewFailure"},
+        ),
+    ],
+)
+def test_unknown_statuses_and_types_are_drift(
+    status: int,
+    document: dict[str, object],
+    headers: dict[str, str],
+    kind: Kind,
+    facts: dict[str, str],
+) -> None:
+    recorder = Drift()
+    before = classify(status, headers, body(document)).failure
+    assert classify(status, headers, body(document), drift=recorder, where="mcp").failure is before
+    assert observed(recorder) == [(kind, "mcp", facts, None)]
+
+
+def test_a_refused_request_field_is_drift_by_its_key_path() -> None:
+    """The field by where kirod put it, never Kiro's message (docs/KIRO-PROTOCOL.md §2.6)."""
+    recorder = Drift()
+    sent = {
+        "additionalModelRequestFields": {"output_config": {"effort": "high"}, "max_tokens": 4096},
+        "conversationState": {"currentMessage": "a prompt never recorded"},
+    }
+    message = (
+        "Invalid additionalModelRequestFields: property 'effort' is not defined in the schema and "
+        "the schema does not allow additional properties"
+    )
+    refusal = body({"message": message, "reason": "REQUEST_BODY_INVALID"})
+    error = classify(
+        400, {}, refusal, drift=recorder, where="generateAssistantResponse", sent=body(sent)
+    )
+    assert error.failure is Failure.REQUEST_FIELDS
+    fields = {"sent": "max_tokens,output_config.effort"}
+    assert observed(recorder) == [
+        (
+            Kind.SCHEMA_REFUSAL,
+            "generateAssistantResponse",
+            {"field": "output_config.effort", **fields},
+            None,
+        )
+    ]
+    assert "never recorded" not in repr(recorder.pending())
+    assert "schema does not allow" not in repr(recorder.pending())
 
 
 def test_a_full_conversation_reads_as_the_context_error() -> None:

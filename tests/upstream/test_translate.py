@@ -28,8 +28,8 @@ from kirod.canonical.events import (
 )
 from kirod.canonical.request import RedactedThinkingBlock, TextBlock, ThinkingBlock, ToolUseBlock
 from kirod.canonical.token_count import estimate_text_tokens
+from kirod.drift import Drift, Kind
 from kirod.errors import ApiError, ErrorKind
-from kirod.log import FIELDS_ATTR
 from kirod.testing.fake_kiro.eventstream import (
     HeaderValue,
     encode_error,
@@ -764,22 +764,48 @@ def test_context_window_exceeded_before_output_is_the_prompt_too_long_error() ->
     assert complete(wire).stop_reason is StopReason.MAX_TOKENS
 
 
-def test_unknown_stop_reasons_and_events_keep_serving_and_leave_a_trace(
-    caplog: pytest.LogCaptureFixture,
-) -> None:
+def drift_of(recorder: Drift) -> list[tuple[Kind, str, dict[str, str], str | None]]:
+    return [(r.kind, r.where, dict(r.shape), r.region) for r in recorder.pending()]
+
+
+def test_unknown_stop_reasons_and_events_keep_serving_and_are_drift() -> None:
+    """Recorded by shape on the daemon's recorder (`kirod.drift`): names and keys, no content."""
+    recorder = Drift()
     wire = (
         text("Hi")
         + encode_event("brandNewEvent", {"secretText": "do not log me", "n": 1})
         + metadata(stopReason="BRAND_NEW_REASON")
         + tail()
     )
-    with caplog.at_level("WARNING", logger="kirod.upstream.translate"):
-        assert complete(wire).stop_reason is StopReason.END_TURN
-        assert complete(text("Hi") + metadata(stopReason="PAUSE_TURN") + tail()).content
-    logged = [(r.getMessage(), getattr(r, FIELDS_ATTR)) for r in caplog.records]
-    assert ("kiro_event_unknown", {"event_type": "brandNewEvent", "keys": "n,secretText"}) in [
-        (name, {k: v for k, v in fields.items() if k != "suppressed"}) for name, fields in logged
+    known = text("Hi") + metadata(stopReason="PAUSE_TURN") + tail()
+    assert complete(wire, drift=recorder, region="us-east-1").stop_reason is StopReason.END_TURN
+    assert complete(known, drift=recorder).content
+    where = "generateAssistantResponse"
+    assert sorted(drift_of(recorder)) == [
+        (
+            Kind.EVENT_TYPE,
+            where,
+            {"event_type": "brandNewEvent", "keys": "n,secretText"},
+            "us-east-1",
+        ),
+        (
+            Kind.STOP_REASON,
+            where,
+            {"stop_reason": "BRAND_NEW_REASON", "type": "string"},
+            "us-east-1",
+        ),
+    ]  # not PAUSE_TURN
+    assert "do not log me" not in repr(recorder.pending())
+
+
+def test_an_answer_without_its_tail_is_drift_and_a_whole_one_is_not() -> None:
+    recorder = Drift()
+    cut = text("Step 1 done.") + tool_call("t1", "Read", '{"path": "a"}')
+    assert complete(cut, drift=recorder).stop_reason is StopReason.MAX_TOKENS
+    assert drift_of(recorder) == [
+        (Kind.TAIL_MISSING, "generateAssistantResponse", {"blocks": "2", "tool_calls": "1"}, None)
     ]
-    stops = [fields for name, fields in logged if name == "kiro_stop_reason_unknown"]
-    assert [fields["stop_reason"] for fields in stops] == ["BRAND_NEW_REASON"]  # not PAUSE_TURN
-    assert "do not log me" not in repr(logged)
+    recorder.take()
+    assert complete(cut + metadata(stopReason="TOOL_USE"), drift=recorder).content
+    assert complete(text("Hi") + tail(), drift=recorder).content
+    assert drift_of(recorder) == []

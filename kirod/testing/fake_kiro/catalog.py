@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import dataclasses
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -337,6 +338,48 @@ LAUNCH_DAY_MODELS: tuple[Model, ...] = (
 )
 """Models no kirod release knows of: a later Fable, a new Claude line, new GPT versions and
 tiers, with limits unlike any name rule's, as Kiro might list them on the day they launch."""
+
+
+DRIFT_WINDOW = 1_000_000
+"""`Drift.WINDOW`: the window a Claude model listed at 200 000 really has. The kind of change seen
+before is GPT-5.6's: listed at 272 000 while accounts measure against 1 000 000, the catalog never
+updated (docs/KIRO-PROTOCOL.md §6.2); Claude 4.5's 1M came as a separate `-1m` id
+(docs/KIRO-PROTOCOL.md §2.7), so the plain id growing is the likely next one."""
+
+
+def with_window_drift(model: Model) -> Model:
+    """The model under `Drift.WINDOW`, on every account: a Claude model listed at 200 000 has
+    `DRIFT_WINDOW`; others as they are."""
+    if claude(model) and model.max_input_tokens == 200_000 and model.window is None:
+        return dataclasses.replace(model, window=DRIFT_WINDOW)
+    return model
+
+
+DRIFT_MODEL_FIELD = ("lifecycleStatus", "PREVIEW")
+DRIFT_INPUT_TYPE = "VIDEO"
+DRIFT_SCHEMA_KEY = ("context_management", {"type": "object", "additionalProperties": True})
+
+
+def with_catalog_drift(models: Sequence[Model], page: dict[str, Any]) -> dict[str, Any]:
+    """`page` under `Drift.CATALOG_FIELD`: the newest model with a request schema (the last such
+    in `models`) lists a new field, a new input type and a new schema key. Each is the kind of
+    change seen before (docs/KIRO-PROTOCOL.md §6.2): fields added to the entries
+    (`promptCaching`, `modelProvider`, `refusalFallbackModels`), input types added (`DOCUMENT`
+    on newer Claude models), and schema keys added per generation (`max_tokens` from 5.x:
+    docs/KIRO-PROTOCOL.md §2.6), each first on the newest models. The schema key takes any value;
+    it names Anthropic's `context_management` request field, which Kiro's schemas mirror."""
+    target = next((m.model_id for m in reversed(models) if m.request_fields_schema), None)
+    for entry in page["models"]:
+        if entry["modelId"] != target:
+            continue
+        name, value = DRIFT_MODEL_FIELD
+        entry[name] = value
+        entry["supportedInputTypes"] = [*entry["supportedInputTypes"], DRIFT_INPUT_TYPE]
+        schema = dict(entry["additionalModelRequestFieldsSchema"])
+        key, node = DRIFT_SCHEMA_KEY
+        schema["properties"] = {**schema["properties"], key: node}
+        entry["additionalModelRequestFieldsSchema"] = schema
+    return page
 
 
 def claude(model: Model) -> bool:

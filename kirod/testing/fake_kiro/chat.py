@@ -13,7 +13,8 @@ from typing import Any
 
 from aiohttp import web
 
-from kirod.testing.fake_kiro.catalog import Model, claude
+from kirod.testing.fake_kiro.catalog import Model, claude, with_window_drift
+from kirod.testing.fake_kiro.drift import Drift
 from kirod.testing.fake_kiro.script import (
     ChatRequest,
     Cut,
@@ -21,6 +22,7 @@ from kirod.testing.fake_kiro.script import (
     Pause,
     Script,
     StreamPlan,
+    drifted_failure,
     http_failure,
     plan_stream,
     suspended_body,
@@ -37,7 +39,7 @@ EVENTSTREAM_CONTENT_TYPE = "application/vnd.amazon.eventstream"
 async def generate_assistant_response(
     fake: FakeKiro, request: web.Request, record: RecordedRequest, account: Account
 ) -> web.StreamResponse:
-    models = {model.model_id: _on_account(model, account) for model in fake.models()}
+    models = {model.model_id: _on_account(fake, model, account) for model in fake.models()}
     rejection = validate_chat(record.body, models)
     if rejection is not None:
         record.rejected_by = rejection.rule
@@ -45,16 +47,18 @@ async def generate_assistant_response(
         return error(rejection.status, rejection.body, rejection.error_type)
     root = json.loads(record.body)
     model = models[root["conversationState"]["currentMessage"]["userInputMessage"]["modelId"]]
-    refusal = _account_refusal(account, root, model, record.region)
+    refusal = _account_refusal(account, root, model, record.region) or _drifted_schema(
+        fake.drifts, root
+    )
     if refusal is not None:
         return refusal
     script = fake.next_script(account.account_id)
     if script.fault is not None:
         fake.count(f"fault:{script.fault.name}")
-    failure = http_failure(script, account.user_id)
+    failure = drifted_failure(fake.drifts) or http_failure(script, account.user_id)
     if failure is not None:
         return error(failure.status, failure.body, failure.error_type, failure.headers)
-    plan = plan_stream(script, ChatRequest.parse(root, model), fake.latency)
+    plan = plan_stream(script, ChatRequest.parse(root, model), fake.latency, fake.drifts)
     response, completed = await _stream(request, plan)
     if completed:
         fake.count("streams_completed")
@@ -65,9 +69,12 @@ async def generate_assistant_response(
     return response
 
 
-def _on_account(model: Model, account: Account) -> Model:
-    """The model as the account has it: the listed window where the 1M rollout has not come."""
-    return dataclasses.replace(model, window=None) if account.listed_windows else model
+def _on_account(fake: FakeKiro, model: Model, account: Account) -> Model:
+    """The model as the account has it: the listed window where the 1M rollout has not come;
+    under `Drift.WINDOW`, a Claude model's grown window on every account."""
+    if account.listed_windows:
+        model = dataclasses.replace(model, window=None)
+    return with_window_drift(model) if Drift.WINDOW in fake.drifts else model
 
 
 def _account_refusal(
@@ -99,6 +106,27 @@ def _account_refusal(
         assert failure is not None
         return error(failure.status, failure.body, failure.error_type)
     return None
+
+
+def _drifted_schema(drifts: frozenset[Drift], root: Mapping[str, Any]) -> web.Response | None:
+    """Tomorrow's schema (`Drift.SCHEMA_REFUSAL`): root fields that today's schema takes refused.
+
+    Schemas have dropped what kirod sends before: the 4.5 generation and some external-IdP
+    accounts refuse the root field itself, and each schema is enforced strictly, naming the key it
+    lacks (docs/KIRO-PROTOCOL.md §2.6: sunerpy's Opus 5.5 probe, 2026-09-26). Here the first key
+    sent, at its deepest, is refused in Kiro's words.
+    """
+    fields = root.get("additionalModelRequestFields")
+    if Drift.SCHEMA_REFUSAL not in drifts or not isinstance(fields, dict) or not fields:
+        return None
+    key, value = next(iter(fields.items()))
+    while isinstance(value, dict) and value:
+        key, value = next(iter(value.items()))
+    message = (
+        f"Invalid additionalModelRequestFields: property '{key}' is not defined in the schema "
+        "and the schema does not allow additional properties"
+    )
+    return error(400, {"message": message, "reason": "REQUEST_BODY_INVALID"}, "ValidationException")
 
 
 async def _stream(request: web.Request, plan: StreamPlan) -> tuple[web.StreamResponse, bool]:

@@ -24,5 +24,5 @@ class Drift(enum.Enum):
     TAIL_MISSING = "the chat stream ends cleanly after its content, without the tail frames"
     CATALOG_FIELD = "ListAvailableModels lists a field, input type and schema key kirod ignores"
     SCHEMA_REFUSAL = "a chat with root additionalModelRequestFields gets REQUEST_BODY_INVALID"
-    WINDOW = "every account's window for GPT-5.6 is 1M while the catalog lists 272 000"
+    WINDOW = "every account's window for a Claude model listed at 200 000 is 1 000 000"
     USAGE_FIELD = "getUsageLimits answers with a field kirod does not read"

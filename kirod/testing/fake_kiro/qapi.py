@@ -9,7 +9,13 @@ from typing import Any
 
 from aiohttp import web
 
-from kirod.testing.fake_kiro.catalog import InvalidNextToken, claude, models_page
+from kirod.testing.fake_kiro.catalog import (
+    InvalidNextToken,
+    claude,
+    models_page,
+    with_catalog_drift,
+)
+from kirod.testing.fake_kiro.drift import Drift
 from kirod.testing.fake_kiro.search import (
     INVALID_PARAMS,
     WEB_SEARCH_TOOL,
@@ -19,6 +25,7 @@ from kirod.testing.fake_kiro.search import (
 )
 from kirod.testing.fake_kiro.state import FakeKiro, RecordedRequest
 from kirod.testing.fake_kiro.tokens import Account, AuthKind
+from kirod.testing.fake_kiro.usage import with_usage_drift
 from kirod.testing.fake_kiro.wire import as_dict, error, json_object, signed_in
 
 
@@ -36,7 +43,10 @@ async def get_usage_limits(
         return error(403, body, "AccessDeniedException")
     email = account.email if str(params.get("isEmailRequired")).lower() == "true" else None
     now = fake.tokens.now()
-    return web.json_response(account.usage.to_json(email=email, user_id=account.user_id, now=now))
+    doc = account.usage.to_json(email=email, user_id=account.user_id, now=now)
+    if Drift.USAGE_FIELD in fake.drifts:
+        doc = with_usage_drift(doc)
+    return web.json_response(doc)
 
 
 OVERAGE_REFUSED_BODY = {"message": "User is not authorized to access this feature."}
@@ -80,6 +90,8 @@ async def list_available_models(
         page = models_page(models, next_token=params.get("nextToken"), max_results=max_results)
     except (ValueError, InvalidNextToken):
         return error(400, {"message": "Invalid pagination parameters."}, "ValidationException")
+    if Drift.CATALOG_FIELD in fake.drifts:
+        page = with_catalog_drift(models, page)
     return web.json_response(page)
 
 

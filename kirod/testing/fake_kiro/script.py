@@ -14,11 +14,13 @@ import enum
 import hashlib
 import json
 import math
-from collections.abc import Mapping
+import uuid
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 from kirod.testing.fake_kiro.catalog import Model
+from kirod.testing.fake_kiro.drift import Drift
 from kirod.testing.fake_kiro.eventstream import (
     corrupt_crc,
     encode_error,
@@ -431,6 +433,33 @@ def http_failure(script: Script, user_id: str) -> HttpFailure | None:
 
 _KIRO_ERRORS = "com.amazon.kiro.runtimeservice"
 
+DRIFTED_REASON = "TOKEN_BUCKET_EXHAUSTED"
+"""The throttle reason of tomorrow's Kiro (`Drift.ERROR_REASON`): made up, in the enum's style."""
+DRIFTED_STATUS = 422
+"""The status of tomorrow's Kiro (`Drift.HTTP_STATUS`): one no Kiro endpoint was seen to send."""
+DRIFTED_WAIT_S = 60
+
+
+def drifted_failure(drifts: Collection[Drift]) -> HttpFailure | None:
+    """A chat's error answer from tomorrow's Kiro, when one is switched on (`drift.Drift`)."""
+    if Drift.HTTP_STATUS in drifts:
+        # Kiro's statuses have moved before: the overage limit came as a 400 as well as a 402,
+        # an invalid bearer as a 401 as well as a 403 (docs/KIRO-PROTOCOL.md §4.2). A type kirod
+        # knows and no reason, so that only the status is new.
+        body = {
+            "__type": f"{_KIRO_ERRORS}#ValidationException",
+            "message": "The request could not be processed.",
+            "reason": None,
+        }
+        return HttpFailure(DRIFTED_STATUS, body, "ValidationException")
+    if Drift.ERROR_REASON in drifts:
+        # New reasons have come before: the throttling enum grew to six in 2026, and
+        # MODEL_TEMPORARILY_UNAVAILABLE came as a 500 (docs/KIRO-PROTOCOL.md §4.1, §4.2); today's
+        # body otherwise, the wait in `retryAfterMilliseconds`.
+        script = Script(throttle_reason=DRIFTED_REASON, retry_after_s=DRIFTED_WAIT_S)
+        return HttpFailure(429, throttle_body(script), "ThrottlingException")
+    return None
+
 
 def throttle_body(script: Script) -> dict[str, Any]:
     """A ThrottlingException as today's Kiro sends it: `__type`, a reason, and the wait in the
@@ -479,8 +508,20 @@ REFUSAL_DETAILS: Mapping[str, Any] = {
 `StopDetails.refusal` (category, explanation) as Rust gateways parse it; values made up."""
 
 
-def plan_stream(script: Script, request: ChatRequest, latency: Latency) -> StreamPlan:
-    """The frames answering `request`, with the script's fault applied."""
+DRIFTED_EVENT = "turnSummaryEvent"
+"""The event type of tomorrow's Kiro (`Drift.EVENT_TYPE`): made up, in the union's style."""
+DRIFTED_STOP = "GUARDRAIL_INTERVENED"
+"""The stop reason of tomorrow's Kiro (`Drift.STOP_REASON`): made up, in the enum's style."""
+
+
+def plan_stream(
+    script: Script,
+    request: ChatRequest,
+    latency: Latency,
+    drifts: Collection[Drift] = frozenset(),
+) -> StreamPlan:
+    """The frames answering `request`, with the script's fault applied, and on an answer with
+    no fault the stream's `drifts` (`drift.Drift`) that are switched on."""
     if script.fault is Fault.EMPTY_STREAM:
         return StreamPlan((), 0.0)
     if script.fault in (Fault.CONTENT_FILTERED, Fault.CONTEXT_WINDOW_EXCEEDED):
@@ -536,6 +577,10 @@ def plan_stream(script: Script, request: ChatRequest, latency: Latency) -> Strea
     metadata: dict[str, Any] = {"stopReason": reason}
     if reply.token_usage is not None:
         metadata["tokenUsage"] = reply.token_usage.wire()
+    if fault is None and Drift.STOP_REASON in drifts:
+        # The StopReason enum has gained values before (PAUSE_TURN, MODEL_CONTEXT_WINDOW_EXCEEDED:
+        # docs/KIRO-PROTOCOL.md §3.4); a new one in metadataEvent, the rest of the tail as today.
+        metadata["stopReason"] = DRIFTED_STOP
     tail = _tail(request, text, credits, reply.context_usage, metadata)
     at = min(script.fault_at, len(content))
     if fault is Fault.CUT_GENERATION:
@@ -550,6 +595,8 @@ def plan_stream(script: Script, request: ChatRequest, latency: Latency) -> Strea
     if fault is Fault.ERROR_FRAME:
         error = encode_error("InternalFailure", "Fake Kiro scripted error frame.")
         return _timed(script, latency, [*content[:at], error], 0.0)
+    if fault is None and drifts:
+        return _drifted(script, latency, content, tail, credits, drifts)
     frames = content + tail
     if fault is Fault.CORRUPT_CRC:
         bad = min(script.fault_at, len(frames) - 1)
@@ -561,6 +608,29 @@ def plan_stream(script: Script, request: ChatRequest, latency: Latency) -> Strea
     if fault is Fault.STALL:
         return replace(plan, steps=(*plan.steps[:at], Pause(script.stall_s), *plan.steps[at:]))
     return plan
+
+
+def _drifted(
+    script: Script,
+    latency: Latency,
+    content: list[bytes],
+    tail: list[bytes],
+    credits: float,
+    drifts: Collection[Drift],
+) -> StreamPlan:
+    """A whole answer as tomorrow's Kiro may send it."""
+    if Drift.TAIL_MISSING in drifts:
+        # Every content frame, then a clean end without the tail: cut generations end there
+        # half way (docs/KIRO-PROTOCOL.md §3.4: kiro2claude's audit, 2026-09-07/08); this one
+        # ends after the last content frame, where only the missing tail tells it apart.
+        return _timed(script, latency, content, 0.0)
+    if Drift.EVENT_TYPE in drifts:
+        # The stream's union has gained event types before (reasoningContentEvent with native
+        # reasoning, and the rare ones peers skip: docs/KIRO-PROTOCOL.md §3.2); a new one just
+        # before the tail, its members an id and a count.
+        summary = {"turnId": str(uuid.uuid4()), "blockCount": len(content)}
+        content = [*content, encode_event(DRIFTED_EVENT, summary)]
+    return _timed(script, latency, content + tail, credits)
 
 
 def _tail(

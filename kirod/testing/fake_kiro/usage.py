@@ -137,3 +137,17 @@ def _first_of_next_month(now: float) -> float:
     today = dt.datetime.fromtimestamp(now, dt.UTC)
     year, month = (today.year + 1, 1) if today.month == 12 else (today.year, today.month + 1)
     return dt.datetime(year, month, 1, tzinfo=dt.UTC).timestamp()
+
+
+DRIFT_USAGE_FIELD = "overageChargesWithPrecision"
+"""`Drift.USAGE_FIELD`: a field the `CREDIT` entry gains. The kind of change seen before: the
+entry's figures gained `…WithPrecision` siblings one by one (`currentUsageWithPrecision`,
+`usageLimitWithPrecision`, `overageCapWithPrecision`; docs/KIRO-PROTOCOL.md §6.1), and
+`overageCharges` is the one figure still without."""
+
+
+def with_usage_drift(doc: dict[str, Any]) -> dict[str, Any]:
+    """A getUsageLimits answer under `Drift.USAGE_FIELD`."""
+    for entry in doc["usageBreakdownList"]:
+        entry[DRIFT_USAGE_FIELD] = float(entry.get("overageCharges", 0))
+    return doc
