@@ -371,8 +371,9 @@ class _Run:
     def _say(self, name: str, verdict: Verdict, why: str, seen: Sequence[drift.Seen] = ()) -> None:
         facts = _drift_facts(seen)
         if seen:
+            more = f" and {len(facts) - 1} more" if len(facts) > 1 else ""
+            why = f"Kiro answered in a way kirod does not know ({facts[0]}{more}); {why}"
             verdict = "contradicted"
-            why = f"Kiro answered in a way kirod does not know ({facts[0]}); {why}"
         belief = self._steps[name].belief if name in self._steps else BELIEFS[name]
         self.beliefs.append(Belief(name, belief, verdict, why, facts))
 
@@ -400,8 +401,8 @@ class _Run:
         priced = sum(info.rate_multiplier is not None for info in catalog)
         return (
             "confirmed",
-            f"{len(catalog)} models ({schemas} with a request schema, {priced} with a rate "
-            "multiplier), nothing kirod does not read",
+            f"{len(catalog)} models, {schemas} with a request schema, {priced} with a rate "
+            "multiplier",
         )
 
     async def _usage_check(self) -> tuple[Verdict, str]:
@@ -518,6 +519,9 @@ class _Run:
     async def _effort_check(self) -> tuple[Verdict, str]:
         if not self._effort:
             return "unknown", "not sent: you left the effort chat out"
+        if self._chat is not None and self._chat.refused is not None:
+            # Kiro refused the first chat (a throttle's wait, say): a second would only add to it.
+            return "unknown", "not sent: Kiro refused the first chat"
         model = self._model(self._planned().effort_model)
         if model is None:
             return "unknown", "not sent: the catalog read now does not list the planned model"

@@ -15,6 +15,7 @@ from kirod.control.live_check import PROMPT
 from kirod.testing.daemon import DaemonProcess
 from kirod.testing.fake_kiro import Fault, Script, ThreadedFake, TokenSet
 from kirod.testing.fake_kiro.catalog import DEFAULT_MODELS, Model
+from kirod.testing.fake_kiro.drift import Drift
 from tests.cli.test_cli_commands import ask_on_a_terminal, kiroctl
 from tests.support.kiro_env import import_account
 
@@ -170,3 +171,55 @@ def test_a_window_unlike_the_listed_one_contradicts_the_window(
     [window] = [b for b in report["beliefs"] if b["name"] == "window"]
     assert "implies a window near" in window["why"]
     assert "not the 128,000 kirod uses (listed)" in window["why"]
+
+
+WITHOUT_DEEPSEEK = tuple(m for m in DEFAULT_MODELS if m.model_id != "deepseek-3.2")
+
+
+CHATS = {"chat", "effort"}  # a change in every chat's answer meets both
+
+
+@pytest.mark.parametrize(
+    ("drift", "contradicted", "models"),
+    [
+        (Drift.CATALOG_FIELD, {"catalog"}, DEFAULT_MODELS),
+        (Drift.USAGE_FIELD, {"usage"}, DEFAULT_MODELS),
+        (Drift.EVENT_TYPE, CHATS, DEFAULT_MODELS),
+        (Drift.STOP_REASON, CHATS, DEFAULT_MODELS),
+        (Drift.TAIL_MISSING, CHATS, DEFAULT_MODELS),
+        # A refused chat is not followed by the effort chat: Kiro's wait would only grow.
+        (Drift.ERROR_REASON, {"chat"}, DEFAULT_MODELS),
+        (Drift.HTTP_STATUS, {"chat"}, DEFAULT_MODELS),
+        (Drift.SCHEMA_REFUSAL, {"effort"}, DEFAULT_MODELS),
+        # Claude models listed at 200 000 measure against 1M: the cheapest is Haiku 4.5 once
+        # DeepSeek is gone.
+        (Drift.WINDOW, {"window"}, WITHOUT_DEEPSEEK),
+    ],
+    ids=lambda value: value.name if isinstance(value, Drift) else "",
+)
+def test_tomorrows_kiro_contradicts_the_beliefs_it_moves(
+    daemon: DaemonProcess,
+    fake: ThreadedFake,
+    drift: Drift,
+    contradicted: set[str],
+    models: tuple[Model, ...],
+) -> None:
+    fake.fake.set_models(models)
+    code, report, _ = live(daemon)
+    assert code == 0, report  # today's Kiro, with this catalog: everything holds
+    fake.fake.set_drifts(drift)
+    chats_before = len(chats(fake))
+    code, report, shown = live(daemon)
+    assert code == 4, report
+    found = verdicts(report)
+    assert {name for name, verdict in found.items() if verdict == "contradicted"} == contradicted
+    for belief in report["beliefs"]:
+        if belief["name"] in contradicted and drift is not Drift.WINDOW:
+            # What kirod records as drift names the change; a window is learned over several
+            # large answers, and this one check reads it from the percentage alone.
+            assert belief["drift"], belief
+            assert "Kiro answered in a way kirod does not know" in belief["why"]
+    assert f"Kiro contradicted {len(contradicted)} of kirod's beliefs" in shown
+    if contradicted == {"chat"}:
+        assert found["effort"] == "unknown"
+        assert len(chats(fake)) == chats_before + 1  # the refused chat alone
