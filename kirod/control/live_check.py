@@ -168,9 +168,8 @@ class LiveCheck:
     ) -> None:
         self._accounts = accounts
         self._keeper = keeper
-        self._client = client
         self._models = models
-        self._maintenance = maintenance
+        self._kiro = _Kiro(client, models, maintenance)
         self._running = asyncio.Lock()
 
     async def plan(self, account_id: str | None) -> LivePlan:
@@ -201,7 +200,7 @@ class LiveCheck:
             record = await self._record(account_id)
             account = await self._fresh(record)
             started = time.time()
-            run = _Run(self, account, effort=effort)
+            run = _Run(self._kiro, account, effort=effort)
             try:
                 async with asyncio.timeout(TOTAL_TIMEOUT_S):
                     catalog = await run.catalog()
@@ -325,11 +324,20 @@ class LiveCheck:
         )
 
 
+@dataclass(frozen=True, slots=True)
+class _Kiro:
+    """What the checks reach Kiro through: the machinery that serves requests."""
+
+    client: KiroClient
+    models: ModelDirectory
+    maintenance: Maintenance
+
+
 class _Run:
     """One run's checks, in order, and the beliefs they gave."""
 
-    def __init__(self, check: LiveCheck, account: UpstreamAccount, *, effort: bool) -> None:
-        self._check = check
+    def __init__(self, kiro: _Kiro, account: UpstreamAccount, *, effort: bool) -> None:
+        self._kiro = kiro
         self._account = account
         self._effort = effort
         self._steps: dict[str, LiveStep] = {}
@@ -391,7 +399,7 @@ class _Run:
 
     async def _catalog_check(self) -> tuple[Verdict, str]:
         try:
-            catalog = await self._check._models.read_catalog(self._account)
+            catalog = await self._kiro.models.read_catalog(self._account)
         except UpstreamError as exc:
             return "unknown", f"ListAvailableModels failed: {_failure(exc)}"
         self._catalog = catalog
@@ -407,7 +415,7 @@ class _Run:
 
     async def _usage_check(self) -> tuple[Verdict, str]:
         try:
-            record = await self._check._maintenance.probe_usage(self._account.id)
+            record = await self._kiro.maintenance.probe_usage(self._account.id)
         except UpstreamProtocolError:
             return "contradicted", "getUsageLimits answered without the usage entry kirod reads"
         except UpstreamError as exc:
@@ -422,7 +430,7 @@ class _Run:
 
     async def _profiles_check(self) -> tuple[Verdict, str]:
         account = self._account
-        found = await discover(self._check._client, account)
+        found = await discover(self._kiro.client, account)
         if not found.answered:
             return "unknown", "no region answered the profile listing"
         if account.profile_arn is None:
@@ -437,7 +445,7 @@ class _Run:
         )
 
     async def _search_check(self) -> tuple[Verdict, str]:
-        tool = await listed_tool(self._check._client, self._account)
+        tool = await listed_tool(self._kiro.client, self._account)
         if tool is None:
             return "contradicted", f"tools/list does not name {KIRO_TOOL}"
         schema = tool.get("inputSchema")
@@ -448,17 +456,17 @@ class _Run:
 
     async def _chat_on(self, model: ModelInfo, *, effort: bool) -> _Chat:
         """One chat on `model` through the exchange, read to its end."""
-        check = self._check
+        kiro = self._kiro
         request = _chat_request(model, effort=effort)
         route = Route(
             account=self._account,
             model=model,
             model_name=model.kiro_id,
             conversation_id=secrets.token_hex(16),
-            usage_window=check._models.windows.window(self._account.id, model.kiro_id),
+            usage_window=kiro.models.windows.window(self._account.id, model.kiro_id),
         )
         try:
-            async with open_exchange(check._client, request, route) as exchange:
+            async with open_exchange(kiro.client, request, route) as exchange:
                 error: str | None = None
                 async for batch in exchange.batches():
                     for event in batch:
@@ -530,7 +538,7 @@ class _Run:
                 "unknown",
                 f"not sent: kirod would put no root field in a chat on {model.kiro_id}",
             )
-        remembered = not self._check._models.takes_request_fields(self._account.id, model.kiro_id)
+        remembered = not self._kiro.models.takes_request_fields(self._account.id, model.kiro_id)
         note = " (kirod already goes without it on this account)" if remembered else ""
         chat = await self._chat_on(model, effort=True)
         refused = chat.refused
@@ -557,7 +565,7 @@ class _Run:
         chat = self._chat
         if model is None or chat is None:
             return "unknown", "no chat to read a context percentage from"
-        windows = self._check._models.windows
+        windows = self._kiro.models.windows
         learned = windows.window(self._account.id, model.kiro_id)
         in_use = learned or model.context_window
         source = "learned on this account" if learned else "listed"

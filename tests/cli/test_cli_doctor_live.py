@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 from kirod.control.live_check import PROMPT
+from kirod.errors import ControlError
 from kirod.testing.daemon import DaemonProcess
 from kirod.testing.fake_kiro import Fault, Script, ThreadedFake, TokenSet
 from kirod.testing.fake_kiro.catalog import DEFAULT_MODELS, Model
@@ -223,3 +224,49 @@ def test_tomorrows_kiro_contradicts_the_beliefs_it_moves(
     if contradicted == {"chat"}:
         assert found["effort"] == "unknown"
         assert len(chats(fake)) == chats_before + 1  # the refused chat alone
+
+
+def test_an_account_is_named_as_kiroctl_accounts_names_it(
+    daemon: DaemonProcess, fake: ThreadedFake
+) -> None:
+    listed = kiroctl(daemon, "accounts", "list", "--json")
+    [account] = json.loads(listed.stdout)["accounts"]
+    code, report, _ = live(daemon, account["label"][:6], "--no-effort")
+    assert code == 0, report
+    assert report["plan"]["account_id"] == account["id"]
+    missing = kiroctl(daemon, "doctor", "nobody-here", "--live", "--yes")
+    assert missing.exit_code == 5
+    assert "no account matches 'nobody-here'" in missing.stderr
+
+
+def test_kirod_refuses_a_run_whose_plan_moved_and_sends_no_chat(
+    daemon: DaemonProcess, fake: ThreadedFake
+) -> None:
+    plan = daemon.client.request("POST", "/doctor/live", {"account": None})["plan"]
+    assert plan["model"] == "deepseek-3.2"
+    fake.fake.set_models(WITHOUT_DEEPSEEK)  # the catalog moved after the plan was shown
+    fake.fake.clear_requests()
+    body = {"confirm": True, "model": plan["model"], "effort_model": plan["effort_model"]}
+    with pytest.raises(ControlError) as refused:
+        daemon.client.request("POST", "/doctor/live", body)
+    assert (refused.value.status, refused.value.code) == (409, "plan_changed")
+    assert chats(fake) == []
+    for bad in ({"confirm": "yes"}, {"account": 7}, {"effort": 1}):
+        with pytest.raises(ControlError) as invalid:
+            daemon.client.request("POST", "/doctor/live", bad)
+        assert invalid.value.status == 400
+
+
+def test_without_a_usable_account_nothing_runs(daemon: DaemonProcess) -> None:
+    listed = kiroctl(daemon, "accounts", "list", "--json")
+    [account] = json.loads(listed.stdout)["accounts"]
+    assert kiroctl(daemon, "accounts", "disable", account["id"]).exit_code == 0
+    try:
+        result = kiroctl(daemon, "doctor", "--live", "--yes")
+        assert result.exit_code == 1
+        assert "no account is usable now" in result.stderr
+        named = kiroctl(daemon, "doctor", account["id"], "--live", "--yes")
+        assert named.exit_code == 1
+        assert "the account is disabled" in named.stderr
+    finally:
+        assert kiroctl(daemon, "accounts", "enable", account["id"]).exit_code == 0

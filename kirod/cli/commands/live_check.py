@@ -11,10 +11,13 @@ import click
 
 from kirod.cli import exits, render
 from kirod.cli.context import App
+from kirod.errors import ControlError
 from kirod.report_types.live import LivePlan, LiveReport, LiveStep
 
 if TYPE_CHECKING:
     from rich.console import Console
+
+    from kirod.localapi.client import LocalClient
 
 MARKS = {"confirmed": "ok", "contradicted": "CONTRADICTED", "unknown": "unknown"}
 
@@ -27,7 +30,7 @@ def run(
     from kirod.cli.commands.accounts import resolve
 
     account_id = resolve(app, ref).id if ref is not None else None
-    plan = app.call(lambda kirod: kirod.doctor_live_plan(account_id))
+    plan = app.call(lambda kirod: _planned(kirod, account_id))
     shown = app.err if as_json else app.out  # --json: stdout carries the report alone
     _show_plan(shown, plan)
     optional = next((step for step in plan.steps if step.optional), None)
@@ -53,6 +56,19 @@ def run(
         )
     if not counts["confirmed"]:
         raise exits.CliError(exits.FAILED, "no belief could be checked: see the reasons above")
+
+
+def _planned(kirod: LocalClient, account_id: str | None) -> LivePlan:
+    try:
+        return kirod.doctor_live_plan(account_id)
+    except ControlError as exc:
+        if exc.status == 404 and exc.message.startswith("no such control route"):
+            raise exits.CliError(
+                exits.FAILED,
+                "the running kirod has no live checks: it is older than this kiroctl",
+                "restart kirod to run the version installed with this kiroctl",
+            ) from None
+        raise
 
 
 def _show_plan(out: Console, plan: LivePlan) -> None:
