@@ -203,15 +203,15 @@ class LiveCheck:
             run = _Run(self._kiro, account, effort=effort)
             try:
                 async with asyncio.timeout(TOTAL_TIMEOUT_S):
-                    catalog = await run.catalog()
-                    plan = self._plan(record, catalog or await self._models.catalog_for(account))
+                    catalog = await run.catalog() or await self._models.catalog_for(account)
+                    plan = self._plan(record, catalog)
                     if (plan.model, plan.effort_model) != (model, effort_model):
                         raise ControlConflict(
                             "plan_changed",
                             "the account's catalog changed since the plan was shown: run the "
                             "check again to see the new plan",
                         )
-                    await run.rest(plan)
+                    await run.rest(plan, catalog)
             except TimeoutError:
                 if run.plan is None:
                     run.plan = self._plan(record, await self._models.catalog_for(account))
@@ -352,8 +352,11 @@ class _Run:
         await self._checked("catalog", self._catalog_check)
         return self._catalog
 
-    async def rest(self, plan: LivePlan) -> None:
+    async def rest(self, plan: LivePlan, catalog: ModelCatalog) -> None:
+        """The other checks, on `plan` made from `catalog` (the cached one if Kiro did not
+        answer the catalog check)."""
         self.plan = plan
+        self._catalog = catalog
         self._steps = {step.name: step for step in plan.steps}
         for name, check in (
             ("usage", self._usage_check),
