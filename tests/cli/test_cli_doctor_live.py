@@ -104,6 +104,17 @@ def test_on_a_terminal_it_asks_and_a_no_sends_nothing(
     assert chats(fake) == []
 
 
+def test_on_a_terminal_the_effort_chat_is_asked_for_apart(
+    daemon: DaemonProcess, fake: ThreadedFake
+) -> None:
+    fake.fake.clear_requests()
+    code, seen = ask_on_a_terminal(daemon, "y\nn", "doctor", "--live")  # checks yes, effort no
+    assert code == 0, seen
+    assert "Also send the effort chat (at most 0.065 credits more)?" in seen
+    assert len(chats(fake)) == 1
+    assert "not sent: you left the effort chat out" in seen
+
+
 def test_the_report_file_is_redacted(
     daemon: DaemonProcess, fake: ThreadedFake, tokens: TokenSet, short_tmp: Path
 ) -> None:
