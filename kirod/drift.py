@@ -21,11 +21,13 @@ about each.
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import enum
 import logging
 import re
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Final
 
@@ -146,6 +148,35 @@ class Record:
 Key = tuple[str, Kind, str, Shape]
 
 
+@dataclass(frozen=True, slots=True)
+class Seen:
+    """One observation as a `watching` block saw it."""
+
+    kind: Kind
+    where: str
+    shape: Shape
+
+
+MAX_WATCHED = 32
+# The observations of the `watching` block the current task (or the task that started it) is in.
+_watched: contextvars.ContextVar[list[Seen] | None] = contextvars.ContextVar(
+    "kirod_drift_watched", default=None
+)
+
+
+@contextlib.contextmanager
+def watching() -> Iterator[list[Seen]]:
+    """What this task, and the tasks it starts, observe inside the block (at most
+    `MAX_WATCHED`), besides the sums every observation goes to: `kiroctl doctor --live` tells
+    which of its checks met drift, whatever other requests meet at the same time."""
+    seen: list[Seen] = []
+    token = _watched.set(seen)
+    try:
+        yield seen
+    finally:
+        _watched.reset(token)
+
+
 @dataclass(slots=True)
 class _Day:
     day: str
@@ -178,6 +209,9 @@ class Drift:
             sorted((name, shape_value(value)) for name, value in facts.items() if value is not None)
         )[:MAX_FACTS]
         where = shape_value(where)
+        watched = _watched.get()
+        if watched is not None and len(watched) < MAX_WATCHED:
+            watched.append(Seen(kind, where, shape))
         if self._today.day != day:
             self._today = _Day(day)
         seen = self._today.shapes.setdefault(kind, set())

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 
 import pytest
@@ -100,3 +101,27 @@ def test_key_names_are_one_fact_that_survives_shaping() -> None:
     assert many.endswith(",+8")  # twelve names at most
     assert len(many) <= drift.MAX_VALUE_CHARS
     assert shape_value("a, b") == "<4 chars>"  # words in a list are text, not names
+
+
+async def test_a_watching_block_sees_its_own_tasks_observations_only() -> None:
+    recorder = Drift(clock=lambda: 1_790_000_000.0)
+    owner_started = asyncio.Event()
+    done = asyncio.Event()
+
+    async def elsewhere() -> None:  # another request, meeting drift at the same time
+        await owner_started.wait()
+        recorder.observe(Kind.EVENT_TYPE, "generateAssistantResponse", event_type="otherEvent")
+        done.set()
+
+    async def inside() -> None:  # a task the watched one starts sees with it
+        recorder.observe(Kind.USAGE_FIELD, "getUsageLimits", field="newLimit")
+
+    other = asyncio.create_task(elsewhere())
+    with drift.watching() as seen:
+        owner_started.set()
+        await asyncio.create_task(inside())
+        await done.wait()
+    await other
+    recorder.observe(Kind.USAGE_FIELD, "getUsageLimits", field="after")  # after the block
+    assert seen == [drift.Seen(Kind.USAGE_FIELD, "getUsageLimits", (("field", "newLimit"),))]
+    assert sum(r.count for r in recorder.take()) == 3  # every one summed all the same

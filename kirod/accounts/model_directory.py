@@ -182,12 +182,23 @@ class CatalogCache:
             return entry[1]
         return await self._fetches.do(account.id, lambda: self._fetch(account, entry))
 
+    async def read(self, account: UpstreamAccount) -> ModelCatalog:
+        """ListAvailableModels now, whatever is cached, and cached as any read (`kiroctl doctor
+        --live`); a failure raises its `UpstreamError` instead of falling back."""
+        return await self._fetch(account, self._entries.get(account.id), strict=True)
+
     async def _fetch(
-        self, account: UpstreamAccount, entry: tuple[float, ModelCatalog, str | None] | None
+        self,
+        account: UpstreamAccount,
+        entry: tuple[float, ModelCatalog, str | None] | None,
+        *,
+        strict: bool = False,
     ) -> ModelCatalog:
         try:
             pages = await self._client.list_models(account)
         except UpstreamError as exc:
+            if strict:
+                raise
             log.event(
                 logger,
                 "model_catalog_fallback",
@@ -318,6 +329,10 @@ class ModelDirectory:
 
     async def catalog_for(self, account: UpstreamAccount) -> ModelCatalog:
         return await self._catalogs.get(account)
+
+    async def read_catalog(self, account: UpstreamAccount) -> ModelCatalog:
+        """The account's catalog read from Kiro now; raises the read's `UpstreamError`."""
+        return await self._catalogs.read(account)
 
     def refused(self, account_id: str, kiro_id: str) -> None:
         """Kiro refused the model on this account (INVALID_MODEL_ID): route elsewhere."""

@@ -49,6 +49,8 @@ class ModelInfo:
     (docs/KIRO-PROTOCOL.md §2.3, rule 21). `provider` is the catalog's `modelProvider`
     (`anthropic`, `openai`, …), else the name's. `refusal_fallback_models` are the ids the catalog
     names for when the model refuses (`refusalFallbackModels`), shown, not acted on.
+    `rate_multiplier` is the catalog's `rateMultiplier`, what a request costs in credits against
+    `auto`'s 1.0 (None: not listed); `kiroctl doctor --live` chats on the cheapest.
     """
 
     public_id: str
@@ -65,6 +67,7 @@ class ModelInfo:
     cache_checkpoints: int = 0
     provider: str = "kiro"
     refusal_fallback_models: tuple[str, ...] = ()
+    rate_multiplier: float | None = None
 
     def clamp_effort(self, effort: Effort) -> Effort:
         """The strongest effort the model accepts that is not above `effort` (else its lowest)."""
@@ -226,6 +229,7 @@ def _from_listing(entry: Mapping[str, Any]) -> ModelInfo:
         cache_checkpoints=_cache_checkpoints(entry.get("promptCaching")),
         provider=provider.lower() if isinstance(provider, str) and provider else base.provider,
         refusal_fallback_models=_model_ids(entry.get("refusalFallbackModels")),
+        rate_multiplier=_rate(entry.get("rateMultiplier")),
     )
 
 
@@ -248,6 +252,13 @@ def _model_ids(value: object) -> tuple[str, ...]:
         return ()
     found = (item.get("modelId") if isinstance(item, Mapping) else item for item in value)
     return tuple(item for item in found if isinstance(item, str) and item)
+
+
+def _rate(value: object) -> float | None:
+    """`rateMultiplier`: a number not below 0 (docs/KIRO-PROTOCOL.md §6.2), else None."""
+    if isinstance(value, int | float) and not isinstance(value, bool) and value >= 0:
+        return float(value)
+    return None
 
 
 def _positive_int(value: object, default: int) -> int:

@@ -4,7 +4,8 @@
   1  kirod refused the request or reported an error, or a local file could not be used
   2  usage error (bad arguments, an ambiguous account or key)
   3  kirod is not running or cannot be reached; `status`: down
-  4  `status`: degraded (kirod serves, but something needs attention)
+  4  `status`: degraded (kirod serves, but something needs attention); `doctor --live`: Kiro
+     contradicted one of kirod's beliefs
   5  no such account, key or login
   6  a login did not complete: denied, expired or cancelled
 130  interrupted (Ctrl-C, SIGTERM, SIGHUP)

@@ -31,6 +31,7 @@ from kirod.control.alerts import Alerts
 from kirod.control.apikeys import ApiKeys
 from kirod.control.doctor import DoctorReports
 from kirod.control.drift import DriftReports
+from kirod.control.live_check import LiveCheck
 from kirod.control.logins import Logins
 from kirod.control.registry import AccountRegistry
 from kirod.control.reports import LayerReports
@@ -374,6 +375,7 @@ async def run(
                 cache=layer.cache,
                 drift=DriftReports(layer.drift),
                 doctor=DoctorReports(settings, accounts, client, started),
+                live=LiveCheck(accounts, layer.keeper, client, models, layer.maintenance),
             )
             control_runner = web.AppRunner(
                 build_control_app(control),

@@ -35,6 +35,7 @@ from kirod.report_types import (
     Trace,
     Traffic,
 )
+from kirod.report_types.live import LivePlan, LiveReport
 
 __all__ = ["ControlError", "DaemonUnreachable", "LocalClient"]  # the errors live in kirod.errors
 
@@ -42,6 +43,7 @@ DEFAULT_TIMEOUT_S = 10.0
 UPSTREAM_TIMEOUT_S = 120.0  # a refresh or a usage probe waits on Kiro
 MODELS_TIMEOUT_S = 60.0  # the first listing asks each account's catalog from Kiro
 DOCTOR_TIMEOUT_S = 30.0  # the reachability checks are bounded to a few seconds
+LIVE_TIMEOUT_S = 180.0  # the live checks end within 150 s (kirod.control.live_check)
 MAX_LINE = 65536  # the longest status or header line taken, as in http.client
 MAX_HEADERS = 100
 
@@ -337,6 +339,26 @@ class LocalClient:
         if cache:
             body["cache"] = True
         return CreatedKey.from_json(self.request("POST", "/keys", body))
+
+    def doctor_live_plan(self, account_id: str | None) -> LivePlan:
+        """What `kiroctl doctor --live` would send on the account (None: the first usable one),
+        and what it may cost; nothing that costs credits is sent."""
+        answer = self.request(
+            "POST", "/doctor/live", {"account": account_id}, timeout=UPSTREAM_TIMEOUT_S
+        )
+        return LivePlan.from_json(answer["plan"])
+
+    def doctor_live(self, plan: LivePlan, *, effort: bool = True) -> LiveReport:
+        """Run the checks of `plan` as shown (`effort` False: without the effort chat)."""
+        body = {
+            "account": plan.account_id,
+            "confirm": True,
+            "model": plan.model,
+            "effort_model": plan.effort_model,
+            "effort": effort,
+        }
+        answer = self.request("POST", "/doctor/live", body, timeout=LIVE_TIMEOUT_S)
+        return LiveReport.from_json(answer)
 
     def cache_stats(self) -> CacheStats:
         return CacheStats.from_json(self.request("GET", "/cache"))

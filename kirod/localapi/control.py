@@ -15,6 +15,7 @@ from kirod.control.alerts import Alerts
 from kirod.control.apikeys import ApiKeys
 from kirod.control.doctor import DoctorReports
 from kirod.control.drift import DriftReports
+from kirod.control.live_check import LiveCheck
 from kirod.control.logins import Logins
 from kirod.control.registry import AccountRegistry
 from kirod.control.reports import LayerReports
@@ -50,6 +51,8 @@ class Control:
     drift: DriftReports | None = None
     # `kiroctl doctor`'s checks: settings, Kiro reachability; None where nothing runs them.
     doctor: DoctorReports | None = None
+    # `kiroctl doctor --live`'s checks on an account; None where nothing runs them (an embedding).
+    live: LiveCheck | None = None
 
     async def status(self) -> Status:
         """The daemon, its accounts' health, the maintenance loop, pacing and drift."""

@@ -18,7 +18,7 @@ from kirod import log
 from kirod.dispatch.cache import ResponseCache
 from kirod.errors import ControlError, ControlNotFound, InvalidControlRequest
 from kirod.localapi import accounts, keys, models
-from kirod.localapi.control import CONTROL, Control
+from kirod.localapi.control import CONTROL, Control, json_body
 from kirod.localapi.wire import PREFIX, error_body
 from kirod.report_types import AlertTest, ExtensionList
 from kirod.report_types.drift import SUMMARY_DAYS
@@ -104,6 +104,37 @@ async def doctor(request: web.Request) -> web.Response:
     if reports is None:
         raise ControlError(404, "not_found", "this kirod runs no doctor checks")
     return web.json_response((await reports.run()).to_json())
+
+
+def _optional_text(body: dict[str, object], name: str) -> str | None:
+    value = body.get(name)
+    if value is None or (isinstance(value, str) and 0 < len(value) <= 200):
+        return value
+    raise InvalidControlRequest(f"{name} must be null or 1 to 200 characters")
+
+
+async def doctor_live(request: web.Request) -> web.Response:
+    """`{"account": id|null, "confirm": bool, "model", "effort_model", "effort": bool}`:
+    without `confirm` the plan of `kiroctl doctor --live` (nothing that costs credits is sent);
+    with it the checks' results, `model` and `effort_model` being the plan's as shown."""
+    live = request.app[CONTROL].live
+    if live is None:
+        raise ControlError(404, "not_found", "this kirod runs no live checks")
+    body = await json_body(request)
+    account = _optional_text(body, "account")
+    for flag in ("confirm", "effort"):
+        if not isinstance(body.get(flag, False), bool):
+            raise InvalidControlRequest(f"{flag} must be true or false")
+    if not body.get("confirm", False):
+        plan = await live.plan(account)
+        return web.json_response({"plan": plan.to_json(), "ran": False})
+    report = await live.run(
+        account,
+        model=_optional_text(body, "model"),
+        effort_model=_optional_text(body, "effort_model"),
+        effort=bool(body.get("effort", True)),
+    )
+    return web.json_response(report.to_json())
 
 
 async def traffic(request: web.Request) -> web.Response:
@@ -214,6 +245,7 @@ ROUTES: tuple[tuple[str, str, Handler], ...] = (
     ("GET", "/traffic", traffic),
     ("GET", "/drift", drift),
     ("GET", "/doctor", doctor),
+    ("POST", "/doctor/live", doctor_live),
     ("GET", "/pool", pool),
     ("GET", "/trace", trace),
     ("GET", "/logs", logs),

@@ -60,6 +60,7 @@ from kirod.upstream.websearch import SEARCH_TOOL, answer_search
 
 __all__ = [
     "DEFAULT_MAX_PAYLOAD_BYTES",
+    "AnswerTail",
     "ContextUsage",
     "Exchange",
     "ParameterPolicy",
@@ -113,6 +114,17 @@ class Route:
 
 
 @dataclass(frozen=True, slots=True)
+class AnswerTail:
+    """What an answer's tail frames said (docs/KIRO-PROTOCOL.md §3.4): the tail events that came,
+    in order; the key names of `metadataEvent.tokenUsage` (None: none came); the credits of its
+    `meteringEvent`s (None: no number came)."""
+
+    events: tuple[str, ...]
+    token_usage_keys: tuple[str, ...] | None
+    credits: float | None
+
+
+@dataclass(frozen=True, slots=True)
 class ContextUsage:
     """Kiro's context percentage of an exchange, and the tokens kirod estimated for the same
     request: the prompt, and the answer, which the percentage also counts (docs/KIRO-PROTOCOL.md
@@ -159,6 +171,17 @@ class Exchange:
             return None
         estimated = self.input_tokens + translator.output_tokens
         return ContextUsage(translator.context_usage, estimated)
+
+    @property
+    def tail(self) -> AnswerTail | None:
+        """The answer's tail as it came (which frames, tokenUsage's keys, the credits metered),
+        once the events have ended; None for an answer kirod made itself."""
+        translator = self._translator
+        if translator is None:
+            return None
+        return AnswerTail(
+            tuple(translator.tail_events), translator.token_usage_keys, translator.credits
+        )
 
     @property
     def truncation(self) -> Truncation | None:

@@ -260,6 +260,10 @@ class Translator:
         self.error: ErrorEvent | None = None  # the error that ended the stream, when one did
         self.context_usage: float | None = None  # Kiro's contextUsagePercentage, once it came
         self.cut = False  # content ended cleanly without the tail: a cut generation
+        # The tail frames that came, in order, and the key names of metadataEvent.tokenUsage
+        # (`kiroctl doctor --live` checks them against what kirod reads).
+        self.tail_events: list[str] = []
+        self.token_usage_keys: tuple[str, ...] | None = None
         self._leaked_calls = 0
 
         self._text_blocks = 0
@@ -363,17 +367,22 @@ class Translator:
                     self._on_tool(payload)
             case "meteringEvent":
                 self._tail = True
+                self.tail_events.append("meteringEvent")
                 usage = _number(payload, "usage")
                 if usage is not None:
                     self._credits = (self._credits or 0.0) + usage
             case "contextUsageEvent":
                 self._tail = True
+                self.tail_events.append("contextUsageEvent")
                 percentage = _number(payload, "contextUsagePercentage")
                 if percentage is not None:
                     self.context_usage = percentage
                     self._input_tokens = round(percentage * self._context_window / 100)
             case "metadataEvent":
                 self._tail = True
+                self.tail_events.append("metadataEvent")
+                if isinstance(usage_keys := payload.get("tokenUsage"), Mapping):
+                    self.token_usage_keys = tuple(sorted(map(str, usage_keys)))
                 self._reported = _token_usage(payload.get("tokenUsage")) or self._reported
                 self._on_stop_reason(payload.get("stopReason"), payload.get("stopDetails"))
             case str() as name if name not in _IGNORED_EVENTS:
@@ -662,6 +671,11 @@ class Translator:
             cache_read_tokens=reported.cache_read,
             cache_write_tokens=reported.cache_write,
         )
+
+    @property
+    def credits(self) -> float | None:
+        """The credits Kiro metered for the answer so far (None: no `meteringEvent` number)."""
+        return self._credits
 
     @property
     def output_tokens(self) -> int:

@@ -65,7 +65,7 @@ from kirod.canonical.request import (
 )
 from kirod.canonical.token_count import estimate_text_tokens
 from kirod.upstream.client import KiroClient, UpstreamAccount
-from kirod.upstream.errors import UpstreamError
+from kirod.upstream.errors import UpstreamError, UpstreamProtocolError
 from kirod.upstream.step import Next, Part
 
 logger = logging.getLogger(__name__)
@@ -74,6 +74,7 @@ SEARCH_TIMEOUT_S: Final = 30.0
 MAX_HITS: Final = 20
 MAX_QUERY_CHARS: Final = 200  # Kiro's own limit (docs/UPSTREAM.md §2.1)
 MAX_FIELD_CHARS: Final = 2000  # of a title, URL or snippet
+KIRO_TOOL: Final = "web_search"  # the MCP tool kirod calls, with `{"query": …}`
 
 SEARCH_TOOL: Final = ToolSpec(
     WebSearch.TOOL_NAME,
@@ -127,7 +128,7 @@ async def search(
         "id": f"web_search_tooluse_{_token(22)}_{int(time.time() * 1000)}_{_token(8).lower()}",
         "jsonrpc": "2.0",
         "method": "tools/call",
-        "params": {"name": "web_search", "arguments": {"query": query}},
+        "params": {"name": KIRO_TOOL, "arguments": {"query": query}},
     }
     try:
         async with asyncio.timeout(timeout_s):
@@ -142,6 +143,22 @@ async def search(
         return Found(error_code="unavailable")
     kept = tuple(hit for hit in hits if _allowed(hit.url, tool))[:MAX_HITS]
     return Found(kept)
+
+
+async def listed_tool(client: KiroClient, account: UpstreamAccount) -> Mapping[str, Any] | None:
+    """The entry of `KIRO_TOOL` in Kiro's MCP `tools/list` (docs/KIRO-PROTOCOL.md §6.4), None
+    when the list does not name it; raises the `UpstreamError` of the call, and
+    `UpstreamProtocolError` when the answer is not a tool list."""
+    answer = await client.mcp(
+        account, {"id": "tools-list", "jsonrpc": "2.0", "method": "tools/list"}
+    )
+    result = answer.get("result")
+    tools = result.get("tools") if isinstance(result, dict) else None
+    if answer.get("error") is not None or not isinstance(tools, list):
+        raise UpstreamProtocolError("Kiro's MCP answered tools/list without a tool list")
+    return next(
+        (tool for tool in tools if isinstance(tool, dict) and tool.get("name") == KIRO_TOOL), None
+    )
 
 
 def _hits(answer: Mapping[str, Any]) -> tuple[SearchHit, ...] | None:

@@ -233,6 +233,15 @@ def test_refusal_fallback_models_are_read() -> None:
     assert info.refusal_fallback_models == ("claude-opus-5", "claude-sonnet-5")
 
 
+@pytest.mark.parametrize(("listed", "read"), [(0.25, 0.25), (2, 2.0), (-1, None), ("2", None)])
+def test_the_rate_multiplier_is_read(listed: object, read: float | None) -> None:
+    entry = {"modelId": "deepseek-3.2", "rateMultiplier": listed}
+    [info] = catalog_from_list_available_models([{"models": [entry]}])
+    assert info.rate_multiplier == read
+    [unlisted] = catalog_from_list_available_models([{"models": [{"modelId": "glm-5"}]}])
+    assert unlisted.rate_multiplier is None
+
+
 @pytest.mark.parametrize(
     ("kiro_id", "style"),
     [

@@ -3,17 +3,12 @@
 from __future__ import annotations
 
 import base64
-import contextlib
 import dataclasses
 import json
-import os
-import pty
 import re
-import select
 import signal
 import sqlite3
 import subprocess
-import sys
 import time
 from contextlib import closing
 from pathlib import Path
@@ -21,10 +16,9 @@ from typing import Any
 
 import anthropic
 import pytest
-from click.testing import CliRunner, Result
+from click.testing import Result
 
 from kirod import __version__
-from kirod.cli.main import cli
 from kirod.testing.daemon import DaemonProcess
 from kirod.testing.fake_kiro import (
     DeviceFlow,
@@ -35,17 +29,9 @@ from kirod.testing.fake_kiro import (
     TokenSet,
 )
 from tests.support.kiro_env import kiro_ide_token_file, start_daemon
+from tests.support.kiroctl import KIROCTL, ask_on_a_terminal, kiroctl
 
 FAST = 0.05
-KIROCTL = [sys.executable, "-c", "from kirod.cli.main import main; main()"]
-
-
-def kiroctl(
-    daemon: DaemonProcess, *args: str, env: dict[str, str] | None = None, stdin: str | None = None
-) -> Result:
-    return CliRunner().invoke(
-        cli, ["--socket", str(daemon.socket_path), *args], env=env, input=stdin
-    )
 
 
 def as_json(result: Result) -> Any:
@@ -203,34 +189,6 @@ def test_account_actions_by_label(daemon: DaemonProcess) -> None:
     assert removed.exit_code == 0
     listed = as_json(kiroctl(daemon, "accounts", "list", "--json"))["accounts"]
     assert "Github (kiro-cli)" not in {account["label"] for account in listed}
-
-
-def ask_on_a_terminal(daemon: DaemonProcess, answer: str, *args: str) -> tuple[int, str]:
-    """Run kiroctl with a pseudo-terminal as stdin, stdout and stderr; answer its question."""
-    main, child = pty.openpty()
-    proc = subprocess.Popen(
-        [*KIROCTL, "--socket", str(daemon.socket_path), *args],
-        stdin=child,
-        stdout=child,
-        stderr=child,
-        env={**os.environ, "NO_COLOR": "1"},
-    )
-    os.close(child)
-    seen = b""
-    deadline = time.monotonic() + 20
-    while b"[y/N]" not in seen and time.monotonic() < deadline:
-        if select.select([main], [], [], 0.5)[0]:
-            seen += os.read(main, 4096)
-    os.write(main, answer.encode() + b"\n")
-    code = proc.wait(20)
-    with contextlib.suppress(OSError):  # EIO once the child closed the terminal
-        while select.select([main], [], [], 0.2)[0]:
-            chunk = os.read(main, 4096)
-            if not chunk:
-                break
-            seen += chunk
-    os.close(main)
-    return code, seen.decode(errors="replace")
 
 
 def test_remove_asks_on_a_terminal_and_needs_yes_elsewhere(

@@ -21,7 +21,7 @@ from typing import Any
 import anthropic
 import httpx
 import pytest
-from click.testing import CliRunner, Result
+from click.testing import CliRunner
 
 from kirod import __version__
 from kirod.accounts.windows import STREAK
@@ -38,16 +38,13 @@ from kirod.testing.fake_kiro.drift import Drift as KiroDrift
 from kirod.testing.proxies import HttpProxy, ThreadedProxy
 from kirod.testing.tls import make_certificates
 from tests.support.kiro_env import import_account, start_daemon
+from tests.support.kiroctl import kiroctl
 
 PASSWORD = "doctor-proxy-pw-5150"
 PROMPT = "zebra-quokka-lighthouse-7731 tell me nothing"
 MODEL = "claude-sonnet-4-6"
 KIROCTL = "from kirod.cli.main import main; main()"
 NEWER = "99.0.0"
-
-
-def kiroctl(daemon: DaemonProcess, *args: str) -> Result:
-    return CliRunner().invoke(cli, ["--socket", str(daemon.socket_path), *args])
 
 
 @pytest.fixture(scope="module")

@@ -24,8 +24,9 @@ import click
 
 from kirod import __version__
 from kirod.cli import exits, render
+from kirod.cli.commands import live_check
 from kirod.cli.commands.reports import parse_since
-from kirod.cli.context import App, json_option, pass_app
+from kirod.cli.context import App, json_option, pass_app, yes_option
 from kirod.localapi.client import (
     DOCTOR_TIMEOUT_S,
     ControlError,
@@ -249,6 +250,7 @@ def show(app: App, doc: dict[str, Any]) -> None:
 
 
 @click.command()
+@click.argument("account", required=False)
 @click.option(
     "--since",
     metavar="WHEN",
@@ -263,13 +265,52 @@ def show(app: App, doc: dict[str, Any]) -> None:
     type=click.Path(path_type=Path, dir_okay=False),
     help="Also write a redacted JSON bundle to FILE to attach to a bug report.",
 )
+@click.option(
+    "--live",
+    is_flag=True,
+    help="Check what kirod believes about Kiro on ACCOUNT (else the first usable one) with a "
+    "few cheap requests; asks before anything costs credits.",
+)
+@click.option(
+    "--no-effort",
+    is_flag=True,
+    help="With --live: leave out the second chat, which checks the root effort field.",
+)
+@yes_option
 @json_option
 @pass_app
-def doctor(app: App, since: str, report_file: Path | None, as_json: bool) -> None:
+def doctor(
+    app: App,
+    account: str | None,
+    since: str,
+    report_file: Path | None,
+    live: bool,
+    no_effort: bool,
+    yes: bool,
+    as_json: bool,
+) -> None:
     """Check kirod, its settings, accounts and Kiro from here, and say what to do.
 
     Exits 0 when nothing needs attention, 4 when something does and 3 when kirod is down.
+
+    With --live, kirod checks with your account (ACCOUNT, else the first usable one) what it
+    believes about Kiro: the catalog, usage limits, profiles, web search, one minimal chat on
+    the cheapest model (and, if you agree, a second one for the effort field) and the context
+    window. It prints what it will send and the credits it may cost first, and asks; --yes goes
+    ahead without asking. It exits 0 when every belief held (some may stay unknown), 4 when Kiro
+    contradicted one, 1 when the checks could not run.
     """
+    if live:
+        live_check.run(
+            app, account, yes=yes, effort=not no_effort, as_json=as_json, report=report_file
+        )
+        return
+    if account is not None or no_effort:
+        raise exits.CliError(
+            exits.USAGE,
+            "an account and --no-effort go with --live",
+            "run `kiroctl doctor --live [ACCOUNT]`",
+        )
     doc = gather(app, parse_since(since))
     if as_json:
         render.print_json(doc)
