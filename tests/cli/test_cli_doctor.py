@@ -216,7 +216,8 @@ def test_drift_shows_in_status_the_console_and_doctor(fake: ThreadedFake, tmp_pa
         assert line in console_overview(proc)
         text = kiroctl(proc, "doctor").stdout
         assert "event_type at generateAssistantResponse: event_type=newEvent (1x" in text
-        assert "Kiro answered in 2 ways kirod does not know since" in text
+        # The first drift's time, not the start of the window looked at.
+        assert f"Kiro answered in 2 ways kirod does not know since {date}" in text
     finally:
         proc.kill()
 

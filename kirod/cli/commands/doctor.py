@@ -35,6 +35,7 @@ from kirod.localapi.client import (
     drift_path,
     stats_path,
 )
+from kirod.report_types import Drift, DriftSummary
 
 # What to do about an account in each state (kirod.storage.accounts.Status); None: nothing.
 ADVICE: dict[str, str | None] = {
@@ -142,12 +143,13 @@ def gather(app: App, since: float) -> dict[str, Any]:
     drift = _optional(app, doc, lambda kirod: kirod.request("GET", drift_path(since)), "drift")
     if drift is not None:
         doc["drift"] = drift
-        if drift["records"]:
-            ways = len({(r["kind"], r["where"], str(r["facts"])) for r in drift["records"]})
-            counted = "1 way" if ways == 1 else f"{ways} ways"
+        summary = DriftSummary.of(Drift.from_json(drift).records)
+        if summary is not None:
+            counted = "1 way" if summary.ways == 1 else f"{summary.ways} ways"
+            first = render.moment(summary.since)
             _attention(
                 doc,
-                f"Kiro answered in {counted} kirod does not know since {render.moment(since)}",
+                f"Kiro answered in {counted} kirod does not know since {first}",
                 "file them: `kiroctl doctor --report kirod-report.json` and attach the file",
             )
     stats = app.call(lambda kirod: kirod.request("GET", stats_path(since)))
