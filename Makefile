@@ -5,7 +5,8 @@ STAMP_RUN := $(VENV)/.installed-run
 STAMP_TEST := $(VENV)/.installed-test
 STAMP_BENCH := $(VENV)/.installed-bench
 
-.PHONY: run demo install-service uninstall-service test check lint types pytest bench soak clean \
+.PHONY: run demo install-service uninstall-service test test-stress check lint types pytest bench \
+	soak clean \
 	instructions \
 	clients clients-best-effort clients-latest reliability-report browser
 
@@ -82,6 +83,20 @@ pytest: $(STAMP_TEST) clients-best-effort browser
 	$(BIN)/pytest -n $(PYTEST_WORKERS) --dist loadfile
 
 test: check pytest
+
+# The suite STRESS_RUNS times in a row on a loaded machine: stress-ng (Debian's, installed when
+# missing) keeps every core busy while PYTEST_WORKERS workers run it; the first failing run stops
+# it. A test that fails here and not in `make test` waits on time instead of on a condition.
+STRESS_RUNS ?= 3
+
+test-stress: $(STAMP_TEST) clients-best-effort browser
+	@command -v stress-ng >/dev/null || { apt-get update -q && apt-get install -y -q stress-ng; }
+	@stress-ng --cpu $$(nproc) --timeout 4h --quiet & hog=$$!; \
+	trap 'kill $$hog 2>/dev/null' EXIT INT TERM; \
+	for run in $$(seq $(STRESS_RUNS)); do \
+		echo "stress run $$run of $(STRESS_RUNS) (stress-ng on $$(nproc) cores)"; \
+		$(BIN)/pytest -q -n $(PYTEST_WORKERS) --dist loadfile || exit 1; \
+	done
 
 # The full benchmark (several minutes; see bench/README.md). `make test` runs a smoke plan of it.
 bench: $(STAMP_BENCH)
