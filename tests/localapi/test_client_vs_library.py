@@ -38,7 +38,8 @@ class Handler(http.server.BaseHTTPRequestHandler):
         if sized:
             self.send_header("Content-Length", str(len(body)))
         self.end_headers()
-        self.wfile.write(body)
+        if body:  # an empty write after the client, done at Content-Length 0, hung up: EPIPE
+            self.wfile.write(body)
 
     def log_message(self, format: str, *args: Any) -> None:
         """Quiet: a Unix socket's peer has no address to log."""
