@@ -16,7 +16,10 @@ import hashlib
 import json
 import logging
 import math
+import os
 import re
+import socket
+import ssl
 import time
 import uuid
 from collections.abc import AsyncIterator, Iterator, Mapping
@@ -346,13 +349,18 @@ def _leaf_paths(fields: Mapping[str, Any], prefix: str = "") -> list[str]:
 
 def _unconnected(exc: aiohttp.ClientError) -> str | None:
     """Why no connection was made (DNS, refused, TLS to the host, an http proxy down or refusing
-    the tunnel), in words naming no address; None when one was made (it broke). The OS's own
-    words (`strerror`: "Connection refused", "Name or service not known") carry no address."""
+    the tunnel), in words naming no address; None when one was made (it broke). A resolver's or
+    TLS's own words name none; a refused connect's message does ("Connect call failed (host,
+    port)"), so its errno is told in the system's words instead ("Connection refused")."""
     if isinstance(exc, aiohttp.ClientHttpProxyError):
         return f"the proxy refused the tunnel ({exc.status})"
     if not isinstance(exc, aiohttp.ClientConnectorError):
         return None
-    said = exc.os_error.strerror
+    error = exc.os_error
+    if isinstance(error, socket.gaierror | ssl.SSLError):
+        said = error.strerror
+    else:
+        said = os.strerror(error.errno) if error.errno else None
     return f"{type(exc).__name__}: {said}" if said else type(exc).__name__
 
 

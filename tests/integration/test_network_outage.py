@@ -114,7 +114,10 @@ def test_kiro_unreachable_rests_no_account_and_the_first_success_clears_it(root:
         status, body = ready(proc)
         assert status == 503
         assert (body["reason"], body["reasons"]) == ("kiro_unreachable", ["kiro_unreachable"])
-        assert [outage["host"] for outage in body["unreachable"]] == [host]
+        [outage] = body["unreachable"]
+        assert outage["host"] == host
+        # Why, in the system's words: no address (a refused connect's own message names one).
+        assert outage["detail"] == "ClientConnectorError: Connection refused"
         shown = kiroctl(proc, "status")
         assert shown.exit_code == 4, shown.output  # degraded
         assert f"cannot reach Kiro at {host}" in shown.output
