@@ -60,7 +60,7 @@ class DaemonInfo:
 @dataclass(frozen=True)
 class Outage:
     """A Kiro host no route connects to from this machine, since when and why (the first
-    failure's words: an exception type, never an address or secret)."""
+    failure's: an exception type and the system's reason, never an address or secret)."""
 
     host: str
     since: float
