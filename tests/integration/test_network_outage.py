@@ -151,7 +151,7 @@ def test_a_dead_proxy_of_one_account_while_the_other_connects_rests_only_it(
         assert result.exit_code == 0, result.output
         assert ask(proc).content  # served directly: Kiro is reachable from this machine
 
-        for _ in range(8):  # each one served: the dead proxy fails over to the direct account
+        for _ in range(16):  # each one served: the dead proxy fails over to the direct account
             assert ask(proc).content
             if listed(proc)[proxied]["status"] == "cooling_down":
                 break
