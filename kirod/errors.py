@@ -17,7 +17,7 @@ calls the foreign library; nothing else catches them.
     │   │                      daily_limit, service_throttled, capacity, context_too_long, …)
     │   ├── UpstreamProtocolError, UpstreamHttpError, UpstreamConnectionError,
     │   ├── UpstreamTimeout, UpstreamStreamError, UpstreamPromptTooLong,
-    │   ├── UpstreamDocumentRefused,
+    │   ├── UpstreamDocumentRefused, UpstreamUnreachable (a kind of UpstreamConnectionError),
     │   ├── RefreshError           a token refresh failed
     │   └── LoginError             a device-code login ended without tokens
     ├── CredentialImportError  a credential file saved by another Kiro tool is unreadable

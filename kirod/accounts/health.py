@@ -26,7 +26,10 @@ activity, quota, suspended, rejected credentials, forbidden) act at once. A mode
 or a service-wide throttle is Kiro's trouble, not the account's: it rests no account, or one such
 error would take a one-account user's only account out for Kiro's whole wait (the client is told
 that wait instead). A cool-down opened by transient failures is marked `transient`, which lets
-the pool's panic mode try it before it ends when nothing else is left.
+the pool's panic mode try it before it ends when nothing else is left. Kiro unreachable from the
+machine (no route to its host connects: DNS, refused, TLS, the proxy down) is no account's fault
+either: it rests none; a connection that fails while another route to the host connects (the
+account's own proxy is down) is the account's, counted like any network failure.
 Failures of the request itself (bad request, context too long, including Kiro's 402
 CONVERSATION_LIMIT_EXCEEDED, unknown model) do not touch health.
 """
@@ -59,8 +62,9 @@ FLAGGED_REASON = (
 )
 
 _TRANSIENT = frozenset({Failure.SERVER, Failure.PROTOCOL, Failure.NETWORK, Failure.TIMEOUT})
-# Kiro's own trouble, whichever account asks (docs/KIRO-PROTOCOL.md §4.3).
-_NOT_THE_ACCOUNTS = frozenset({Failure.CAPACITY, Failure.SERVICE_THROTTLED})
+# Kiro's own trouble, whichever account asks (docs/KIRO-PROTOCOL.md §4.3), and the machine's:
+# no route to Kiro's host connects (`kirod.upstream.outages`).
+_NOT_THE_ACCOUNTS = frozenset({Failure.CAPACITY, Failure.SERVICE_THROTTLED, Failure.UNREACHABLE})
 
 # Automatic transitions only move "up" this order (or within a level): a throttle seen by a
 # request that started earlier never turns an exhausted, suspended or disabled account back.

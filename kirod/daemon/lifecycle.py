@@ -376,6 +376,7 @@ async def run(
                 drift=DriftReports(layer.drift),
                 doctor=DoctorReports(settings, accounts, client, started),
                 live=LiveCheck(accounts, layer.keeper, client, models, layer.maintenance),
+                unreachable=client.outages.current,
             )
             control_runner = web.AppRunner(
                 build_control_app(control),
@@ -411,6 +412,7 @@ async def run(
                     max_bytes=settings.responses_max_bytes,
                 ),
                 spending=Spending(layer.oplog, layer.pool),
+                outages=client.outages,
             )
             public_app = build_public_app(services, extra_routes)
             if sessions is not None and console_hosts is not None:

@@ -121,7 +121,7 @@ class DispatchPolicy:
 # row ends the failover, so one bad payload does not count against every account it visits.
 # Kiro refusing the model (INVALID_MODEL_ID) on two accounts in a row ends it too, and so do a
 # model out of capacity and a service-wide throttle: Kiro's, they would meet every account
-# (docs/KIRO-PROTOCOL.md §4.3).
+# (docs/KIRO-PROTOCOL.md §4.3); and so does Kiro unreachable from this machine on two accounts.
 _SUSPECT_REQUEST: frozenset[Failure] = frozenset(
     {
         Failure.SERVER,
@@ -129,6 +129,7 @@ _SUSPECT_REQUEST: frozenset[Failure] = frozenset(
         Failure.INVALID_MODEL,
         Failure.CAPACITY,
         Failure.SERVICE_THROTTLED,
+        Failure.UNREACHABLE,
     }
 )
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from aiohttp import web
 
@@ -16,6 +16,7 @@ from kirod.protocols.responses import ReasoningBox
 from kirod.storage.accounts import AccountStore
 from kirod.storage.db import Database
 from kirod.storage.responses import ResponseStore
+from kirod.upstream.outages import Outages
 
 
 @dataclass(frozen=True)
@@ -30,6 +31,7 @@ class Services:
     reasoning_box: ReasoningBox
     responses: ResponseStore
     spending: Spending  # GET /v1/usage
+    outages: Outages = field(default_factory=Outages)  # the client's: Kiro hosts not reachable
 
 
 SERVICES = web.AppKey("services", Services)

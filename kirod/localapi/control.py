@@ -23,6 +23,7 @@ from kirod.dispatch.cache import ResponseCache
 from kirod.dispatch.extensions import NONE, Extensions
 from kirod.errors import InvalidControlRequest
 from kirod.report_types import ConsoleLink, DaemonInfo, LogLines, Status
+from kirod.report_types.status import Outage
 
 
 @dataclass(frozen=True)
@@ -53,13 +54,20 @@ class Control:
     doctor: DoctorReports | None = None
     # `kiroctl doctor --live`'s checks on an account; None where nothing runs them (an embedding).
     live: LiveCheck | None = None
+    # The Kiro hosts this machine cannot reach now; None where nothing tracks them (an embedding).
+    unreachable: Callable[[], tuple[Outage, ...]] | None = None
 
     async def status(self) -> Status:
-        """The daemon, its accounts' health, the maintenance loop, pacing and drift."""
+        """The daemon, its accounts' health, the maintenance loop, pacing, drift and outages."""
         counts = await self.accounts.counts()
         drift = None if self.drift is None else await self.drift.summary()
         return Status.of(
-            self.info(), counts, self.reports.maintenance(), self.reports.pacing(), drift
+            self.info(),
+            counts,
+            self.reports.maintenance(),
+            self.reports.pacing(),
+            drift,
+            () if self.unreachable is None else self.unreachable(),
         )
 
 

@@ -8,6 +8,7 @@ answers).
 
 from __future__ import annotations
 
+import time
 from dataclasses import asdict, dataclass, fields
 from typing import Any
 
@@ -57,6 +58,20 @@ class DaemonInfo:
 
 
 @dataclass(frozen=True)
+class Outage:
+    """A Kiro host no route connects to from this machine, since when and why (the first
+    failure's: an exception type and the system's reason, never an address or secret)."""
+
+    host: str
+    since: float
+    detail: str
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Outage:
+        return cls(host=str(data["host"]), since=float(data["since"]), detail=str(data["detail"]))
+
+
+@dataclass(frozen=True)
 class Status:
     version: str
     pid: int
@@ -73,6 +88,8 @@ class Status:
     # What Kiro answered in the last `SUMMARY_DAYS` days that kirod does not know; None: nothing
     # (and an older daemon's document has none).
     drift: DriftSummary | None = None
+    # Kiro hosts this machine cannot reach now (an older daemon's document has none).
+    unreachable: tuple[Outage, ...] = ()
 
     @classmethod
     def of(
@@ -82,8 +99,14 @@ class Status:
         maintenance: Maintenance,
         pacing: Pacing,
         drift: DriftSummary | None = None,
+        unreachable: tuple[Outage, ...] = (),
     ) -> Status:
-        problems = _problems(info.state, accounts, maintenance)
+        problems = _problems(info.state, accounts, maintenance) + tuple(
+            f"cannot reach Kiro at {outage.host} since "
+            f"{time.strftime('%H:%M:%S UTC', time.gmtime(outage.since))}: {outage.detail}; "
+            "no account rests for it"
+            for outage in unreachable
+        )
         return cls(
             **{item.name: getattr(info, item.name) for item in fields(DaemonInfo)},
             health=DEGRADED if problems else HEALTHY,
@@ -92,6 +115,7 @@ class Status:
             maintenance=maintenance,
             pacing=pacing,
             drift=drift,
+            unreachable=unreachable,
         )
 
     def to_json(self) -> dict[str, Any]:
@@ -112,6 +136,7 @@ class Status:
             maintenance=Maintenance.from_json(data["maintenance"]),
             pacing=Pacing.from_json(data["pacing"]) if "pacing" in data else Pacing(),
             drift=DriftSummary.from_json(data["drift"]) if data.get("drift") else None,
+            unreachable=tuple(Outage.from_json(o) for o in data.get("unreachable") or ()),
         )
 
 

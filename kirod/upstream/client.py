@@ -16,14 +16,17 @@ import hashlib
 import json
 import logging
 import math
+import os
 import re
+import socket
+import ssl
 import time
 import uuid
 from collections.abc import AsyncIterator, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
-from urllib.parse import quote, urlencode
+from urllib.parse import quote, urlencode, urlsplit
 
 import aiohttp
 import aiohttp_socks
@@ -36,8 +39,10 @@ from kirod.upstream.errors import (
     UpstreamHttpError,
     UpstreamProtocolError,
     UpstreamTimeout,
+    UpstreamUnreachable,
 )
 from kirod.upstream.frames import Frame, FrameDecoder
+from kirod.upstream.outages import Outages
 from kirod.upstream.pools import KEEP_ALIVE_TIMEOUT_S, MAX_IDLE_POOLS, Pool, Pools
 from kirod.upstream.proxies import Route, effective_proxy, route
 from kirod.upstream.secrets import AuthKind, Credentials
@@ -342,6 +347,30 @@ def _leaf_paths(fields: Mapping[str, Any], prefix: str = "") -> list[str]:
     return paths
 
 
+def _unconnected(exc: aiohttp.ClientError) -> str | None:
+    """Why no connection was made (DNS, refused, TLS to the host, an http proxy down or refusing
+    the tunnel), in words naming no address; None when one was made (it broke). A resolver's or
+    TLS's own words name none; a refused connect's message does ("Connect call failed (host,
+    port)"), so its errno is told in the system's words instead ("Connection refused")."""
+    if isinstance(exc, aiohttp.ClientHttpProxyError):
+        return f"the proxy refused the tunnel ({exc.status})"
+    if not isinstance(exc, aiohttp.ClientConnectorError):
+        return None
+    error = exc.os_error
+    if isinstance(error, socket.gaierror | ssl.SSLError):
+        said = error.strerror
+    else:
+        said = os.strerror(error.errno) if error.errno else None
+    return f"{type(exc).__name__}: {said}" if said else type(exc).__name__
+
+
+@functools.cache
+def _host(base: str) -> str:
+    """The host (and port) of a base URL: what an outage is told by (`kirod.upstream.outages`).
+    Cached: the base URLs are the endpoints of a few regions."""
+    return urlsplit(base).netloc
+
+
 @contextlib.contextmanager
 def _mapped(timeout: str, broken: str, *, truncated: str | None = None) -> Iterator[None]:
     """aiohttp's exceptions as `UpstreamError`s, worded for the step that failed.
@@ -356,16 +385,18 @@ def _mapped(timeout: str, broken: str, *, truncated: str | None = None) -> Itera
     except (aiohttp_socks.ProxyConnectionError, aiohttp_socks.ProxyError) as exc:
         # A SOCKS proxy that cannot be reached or refused the tunnel (aiohttp_socks' errors are
         # not aiohttp's). Its message names no credentials, but the type is enough.
-        raise UpstreamConnectionError(f"{broken}: proxy {type(exc).__name__}") from None
+        why = f"proxy {type(exc).__name__}"
+        raise UpstreamConnectionError(f"{broken}: {why}", unconnected=why) from None
     except aiohttp.ClientConnectorCertificateError:
         # Kiro's or an https proxy's certificate failed verification: say what fixes it.
-        raise UpstreamConnectionError(
-            f"{broken}: TLS certificate not trusted (a company CA goes in ca_file)"
-        ) from None
+        why = "TLS certificate not trusted (a company CA goes in ca_file)"
+        raise UpstreamConnectionError(f"{broken}: {why}", unconnected=why) from None
     except aiohttp.ClientError as exc:
         if truncated is not None and isinstance(exc, aiohttp.ClientPayloadError):
             raise UpstreamProtocolError(truncated) from None
-        raise UpstreamConnectionError(f"{broken}: {type(exc).__name__}") from None
+        raise UpstreamConnectionError(
+            f"{broken}: {type(exc).__name__}", unconnected=_unconnected(exc)
+        ) from None
 
 
 async def _read_bounded(
@@ -407,6 +438,8 @@ class KiroClient:
         self.options = options
         # What Kiro answers that kirod does not know, by shape (`kirod.drift`).
         self.drift = Drift() if drift is None else drift
+        # Kiro's hosts no route connects to: the machine's condition, not the accounts'.
+        self.outages = Outages()
         self._pools = Pools(
             proxy_url=options.proxy_url,
             keep_alive=options.keep_alive,
@@ -526,7 +559,9 @@ class KiroClient:
         or not), and closes it otherwise: an answer is never drained.
         """
         async with self._pools.lease(owner, base, proxy_url) as pool:
-            response = await self._send(pool, method, url, headers=headers, data=data, kiro=kiro)
+            response = await self._send(
+                pool, _host(base), method, url, headers=headers, data=data, kiro=kiro
+            )
             try:
                 yield response
             finally:
@@ -538,6 +573,7 @@ class KiroClient:
     async def _send(
         self,
         pool: Pool,
+        host: str,
         method: str,
         url: str,
         *,
@@ -545,13 +581,22 @@ class KiroClient:
         data: bytes | None = None,
         kiro: _Kiro | None = None,
     ) -> aiohttp.ClientResponse:
-        """Send one request; an error status is read (bounded) and raised as classified."""
-        with _mapped("Kiro did not answer in time", "cannot reach Kiro"):
-            response = await pool.request(method, url, headers=headers, data=data)
-        if response.status == 407 and pool.route.request_proxy is not None:
-            # The proxy's answer, not Kiro's (a plain-forwarded http target): a network failure.
-            response.close()
-            raise UpstreamConnectionError("the proxy refused kirod's credentials (407)")
+        """Send one request; an error status is read (bounded) and raised as classified. A
+        connection that cannot be made is the machine's or the route's (`outages`)."""
+        try:
+            with _mapped("Kiro did not answer in time", "cannot reach Kiro"):
+                response = await pool.request(method, url, headers=headers, data=data)
+            if response.status == 407 and pool.route.request_proxy is not None:
+                # The proxy's answer, not Kiro's (a plain-forwarded http target): no connection.
+                response.close()
+                why = "the proxy refused kirod's credentials (407)"
+                raise UpstreamConnectionError(why, unconnected=why)
+        except UpstreamConnectionError as exc:
+            unconnected = exc.unconnected
+            if unconnected is not None and self.outages.failed(host, pool.route.proxy, unconnected):
+                raise UpstreamUnreachable(str(exc), unconnected) from None
+            raise
+        self.outages.connected(host, pool.route.proxy)
         if response.status >= 400:
             try:
                 body = await _read_bounded(response, MAX_ERROR_BODY, truncate=True) or b""

@@ -9,6 +9,8 @@ This is the upstream branch of the tree drawn in `kirod.errors`. Foreign excepti
     │   │                          oversized frame, truncated stream, undecodable payload
     │   ├── UpstreamHttpError      Kiro answered with an error status
     │   ├── UpstreamConnectionError  no connection, or it broke
+    │   │   └── UpstreamUnreachable  no route to Kiro's host connects: the machine's, not the
+    │   │                          account's (`kirod.upstream.outages`)
     │   ├── UpstreamTimeout        no answer, or silence past the idle timeout
     │   ├── UpstreamStreamError    Kiro's error event that is the account's failure (throttled,
     │   │                          unavailable, empty): before any output, or mid-stream
@@ -34,6 +36,7 @@ Each `UpstreamError` carries a `Failure`, the class that decides what happens ne
     │   (DAILY_REQUEST_COUNT: until 00:00 UTC), suspicious_activity (hours), forbidden
     ├── Kiro's, not the account's: capacity (INSUFFICIENT_MODEL_CAPACITY, the model overloaded),
     │   service_throttled (SERVICE_REQUEST_RATE_EXCEEDED): the client hears Kiro's wait
+    ├── the machine's, not the account's: unreachable (no route to Kiro's host connects)
     └── transient, counted by the breaker: server, network, timeout, protocol
 
 `UpstreamError.to_api_error()` renders a failure for the client. Upstream credential failures are
@@ -70,6 +73,7 @@ class Failure(enum.Enum):
     SERVICE_THROTTLED = "service_throttled"  # Kiro throttles its service, not the account
     SERVER = "server"  # 5xx from Kiro
     NETWORK = "network"  # connection refused, reset, DNS
+    UNREACHABLE = "unreachable"  # no route to Kiro's host connects: the machine's, not an account's
     TIMEOUT = "timeout"  # no answer in time
     PROTOCOL = "protocol"  # the stream itself is broken
 
@@ -133,7 +137,24 @@ class UpstreamHttpError(UpstreamError):
 
 
 class UpstreamConnectionError(UpstreamError):
+    """`unconnected`: why no connection was made at all (DNS, refused, TLS, the proxy), in a few
+    words naming no address; None when one was made and broke."""
+
     failure = Failure.NETWORK
+
+    def __init__(self, message: str, *, unconnected: str | None = None) -> None:
+        super().__init__(message)
+        self.unconnected = unconnected
+
+
+class UpstreamUnreachable(UpstreamConnectionError):
+    """No connection to Kiro's host could be made, and no other route to it is known to
+    connect: one condition of the machine, which rests no account (`kirod.upstream.outages`)."""
+
+    failure = Failure.UNREACHABLE
+
+    def __init__(self, message: str, unconnected: str) -> None:
+        super().__init__(message, unconnected=unconnected)
 
 
 class UpstreamTimeout(UpstreamError):
@@ -328,6 +349,9 @@ _RENDERINGS: dict[Failure, _Rendering] = {
         ErrorKind.UPSTREAM, "Kiro did not answer in time", "upstream_timeout"
     ),
     Failure.NETWORK: _Rendering(ErrorKind.UPSTREAM, "cannot reach Kiro", "upstream_unreachable"),
+    Failure.UNREACHABLE: _Rendering(
+        ErrorKind.UPSTREAM, "cannot reach Kiro", "upstream_unreachable"
+    ),
     Failure.PROTOCOL: _Rendering(
         ErrorKind.UPSTREAM, "Kiro sent a malformed response stream", "upstream_protocol"
     ),

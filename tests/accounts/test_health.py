@@ -242,10 +242,13 @@ def test_enable_and_disable_by_hand() -> None:
     assert (enabled.status, enabled.failures, enabled.auth_failures) == ("active", 0, 0)
 
 
-@pytest.mark.parametrize("failure", [Failure.CAPACITY, Failure.SERVICE_THROTTLED])
+@pytest.mark.parametrize(
+    "failure", [Failure.CAPACITY, Failure.SERVICE_THROTTLED, Failure.UNREACHABLE]
+)
 @pytest.mark.parametrize("retry_after", [None, 300.0])
 def test_kiro_s_own_trouble_rests_no_account(failure: Failure, retry_after: float | None) -> None:
-    """A model out of capacity or a service-wide throttle: one account's only account stays."""
+    """A model out of capacity, a service-wide throttle, Kiro unreachable from the machine: a
+    one-account user's only account stays."""
     state = ACTIVE
     for _ in range(5):
         after = fail(state, failure, retry_after)

@@ -1,4 +1,5 @@
-"""`/ready`'s reasons from the services it asks, including `model_catalog_unavailable`."""
+"""`/ready`'s reasons from the services it asks, including `model_catalog_unavailable` and
+`kiro_unreachable`."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from aiohttp.test_utils import TestClient, TestServer
 from kirod.http.ingress import REQUEST_ID
 from kirod.http.routes.health import ready
 from kirod.http.services import SERVICES, Services
+from kirod.upstream.outages import Outages
 
 
 class _Stub:
@@ -30,7 +32,9 @@ class _Stub:
         return call if name != "catalog_unavailable" else plain
 
 
-def _services(*, catalog_unavailable: bool, active: int = 1) -> Services:
+def _services(
+    *, catalog_unavailable: bool, active: int = 1, outages: Outages | None = None
+) -> Services:
     return cast(
         Services,
         type(
@@ -41,6 +45,7 @@ def _services(*, catalog_unavailable: bool, active: int = 1) -> Services:
                 "accounts": _Stub(count_active=active),
                 "responses": _Stub(available=True),
                 "models": _Stub(catalog_unavailable=catalog_unavailable),
+                "outages": outages or Outages(),
             },
         )(),
     )
@@ -73,3 +78,20 @@ async def test_ready_names_an_unreadable_model_catalog(
         assert answer.status == status
         body = await answer.json()
         assert body.get("reasons") == reasons
+
+
+async def test_ready_names_the_kiro_host_this_machine_cannot_reach() -> None:
+    outages = Outages()
+    outages.failed("q.us-east-1.amazonaws.com", None, "ClientConnectorError: Connection refused")
+    app = web.Application(middlewares=[_request_id])
+    app[SERVICES] = _services(catalog_unavailable=False, outages=outages)
+    app.router.add_get("/ready", ready)
+    async with TestClient(TestServer(app, host="127.0.0.1")) as client:
+        answer = await client.get("/ready")
+        assert answer.status == 503
+        body = await answer.json()
+        assert (body["reason"], body["reasons"]) == ("kiro_unreachable", ["kiro_unreachable"])
+        assert [o["host"] for o in body["unreachable"]] == ["q.us-east-1.amazonaws.com"]
+        outages.connected("q.us-east-1.amazonaws.com", None)
+        answer = await client.get("/ready")
+        assert answer.status == 200

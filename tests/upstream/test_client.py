@@ -533,10 +533,17 @@ async def test_connection_cut_mid_stream(fake: tuple[FakeKiro, str], client: Kir
     assert error.value.failure in (Failure.PROTOCOL, Failure.NETWORK)
 
 
-async def test_connection_refused_is_a_network_failure() -> None:
+def closed_port() -> int:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
+        port: int = probe.getsockname()[1]
+    return port
+
+
+async def test_connection_refused_with_no_route_known_is_kiro_unreachable() -> None:
+    """Nothing connects: the machine cannot reach Kiro (no account's fault); the host is down
+    until a connection to it succeeds."""
+    port = closed_port()
     async with KiroClient(endpoints(f"http://127.0.0.1:{port}"), ClientOptions()) as kiro:
         account = UpstreamAccount(
             id="a",
@@ -549,7 +556,23 @@ async def test_connection_refused_is_a_network_failure() -> None:
         with pytest.raises(UpstreamError) as error:
             async with kiro.chat(account, {"conversationState": {}}):
                 pass
+        assert [outage.host for outage in kiro.outages.current()] == [f"127.0.0.1:{port}"]
+    assert error.value.failure is Failure.UNREACHABLE
+    assert error.value.to_api_error().message == "cannot reach Kiro"
+    assert error.value.to_api_error().code == "upstream_unreachable"
+
+
+async def test_a_dead_proxy_while_kiro_connects_directly_is_the_accounts_network_failure(
+    fake: tuple[FakeKiro, str], client: KiroClient
+) -> None:
+    service, _ = fake
+    direct, proxied = service.issue_social_account(), service.issue_social_account()
+    await collect(client, account_from(direct), chat_body("hi", direct))
+    dead = dataclasses.replace(account_from(proxied), proxy_url=f"http://127.0.0.1:{closed_port()}")
+    with pytest.raises(UpstreamError) as error:
+        await collect(client, dead, chat_body("hi", proxied))
     assert error.value.failure is Failure.NETWORK
+    assert client.outages.current() == ()
 
 
 async def test_leaving_early_aborts_the_upstream_stream(

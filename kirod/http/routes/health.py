@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 from aiohttp import web
 
 from kirod.http.ingress import REQUEST_ID
@@ -24,6 +26,11 @@ async def ready(request: web.Request) -> web.Response:
             reasons.append("reasoning_replay_store_unavailable")
     if services.models.catalog_unavailable():
         reasons.append("model_catalog_unavailable")
+    body: dict[str, object] = {}
+    if outages := services.outages.current():
+        # The machine cannot reach Kiro: said first, as it explains the others.
+        reasons.insert(0, "kiro_unreachable")
+        body["unreachable"] = [dataclasses.asdict(outage) for outage in outages]
     if not reasons:
         return web.json_response({"status": "ready"})
     return web.json_response(
@@ -31,6 +38,7 @@ async def ready(request: web.Request) -> web.Response:
             "status": "unavailable",
             "reason": reasons[0],
             "reasons": reasons,
+            **body,
             "request_id": request[REQUEST_ID],
         },
         status=503,
