@@ -102,6 +102,35 @@ def older(kiroctl: str, kirod: str | None, what: str) -> CliError:
     )
 
 
+def mismatch(kiroctl: str, api: int, kirod: str | None, kirod_api: int) -> CliError | None:
+    """kiroctl and a kirod of another control API revision: which is older and what to run (None
+    when both speak the same revision, whatever their versions: nothing kiroctl does differs)."""
+    if kirod_api == api:
+        return None
+    if kirod_api < api:
+        return older(kiroctl, kirod, f"revision {api} of the control API (it has {kirod_api})")
+    running = f"this kirod (version {kirod})" if kirod else "the running kirod"
+    return CliError(
+        FAILED,
+        f"{running} is newer than kiroctl {kiroctl} and speaks revision {kirod_api} of the "
+        f"control API, which kiroctl knows up to {api}",
+        "run the kiroctl installed with that kirod, or upgrade this one (`pipx upgrade kirod` or "
+        f"`pip install -U kirod`); if you went back to {kiroctl} on purpose, {restart_hint()}",
+    )
+
+
+def unreadable(kiroctl: str, exc: Exception) -> CliError:
+    """An answer of a kirod of this kiroctl's own control API revision that it cannot read (one of
+    another revision is `mismatch`'s to explain): what was wrong with it."""
+    what = f"the field {exc} is missing" if isinstance(exc, KeyError) else "a field is malformed"
+    return CliError(
+        FAILED,
+        f"kiroctl {kiroctl} cannot read kirod's answer: {what}",
+        "kiroctl and kirod speak the same control API revision, so this is a bug: please report "
+        "it with the command you ran",
+    )
+
+
 def log_hint(platform: str = sys.platform) -> str:
     if platform == "darwin":
         return "see ~/Library/Logs/kirod.log"
