@@ -73,7 +73,7 @@ class App:
         """Which of kirod and this kiroctl is older and what to run, if they speak different
         revisions of the control API (docs/RELEASING.md §4)."""
         from kirod import __version__
-        from kirod.localapi.wire import API_REVISION
+        from kirod.localapi.client import API_REVISION
 
         if release is None or release.api == API_REVISION:
             return None
@@ -83,6 +83,8 @@ class App:
     def _unreadable(self, release: DaemonRelease | None, exc: Exception) -> exits.CliError:
         from kirod import __version__
 
+        if self.warned:  # which release is older was said already
+            return exits.unreadable(__version__, exc, told=True)
         return self._mismatch(release) or exits.unreadable(__version__, exc)
 
     def _warn_of_mismatch(self) -> None:
@@ -114,8 +116,11 @@ class App:
         """kirod lacks a route this kiroctl calls: say which release runs, and to restart it."""
         from kirod import __version__
 
-        route = exc.message.removeprefix(exits.MISSING_ROUTE).strip(": ")
-        return exits.older(__version__, self._running_version(), f"the control route {route}")
+        route = exc.message.removeprefix(exits.MISSING_ROUTE).strip(": ").partition("?")[0]
+        error = exits.older(__version__, self._running_version(), f"the control route {route}")
+        if self.warned:  # what to run was said already, with which release is older
+            error.hint = None
+        return error
 
 
 pass_app = click.make_pass_decorator(App)

@@ -119,16 +119,17 @@ def mismatch(kiroctl: str, api: int, kirod: str | None, kirod_api: int) -> CliEr
     )
 
 
-def unreadable(kiroctl: str, exc: Exception) -> CliError:
-    """An answer of a kirod of this kiroctl's own control API revision that it cannot read (one of
-    another revision is `mismatch`'s to explain): what was wrong with it."""
+def unreadable(kiroctl: str, exc: Exception, *, told: bool = False) -> CliError:
+    """An answer of kirod that this kiroctl cannot read: what was wrong with it. `told`: kiroctl
+    already said that kirod is of another release (`mismatch`); else it is of the same one."""
     what = f"the field {exc} is missing" if isinstance(exc, KeyError) else "a field is malformed"
-    return CliError(
-        FAILED,
-        f"kiroctl {kiroctl} cannot read kirod's answer: {what}",
-        "kiroctl and kirod speak the same control API revision, so this is a bug: please report "
-        "it with the command you ran",
+    hint = (
+        "kirod and kiroctl are of different releases, as said above"
+        if told
+        else "kiroctl and kirod speak the same control API revision, so this is a bug: please "
+        "report it with the command you ran"
     )
+    return CliError(FAILED, f"kiroctl {kiroctl} cannot read kirod's answer: {what}", hint)
 
 
 def log_hint(platform: str = sys.platform) -> str:

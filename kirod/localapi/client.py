@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any, BinaryIO
 
 from kirod.errors import ControlError, DaemonUnreachable
-from kirod.localapi.wire import API_HEADER, PREFIX, VERSION_HEADER
+from kirod.localapi.wire import API_HEADER, API_REVISION, PREFIX, VERSION_HEADER
 from kirod.report_types import (
     Account,
     AlertTest,
@@ -38,12 +38,8 @@ from kirod.report_types import (
 )
 from kirod.report_types.live import LivePlan, LiveReport
 
-__all__ = [
-    "ControlError",
-    "DaemonRelease",
-    "DaemonUnreachable",
-    "LocalClient",
-]  # the errors live in kirod.errors
+# The errors live in kirod.errors and the revision in kirod.localapi.wire; kiroctl takes them here.
+__all__ = ["API_REVISION", "ControlError", "DaemonRelease", "DaemonUnreachable", "LocalClient"]
 
 DEFAULT_TIMEOUT_S = 10.0
 UPSTREAM_TIMEOUT_S = 120.0  # a refresh or a usage probe waits on Kiro

@@ -46,7 +46,7 @@ class AccountCounts:
 
 # What an older kirod's status leaves out: counts it did not send, and the problem kiroctl names.
 UNKNOWN = AccountCounts(total=0, usable=0, by_status={})
-NOT_JUDGED = "this kirod does not judge its health: it is older than kiroctl; restart it"
+NOT_JUDGED = "this kirod does not judge its health: it is older than kiroctl"
 
 
 @dataclass(frozen=True)

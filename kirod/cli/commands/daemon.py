@@ -119,6 +119,7 @@ def config(app: App, as_json: bool) -> None:
 @pass_app
 def version(app: App, as_json: bool) -> None:
     """Show the versions of kiroctl and of the running kirod."""
+    app.warned = True  # this command says itself what to do when they differ
     try:
         daemon: str | None = app.call(lambda kirod: kirod.status()).version
     except exits.CliError:
