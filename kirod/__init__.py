@@ -2,40 +2,45 @@
 
 `__version__` is the installed distribution's version, read at run time: `pyproject.toml` is its
 one source (docs/RELEASING.md), so a wheel built from a newer tree reports the newer version.
+Plain `os` and string work: kiroctl imports this first, and its start-up counts.
 """
 
 from __future__ import annotations
 
-import re
-from pathlib import Path
-
-_VERSION_LINE = re.compile(r'^version\s*=\s*"([^"]+)"\s*$', re.MULTILINE)
+import os
 
 
-def _checkout_version(package: Path) -> str | None:
+def _checkout_version(root: str) -> str | None:
     """In a source checkout (editable or on PYTHONPATH), the version its `pyproject.toml` holds
     now: an editable install's metadata is a copy made when it was installed, and goes stale."""
     try:
-        project = (package.parent / "pyproject.toml").read_text(encoding="utf-8")
+        with open(os.path.join(root, "pyproject.toml"), encoding="utf-8") as project:
+            lines = project.read().splitlines()
     except OSError:
         return None
-    if 'name = "kirod"' not in project:
+    if 'name = "kirod"' not in lines:
         return None
-    found = _VERSION_LINE.search(project)
-    return found.group(1) if found else None
+    for line in lines:
+        name, _, value = line.partition("=")
+        if name.strip() == "version" and value.strip().startswith('"'):
+            return value.strip().strip('"')
+    return None
 
 
-def _installed_version(package: Path) -> str | None:
+def _installed_version(root: str) -> str | None:
     """A wheel's version from the `kirod-<version>.dist-info` installed beside the package.
 
     What `importlib.metadata.version("kirod")` answers, without importing it: that costs kiroctl
     some 35 ms and the `email` package at every start. Two dist-infos (an interrupted upgrade)
     are left to importlib.metadata, which picks as pip does.
     """
-    infos = list(package.parent.glob("kirod-*.dist-info"))
+    try:
+        infos = [n for n in os.listdir(root) if n.startswith("kirod-") and n.endswith(".dist-info")]
+    except OSError:
+        infos = []
     if len(infos) == 1:
         try:
-            with (infos[0] / "METADATA").open(encoding="utf-8") as headers:
+            with open(os.path.join(root, infos[0], "METADATA"), encoding="utf-8") as headers:
                 for line in headers:
                     if line.startswith("Version:"):
                         return line.removeprefix("Version:").strip()
@@ -52,9 +57,9 @@ def _installed_version(package: Path) -> str | None:
 
 
 def _version() -> str:
-    package = Path(__file__).resolve().parent
+    root = os.path.dirname(os.path.dirname(os.path.realpath(__file__)))
     # "0+unknown": a PEP 440 version lower than any release, for a copy with neither source.
-    return _checkout_version(package) or _installed_version(package) or "0+unknown"
+    return _checkout_version(root) or _installed_version(root) or "0+unknown"
 
 
 __version__ = _version()
