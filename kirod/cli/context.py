@@ -16,7 +16,7 @@ from kirod.cli import exits, render
 if TYPE_CHECKING:
     from rich.console import Console
 
-    from kirod.localapi.client import ControlError, LocalClient
+    from kirod.localapi.client import ControlError, DaemonRelease, LocalClient
 
 F = TypeVar("F", bound=Callable[..., Any])
 T = TypeVar("T")
@@ -25,6 +25,8 @@ T = TypeVar("T")
 @dataclass
 class App:
     socket: Path
+    release: DaemonRelease | None = None  # what kirod's last answer said of itself
+    warned: bool = False  # whether this command said that kirod and kiroctl differ
 
     @cached_property
     def consoles(self) -> tuple[Console, Console]:
@@ -45,26 +47,80 @@ class App:
         # Imported here, with the report types, so that `kiroctl --help` does without both.
         from kirod.localapi.client import ControlError, DaemonUnreachable, LocalClient
 
+        client = LocalClient(self.socket)
         try:
-            return use(LocalClient(self.socket))
+            result = use(client)
         except DaemonUnreachable as exc:
             raise exits.unreachable(exc, self.socket) from None
         except ControlError as exc:
             if exits.missing_route(exc):
                 raise self._older(exc) from None
+            if exc.status == 404 or exc.code == "bad_response":
+                # A kirod of another revision without the route, or with another way to say so.
+                found = self._mismatch(client.release)
+                if found is not None:
+                    raise found from None
             raise exits.refused(exc) from None
+        except (KeyError, TypeError, ValueError, AttributeError, IndexError) as exc:
+            # An answer of a shape this kiroctl does not read: say which release is older.
+            raise self._unreadable(client.release or self.release, exc) from None
+        finally:
+            self.release = client.release or self.release
+        self._warn_of_mismatch()
+        return result
+
+    def _mismatch(self, release: DaemonRelease | None) -> exits.CliError | None:
+        """Which of kirod and this kiroctl is older and what to run, if they speak different
+        revisions of the control API (docs/RELEASING.md §4)."""
+        from kirod import __version__
+        from kirod.localapi.client import API_REVISION
+
+        if release is None or release.api == API_REVISION:
+            return None
+        running = release.version or self._running_version()
+        return exits.mismatch(__version__, API_REVISION, running, release.api)
+
+    def _unreadable(self, release: DaemonRelease | None, exc: Exception) -> exits.CliError:
+        from kirod import __version__
+
+        if self.warned:  # which release is older was said already
+            return exits.unreadable(__version__, exc, told=True)
+        return self._mismatch(release) or exits.unreadable(__version__, exc)
+
+    def _warn_of_mismatch(self) -> None:
+        """Once a command: when kirod speaks another revision of the control API than this
+        kiroctl, which of them is older and what to run (docs/RELEASING.md §4)."""
+        if self.warned:
+            return
+        found = self._mismatch(self.release)
+        if found is not None:
+            self.warned = True
+            self.err.print(
+                f"[bold yellow]kiroctl: warning:[/] {found.message}", markup=True, highlight=False
+            )
+            self.err.print(f"[dim]hint:[/] {found.hint}", markup=True, highlight=False)
+
+    def _running_version(self) -> str | None:
+        """The running kirod's version from its status, which every kirod's has; None if that
+        cannot be read either."""
+        from kirod.localapi.client import ControlError, DaemonUnreachable, LocalClient
+
+        try:
+            doc = LocalClient(self.socket).request("GET", "/status")
+        except (ControlError, DaemonUnreachable):
+            return None
+        version = doc.get("version") if isinstance(doc, dict) else None
+        return version if isinstance(version, str) else None
 
     def _older(self, exc: ControlError) -> exits.CliError:
         """kirod lacks a route this kiroctl calls: say which release runs, and to restart it."""
         from kirod import __version__
-        from kirod.localapi.client import ControlError, DaemonUnreachable, LocalClient
 
-        route = exc.message.removeprefix(exits.MISSING_ROUTE).strip(": ")
-        try:
-            running: str | None = LocalClient(self.socket).status().version
-        except (ControlError, DaemonUnreachable, KeyError, TypeError, ValueError):
-            running = None
-        return exits.older(__version__, running, f"the control route {route}")
+        route = exc.message.removeprefix(exits.MISSING_ROUTE).strip(": ").partition("?")[0]
+        error = exits.older(__version__, self._running_version(), f"the control route {route}")
+        if self.warned:  # what to run was said already, with which release is older
+            error.hint = None
+        return error
 
 
 pass_app = click.make_pass_decorator(App)

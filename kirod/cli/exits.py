@@ -102,6 +102,36 @@ def older(kiroctl: str, kirod: str | None, what: str) -> CliError:
     )
 
 
+def mismatch(kiroctl: str, api: int, kirod: str | None, kirod_api: int) -> CliError | None:
+    """kiroctl and a kirod of another control API revision: which is older and what to run (None
+    when both speak the same revision, whatever their versions: nothing kiroctl does differs)."""
+    if kirod_api == api:
+        return None
+    if kirod_api < api:
+        return older(kiroctl, kirod, f"revision {api} of the control API (it has {kirod_api})")
+    running = f"this kirod (version {kirod})" if kirod else "the running kirod"
+    return CliError(
+        FAILED,
+        f"{running} is newer than kiroctl {kiroctl} and speaks revision {kirod_api} of the "
+        f"control API, which kiroctl knows up to {api}",
+        "run the kiroctl installed with that kirod, or upgrade this one (`pipx upgrade kirod` or "
+        f"`pip install -U kirod`); if you went back to {kiroctl} on purpose, {restart_hint()}",
+    )
+
+
+def unreadable(kiroctl: str, exc: Exception, *, told: bool = False) -> CliError:
+    """An answer of kirod that this kiroctl cannot read: what was wrong with it. `told`: kiroctl
+    already said that kirod is of another release (`mismatch`); else it is of the same one."""
+    what = f"the field {exc} is missing" if isinstance(exc, KeyError) else "a field is malformed"
+    hint = (
+        "kirod and kiroctl are of different releases, as said above"
+        if told
+        else "kiroctl and kirod speak the same control API revision, so this is a bug: please "
+        "report it with the command you ran"
+    )
+    return CliError(FAILED, f"kiroctl {kiroctl} cannot read kirod's answer: {what}", hint)
+
+
 def log_hint(platform: str = sys.platform) -> str:
     if platform == "darwin":
         return "see ~/Library/Logs/kirod.log"

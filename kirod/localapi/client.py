@@ -10,11 +10,12 @@ from __future__ import annotations
 
 import json
 import socket
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, BinaryIO
 
 from kirod.errors import ControlError, DaemonUnreachable
-from kirod.localapi.wire import PREFIX
+from kirod.localapi.wire import API_HEADER, API_REVISION, PREFIX, VERSION_HEADER
 from kirod.report_types import (
     Account,
     AlertTest,
@@ -37,7 +38,8 @@ from kirod.report_types import (
 )
 from kirod.report_types.live import LivePlan, LiveReport
 
-__all__ = ["ControlError", "DaemonUnreachable", "LocalClient"]  # the errors live in kirod.errors
+# The errors live in kirod.errors and the revision in kirod.localapi.wire; kiroctl takes them here.
+__all__ = ["API_REVISION", "ControlError", "DaemonRelease", "DaemonUnreachable", "LocalClient"]
 
 DEFAULT_TIMEOUT_S = 10.0
 UPSTREAM_TIMEOUT_S = 120.0  # a refresh or a usage probe waits on Kiro
@@ -50,6 +52,23 @@ MAX_HEADERS = 100
 
 class _NotHttp(Exception):
     """What answered on the socket is not an HTTP answer kiroctl can read."""
+
+
+@dataclass(frozen=True)
+class DaemonRelease:
+    """What the daemon's last answer said of itself (docs/RELEASING.md §4)."""
+
+    version: str | None  # None: a kirod that does not state it in its headers
+    api: int  # its control API's revision; 0: a kirod that does not state it (before 0.47.0)
+
+    @classmethod
+    def of(cls, headers: dict[bytes, bytes]) -> DaemonRelease:
+        version = headers.get(VERSION_HEADER.lower().encode())
+        api = headers.get(API_HEADER.lower().encode(), b"0")
+        return cls(
+            version.decode("ascii", "replace") if version else None,
+            int(api) if api.isdigit() else 0,
+        )
 
 
 def _message(method: str, target: str, payload: bytes | None) -> bytes:
@@ -72,8 +91,8 @@ def _line(answer: BinaryIO) -> bytes:
     return line
 
 
-def _read_answer(answer: BinaryIO) -> tuple[int, bytes]:
-    """The status and body of the answer on `answer`."""
+def _read_answer(answer: BinaryIO) -> tuple[int, dict[bytes, bytes], bytes]:
+    """The status, headers (their names in lower case) and body of the answer on `answer`."""
     status_line = _line(answer)
     if not status_line:  # the daemon went away: an OSError, worded as http.client words it
         raise ConnectionResetError("Remote end closed connection without response")
@@ -92,16 +111,18 @@ def _read_answer(answer: BinaryIO) -> tuple[int, bytes]:
         raise _NotHttp(f"more than {MAX_HEADERS} headers")
     length = headers.get(b"content-length")
     if length is None:
-        return int(code), answer.read()
+        return int(code), headers, answer.read()
     if not length.isdigit():
         raise _NotHttp(f"bad Content-Length: {length[:80]!r}")
     body = answer.read(int(length))
     if len(body) < int(length):
         raise _NotHttp(f"the answer ended after {len(body)} of {int(length)} bytes")
-    return int(code), body
+    return int(code), headers, body
 
 
-def _exchange(socket_path: Path, timeout: float, message: bytes) -> tuple[int, bytes]:
+def _exchange(
+    socket_path: Path, timeout: float, message: bytes
+) -> tuple[int, dict[bytes, bytes], bytes]:
     with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
         sock.settimeout(timeout)
         sock.connect(str(socket_path))
@@ -149,6 +170,7 @@ class LocalClient:
     def __init__(self, socket_path: Path, timeout: float = DEFAULT_TIMEOUT_S) -> None:
         self.socket_path = socket_path
         self.timeout = timeout
+        self.release: DaemonRelease | None = None  # as its last answer stated it
 
     def request(
         self, method: str, path: str, body: Any = None, *, timeout: float | None = None
@@ -161,13 +183,14 @@ class LocalClient:
         payload = None if body is None else json.dumps(body).encode()
         message = _message(method, PREFIX + path, payload)
         try:
-            status, raw = _exchange(self.socket_path, timeout or self.timeout, message)
+            status, headers, raw = _exchange(self.socket_path, timeout or self.timeout, message)
         except (FileNotFoundError, ConnectionRefusedError) as exc:
             raise DaemonUnreachable(
                 f"kirod is not running (no answer on {self.socket_path})"
             ) from exc
         except (OSError, _NotHttp) as exc:
             raise DaemonUnreachable(f"cannot reach kirod on {self.socket_path}: {exc}") from exc
+        self.release = DaemonRelease.of(headers)
         try:
             data = json.loads(raw) if raw else None
         except ValueError:

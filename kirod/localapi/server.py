@@ -14,12 +14,12 @@ from collections.abc import Awaitable, Callable
 
 from aiohttp import web
 
-from kirod import log
+from kirod import __version__, log
 from kirod.dispatch.cache import ResponseCache
 from kirod.errors import ControlError, ControlNotFound, InvalidControlRequest
 from kirod.localapi import accounts, keys, models
 from kirod.localapi.control import CONTROL, Control, json_body
-from kirod.localapi.wire import PREFIX, error_body
+from kirod.localapi.wire import API_HEADER, API_REVISION, PREFIX, VERSION_HEADER, error_body
 from kirod.report_types import AlertTest, ExtensionList
 from kirod.report_types.drift import SUMMARY_DAYS
 
@@ -32,6 +32,17 @@ def _error(
     status: int, code: str, message: str, headers: dict[str, str] | None = None
 ) -> web.Response:
     return web.json_response(error_body(code, message), status=status, headers=headers)
+
+
+@web.middleware
+async def versioned(request: web.Request, handler: Handler) -> web.StreamResponse:
+    """Every answer, errors too, states this kirod's version and its control API's revision, so
+    that a kiroctl of another release can tell which of the two is older (docs/RELEASING.md §4)."""
+    response = await handler(request)
+    if not response.prepared:
+        response.headers[VERSION_HEADER] = __version__
+        response.headers[API_HEADER] = str(API_REVISION)
+    return response
 
 
 @web.middleware
@@ -278,7 +289,7 @@ ROUTES: tuple[tuple[str, str, Handler], ...] = (
 
 def build_control_app(control: Control) -> web.Application:
     app = web.Application(
-        middlewares=[guard], client_max_size=accounts.max_body_bytes(control.settings)
+        middlewares=[versioned, guard], client_max_size=accounts.max_body_bytes(control.settings)
     )
     app[CONTROL] = control
     for method, path, handler in ROUTES:

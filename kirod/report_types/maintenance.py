@@ -34,9 +34,9 @@ class Maintenance:
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> Maintenance:
-        return cls(
-            interval_s=float(data["interval_s"]),
-            running=bool(data["running"]),
+        return cls(  # every field optional: an older kirod's status has no loop to report
+            interval_s=float(data.get("interval_s", 0.0)),
+            running=bool(data.get("running", False)),
             last_pass_started=data.get("last_pass_started"),
             last_pass_finished=data.get("last_pass_finished"),
             last_pass_error=data.get("last_pass_error"),
@@ -48,6 +48,6 @@ class Maintenance:
                     actions=tuple(item["actions"]),
                     error=item.get("error"),
                 )
-                for item in data["results"]
+                for item in data.get("results", ())
             ),
         )

@@ -41,8 +41,13 @@ class AccountCounts:
         return cls(
             total=int(data["total"]),
             usable=int(data["usable"]),
-            by_status={str(k): int(v) for k, v in data["by_status"].items()},
+            by_status={str(k): int(v) for k, v in data.get("by_status", {}).items()},
         )
+
+
+# What an older kirod's status leaves out: counts it did not send, and the problem kiroctl names.
+UNKNOWN = AccountCounts(total=0, usable=0, by_status={})
+NOT_JUDGED = "this kirod does not judge its health: it is older than kiroctl"
 
 
 @dataclass(frozen=True)
@@ -123,17 +128,29 @@ class Status:
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> Status:
+        """The document of any kirod: the first ones sent only what `DaemonInfo` holds, so the
+        health, accounts and maintenance loop they leave out read as not known, never as fine."""
+        state = str(data.get("state", "unknown"))
+        judged = "health" in data and "accounts" in data and "maintenance" in data
+        accounts = AccountCounts.from_json(data["accounts"]) if "accounts" in data else UNKNOWN
+        maintenance = Maintenance.from_json(data.get("maintenance", {}))
+        if judged:
+            health, problems = str(data["health"]), tuple(str(p) for p in data["problems"])
+        else:
+            health, problems = DEGRADED, (NOT_JUDGED,)
         return cls(
-            version=str(data["version"]),
-            pid=int(data["pid"]),
-            uptime_s=float(data["uptime_s"]),
-            state=str(data["state"]),
-            listeners=tuple(Listener(str(i["kind"]), str(i["address"])) for i in data["listeners"]),
-            lock_path=str(data["lock_path"]),
-            health=str(data["health"]),
-            problems=tuple(str(p) for p in data["problems"]),
-            accounts=AccountCounts.from_json(data["accounts"]),
-            maintenance=Maintenance.from_json(data["maintenance"]),
+            version=str(data.get("version", "unknown")),
+            pid=int(data.get("pid", 0)),
+            uptime_s=float(data.get("uptime_s", 0.0)),
+            state=state,
+            listeners=tuple(
+                Listener(str(i["kind"]), str(i["address"])) for i in data.get("listeners", ())
+            ),
+            lock_path=str(data.get("lock_path", "")),
+            health=health,
+            problems=problems,
+            accounts=accounts,
+            maintenance=maintenance,
             pacing=Pacing.from_json(data["pacing"]) if "pacing" in data else Pacing(),
             drift=DriftSummary.from_json(data["drift"]) if data.get("drift") else None,
             unreachable=tuple(Outage.from_json(o) for o in data.get("unreachable") or ()),

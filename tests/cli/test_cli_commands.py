@@ -84,11 +84,14 @@ def test_import_a_kiro_ide_file_then_status_is_healthy(
     status = kiroctl(daemon, "status")
     assert status.exit_code == 0, status.output
     assert "healthy" in status.stdout
+    assert status.stdout.startswith(f"kirod {__version__} - serving - up ")  # ASCII off a tty
+    assert f"\n  kiroctl      {__version__}\n" in status.stdout  # both versions
     assert "ide" in status.stdout
     assert "pacing" not in status.stdout  # off by default
     assert "paced" not in status.stdout
     doc = json.loads(kiroctl(daemon, "status", "--json").stdout)
-    assert set(doc) == {"health", "status", "accounts"}
+    assert set(doc) == {"kiroctl", "health", "status", "accounts"}
+    assert doc["kiroctl"] == doc["status"]["version"] == __version__
     assert doc["health"] == doc["status"]["health"] == "healthy"
     assert {"version", "state", "listeners", "problems", "accounts", "maintenance"} <= set(
         doc["status"]

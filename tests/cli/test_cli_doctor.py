@@ -305,8 +305,7 @@ def newer_kiroctl(root: Path) -> Path:
     package = Path(__import__("kirod").__file__).parent
     copy = root / "newer"
     shutil.copytree(package, copy / "kirod", ignore=shutil.ignore_patterns("__pycache__"))
-    init = copy / "kirod" / "__init__.py"
-    init.write_text(init.read_text().replace(f'"{__version__}"', f'"{NEWER}"'))
+    (copy / "pyproject.toml").write_text(f'[project]\nname = "kirod"\nversion = "{NEWER}"\n')
     return copy
 
 
@@ -319,6 +318,7 @@ def older_kirod(root: Path) -> Path:
     routes = server.read_text()
     assert '    ("GET", "/doctor", doctor),\n' in routes
     server.write_text(routes.replace('    ("GET", "/doctor", doctor),\n', ""))
+    (copy / "pyproject.toml").write_text(f'[project]\nname = "kirod"\nversion = "{__version__}"\n')
     return copy
 
 

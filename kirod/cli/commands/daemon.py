@@ -8,6 +8,7 @@ from kirod import __version__
 from kirod.cli import exits, render
 from kirod.cli.context import App, json_option, pass_app
 from kirod.report_types import DEGRADED, DOWN, HEALTHY, Account, Status
+from kirod.report_types.status import NOT_JUDGED
 
 HEALTH_STYLES = {HEALTHY: "bold green", DEGRADED: "bold yellow", DOWN: "bold red"}
 
@@ -27,13 +28,17 @@ def status(app: App, as_json: bool) -> None:
     except exits.CliError as exc:
         if exc.code != exits.DOWN or not as_json:
             raise
-        render.print_json({"health": DOWN, "status": None, "accounts": []})
+        render.print_json({"kiroctl": __version__, "health": DOWN, "status": None, "accounts": []})
         raise click.exceptions.Exit(exits.DOWN) from None
-    accounts = app.call(lambda kirod: kirod.accounts())
-    current = Status.from_json(doc)
+    current = app.call(lambda _: Status.from_json(doc))  # an unreadable one: which is older
+    # The first kirods had no accounts route; their status says so among its problems.
+    judged = NOT_JUDGED not in current.problems
+    accounts = app.call(lambda kirod: kirod.accounts()) if judged else []
     if as_json:
         listed = [account.to_json() for account in accounts]
-        render.print_json({"health": current.health, "status": doc, "accounts": listed})
+        render.print_json(
+            {"kiroctl": __version__, "health": current.health, "status": doc, "accounts": listed}
+        )
     else:
         _print_status(app, current, accounts)
     raise click.exceptions.Exit(exits.OK if current.health == HEALTHY else exits.DEGRADED)
@@ -52,6 +57,10 @@ def _print_status(app: App, current: Status, accounts: list[Account]) -> None:
         where = f"http://{listener.address}" if listener.kind == "tcp" else listener.address
         label = "public API" if listener.kind == "tcp" else "control"
         out.print(f"  {label:<12} {where}")
+    mine = f"  {'kiroctl':<12} {__version__}"
+    if current.version != __version__:
+        mine += f", not the running kirod's {current.version}: restart kirod to run one version"
+    out.print(mine)
     loop = current.maintenance
     passes = (
         "a pass is running" if loop.running else f"last pass {render.ago(loop.last_pass_finished)}"
@@ -110,6 +119,7 @@ def config(app: App, as_json: bool) -> None:
 @pass_app
 def version(app: App, as_json: bool) -> None:
     """Show the versions of kiroctl and of the running kirod."""
+    app.warned = True  # this command says itself what to do when they differ
     try:
         daemon: str | None = app.call(lambda kirod: kirod.status()).version
     except exits.CliError:
