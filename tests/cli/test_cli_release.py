@@ -186,6 +186,12 @@ def test_pip_install_upgrade_of_a_newer_wheel_replaces_an_older_install(
     # The installed package answers from its own metadata, not from a checkout.
     location = run(python, "-c", "import kirod; print(kirod.__file__)", cwd=venv)
     assert location.startswith(str(purelib))
+    # The hand-read METADATA answers what the library does (bench/README.md: its gain).
+    ours = run(python, "-c", "import kirod; print(kirod.__version__)", cwd=venv)
+    library = run(
+        python, "-c", "from importlib import metadata; print(metadata.version('kirod'))", cwd=venv
+    )
+    assert ours == library == __version__
 
 
 @pytest.mark.timeout(180)
