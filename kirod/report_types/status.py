@@ -54,6 +54,9 @@ class DaemonInfo:
     state: str  # "starting", "serving" or "draining"
     listeners: tuple[Listener, ...]
     lock_path: str
+    # The database file while its disk is full (a write found no room, none has since), else None.
+    disk_full: str | None = None
+    skipped_writes: int = 0  # best-effort writes (a key's last use, the log, …) lost since start
 
 
 @dataclass(frozen=True)
@@ -73,6 +76,9 @@ class Status:
     # What Kiro answered in the last `SUMMARY_DAYS` days that kirod does not know; None: nothing
     # (and an older daemon's document has none).
     drift: DriftSummary | None = None
+    # DaemonInfo's; an older daemon's document has neither.
+    disk_full: str | None = None
+    skipped_writes: int = 0
 
     @classmethod
     def of(
@@ -83,7 +89,7 @@ class Status:
         pacing: Pacing,
         drift: DriftSummary | None = None,
     ) -> Status:
-        problems = _problems(info.state, accounts, maintenance)
+        problems = _problems(info, accounts, maintenance)
         return cls(
             **{item.name: getattr(info, item.name) for item in fields(DaemonInfo)},
             health=DEGRADED if problems else HEALTHY,
@@ -112,13 +118,22 @@ class Status:
             maintenance=Maintenance.from_json(data["maintenance"]),
             pacing=Pacing.from_json(data["pacing"]) if "pacing" in data else Pacing(),
             drift=DriftSummary.from_json(data["drift"]) if data.get("drift") else None,
+            disk_full=str(data["disk_full"]) if data.get("disk_full") else None,
+            skipped_writes=int(data.get("skipped_writes") or 0),
         )
 
 
-def _problems(state: str, accounts: AccountCounts, maintenance: Maintenance) -> tuple[str, ...]:
+def _problems(
+    info: DaemonInfo, accounts: AccountCounts, maintenance: Maintenance
+) -> tuple[str, ...]:
     problems: list[str] = []
-    if state != "serving":
-        problems.append(f"kirod is {state}")
+    if info.state != "serving":
+        problems.append(f"kirod is {info.state}")
+    if info.disk_full is not None:
+        problems.append(
+            f"disk full: kirod cannot write to {info.disk_full}; free space on its filesystem"
+            f" ({info.skipped_writes} best-effort writes lost so far)"
+        )
     if accounts.usable == 0:
         problems.append("no usable account")
     for status in sorted(ATTENTION_STATES & accounts.by_status.keys()):

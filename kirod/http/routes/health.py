@@ -1,4 +1,8 @@
-"""`/health` (liveness, unauthenticated) and `/ready` (can this daemon serve a model request?)."""
+"""`/health` (liveness, unauthenticated) and `/ready` (can this daemon serve a model request?).
+
+A full disk makes the daemon not ready (`disk_full`, with a sentence naming the file) until a
+write commits again: requests still pass, but what they should store is refused.
+"""
 
 from __future__ import annotations
 
@@ -24,14 +28,18 @@ async def ready(request: web.Request) -> web.Response:
             reasons.append("reasoning_replay_store_unavailable")
     if services.models.catalog_unavailable():
         reasons.append("model_catalog_unavailable")
+    if services.db.full:
+        reasons.append("disk_full")
     if not reasons:
         return web.json_response({"status": "ready"})
-    return web.json_response(
-        {
-            "status": "unavailable",
-            "reason": reasons[0],
-            "reasons": reasons,
-            "request_id": request[REQUEST_ID],
-        },
-        status=503,
-    )
+    body = {
+        "status": "unavailable",
+        "reason": reasons[0],
+        "reasons": reasons,
+        "request_id": request[REQUEST_ID],
+    }
+    if services.db.full:
+        body["message"] = (
+            f"disk full: kirod cannot write to {services.db.path}; free space on its filesystem"
+        )
+    return web.json_response(body, status=503)
