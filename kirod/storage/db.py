@@ -250,6 +250,7 @@ class Database:
         self._lock = asyncio.Lock()
         self._writes = TaskOwner("store")
         self._full = False
+        self._free_when_full = 0  # the free bytes when a write last found no room
         self.skipped_writes = 0  # best-effort writes lost since start
         self._skipped_log = events.Throttle(log, SKIPPED_LOG_INTERVAL_S)
 
@@ -263,17 +264,20 @@ class Database:
         return self._full
 
     def check_room(self) -> None:
-        """Raise `StoreFull` if a write would find no room: the store is `full`, or its
-        filesystem has no block left; for a request whose purpose is a write, before it is sent
-        upstream."""
-        if self._full:
+        """Raise `StoreFull` if a write would find no room: its filesystem has no block left, or
+        the store is `full` and nothing was freed since; for a request whose purpose is a write,
+        before it is sent upstream (a write is tried as soon as anything was freed)."""
+        free = self._free_bytes()
+        if free == 0 or (self._full and free is not None and free <= self._free_when_full):
             raise StoreFull(str(self._path), "cannot write to database")
+
+    def _free_bytes(self) -> int | None:
+        """What the filesystem holding the store has free for us; None where it cannot say."""
         try:
             stats = os.statvfs(self._path.parent)
         except (OSError, AttributeError):  # no statvfs (Windows): the write will tell
-            return
-        if stats.f_bavail == 0:
-            raise StoreFull(str(self._path), "cannot write to database")
+            return None
+        return stats.f_bavail * stats.f_frsize
 
     def skipped(self, what: str, exc: StoreError) -> None:
         """A best-effort write (`what`: key_last_use, oplog, …) failed: count it, and log it at
@@ -415,6 +419,7 @@ class Database:
 
     def _error(self, action: str, exc: BaseException) -> StoreError:
         if _no_room(exc):
+            self._free_when_full = self._free_bytes() or 0
             if not self._full:
                 self._full = True
                 events.event(
