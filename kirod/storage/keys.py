@@ -90,6 +90,10 @@ class KeyStore:
         self._db = db
         self._touched: dict[str, float] = {}
 
+    def check_room(self) -> None:
+        """Raise `StoreFull` if the disk is known to have no room for a new key."""
+        self._db.check_room()
+
     async def insert(self, name: str, key: str, scope: KeyScope = UNRESTRICTED) -> ApiKeyRecord:
         # Never show more than half of the key, however short it is.
         prefix = key[: min(PREFIX_LENGTH, len(key) // 2)]
