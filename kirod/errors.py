@@ -8,7 +8,8 @@ calls the foreign library; nothing else catches them.
     ├── StartupError           the daemon cannot start (exit code 1)
     │   └── AlreadyRunning     another instance holds the lock or the control socket
     ├── StoreError             the SQLite store cannot be opened, migrated or written
-    │   └── GenerationConflict a compare-and-swap update lost against a newer write
+    │   ├── GenerationConflict a compare-and-swap update lost against a newer write
+    │   └── StoreFull          the filesystem holding the store has no room (SQLITE_FULL, ENOSPC)
     ├── ApiError               a request failed; rendered at the edge in its protocol's envelope
     │   └── ClientDisconnected the client went away before we could answer (logged as 499)
     ├── EventOrderError        a producer broke the canonical event grammar (a bug in kirod)
@@ -27,7 +28,8 @@ calls the foreign library; nothing else catches them.
         ├── ControlNotFound        404: no such account, login or key
         ├── ControlConflict        409: the name is taken
         ├── TooManyLogins          429: too many device logins are waiting
-        └── ControlUpstreamFailed  502: Kiro did not answer the refresh, probe or login
+        ├── ControlUpstreamFailed  502: Kiro did not answer the refresh, probe or login
+        └── ControlStorageFull     507: the disk holding the store is full
 """
 
 from __future__ import annotations
@@ -60,6 +62,20 @@ class GenerationConflict(StoreError):
     """A compare-and-swap update found a newer generation than the one it read."""
 
 
+class StoreFull(StoreError):
+    """A write failed for want of space on the filesystem holding `path` (SQLITE_FULL or
+    ENOSPC): the user must free space there, and nothing was written."""
+
+    def __init__(self, path: str, action: str) -> None:
+        super().__init__(f"{action} {path}: disk full")
+        self.path = path
+
+    @property
+    def sentence(self) -> str:
+        """What a person reads: the path and what to do."""
+        return f"disk full: kirod cannot write to {self.path}; free space on its filesystem"
+
+
 class ErrorKind(enum.Enum):
     """Protocol-neutral error classes; each envelope maps them to its own type names."""
 
@@ -73,6 +89,7 @@ class ErrorKind(enum.Enum):
     INTERNAL = 500
     UPSTREAM = 502
     UNAVAILABLE = 503
+    INSUFFICIENT_STORAGE = 507
     OVERLOADED = 529
 
     @property
@@ -133,6 +150,18 @@ class ApiError(KirodError):
         )
 
 
+def insufficient_storage(full: StoreFull) -> ApiError:
+    """The answer to a request whose purpose is a write the full disk refused. It names the
+    state directory's file, as a person running kirod needs it to act; `final`: retrying
+    cannot help until someone frees space."""
+    return ApiError(
+        ErrorKind.INSUFFICIENT_STORAGE,
+        f"{full.sentence}; nothing was stored",
+        code="insufficient_storage",
+        final=True,
+    )
+
+
 class ClientDisconnected(ApiError):
     """The client closed its connection while we were reading its request."""
 
@@ -178,3 +207,8 @@ class TooManyLogins(ControlError):
 class ControlUpstreamFailed(ControlError):
     def __init__(self, code: str, message: str) -> None:
         super().__init__(502, code, message)
+
+
+class ControlStorageFull(ControlError):
+    def __init__(self, full: StoreFull) -> None:
+        super().__init__(507, "insufficient_storage", f"{full.sentence}; nothing was changed")

@@ -174,4 +174,4 @@ class WindowLearner:
                 await self._store.put(learned)
         except StoreError as exc:
             # Kept in memory all the same: only a restart forgets it, and learns it again.
-            log.event(logger, "context_window_not_stored", level=logging.WARNING, error=str(exc))
+            self._store.skipped(exc)

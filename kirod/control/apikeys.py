@@ -44,6 +44,9 @@ class ApiKeys:
         """The new key and its secret; names are unique."""
         if any(record.name == name for record in await self._store.list()):
             raise ControlConflict("name_taken", f"a key named {name!r} exists; revoke it first")
+        # Refused on a full disk even where SQLite's log still has room for the row: a key
+        # that may or may not be kept is worse than a clear "free space first".
+        self._store.check_room()
         secret = generate_key()
         scope = KeyScope(models=models, rpm=rpm, cache=cache)
         record = await self._store.insert(name, secret, scope)

@@ -117,6 +117,7 @@ class Logins:
         self._forget_old()
         if sum(not s.done.is_set() for s in self._sessions.values()) >= MAX_PENDING:
             raise TooManyLogins
+        self._store.check_room()  # a login exists to store an account: not while it cannot
         try:
             started = await device.start(
                 self._client,

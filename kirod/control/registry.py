@@ -127,6 +127,7 @@ class AccountRegistry:
     async def _store_all(
         self, imported: list[ImportedAccount], label: str | None
     ) -> list[dict[str, Any]]:
+        self._store.check_room()  # before the profile discovery asks Kiro
         results = []
         for item in imported:
             if label and len(imported) == 1:

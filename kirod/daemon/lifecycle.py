@@ -347,6 +347,8 @@ async def run(
                     state=state,
                     listeners=listeners,
                     lock_path=str(lock.path),
+                    disk_full=str(db.path) if db.full else None,
+                    skipped_writes=db.skipped_writes,
                 )
 
             port = tcp.getsockname()[1]

@@ -24,7 +24,7 @@ from kirod.canonical.events import (
     Usage,
 )
 from kirod.canonical.request import CanonicalRequest
-from kirod.errors import ApiError
+from kirod.errors import ApiError, StoreFull
 from kirod.storage.oplog import Attempt, OpEntry
 from kirod.upstream.exchange import Exchange
 
@@ -162,4 +162,6 @@ def _outcome(exc: BaseException | None) -> tuple[int, str | None]:
         return 499, "client_closed"
     if isinstance(exc, ApiError):
         return exc.status, exc.code or exc.kind.name.lower()
+    if isinstance(exc, StoreFull):
+        return 507, "insufficient_storage"
     return 500, "internal_error"

@@ -21,7 +21,7 @@ from aiohttp import web
 from aiohttp.typedefs import Middleware
 
 from kirod import log
-from kirod.errors import ApiError, ClientDisconnected, ErrorKind
+from kirod.errors import ApiError, ClientDisconnected, ErrorKind, StoreFull, insufficient_storage
 from kirod.protocols.envelopes import Family, render
 
 logger = logging.getLogger(__name__)
@@ -145,6 +145,8 @@ def make_ingress() -> Middleware:
                 response = error_response(request, error)
             except web.HTTPException as exc:
                 response = error_response(request, _from_http_exception(request, exc))
+            except StoreFull as full:  # a write the request needed found the disk full
+                response = error_response(request, insufficient_storage(full))
             except asyncio.CancelledError:
                 status = CLIENT_CLOSED
                 raise

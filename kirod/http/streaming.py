@@ -11,20 +11,27 @@ the handler) ever cancels a step of it, because cancelling an async generator mi
 upstream exchange. One timer per stream, re-armed from the time of the last write, sends the
 protocol's keep-alive when the upstream has been silent for `heartbeat_s`, so clients and proxies
 keep the connection.
+
+Once the headers are out, every stream ends with its protocol's terminal event: a failure after
+them (an `ApiError` of a step after the events, such as storing a Responses answer on a full
+disk, or a bug) is sent as the protocol's error event, never as a second answer written into
+this one, which is what a client would see as a stream cut without an end.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from typing import Any
 
 from aiohttp import web
 
+from kirod import log
 from kirod.canonical.assemble import Assembler, CanonicalCompletion
 from kirod.canonical.events import CanonicalEvent, ErrorEvent
-from kirod.errors import ErrorKind
+from kirod.errors import ApiError, ErrorKind
 from kirod.tasks import TaskOwner
 
 DEFAULT_HEARTBEAT_S = 10.0
@@ -97,6 +104,13 @@ CUT_AT_SHUTDOWN = ErrorEvent(
     ErrorKind.UNAVAILABLE,
     "kirod is shutting down and this answer was cut short; send the request again",
     code="server_shutting_down",
+)
+logger = logging.getLogger(__name__)
+
+STREAM_FAILED = ErrorEvent(
+    ErrorKind.INTERNAL,
+    "kirod failed while sending this answer (its log says why); send the request again",
+    code="internal_error",
 )
 CUT_MARGIN_S = 0.5  # before the drain deadline: the cut streams need a moment to end cleanly
 
@@ -178,6 +192,15 @@ async def stream_sse(
         await flush()
         await beat.stop()
         await response.write_eof()
+    except ApiError as error:  # raised by a step after the events (storing the response, …)
+        await _end_failed(response, pending, encode, ErrorEvent.from_error(error))
+    except ConnectionError:
+        raise  # the client went away: the ingress logs it as a 499
+    except Exception as exc:
+        # The headers are out: an error answer of the ingress would be written into this one
+        # and cut it for the client, so the stream ends with its protocol's error event instead.
+        log.event(logger, "stream_failed", level=logging.ERROR, error=type(exc).__name__)
+        await _end_failed(response, pending, encode, STREAM_FAILED)
     except asyncio.CancelledError:
         if streams is None or not streams.cutting or task is None:
             raise  # the client went away: nobody to tell
@@ -190,6 +213,17 @@ async def stream_sse(
             streams.discard(task)
         await beat.stop()
     return response
+
+
+async def _end_failed(
+    response: web.StreamResponse,
+    pending: list[bytes],
+    encode: Callable[[CanonicalEvent], Sequence[bytes]],
+    error: ErrorEvent,
+) -> None:
+    pending.extend(encode(error))
+    await response.write(b"".join(pending))
+    await response.write_eof()
 
 
 async def collect(batches: AsyncIterator[Sequence[CanonicalEvent]]) -> CanonicalCompletion:

@@ -16,7 +16,13 @@ from aiohttp import web
 
 from kirod import __version__, log
 from kirod.dispatch.cache import ResponseCache
-from kirod.errors import ControlError, ControlNotFound, InvalidControlRequest
+from kirod.errors import (
+    ControlError,
+    ControlNotFound,
+    ControlStorageFull,
+    InvalidControlRequest,
+    StoreFull,
+)
 from kirod.localapi import accounts, keys, models
 from kirod.localapi.control import CONTROL, Control, json_body
 from kirod.localapi.wire import API_HEADER, API_REVISION, PREFIX, VERSION_HEADER, error_body
@@ -55,6 +61,9 @@ async def guard(request: web.Request, handler: Handler) -> web.StreamResponse:
         return await handler(request)
     except ControlError as exc:
         return _error(exc.status, exc.code, exc.message)
+    except StoreFull as full:  # the change asked for could not be written
+        refused = ControlStorageFull(full)
+        return _error(refused.status, refused.code, refused.message)
     except web.HTTPMethodNotAllowed as exc:
         allowed = ", ".join(sorted(exc.allowed_methods))
         return _error(405, "method_not_allowed", f"allowed: {allowed}", {"Allow": allowed})

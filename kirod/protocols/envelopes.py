@@ -34,6 +34,7 @@ _ANTHROPIC_TYPES: dict[ErrorKind, str] = {
     # Not `overloaded_error`: kirod's 503s are "no usable account", which Claude Code would
     # replace with its own "API is at capacity" text instead of showing the message.
     ErrorKind.UNAVAILABLE: "api_error",
+    ErrorKind.INSUFFICIENT_STORAGE: "api_error",
     ErrorKind.OVERLOADED: "overloaded_error",
 }
 
@@ -48,6 +49,7 @@ _OPENAI_TYPES: dict[ErrorKind, str] = {
     ErrorKind.INTERNAL: "server_error",
     ErrorKind.UPSTREAM: "server_error",
     ErrorKind.UNAVAILABLE: "service_unavailable",
+    ErrorKind.INSUFFICIENT_STORAGE: "server_error",
     ErrorKind.OVERLOADED: "service_unavailable",
 }
 

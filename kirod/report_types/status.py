@@ -60,6 +60,9 @@ class DaemonInfo:
     state: str  # "starting", "serving" or "draining"
     listeners: tuple[Listener, ...]
     lock_path: str
+    # The database file while its disk is full (a write found no room, none has since), else None.
+    disk_full: str | None = None
+    skipped_writes: int = 0  # best-effort writes (a key's last use, the log, …) lost since start
 
 
 @dataclass(frozen=True)
@@ -95,6 +98,9 @@ class Status:
     drift: DriftSummary | None = None
     # Kiro hosts this machine cannot reach now (an older daemon's document has none).
     unreachable: tuple[Outage, ...] = ()
+    # DaemonInfo's; an older daemon's document has neither.
+    disk_full: str | None = None
+    skipped_writes: int = 0
 
     @classmethod
     def of(
@@ -106,7 +112,7 @@ class Status:
         drift: DriftSummary | None = None,
         unreachable: tuple[Outage, ...] = (),
     ) -> Status:
-        problems = _problems(info.state, accounts, maintenance) + tuple(
+        problems = _problems(info, accounts, maintenance) + tuple(
             f"cannot reach Kiro at {outage.host} since "
             f"{time.strftime('%H:%M:%S UTC', time.gmtime(outage.since))}: {outage.detail}; "
             "no account rests for it"
@@ -154,13 +160,22 @@ class Status:
             pacing=Pacing.from_json(data["pacing"]) if "pacing" in data else Pacing(),
             drift=DriftSummary.from_json(data["drift"]) if data.get("drift") else None,
             unreachable=tuple(Outage.from_json(o) for o in data.get("unreachable") or ()),
+            disk_full=str(data["disk_full"]) if data.get("disk_full") else None,
+            skipped_writes=int(data.get("skipped_writes") or 0),
         )
 
 
-def _problems(state: str, accounts: AccountCounts, maintenance: Maintenance) -> tuple[str, ...]:
+def _problems(
+    info: DaemonInfo, accounts: AccountCounts, maintenance: Maintenance
+) -> tuple[str, ...]:
     problems: list[str] = []
-    if state != "serving":
-        problems.append(f"kirod is {state}")
+    if info.state != "serving":
+        problems.append(f"kirod is {info.state}")
+    if info.disk_full is not None:
+        problems.append(
+            f"disk full: kirod cannot write to {info.disk_full}; free space on its filesystem"
+            f" ({info.skipped_writes} best-effort writes lost so far)"
+        )
     if accounts.usable == 0:
         problems.append("no usable account")
     for status in sorted(ATTENTION_STATES & accounts.by_status.keys()):

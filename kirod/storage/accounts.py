@@ -194,6 +194,11 @@ class AccountStore:
         self.revision = 0
         self._observers: list[StatusObserver] = []
 
+    def check_room(self) -> None:
+        """Raise `StoreFull` if the disk is known to have no room: an import or a login, whose
+        purpose is to store an account, is refused before anything is asked of Kiro."""
+        self._db.check_room()
+
     def observe(self, observer: StatusObserver) -> None:
         """Call `observer` after each committed status change (it must not block or raise)."""
         self._observers.append(observer)

@@ -5,23 +5,23 @@ commit each). A `WriteBehind` writes what was queued in one transaction per `del
 as `max_rows` are waiting. The store that owns it flushes before every read of the same table, so
 readers never miss a queued row, and `close` writes the rest at shutdown; a crash can lose the
 last `delay_s` of rows, never the file's consistency.
+
+What is written behind is never a request's purpose, so a batch the store refuses (a full disk)
+is dropped and counted (`Database.skipped`), never raised into the request or the reader that
+flushed it.
 """
 
 from __future__ import annotations
 
 import asyncio
-import logging
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Generic, TypeVar
 
 import aiosqlite
 
-from kirod import log
 from kirod.errors import StoreError
 from kirod.storage.db import Database
 from kirod.tasks import TaskOwner
-
-logger = logging.getLogger(__name__)
 
 T = TypeVar("T")
 
@@ -52,7 +52,8 @@ class WriteBehind(Generic[T]):
             self._timer = loop.call_later(self._delay_s, self._flush_in_background)
 
     async def flush(self) -> None:
-        """Write every queued row; serialised, so a reader waits for a batch being written."""
+        """Write every queued row; serialised, so a reader waits for a batch being written. A
+        batch the store refuses is dropped and counted."""
         async with self._flushing:
             batch, self._pending = self._pending, []
             if self._timer is not None:
@@ -63,19 +64,16 @@ class WriteBehind(Generic[T]):
                 async def transaction(conn: aiosqlite.Connection) -> None:
                     await self._write(conn, batch)
 
-                await self._db.run_write(transaction)
+                try:
+                    await self._db.run_write(transaction)
+                except StoreError as exc:
+                    self._db.skipped(self._name, exc)
 
     async def close(self) -> None:
         """Write what is queued; for shutdown, before the database closes."""
         await self._flushes.join()
-        await self._flush_logged()
+        await self.flush()
 
     def _flush_in_background(self) -> None:
         self._timer = None
-        self._flushes.spawn(self._flush_logged(), name="flush")
-
-    async def _flush_logged(self) -> None:
-        try:
-            await self.flush()
-        except StoreError as exc:
-            log.event(logger, f"{self._name}_write_failed", level=logging.ERROR, error=str(exc))
+        self._flushes.spawn(self.flush(), name="flush")

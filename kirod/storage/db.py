@@ -3,13 +3,20 @@
 kirod keeps one aiosqlite connection. Every transaction takes one asyncio lock, so a reader never
 sees another coroutine's half-done write on the shared connection. Writes that must survive the
 caller's cancellation (a client disconnect mid-request) go through `run_write`, which runs them in
-an owned task that `close` waits for. sqlite3/aiosqlite exceptions become `StoreError` here.
+an owned task that `close` waits for. sqlite3/aiosqlite exceptions become `StoreError` here, and
+a write refused for want of space `StoreFull`.
+
+A full disk is a condition of the machine, not of one write: the first write it refuses marks
+the store full (`full`, for `/ready` and `kiroctl status`), the first that commits clears it. A
+write no request exists for (a key's last use, the operation log, a cache) is best effort: its
+caller hands the failure to `skipped`, which counts it and logs at most once a minute.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import errno
 import logging
 import os
 import sqlite3
@@ -20,7 +27,8 @@ from typing import Any, TypeVar
 
 import aiosqlite
 
-from kirod.errors import StoreError
+from kirod import log as events
+from kirod.errors import StoreError, StoreFull
 from kirod.paths import ensure_private_dir, private_umask
 from kirod.storage import rollup
 from kirod.tasks import TaskOwner
@@ -208,6 +216,14 @@ MIGRATIONS: tuple[str, ...] = (
 )
 
 _SIBLINGS = ("", "-wal", "-shm", "-journal")
+SKIPPED_LOG_INTERVAL_S = 60.0  # a full disk fails every best-effort write: one line a minute
+
+
+def _no_room(exc: BaseException) -> bool:
+    """Whether `exc` says the filesystem is full: SQLite's SQLITE_FULL, or the OS's ENOSPC."""
+    if isinstance(exc, sqlite3.Error):
+        return getattr(exc, "sqlite_errorcode", None) == sqlite3.SQLITE_FULL
+    return isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT)
 
 
 def _reason(exc: BaseException) -> str:
@@ -233,10 +249,48 @@ class Database:
         self._closing = False
         self._lock = asyncio.Lock()
         self._writes = TaskOwner("store")
+        self._full = False
+        self._free_when_full = 0  # the free bytes when a write last found no room
+        self.skipped_writes = 0  # best-effort writes lost since start
+        self._skipped_log = events.Throttle(log, SKIPPED_LOG_INTERVAL_S)
 
     @property
     def path(self) -> Path:
         return self._path
+
+    @property
+    def full(self) -> bool:
+        """Whether the last write failed for want of space and none has committed since."""
+        return self._full
+
+    def check_room(self) -> None:
+        """Raise `StoreFull` if a write would find no room: its filesystem has no block left, or
+        the store is `full` and nothing was freed since; for a request whose purpose is a write,
+        before it is sent upstream (a write is tried as soon as anything was freed)."""
+        free = self._free_bytes()
+        if free == 0 or (self._full and free is not None and free <= self._free_when_full):
+            raise StoreFull(str(self._path), "cannot write to database")
+
+    def _free_bytes(self) -> int | None:
+        """What the filesystem holding the store has free for us; None where it cannot say."""
+        try:
+            stats = os.statvfs(self._path.parent)
+        except (OSError, AttributeError):  # no statvfs (Windows): the write will tell
+            return None
+        return stats.f_bavail * stats.f_frsize
+
+    def skipped(self, what: str, exc: StoreError) -> None:
+        """A best-effort write (`what`: key_last_use, oplog, …) failed: count it, and log it at
+        most once a minute with the path and why."""
+        self.skipped_writes += 1
+        self._skipped_log.event(
+            "store_write_skipped",
+            level=logging.WARNING,
+            what=what,
+            path=str(self._path),
+            reason="disk full" if isinstance(exc, StoreFull) else str(exc),
+            skipped=self.skipped_writes,
+        )
 
     async def __aenter__(self) -> Database:
         try:
@@ -293,6 +347,7 @@ class Database:
                 if isinstance(exc, sqlite3.Error):
                     raise self._error("cannot write to database", exc) from exc
                 raise
+            self._room_again()
 
     async def run_write(self, fn: Callable[[aiosqlite.Connection], Awaitable[T]]) -> T:
         """Run `fn` in a write transaction that the caller's cancellation cannot interrupt.
@@ -363,7 +418,20 @@ class Database:
         return self._conn
 
     def _error(self, action: str, exc: BaseException) -> StoreError:
+        if _no_room(exc):
+            self._free_when_full = self._free_bytes() or 0
+            if not self._full:
+                self._full = True
+                events.event(
+                    log, "disk_full", level=logging.ERROR, path=str(self._path), action=action
+                )
+            return StoreFull(str(self._path), action)
         return StoreError(f"{action} {self._path}: {_reason(exc)}")
+
+    def _room_again(self) -> None:
+        if self._full:
+            self._full = False
+            events.event(log, "disk_room_again", path=str(self._path), skipped=self.skipped_writes)
 
     async def _open(self) -> aiosqlite.Connection:
         """Connect, configure, migrate and force -wal/-shm into existence, all under 0077."""

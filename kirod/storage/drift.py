@@ -43,6 +43,10 @@ class DriftStore:
 
         await self._db.run_write(write)
 
+    def skipped(self, exc: StoreError) -> None:
+        """A flush the store refused: counted with the store's other lost writes."""
+        self._db.skipped("drift", exc)
+
     async def since(self, since: float) -> list[Record]:
         """The rows last seen at or after `since`, newest first."""
         rows = await self._db.read(
@@ -115,13 +119,14 @@ class DriftBook:
 
     async def flush(self) -> None:
         """Write what was observed since the last flush; kept for the next one if the store
-        cannot take it (a full disk loses no record while the daemon runs)."""
+        cannot take it (a full disk loses no record while the daemon runs), which is counted
+        with the store's other refused writes and never raised."""
         records = self.observed.take()
         try:
             await self._store.add(records)
-        except StoreError:
+        except StoreError as exc:
             self.observed.give_back(records)
-            raise
+            self._store.skipped(exc)
 
     async def prune(self) -> int:
         return await self._store.prune()

@@ -16,6 +16,7 @@ import time
 import uuid
 from dataclasses import dataclass
 
+from kirod.errors import StoreError
 from kirod.storage.db import Database
 
 PREFIX_LENGTH = 12
@@ -89,6 +90,10 @@ class KeyStore:
         self._db = db
         self._touched: dict[str, float] = {}
 
+    def check_room(self) -> None:
+        """Raise `StoreFull` if the disk is known to have no room for a new key."""
+        self._db.check_room()
+
     async def insert(self, name: str, key: str, scope: KeyScope = UNRESTRICTED) -> ApiKeyRecord:
         # Never show more than half of the key, however short it is.
         prefix = key[: min(PREFIX_LENGTH, len(key) // 2)]
@@ -116,15 +121,20 @@ class KeyStore:
         return [UsableKey(row["id"], row["key_hash"], _scope(row)) for row in rows]
 
     async def touch(self, key_id: str) -> None:
-        """Note that the key was used; called per request, so writes at most once a minute."""
+        """Note that the key was used; called per request, so writes at most once a minute.
+        Best effort: the request is not about this write, so a refused one (a full disk) is
+        counted and the request goes on."""
         now = time.time()
         if now - self._touched.get(key_id, 0.0) < TOUCH_INTERVAL:
             return
         self._touched[key_id] = now
-        await self._db.execute(
-            "UPDATE api_keys SET last_used_at = ? WHERE id = ? AND revoked_at IS NULL",
-            (now, key_id),
-        )
+        try:
+            await self._db.execute(
+                "UPDATE api_keys SET last_used_at = ? WHERE id = ? AND revoked_at IS NULL",
+                (now, key_id),
+            )
+        except StoreError as exc:
+            self._db.skipped("key_last_use", exc)
 
     async def revoke(self, key_id: str) -> bool:
         rows = await self._db.execute(

@@ -40,6 +40,10 @@ class ResponseStore:
         self.max_age_s = max_age_s
         self.max_bytes = max_bytes
 
+    def check_room(self) -> None:
+        """Raise `StoreFull` if the disk is known to have no room for a `put`."""
+        self._db.check_room()
+
     async def put(self, stored: StoredResponse) -> None:
         response = _dumps(stored.response)
         inputs = _dumps(stored.input_items)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from kirod.errors import StoreError
 from kirod.storage.db import Database
 
 
@@ -44,6 +45,10 @@ class WindowStore:
                 learned.learned_at,
             ),
         )
+
+    def skipped(self, exc: StoreError) -> None:
+        """A learned window the store refused: counted with the store's other lost writes."""
+        self._db.skipped("learned_window", exc)
 
     async def drop(self, account_id: str, kiro_id: str) -> None:
         await self._db.execute(

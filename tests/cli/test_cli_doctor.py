@@ -231,14 +231,16 @@ def test_a_window_kiro_moved_is_drift_that_doctor_and_status_show(
     fake.fake.set_drifts(KiroDrift.WINDOW)
     try:
         import_account(proc, fake.fake.issue_social_account())
-        claude = anthropic.Anthropic(base_url=proc.base_url, api_key=proc.api_key, max_retries=0)
         filler = "The quick brown fox jumps over the lazy dog near the quiet river bank. " * 1_200
-        for n in range(STREAK):
-            claude.messages.create(
-                model="claude-sonnet-4-5",
-                max_tokens=64,
-                messages=[{"role": "user", "content": f"Question {n}. {filler}"}],
-            )
+        with anthropic.Anthropic(
+            base_url=proc.base_url, api_key=proc.api_key, max_retries=0
+        ) as claude:
+            for n in range(STREAK):
+                claude.messages.create(
+                    model="claude-sonnet-4-5",
+                    max_tokens=64,
+                    messages=[{"role": "user", "content": f"Question {n}. {filler}"}],
+                )
         result = kiroctl(proc, "doctor", "--json")
         assert result.exit_code == exits.DEGRADED, result.output
         doc = json.loads(result.stdout)
@@ -256,12 +258,14 @@ def test_a_window_kiro_moved_is_drift_that_doctor_and_status_show(
 def test_the_report_holds_no_secret_of_the_run(
     daemon: DaemonProcess, fake: ThreadedFake, account: dict[str, Any], tmp_path: Path
 ) -> None:
-    client = anthropic.Anthropic(base_url=daemon.base_url, api_key=daemon.api_key, max_retries=0)
-    for _ in range(2):
-        answer = client.messages.create(
-            model=MODEL, max_tokens=64, messages=[{"role": "user", "content": PROMPT}]
-        )
-        assert answer.content
+    with anthropic.Anthropic(
+        base_url=daemon.base_url, api_key=daemon.api_key, max_retries=0
+    ) as client:
+        for _ in range(2):
+            answer = client.messages.create(
+                model=MODEL, max_tokens=64, messages=[{"role": "user", "content": PROMPT}]
+            )
+            assert answer.content
     trace = daemon.client.trace(last=10)
     report = tmp_path / "kirod-report.json"
     result = kiroctl(daemon, "doctor", "--report", str(report))
@@ -289,7 +293,7 @@ def test_the_report_holds_no_secret_of_the_run(
 
 @pytest.mark.parametrize("where", ["missing/dir/report.json", "file/report.json"])
 def test_a_report_that_cannot_be_written_is_a_sentence_and_exit_1(
-    daemon: DaemonProcess, tmp_path: Path, where: str
+    daemon: DaemonProcess, account: dict[str, Any], tmp_path: Path, where: str
 ) -> None:
     (tmp_path / "file").write_text("a file, not a directory")
     target = tmp_path / where

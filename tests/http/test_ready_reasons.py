@@ -15,13 +15,17 @@ from kirod.http.routes.health import ready
 from kirod.http.services import SERVICES, Services
 from kirod.upstream.outages import Outages
 
+_PROPERTIES = {"full"}  # read as values, not called
+
 
 class _Stub:
     def __init__(self, **answers: Any) -> None:
         self._answers = answers
 
-    def __getattr__(self, name: str) -> Callable[..., Any]:
+    def __getattr__(self, name: str) -> Any:
         answer = self._answers[name]
+        if name in _PROPERTIES:
+            return answer
 
         async def call(*_: object) -> Any:
             return answer
@@ -41,7 +45,7 @@ def _services(
             "S",
             (),
             {
-                "db": _Stub(ping=True),
+                "db": _Stub(ping=True, full=False),
                 "accounts": _Stub(count_active=active),
                 "responses": _Stub(available=True),
                 "models": _Stub(catalog_unavailable=catalog_unavailable),

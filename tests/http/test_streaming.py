@@ -10,7 +10,8 @@ import aiohttp
 from aiohttp import web
 from aiohttp.test_utils import TestClient, TestServer
 
-from kirod.canonical.events import BlockStop, CanonicalEvent, MessageStart, TextDelta
+from kirod.canonical.events import BlockStop, CanonicalEvent, ErrorEvent, MessageStart, TextDelta
+from kirod.errors import ApiError, ErrorKind
 from kirod.http.streaming import stream_sse
 
 Source = Callable[[], AsyncIterator[CanonicalEvent]]
@@ -22,6 +23,8 @@ def encode(event: CanonicalEvent) -> Sequence[bytes]:
             return [f"data: {event.text}\n\n".encode()]
         case MessageStart():
             return [b"data: start\n\n"]
+        case ErrorEvent():
+            return [f"data: error {event.code}\n\n".encode()]
         case _:
             return []
 
@@ -194,18 +197,24 @@ async def test_a_client_disconnect_cancels_the_waiting_step() -> None:
         await client.close()
 
 
-async def test_an_error_in_the_stream_ends_the_response() -> None:
-    async def source() -> AsyncIterator[CanonicalEvent]:
-        yield TextDelta(0, "a")
-        await asyncio.sleep(0)
-        raise RuntimeError("boom")
+async def test_an_error_in_the_stream_ends_it_with_the_protocols_error_event() -> None:
+    """Once the headers are out, a failure is the stream's last event, not a cut connection (a
+    second answer the ingress would write into this one): a bug as an internal error, an
+    `ApiError` of a step after the events (a response the full disk could not store) as itself."""
+    failures: list[Exception] = [
+        RuntimeError("boom"),
+        ApiError(ErrorKind.INSUFFICIENT_STORAGE, "disk full", code="insufficient_storage"),
+    ]
+    for failure, code in zip(failures, ("internal_error", "insufficient_storage"), strict=True):
 
-    async def body(client: TestClient[web.Request, web.Application]) -> None:
-        response = await client.get("/")
-        try:
-            data = await response.read()
-        except aiohttp.ClientPayloadError:
-            return  # the response was cut: what a client sees when a handler fails mid-stream
-        assert b"bye" not in data
+        async def source(failure: Exception = failure) -> AsyncIterator[CanonicalEvent]:
+            yield TextDelta(0, "a")
+            await asyncio.sleep(0)
+            raise failure
 
-    await with_client(source, body)
+        async def body(client: TestClient[web.Request, web.Application], code: str = code) -> None:
+            response = await client.get("/")
+            data = await response.read()  # ends cleanly: no ClientPayloadError
+            assert data == f"data: hello\n\ndata: a\n\ndata: error {code}\n\n".encode()
+
+        await with_client(source, body)

@@ -1,4 +1,8 @@
-"""`/health` (liveness, unauthenticated) and `/ready` (can this daemon serve a model request?)."""
+"""`/health` (liveness, unauthenticated) and `/ready` (can this daemon serve a model request?).
+
+A full disk makes the daemon not ready (`disk_full`, with a sentence naming the file) until a
+write commits again: requests still pass, but what they should store is refused.
+"""
 
 from __future__ import annotations
 
@@ -31,6 +35,11 @@ async def ready(request: web.Request) -> web.Response:
         # The machine cannot reach Kiro: said first, as it explains the others.
         reasons.insert(0, "kiro_unreachable")
         body["unreachable"] = [dataclasses.asdict(outage) for outage in outages]
+    if services.db.full:
+        reasons.append("disk_full")
+        body["message"] = (
+            f"disk full: kirod cannot write to {services.db.path}; free space on its filesystem"
+        )
     if not reasons:
         return web.json_response({"status": "ready"})
     return web.json_response(

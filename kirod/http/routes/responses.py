@@ -9,12 +9,18 @@ decodes the body, `stream_turn` dispatches it and feeds the events through the e
 transport's `send`, storing the response before the event that completes it is sent, so that
 whatever a client saw it can continue (a kill right after leaves it stored). Both return what
 the next turn continues from.
+
+Storing is the purpose of a `store: true` turn, so a full disk fails it: before the request
+goes upstream when the store already knows it is full (`prepare`), else at the store, as a 507
+`insufficient_storage`; a stream then ends with `error` and `response.failed` instead of
+`response.completed`, since the client could not continue a response nobody kept.
 """
 
 from __future__ import annotations
 
 import contextlib
 import dataclasses
+import logging
 import secrets
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
@@ -23,9 +29,10 @@ from typing import Any, Generic, TypeVar
 
 from aiohttp import web
 
-from kirod.canonical.events import CanonicalEvent, MessageStop, StopReason
+from kirod import log
+from kirod.canonical.events import CanonicalEvent, ErrorEvent, MessageStop, StopReason
 from kirod.dispatch.pipeline import Dispatch
-from kirod.errors import ApiError, ErrorKind
+from kirod.errors import ApiError, ErrorKind, StoreError, StoreFull, insufficient_storage
 from kirod.http.body import read_json
 from kirod.http.caching import asks_cache, cache_headers
 from kirod.http.credits import credits_headers
@@ -42,6 +49,8 @@ from kirod.protocols.responses import (
 )
 from kirod.protocols.sse import COMMENT_KEEPALIVE, encode_event
 from kirod.storage.responses import StoredResponse
+
+logger = logging.getLogger(__name__)
 
 T = TypeVar("T")
 Items = list[dict[str, Any]]
@@ -110,6 +119,11 @@ async def prepare(
             compact=compact,
         ),
     )
+    if decoded.store:
+        try:
+            services.responses.check_room()
+        except StoreFull as full:
+            raise insufficient_storage(full) from None
     return decoded, history
 
 
@@ -138,18 +152,27 @@ async def _keep(
         return None
     conversation = [*history, *decoded.input_items, *output]
     if decoded.store:
-        await services.responses.put(
-            StoredResponse(
-                id=response["id"],
-                tenant=tenant,
-                created_at=time.time(),
-                model=decoded.echo.model,
-                previous_id=decoded.previous_response_id,
-                response=response,
-                input_items=list(decoded.input_items),
-                history=conversation,
-            )
+        stored = StoredResponse(
+            id=response["id"],
+            tenant=tenant,
+            created_at=time.time(),
+            model=decoded.echo.model,
+            previous_id=decoded.previous_response_id,
+            response=response,
+            input_items=list(decoded.input_items),
+            history=conversation,
         )
+        try:
+            await services.responses.put(stored)
+        except StoreFull as full:
+            raise insufficient_storage(full) from None
+        except StoreError as exc:
+            log.event(logger, "response_not_stored", level=logging.ERROR, error=str(exc))
+            raise ApiError(
+                ErrorKind.INTERNAL,
+                "kirod could not store this response (its log says why); send it again",
+                code="store_failed",
+            ) from None
     return conversation
 
 
@@ -190,7 +213,11 @@ class _Keeper:
             if len(batch) > 1:
                 yield batch[:-1]  # what the response holds is encoded first
             self._encoder.end(stop)
-            await self.keep()
+            try:
+                await self.keep()
+            except ApiError as error:  # not stored: the stream ends failed, not completed
+                yield [ErrorEvent.from_error(error)]
+                return
             yield [stop]
 
     async def keep(self) -> None:
