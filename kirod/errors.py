@@ -8,7 +8,8 @@ calls the foreign library; nothing else catches them.
     ├── StartupError           the daemon cannot start (exit code 1)
     │   └── AlreadyRunning     another instance holds the lock or the control socket
     ├── StoreError             the SQLite store cannot be opened, migrated or written
-    │   └── GenerationConflict a compare-and-swap update lost against a newer write
+    │   ├── GenerationConflict a compare-and-swap update lost against a newer write
+    │   └── DatabaseDamaged    SQLite found the file damaged: refused at start, read-only after
     ├── ApiError               a request failed; rendered at the edge in its protocol's envelope
     │   └── ClientDisconnected the client went away before we could answer (logged as 499)
     ├── EventOrderError        a producer broke the canonical event grammar (a bug in kirod)
@@ -58,6 +59,18 @@ class StoreError(KirodError):
 
 class GenerationConflict(StoreError):
     """A compare-and-swap update found a newer generation than the one it read."""
+
+
+class DatabaseDamaged(StoreError):
+    """SQLite found the database file damaged (`SQLITE_CORRUPT`, `SQLITE_NOTADB`, a failed check).
+
+    `reason` is SQLite's own words; the message names the file and `kiroctl db recover`.
+    """
+
+    def __init__(self, path: str, reason: str, message: str) -> None:
+        super().__init__(message)
+        self.path = path
+        self.reason = reason
 
 
 class ErrorKind(enum.Enum):

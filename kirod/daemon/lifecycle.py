@@ -29,6 +29,7 @@ from kirod import __version__, log
 from kirod.config import ServiceEnv, Settings
 from kirod.control.alerts import Alerts
 from kirod.control.apikeys import ApiKeys
+from kirod.control.database import DatabaseService
 from kirod.control.doctor import DoctorReports
 from kirod.control.drift import DriftReports
 from kirod.control.live_check import LiveCheck
@@ -347,6 +348,7 @@ async def run(
                     state=state,
                     listeners=listeners,
                     lock_path=str(lock.path),
+                    database_damaged=None if db.damaged is None else str(db.damaged),
                 )
 
             port = tcp.getsockname()[1]
@@ -376,6 +378,7 @@ async def run(
                 drift=DriftReports(layer.drift),
                 doctor=DoctorReports(settings, accounts, client, started),
                 live=LiveCheck(accounts, layer.keeper, client, models, layer.maintenance),
+                db=DatabaseService(db),
             )
             control_runner = web.AppRunner(
                 build_control_app(control),
@@ -443,6 +446,8 @@ async def run(
 
             background.spawn(_watch_lock(lock, stop), name="lock-watch")
             background.spawn(layer.maintenance.run(), name="maintenance")
+            # What the start's check left out (kirod.storage.integrity), while serving.
+            background.spawn(db.check_growing(), name="integrity")
             if service_env.watchdog_interval_s:
                 background.spawn(
                     _watchdog(notifier, service_env.watchdog_interval_s), name="watchdog"

@@ -21,7 +21,7 @@ from aiohttp import web
 from aiohttp.typedefs import Middleware
 
 from kirod import log
-from kirod.errors import ApiError, ClientDisconnected, ErrorKind
+from kirod.errors import ApiError, ClientDisconnected, DatabaseDamaged, ErrorKind
 from kirod.protocols.envelopes import Family, render
 
 logger = logging.getLogger(__name__)
@@ -122,6 +122,14 @@ def _correlation_id(request: web.Request) -> str | None:
     return "".join(c for c in value[:MAX_CORRELATION_ID] if c.isprintable())
 
 
+DATABASE_DAMAGED = ApiError(
+    ErrorKind.UNAVAILABLE,
+    "kirod's database is damaged, so it cannot store or read what this request needs; requests "
+    "that need neither are still served. Its operator must stop kirod and run `kiroctl db recover`",
+    code="database_damaged",
+)
+
+
 def make_ingress() -> Middleware:
     @web.middleware
     async def ingress(request: web.Request, handler: Handler) -> web.StreamResponse:
@@ -145,6 +153,11 @@ def make_ingress() -> Middleware:
                 response = error_response(request, error)
             except web.HTTPException as exc:
                 response = error_response(request, _from_http_exception(request, exc))
+            except DatabaseDamaged:
+                # The store went read-only (kirod.storage.db): this request needed what it
+                # cannot write or read now. The daemon logged the file once; the client is told
+                # what it can act on, not the path.
+                response = error_response(request, DATABASE_DAMAGED)
             except asyncio.CancelledError:
                 status = CLIENT_CLOSED
                 raise

@@ -13,6 +13,7 @@ from kirod.accounts.model_directory import ModelDirectory
 from kirod.config import Settings
 from kirod.control.alerts import Alerts
 from kirod.control.apikeys import ApiKeys
+from kirod.control.database import DatabaseService
 from kirod.control.doctor import DoctorReports
 from kirod.control.drift import DriftReports
 from kirod.control.live_check import LiveCheck
@@ -53,6 +54,8 @@ class Control:
     doctor: DoctorReports | None = None
     # `kiroctl doctor --live`'s checks on an account; None where nothing runs them (an embedding).
     live: LiveCheck | None = None
+    # The store, for `kiroctl db check` and `db backup`; None where the embedding keeps none.
+    db: DatabaseService | None = None
 
     async def status(self) -> Status:
         """The daemon, its accounts' health, the maintenance loop, pacing and drift."""

@@ -54,6 +54,8 @@ class DaemonInfo:
     state: str  # "starting", "serving" or "draining"
     listeners: tuple[Listener, ...]
     lock_path: str
+    # Why the store went read-only while serving (the damage and what to run); None: sound.
+    database_damaged: str | None = None
 
 
 @dataclass(frozen=True)
@@ -73,6 +75,8 @@ class Status:
     # What Kiro answered in the last `SUMMARY_DAYS` days that kirod does not know; None: nothing
     # (and an older daemon's document has none).
     drift: DriftSummary | None = None
+    # DaemonInfo's; an older daemon's document has none.
+    database_damaged: str | None = None
 
     @classmethod
     def of(
@@ -84,6 +88,8 @@ class Status:
         drift: DriftSummary | None = None,
     ) -> Status:
         problems = _problems(info.state, accounts, maintenance)
+        if info.database_damaged is not None:
+            problems = (info.database_damaged, *problems)
         return cls(
             **{item.name: getattr(info, item.name) for item in fields(DaemonInfo)},
             health=DEGRADED if problems else HEALTHY,
@@ -112,6 +118,7 @@ class Status:
             maintenance=Maintenance.from_json(data["maintenance"]),
             pacing=Pacing.from_json(data["pacing"]) if "pacing" in data else Pacing(),
             drift=DriftSummary.from_json(data["drift"]) if data.get("drift") else None,
+            database_damaged=str(damaged) if (damaged := data.get("database_damaged")) else None,
         )
 
 

@@ -17,7 +17,7 @@ from typing import Generic, TypeVar
 import aiosqlite
 
 from kirod import log
-from kirod.errors import StoreError
+from kirod.errors import DatabaseDamaged, StoreError
 from kirod.storage.db import Database
 from kirod.tasks import TaskOwner
 
@@ -77,5 +77,7 @@ class WriteBehind(Generic[T]):
     async def _flush_logged(self) -> None:
         try:
             await self.flush()
+        except DatabaseDamaged:
+            pass  # the store is read-only; it said so once, when it found the damage
         except StoreError as exc:
             log.event(logger, f"{self._name}_write_failed", level=logging.ERROR, error=str(exc))

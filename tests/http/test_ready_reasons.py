@@ -18,8 +18,10 @@ class _Stub:
     def __init__(self, **answers: Any) -> None:
         self._answers = answers
 
-    def __getattr__(self, name: str) -> Callable[..., Any]:
+    def __getattr__(self, name: str) -> Any:
         answer = self._answers[name]
+        if name == "damaged":  # an attribute, not a call
+            return answer
 
         async def call(*_: object) -> Any:
             return answer
@@ -37,7 +39,7 @@ def _services(*, catalog_unavailable: bool, active: int = 1) -> Services:
             "S",
             (),
             {
-                "db": _Stub(ping=True),
+                "db": _Stub(ping=True, damaged=None),
                 "accounts": _Stub(count_active=active),
                 "responses": _Stub(available=True),
                 "models": _Stub(catalog_unavailable=catalog_unavailable),
