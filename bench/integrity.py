@@ -51,7 +51,7 @@ def _pragma(name: str) -> Check:
 
 
 def _start_check(conn: sqlite3.Connection, path: Path) -> object:
-    problem = integrity.quick(conn, path)
+    problem = integrity.quick(conn)
     assert problem is None, problem
     return problem
 

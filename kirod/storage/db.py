@@ -222,15 +222,15 @@ RECOVER_COMMAND = "kiroctl db recover"
 def damaged_error(path: Path, reason: str, *, serving: bool = False) -> DatabaseDamaged:
     """The one message for a damaged file: which file, SQLite's words, and what to run."""
     if serving:
-        what = "kirod stopped writing to it and serves what needs no write"
+        what = "kirod stopped writing to it and serves what needs no write. Stop kirod and run"
     else:
-        what = "kirod left it untouched and will not start on it"
+        what = "kirod left it untouched and will not start on it. Run"
     return DatabaseDamaged(
         str(path),
         reason,
-        f"the database {path} is damaged ({reason}); {what}. Stop kirod and run "
-        f"`{RECOVER_COMMAND}`: it salvages accounts and keys first, then the rest, into a new file "
-        f"and keeps the damaged one beside it",
+        f"the database {path} is damaged ({reason}); {what} `{RECOVER_COMMAND}`: it salvages "
+        f"accounts and keys first, then the rest, into a new file and keeps the damaged one "
+        f"beside it",
     )
 
 
@@ -463,7 +463,7 @@ class Database:
 
         def run() -> str | None:
             with contextlib.closing(read_only(self._path)) as conn:
-                return integrity.quick(conn, self._path)
+                return integrity.quick(conn)
 
         started = time.monotonic()
         try:

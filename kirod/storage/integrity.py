@@ -4,8 +4,8 @@
 operation-log rows retention allows (bench/README.md, "Issue 47: the integrity check at start"),
 too long to make every start wait for. So the start checks, before anything writes:
 
-- the file's shape: with an empty write-ahead log the file alone is the database, so it must hold
-  every page its header counts (a truncated file fails here, whatever table it cut);
+- the file's length: SQLite refuses to read a file shorter than its header's page count (a
+  truncated file fails here, whatever table it cut);
 - the schema, and every table that does not grow with use (accounts, API keys, affinity, the
   rollups, windows, drift), each with its indexes: `PRAGMA quick_check(TABLE)`, milliseconds.
 
@@ -16,9 +16,7 @@ request path (`growing`); damage found there, or by any query later, makes the s
 
 from __future__ import annotations
 
-import os
 import sqlite3
-from pathlib import Path
 
 # The tables whose size follows the traffic (retention bounds them: 1M log rows, 256 MB of stored
 # responses, the cache's cap); every other table holds a handful of rows per account or key.
@@ -27,7 +25,6 @@ GROWING = ("oplog", "responses", "response_cache")
 # SQLite's primary result codes for a damaged file: the low byte of any extended code.
 _SQLITE_CORRUPT = 11
 _SQLITE_NOTADB = 26
-_WAL_HEADER_BYTES = 32
 
 
 def is_damage(exc: BaseException) -> bool:
@@ -47,28 +44,12 @@ def _tables(conn: sqlite3.Connection) -> list[str]:
     return [str(row[0]) for row in rows]
 
 
-def _short_file(conn: sqlite3.Connection, path: Path) -> str | None:
-    """The file holds fewer pages than its header counts, while no log holds the others."""
-    wal = Path(f"{path}-wal")
-    if wal.exists() and wal.stat().st_size > _WAL_HEADER_BYTES:
-        return None  # the log may hold pages past the file's end until its next checkpoint
-    page_size = int(conn.execute("PRAGMA page_size").fetchone()[0])
-    pages = int(conn.execute("PRAGMA page_count").fetchone()[0])
-    size = os.stat(path).st_size
-    if size < pages * page_size:
-        return f"the file has {size} bytes where its header counts {pages} pages of {page_size}"
-    return None
-
-
-def quick(conn: sqlite3.Connection, path: Path) -> str | None:
-    """The start's check of the file at `path` open on `conn`: None if sound, else what is wrong.
+def quick(conn: sqlite3.Connection) -> str | None:
+    """The start's check of the file open on `conn`: None if sound, else what is wrong.
 
     Reads only; SQLite's errors that are damage become the answer, the others are raised.
     """
     try:
-        short = _short_file(conn, path)
-        if short is not None:
-            return short
         problems = _problems(conn, "PRAGMA quick_check(sqlite_schema)")
         for table in _tables(conn):
             if problems:

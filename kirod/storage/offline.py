@@ -51,6 +51,7 @@ class Recovery:
     method: str  # "sqlite3 .recover" or "row by row"
     rows: dict[str, int] = field(default_factory=dict)  # table → rows in the new file
     unreadable: list[str] = field(default_factory=list)  # tables the salvage could not read
+    damaged: list[str] = field(default_factory=list)  # tables whose reading met damaged pages
     problems: list[str] = field(default_factory=list)  # the new file's full check: none
 
     def to_json(self) -> dict[str, object]:
@@ -60,6 +61,7 @@ class Recovery:
             "method": self.method,
             "rows": self.rows,
             "unreadable": self.unreadable,
+            "damaged": self.damaged,
             "problems": self.problems,
         }
 
@@ -189,9 +191,12 @@ def _fill(source: Path, fresh: Path, recovery: Recovery) -> None:
             marks = ", ".join("?" for _ in wanted)
             dst.execute("BEGIN")
             dst.execute(f'DELETE FROM "{table}"')  # noqa: S608 - kirod's own table names
-            for row in _rows(src, table, names):
+            met: list[bool] = []
+            for row in _rows(src, table, names, met):
                 dst.execute(f'INSERT OR IGNORE INTO "{table}" ({names}) VALUES ({marks})', row)  # noqa: S608
             dst.execute("COMMIT")
+            if met:
+                recovery.damaged.append(table)
             recovery.rows[table] = int(dst.execute(f'SELECT count(*) FROM "{table}"').fetchone()[0])  # noqa: S608
 
 
@@ -212,11 +217,18 @@ def _has_rowid(src: sqlite3.Connection, table: str) -> bool:
     return True
 
 
-def _rows(src: sqlite3.Connection, table: str, names: str) -> Iterator[tuple[object, ...]]:
-    """Every row SQLite can still read: in rowid order, stepping over damaged pages."""
+def _rows(
+    src: sqlite3.Connection, table: str, names: str, met: list[bool]
+) -> Iterator[tuple[object, ...]]:
+    """Every row SQLite can still read: in rowid order, stepping over damaged pages. `met` gets
+    an entry for each damaged run stepped over."""
     if not _has_rowid(src, table):
-        with contextlib.suppress(sqlite3.DatabaseError):
+        try:
             yield from src.execute(f'SELECT {names} FROM "{table}"')  # noqa: S608
+        except sqlite3.DatabaseError as exc:
+            if not integrity.is_damage(exc):
+                raise
+            met.append(True)
         return
     after: int | None = -_MAX_ROWID - 1
     select = f'SELECT rowid, {names} FROM "{table}" WHERE rowid > ? ORDER BY rowid'  # noqa: S608
@@ -229,6 +241,7 @@ def _rows(src: sqlite3.Connection, table: str, names: str) -> Iterator[tuple[obj
         except sqlite3.DatabaseError as exc:
             if not integrity.is_damage(exc):
                 raise
+            met.append(True)
             after = _past_damage(src, table, after)
 
 

@@ -12,9 +12,7 @@ accounts and API keys back into a new file on which kirod starts.
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import os
-import random
 import shutil
 import sqlite3
 import subprocess
@@ -40,6 +38,7 @@ from tests.reliability.reliability_env import (
     start,
     wait_until,
 )
+from tests.support.damage import damage, digest
 from tests.support.kiroctl import kiroctl as run_kiroctl
 
 pytestmark = pytest.mark.timeout(120)
@@ -74,43 +73,9 @@ def database(proc: DaemonProcess) -> Path:
     return proc.state_dir / "kirod.db"
 
 
-def digest(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()
-
-
 def state_env(proc: DaemonProcess) -> dict[str, str]:
     """kiroctl's environment as a user's shell has it for this daemon's state dir."""
     return {"KIROD_STATE_DIR": str(proc.state_dir)}
-
-
-def leaf_pages(path: Path, table: str) -> tuple[int, list[int]]:
-    """The page size and the table's b-tree pages, leaves only (its root when it has no other)."""
-    uri = f"file:{path}?mode=ro"
-    with contextlib.closing(sqlite3.connect(uri, uri=True)) as conn:
-        size = int(conn.execute("PRAGMA page_size").fetchone()[0])
-        rows = conn.execute(
-            "SELECT pageno, pagetype FROM dbstat WHERE name = ? ORDER BY pageno", (table,)
-        ).fetchall()
-    leaves = [int(page) for page, kind in rows if kind == "leaf"]
-    return size, leaves or [int(rows[0][0])]
-
-
-def overwrite(path: Path, page_size: int, pages: list[int], seed: int = 47) -> None:
-    """Garbage over whole pages, at their offsets in the file."""
-    garbage = random.Random(seed)
-    with path.open("r+b") as handle:
-        for page in pages:
-            handle.seek((page - 1) * page_size)
-            handle.write(garbage.randbytes(page_size))
-
-
-def damage(path: Path, table: str, count: int = 4) -> list[int]:
-    """Overwrite `count` leaf pages from the middle of `table` (all of them if it has fewer)."""
-    page_size, leaves = leaf_pages(path, table)
-    middle = max(0, len(leaves) // 2 - count // 2)
-    chosen = leaves[middle : middle + count]
-    overwrite(path, page_size, chosen)
-    return chosen
 
 
 def checkpoint(path: Path) -> None:
@@ -422,3 +387,21 @@ def test_recover_leaves_a_sound_file_alone(
     assert digest(database(proc)) == before
     with pytest.raises(DaemonUnreachable):
         proc.client.status()
+
+
+def test_recover_says_which_keys_it_could_not_bring_back(
+    root: Path, fake: ThreadedFake, transcript: Transcript
+) -> None:
+    proc = serving_daemon(root, fake, transcript, requests=1)
+    assert proc.stop() == 0
+    path = database(proc)
+    accounts, _ = accounts_and_keys(path)
+    damage(path, "api_keys")  # its only page: no key can be read back
+
+    recovered = kiroctl(transcript, proc, "db", "recover", env=state_env(proc))
+
+    assert recovered.exit_code == 1
+    assert "Rows in damaged pages are lost from: api_keys." in recovered.output
+    assert "api_keys could not be read" in recovered.output
+    assert "kiroctl keys create" in recovered.output
+    assert accounts_and_keys(path) == (accounts, [])

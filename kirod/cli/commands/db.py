@@ -24,7 +24,8 @@ if TYPE_CHECKING:
 T = TypeVar("T")
 F = TypeVar("F", bound=Callable[..., object])
 
-RECOVER_HINT = "stop kirod (`kiroctl shutdown`), then run `kiroctl db recover`"
+RECOVER_HINT = "run `kiroctl db recover` while kirod is stopped"
+STOP_AND_RECOVER_HINT = "stop kirod (`kiroctl shutdown`), then run `kiroctl db recover`"
 
 
 def database_option(function: F) -> F:
@@ -92,7 +93,8 @@ def check(app: App, database: Path | None, as_json: bool) -> None:
         for problem in answer.problems:
             app.out.print(f"  {problem}", highlight=False, markup=False)
     if not answer.sound:
-        raise exits.CliError(exits.FAILED, f"the database {answer.path} is damaged", RECOVER_HINT)
+        hint = STOP_AND_RECOVER_HINT if answer.daemon else RECOVER_HINT
+        raise exits.CliError(exits.FAILED, f"the database {answer.path} is damaged", hint)
 
 
 @db.command()
@@ -177,15 +179,26 @@ def recover(app: App, database: Path | None, as_json: bool) -> None:
         if recovery.unreadable:
             unread = ", ".join(recovery.unreadable)
             app.out.print(f"Could not read: {unread}.", highlight=False)
+        if recovery.damaged:
+            lossy = ", ".join(recovery.damaged)
+            app.out.print(f"Rows in damaged pages are lost from: {lossy}.", highlight=False)
         app.out.print(f"The damaged file is kept as {recovery.kept}.", highlight=False)
         app.out.print(f"Start kirod again: {exits.start_hint()}.", highlight=False, markup=False)
-    lost = [table for table in ("accounts", "api_keys") if table in recovery.unreadable]
+    lost = [t for t in ("accounts", "api_keys") if t in recovery.unreadable + recovery.damaged]
     if lost:
+        steps = []
+        if "accounts" in lost:
+            steps.append("add the missing accounts again (`kiroctl accounts import` or `login`)")
+        if "api_keys" in lost:
+            steps.append(
+                "create the missing API keys again (`kiroctl keys create`; with none left, kirod "
+                "makes one at its next start and logs where)"
+            )
         raise exits.CliError(
             exits.FAILED,
-            f"the damaged file's {' and '.join(lost)} could not be read; the new file lacks them",
-            "add the accounts again (`kiroctl accounts import` or `login`); kirod makes a new API "
-            f"key at its next start. The damaged file is kept as {recovery.kept}",
+            f"some of the damaged file's {' and '.join(lost)} could not be read; the new file "
+            "lacks them",
+            f"{'; '.join(steps)}. The damaged file is kept as {recovery.kept}",
         )
     if recovery.problems:
         raise exits.CliError(
