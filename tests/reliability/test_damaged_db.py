@@ -238,12 +238,14 @@ def test_damage_met_while_serving_makes_the_store_read_only_and_the_daemon_not_r
         status, body = ready(proc)
         assert status == 503
         assert body["reason"] == DAMAGED
+        asked = len(fake.fake.requests("chat"))
         stored = post(
-            proc, "/v1/responses", {**request_body("responses", False), "store": True}, transcript
+            proc, "/v1/responses", {**request_body("responses", True), "store": True}, transcript
         )
         assert stored.status == 503
         assert stored.document is not None
         assert stored.document["error"]["code"] == DAMAGED
+        assert len(fake.fake.requests("chat")) == asked  # refused before Kiro was asked
         # A request that needs no write is still served, its key admitted and its log row
         # dropped, without a word per request.
         for _ in range(3):
