@@ -309,12 +309,18 @@ class Database:
         self._closing = True
         await self._writes.join()
         async with self._lock:
+            # The last connection to close folds the log into the file; a damaged file gets
+            # nothing more, so a reader that cannot write stays open past ours (the log is kept
+            # beside the file for `kiroctl db recover`).
+            keeper = None if self._damaged is None else await asyncio.to_thread(self._reader)
             try:
                 await conn.close()
             except sqlite3.Error as exc:
                 log.warning("closing %s: %s", self._path, _reason(exc))
             finally:
                 self._conn = None
+                if keeper is not None:
+                    await asyncio.to_thread(keeper.close)
 
     @contextlib.asynccontextmanager
     async def write(self) -> AsyncIterator[aiosqlite.Connection]:
@@ -444,6 +450,19 @@ class Database:
         except (sqlite3.Error, ValueError):
             return False
         return True
+
+    def _reader(self) -> sqlite3.Connection | None:
+        """A read-only connection holding the log open (see `close`); None if it cannot."""
+        try:
+            reader = read_only(self._path)
+        except sqlite3.Error:
+            return None
+        try:
+            reader.execute("SELECT 1 FROM sqlite_schema LIMIT 1").fetchall()
+        except sqlite3.Error:
+            reader.close()
+            return None
+        return reader
 
     def _connection(self) -> aiosqlite.Connection:
         """The open connection; take it under the lock, so `close` cannot pull it away."""
