@@ -88,8 +88,9 @@ class Status:
         drift: DriftSummary | None = None,
     ) -> Status:
         problems = _problems(info.state, accounts, maintenance)
-        if info.database_damaged is not None:
-            problems = (info.database_damaged, *problems)
+        if (damaged := info.database_damaged) is not None:
+            # First, and once: a maintenance pass that failed on it says the same.
+            problems = (damaged, *(p for p in problems if damaged not in p))
         return cls(
             **{item.name: getattr(info, item.name) for item in fields(DaemonInfo)},
             health=DEGRADED if problems else HEALTHY,
