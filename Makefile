@@ -8,7 +8,7 @@ STAMP_BENCH := $(VENV)/.installed-bench
 .PHONY: run demo install-service uninstall-service test test-stress check lint types pytest bench \
 	soak clean \
 	instructions \
-	clients clients-best-effort clients-latest reliability-report browser
+	clients clients-best-effort clients-latest reliability-report browser sqlite3-cli
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -75,11 +75,17 @@ clients-latest: $(STAMP_TEST)
 browser:
 	-@sh tests/console/install_browser.sh
 
+# Debian's sqlite3 command, whose `.recover` `kiroctl db recover` tries first. Best effort, as the
+# browser: without it (or where its .recover fails, as 3.40's does here) recover reads row by row,
+# and tests/reliability/test_damaged_db.py skips the .recover path with the reason.
+sqlite3-cli:
+	-@command -v sqlite3 >/dev/null || apt-get install -y -q sqlite3 >/dev/null 2>&1 || echo "sqlite3 not installed (needs apt and root); kiroctl db recover reads row by row"
+
 # One pytest worker per core; each test module runs whole on one worker (its daemon and fake are
 # module fixtures). PYTEST_WORKERS=0 runs in one process.
 PYTEST_WORKERS ?= 2
 
-pytest: $(STAMP_TEST) clients-best-effort browser
+pytest: $(STAMP_TEST) clients-best-effort browser sqlite3-cli
 	$(BIN)/pytest -n $(PYTEST_WORKERS) --dist loadfile
 
 test: check pytest

@@ -9,7 +9,8 @@ calls the foreign library; nothing else catches them.
     │   └── AlreadyRunning     another instance holds the lock or the control socket
     ├── StoreError             the SQLite store cannot be opened, migrated or written
     │   ├── GenerationConflict a compare-and-swap update lost against a newer write
-    │   └── StoreFull          the filesystem holding the store has no room (SQLITE_FULL, ENOSPC)
+    │   ├── StoreFull          the filesystem holding the store has no room (SQLITE_FULL, ENOSPC)
+    │   └── DatabaseDamaged    SQLite found the file damaged: refused at start, read-only after
     ├── ApiError               a request failed; rendered at the edge in its protocol's envelope
     │   └── ClientDisconnected the client went away before we could answer (logged as 499)
     ├── EventOrderError        a producer broke the canonical event grammar (a bug in kirod)
@@ -74,6 +75,18 @@ class StoreFull(StoreError):
     def sentence(self) -> str:
         """What a person reads: the path and what to do."""
         return f"disk full: kirod cannot write to {self.path}; free space on its filesystem"
+
+
+class DatabaseDamaged(StoreError):
+    """SQLite found the database file damaged (`SQLITE_CORRUPT`, `SQLITE_NOTADB`, a failed check).
+
+    `reason` is SQLite's own words; the message names the file and `kiroctl db recover`.
+    """
+
+    def __init__(self, path: str, reason: str, message: str) -> None:
+        super().__init__(message)
+        self.path = path
+        self.reason = reason
 
 
 class ErrorKind(enum.Enum):

@@ -28,6 +28,7 @@ INSTALL_KEY_FILE = "install.key"
 SYSTEMD_UNIT = "kirod.service"
 LAUNCHD_LABEL = "dev.kirod"
 SOCKET_ENV = "KIROD_SOCKET_PATH"
+STATE_DIR_ENV = "KIROD_STATE_DIR"
 CONFIG_ENV = "KIROD_CONFIG"
 
 
@@ -111,6 +112,31 @@ def client_socket_path(env: Mapping[str, str] | None = None, platform: str = sys
     if isinstance(value, str) and value:
         return Path(value).expanduser()
     return socket_path(env, platform)
+
+
+def client_database_path(
+    env: Mapping[str, str] | None = None, platform: str = sys.platform
+) -> Path:
+    """Where kiroctl finds the database when no daemon tells it: the daemon's precedence for
+    `state_dir` minus its flags (`KIROD_STATE_DIR`, the config file, the default)."""
+    env = os.environ if env is None else env
+    if env.get(STATE_DIR_ENV):
+        return StatePaths(Path(env[STATE_DIR_ENV]).expanduser()).database
+    path = Path(env[CONFIG_ENV]) if env.get(CONFIG_ENV) else config_file(env, platform)
+    try:
+        text = path.read_text()
+    except OSError:
+        text = ""
+    value = None
+    if text:
+        import tomllib
+
+        try:
+            value = tomllib.loads(text).get("state_dir")
+        except ValueError:
+            value = None
+    root = Path(value).expanduser() if isinstance(value, str) and value else None
+    return StatePaths(root or state_dir(env, platform)).database
 
 
 def credential_files(home: Path, platform: str = sys.platform) -> dict[str, Path]:

@@ -77,6 +77,16 @@ ALLOWED: dict[str, set[str]] = {
         "kirod.localapi.client",
         REPORT_TYPES,
     },
+    # `kiroctl db` works on the database file itself when no kirod runs (and `recover` only
+    # then): the storage layer's offline tools, imported only inside those commands.
+    "kirod.cli.commands.db": {
+        "kirod.errors",
+        "kirod.paths",
+        "kirod.localapi.client",
+        REPORT_TYPES,
+        "kirod.cli",
+        "kirod.storage.offline",
+    },
 }
 PURE = ("kirod.canonical", "kirod.protocols")
 # `kirod demo` runs the shipped fake Kiro: the one place outside kirod.testing that reaches into

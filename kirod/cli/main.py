@@ -31,6 +31,7 @@ COMMANDS = {
     "cache": ("cache", "Show or empty the response cache."),
     "completion": ("completion", "Print the completion script for SHELL (bash, zsh or fish)."),
     "config": ("daemon", "Show kirod's effective settings (secrets are redacted)."),
+    "db": ("db", "Check, back up or recover kirod's database."),
     "doctor": (
         "doctor",
         "Check kirod, its settings, accounts and Kiro from here, and say what to do.",

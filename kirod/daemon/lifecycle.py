@@ -29,6 +29,7 @@ from kirod import __version__, log
 from kirod.config import ServiceEnv, Settings
 from kirod.control.alerts import Alerts
 from kirod.control.apikeys import ApiKeys
+from kirod.control.database import DatabaseService
 from kirod.control.doctor import DoctorReports
 from kirod.control.drift import DriftReports
 from kirod.control.live_check import LiveCheck
@@ -349,6 +350,7 @@ async def run(
                     lock_path=str(lock.path),
                     disk_full=str(db.path) if db.full else None,
                     skipped_writes=db.skipped_writes,
+                    database_damaged=None if db.damaged is None else str(db.damaged),
                 )
 
             port = tcp.getsockname()[1]
@@ -379,6 +381,7 @@ async def run(
                 doctor=DoctorReports(settings, accounts, client, started),
                 live=LiveCheck(accounts, layer.keeper, client, models, layer.maintenance),
                 unreachable=client.outages.current,
+                db=DatabaseService(db),
             )
             control_runner = web.AppRunner(
                 build_control_app(control),
@@ -447,6 +450,8 @@ async def run(
 
             background.spawn(_watch_lock(lock, stop), name="lock-watch")
             background.spawn(layer.maintenance.run(), name="maintenance")
+            # What the start's check left out (kirod.storage.integrity), while serving.
+            background.spawn(db.check_growing(), name="integrity")
             if service_env.watchdog_interval_s:
                 background.spawn(
                     _watchdog(notifier, service_env.watchdog_interval_s), name="watchdog"

@@ -21,7 +21,14 @@ from aiohttp import web
 from aiohttp.typedefs import Middleware
 
 from kirod import log
-from kirod.errors import ApiError, ClientDisconnected, ErrorKind, StoreFull, insufficient_storage
+from kirod.errors import (
+    ApiError,
+    ClientDisconnected,
+    DatabaseDamaged,
+    ErrorKind,
+    StoreFull,
+    insufficient_storage,
+)
 from kirod.protocols.envelopes import Family, render
 
 logger = logging.getLogger(__name__)
@@ -122,6 +129,14 @@ def _correlation_id(request: web.Request) -> str | None:
     return "".join(c for c in value[:MAX_CORRELATION_ID] if c.isprintable())
 
 
+DATABASE_DAMAGED = ApiError(
+    ErrorKind.UNAVAILABLE,
+    "kirod's database is damaged, so it cannot store or read what this request needs; requests "
+    "that need neither are still served. Its operator must stop kirod and run `kiroctl db recover`",
+    code="database_damaged",
+)
+
+
 def make_ingress() -> Middleware:
     @web.middleware
     async def ingress(request: web.Request, handler: Handler) -> web.StreamResponse:
@@ -147,6 +162,11 @@ def make_ingress() -> Middleware:
                 response = error_response(request, _from_http_exception(request, exc))
             except StoreFull as full:  # a write the request needed found the disk full
                 response = error_response(request, insufficient_storage(full))
+            except DatabaseDamaged:
+                # The store went read-only (kirod.storage.db): this request needed what it
+                # cannot write or read now. The daemon logged the file once; the client is told
+                # what it can act on, not the path.
+                response = error_response(request, DATABASE_DAMAGED)
             except asyncio.CancelledError:
                 status = CLIENT_CLOSED
                 raise

@@ -59,11 +59,12 @@ from aiohttp import WSMsgType, web
 from kirod import log
 from kirod.canonical import wirejson
 from kirod.canonical.events import CanonicalEvent
-from kirod.errors import ApiError, ErrorKind
+from kirod.errors import ApiError, DatabaseDamaged, ErrorKind
 from kirod.http.body import parse_json
 from kirod.http.ingress import (
     API_KEY_ID,
     CLIENT_CLOSED,
+    DATABASE_DAMAGED,
     REQUEST_ID,
     _fingerprint,
     new_request_id,
@@ -347,6 +348,9 @@ class _Socket:
         except ApiError as error:
             await self._send(_error_frame(error, request_id))
             return error.status
+        except DatabaseDamaged:  # the store went read-only (kirod.storage.db), as ingress says
+            await self._send(_error_frame(DATABASE_DAMAGED, request_id))
+            return DATABASE_DAMAGED.status
         except ConnectionError:  # the client went away while its answer was written
             return CLIENT_CLOSED
         except Exception as exc:

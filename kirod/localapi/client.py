@@ -24,6 +24,8 @@ from kirod.report_types import (
     Config,
     ConsoleLink,
     CreatedKey,
+    DatabaseBackup,
+    DatabaseCheck,
     Doctor,
     ExtensionList,
     Imported,
@@ -46,6 +48,8 @@ UPSTREAM_TIMEOUT_S = 120.0  # a refresh or a usage probe waits on Kiro
 MODELS_TIMEOUT_S = 60.0  # the first listing asks each account's catalog from Kiro
 DOCTOR_TIMEOUT_S = 30.0  # the reachability checks are bounded to a few seconds
 LIVE_TIMEOUT_S = 180.0  # the live checks end within 150 s (kirod.control.live_check)
+# The full check and a backup read the whole file: seconds at the sizes retention allows.
+DATABASE_TIMEOUT_S = 600.0
 MAX_LINE = 65536  # the longest status or header line taken, as in http.client
 MAX_HEADERS = 100
 
@@ -385,6 +389,14 @@ class LocalClient:
 
     def cache_stats(self) -> CacheStats:
         return CacheStats.from_json(self.request("GET", "/cache"))
+
+    def check_database(self) -> DatabaseCheck:
+        """SQLite's full integrity check; it reads the whole file, so it may take a while."""
+        return DatabaseCheck.from_json(self.request("GET", "/db/check", timeout=DATABASE_TIMEOUT_S))
+
+    def backup_database(self, path: str) -> DatabaseBackup:
+        body = self.request("POST", "/db/backup", {"path": path}, timeout=DATABASE_TIMEOUT_S)
+        return DatabaseBackup.from_json(body)
 
     def clear_cache(self) -> int:
         """Empty the response cache; the number of answers dropped."""

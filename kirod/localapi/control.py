@@ -13,6 +13,7 @@ from kirod.accounts.model_directory import ModelDirectory
 from kirod.config import Settings
 from kirod.control.alerts import Alerts
 from kirod.control.apikeys import ApiKeys
+from kirod.control.database import DatabaseService
 from kirod.control.doctor import DoctorReports
 from kirod.control.drift import DriftReports
 from kirod.control.live_check import LiveCheck
@@ -56,6 +57,8 @@ class Control:
     live: LiveCheck | None = None
     # The Kiro hosts this machine cannot reach now; None where nothing tracks them (an embedding).
     unreachable: Callable[[], tuple[Outage, ...]] | None = None
+    # The store, for `kiroctl db check` and `db backup`; None where the embedding keeps none.
+    db: DatabaseService | None = None
 
     async def status(self) -> Status:
         """The daemon, its accounts' health, the maintenance loop, pacing, drift and outages."""

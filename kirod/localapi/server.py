@@ -15,6 +15,7 @@ from collections.abc import Awaitable, Callable
 from aiohttp import web
 
 from kirod import __version__, log
+from kirod.control.database import DatabaseService
 from kirod.dispatch.cache import ResponseCache
 from kirod.errors import (
     ControlError,
@@ -258,6 +259,27 @@ async def cache_clear(request: web.Request) -> web.Response:
     return web.json_response({"cleared": cleared})
 
 
+def _database(request: web.Request) -> DatabaseService:
+    db = request.app[CONTROL].db
+    if db is None:
+        raise ControlNotFound("database")
+    return db
+
+
+async def db_check(request: web.Request) -> web.Response:
+    """SQLite's full integrity check of the daemon's file (`kiroctl db check`)."""
+    return web.json_response((await _database(request).check()).to_json())
+
+
+async def db_backup(request: web.Request) -> web.Response:
+    """A copy of the daemon's file by SQLite's online backup API (`kiroctl db backup FILE`)."""
+    body = await json_body(request)
+    path = body.get("path")
+    if not isinstance(path, str) or not path:
+        raise InvalidControlRequest("'path' must be the backup's absolute path")
+    return web.json_response((await _database(request).backup(path)).to_json())
+
+
 ROUTES: tuple[tuple[str, str, Handler], ...] = (
     ("GET", "/status", status),
     ("GET", "/config", config),
@@ -276,6 +298,8 @@ ROUTES: tuple[tuple[str, str, Handler], ...] = (
     ("GET", "/extensions", extensions),
     ("GET", "/cache", cache_stats),
     ("DELETE", "/cache", cache_clear),
+    ("GET", "/db/check", db_check),
+    ("POST", "/db/backup", db_backup),
     ("GET", "/accounts", accounts.list_accounts),
     ("POST", "/accounts/import", accounts.import_accounts),
     ("GET", "/accounts/{account_id}", accounts.get_account),

@@ -8,13 +8,15 @@ fields are only ever added. Times are epoch seconds; durations are named with th
 
 One module a concern: `status` (and `maintenance`, `pool`), `accounts` and `logins`, `keys`,
 `stats` (and traffic), `trace` (and log lines), `models`, `settings` (config, extensions),
-`alerts`, `cache`, `console`, `drift`, `doctor`. Their public types are importable from here.
+`alerts`, `cache`, `console`, `drift`, `doctor`, `database`. Their public types are importable
+from here.
 """
 
 from kirod.report_types.accounts import Account, Imported, Usage
 from kirod.report_types.alerts import AlertDelivery, AlertTest
 from kirod.report_types.cache import CacheStats
 from kirod.report_types.console import ConsoleLink
+from kirod.report_types.database import DatabaseBackup, DatabaseCheck
 from kirod.report_types.doctor import Doctor, Reach
 from kirod.report_types.drift import Drift, DriftRecord, DriftSummary
 from kirod.report_types.keys import ApiKey, CreatedKey
@@ -68,6 +70,8 @@ __all__ = [
     "CreatedKey",
     "CreditsDay",
     "DaemonInfo",
+    "DatabaseBackup",
+    "DatabaseCheck",
     "Doctor",
     "Drift",
     "DriftRecord",

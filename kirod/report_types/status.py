@@ -63,6 +63,8 @@ class DaemonInfo:
     # The database file while its disk is full (a write found no room, none has since), else None.
     disk_full: str | None = None
     skipped_writes: int = 0  # best-effort writes (a key's last use, the log, …) lost since start
+    # Why the store went read-only while serving (the damage and what to run); None: sound.
+    database_damaged: str | None = None
 
 
 @dataclass(frozen=True)
@@ -101,6 +103,8 @@ class Status:
     # DaemonInfo's; an older daemon's document has neither.
     disk_full: str | None = None
     skipped_writes: int = 0
+    # DaemonInfo's; an older daemon's document has none.
+    database_damaged: str | None = None
 
     @classmethod
     def of(
@@ -118,6 +122,9 @@ class Status:
             "no account rests for it"
             for outage in unreachable
         )
+        if (damaged := info.database_damaged) is not None:
+            # First, and once: a maintenance pass that failed on it says the same.
+            problems = (damaged, *(p for p in problems if damaged not in p))
         return cls(
             **{item.name: getattr(info, item.name) for item in fields(DaemonInfo)},
             health=DEGRADED if problems else HEALTHY,
@@ -162,6 +169,7 @@ class Status:
             unreachable=tuple(Outage.from_json(o) for o in data.get("unreachable") or ()),
             disk_full=str(data["disk_full"]) if data.get("disk_full") else None,
             skipped_writes=int(data.get("skipped_writes") or 0),
+            database_damaged=str(damaged) if (damaged := data.get("database_damaged")) else None,
         )
 
 

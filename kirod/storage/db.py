@@ -10,6 +10,12 @@ A full disk is a condition of the machine, not of one write: the first write it 
 the store full (`full`, for `/ready` and `kiroctl status`), the first that commits clears it. A
 write no request exists for (a key's last use, the operation log, a cache) is best effort: its
 caller hands the failure to `skipped`, which counts it and logs at most once a minute.
+
+A damaged file (kirod.storage.integrity) is refused at open, untouched: `DatabaseDamaged`, whose
+message names the file and `kiroctl db recover`. Damage met later, by any statement or by the
+check of the growing tables after the start, makes the store read-only: every write is refused
+with `DatabaseDamaged` without touching the file, reads go on where the pages they need are sound,
+and `damaged` says why (for `/ready` and `kiroctl status`).
 """
 
 from __future__ import annotations
@@ -20,6 +26,8 @@ import errno
 import logging
 import os
 import sqlite3
+import time
+import urllib.parse
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
@@ -28,9 +36,9 @@ from typing import Any, TypeVar
 import aiosqlite
 
 from kirod import log as events
-from kirod.errors import StoreError, StoreFull
+from kirod.errors import DatabaseDamaged, StoreError, StoreFull
 from kirod.paths import ensure_private_dir, private_umask
-from kirod.storage import rollup
+from kirod.storage import integrity, rollup
 from kirod.tasks import TaskOwner
 
 log = logging.getLogger(__name__)
@@ -226,6 +234,30 @@ def _no_room(exc: BaseException) -> bool:
     return isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT)
 
 
+RECOVER_COMMAND = "kiroctl db recover"
+
+
+def damaged_error(path: Path, reason: str, *, serving: bool = False) -> DatabaseDamaged:
+    """The one message for a damaged file: which file, SQLite's words, and what to run."""
+    if serving:
+        what = "kirod stopped writing to it and serves what needs no write. Stop kirod and run"
+    else:
+        what = "kirod left it untouched and will not start on it. Run"
+    return DatabaseDamaged(
+        str(path),
+        reason,
+        f"the database {path} is damaged ({reason}); {what} `{RECOVER_COMMAND}`: it salvages "
+        f"accounts and keys first, then the rest, into a new file and keeps the damaged one "
+        f"beside it",
+    )
+
+
+def read_only(path: Path) -> sqlite3.Connection:
+    """A connection that only reads `path`: it never checkpoints a log into a damaged file."""
+    uri = f"file:{urllib.parse.quote(str(path))}?mode=ro"
+    return sqlite3.connect(uri, uri=True, isolation_level=None, check_same_thread=False)
+
+
 def _reason(exc: BaseException) -> str:
     if isinstance(exc, OSError) and exc.strerror:
         return exc.strerror
@@ -253,6 +285,7 @@ class Database:
         self._free_when_full = 0  # the free bytes when a write last found no room
         self.skipped_writes = 0  # best-effort writes lost since start
         self._skipped_log = events.Throttle(log, SKIPPED_LOG_INTERVAL_S)
+        self._damaged: DatabaseDamaged | None = None
 
     @property
     def path(self) -> Path:
@@ -292,6 +325,18 @@ class Database:
             skipped=self.skipped_writes,
         )
 
+    @property
+    def damaged(self) -> DatabaseDamaged | None:
+        """Why the store went read-only while serving; None while it is sound."""
+        return self._damaged
+
+    def mark_damaged(self, reason: str) -> DatabaseDamaged:
+        """Stop writing: from now on every write is refused. Logged once, at the first damage."""
+        if self._damaged is None:
+            self._damaged = damaged_error(self._path, reason, serving=True)
+            log.error("%s", self._damaged)
+        return self._damaged
+
     async def __aenter__(self) -> Database:
         try:
             ensure_private_dir(self._path.parent)
@@ -320,12 +365,18 @@ class Database:
         self._closing = True
         await self._writes.join()
         async with self._lock:
+            # The last connection to close folds the log into the file; a damaged file gets
+            # nothing more, so a reader that cannot write stays open past ours (the log is kept
+            # beside the file for `kiroctl db recover`).
+            keeper = None if self._damaged is None else await asyncio.to_thread(self._reader)
             try:
                 await conn.close()
             except sqlite3.Error as exc:
                 log.warning("closing %s: %s", self._path, _reason(exc))
             finally:
                 self._conn = None
+                if keeper is not None:
+                    await asyncio.to_thread(keeper.close)
 
     @contextlib.asynccontextmanager
     async def write(self) -> AsyncIterator[aiosqlite.Connection]:
@@ -335,6 +386,8 @@ class Database:
         """
         async with self._lock:
             conn = self._connection()
+            if self._damaged is not None:
+                raise self._damaged
             try:
                 await conn.execute("BEGIN IMMEDIATE")
             except sqlite3.Error as exc:
@@ -395,10 +448,54 @@ class Database:
         """Fold the WAL into the file and truncate it, so overwritten secrets leave no copy."""
         async with self._lock:
             conn = self._connection()
+            if self._damaged is not None:
+                return  # the log stays beside the damaged file, for `kiroctl db recover`
             try:
                 await conn.execute_fetchall("PRAGMA wal_checkpoint(TRUNCATE)")
             except sqlite3.Error as exc:
                 raise self._error("cannot checkpoint database", exc) from exc
+
+    async def check(self) -> list[str]:
+        """SQLite's full integrity check, on a connection of its own (writes go on meanwhile);
+        damage found marks the store read-only. Returns the problems, none when sound."""
+        self._connection()
+
+        def run() -> list[str]:
+            with contextlib.closing(read_only(self._path)) as conn:
+                return integrity.full(conn)
+
+        try:
+            problems = await asyncio.to_thread(run)
+        except sqlite3.Error as exc:
+            raise self._error("cannot check database", exc) from exc
+        if problems:
+            self.mark_damaged(problems[0])
+        return problems
+
+    async def check_growing(self) -> None:
+        """The start's check of the tables it left out (`integrity.GROWING`), off the request
+        path: damage found there makes the store read-only, as damage met by a query does."""
+
+        def run() -> str | None:
+            with contextlib.closing(read_only(self._path)) as conn:
+                return integrity.growing(conn)
+
+        started = time.monotonic()
+        try:
+            problem = await asyncio.to_thread(run)
+        except sqlite3.Error as exc:
+            log.warning("cannot check %s: %s", self._path, _reason(exc))
+            return
+        if problem is not None:
+            self.mark_damaged(problem)
+        else:
+            log.debug("%s: growing tables sound in %.3f s", self._path, time.monotonic() - started)
+
+    async def backup(self, target: Path) -> None:
+        """SQLite's online backup of the file into `target` (a new 0600 file), in one step: one
+        read transaction, so the copy is one moment of the store while writes go on."""
+        self._connection()
+        await asyncio.to_thread(backup_file, self._path, target)
 
     async def ping(self) -> bool:
         """Whether the file is open and readable; for readiness checks, so it never raises."""
@@ -410,6 +507,19 @@ class Database:
         except (sqlite3.Error, ValueError):
             return False
         return True
+
+    def _reader(self) -> sqlite3.Connection | None:
+        """A read-only connection holding the log open (see `close`); None if it cannot."""
+        try:
+            reader = read_only(self._path)
+        except sqlite3.Error:
+            return None
+        try:
+            reader.execute("SELECT 1 FROM sqlite_schema LIMIT 1").fetchall()
+        except sqlite3.Error:
+            reader.close()
+            return None
+        return reader
 
     def _connection(self) -> aiosqlite.Connection:
         """The open connection; take it under the lock, so `close` cannot pull it away."""
@@ -426,6 +536,8 @@ class Database:
                     log, "disk_full", level=logging.ERROR, path=str(self._path), action=action
                 )
             return StoreFull(str(self._path), action)
+        if integrity.is_damage(exc):
+            return self.mark_damaged(_reason(exc))
         return StoreError(f"{action} {self._path}: {_reason(exc)}")
 
     def _room_again(self) -> None:
@@ -433,13 +545,37 @@ class Database:
             self._full = False
             events.event(log, "disk_room_again", path=str(self._path), skipped=self.skipped_writes)
 
+    async def _check_at_start(self) -> None:
+        """Refuse a damaged file before anything writes to it (kirod.storage.integrity)."""
+        if not self._path.exists() or self._path.stat().st_size == 0:
+            return  # a new store
+
+        def run() -> str | None:
+            with contextlib.closing(read_only(self._path)) as conn:
+                return integrity.quick(conn)
+
+        started = time.monotonic()
+        try:
+            problem = await asyncio.to_thread(run)
+        except sqlite3.Error as exc:
+            raise self._opening_error(exc) from exc
+        if problem is not None:
+            raise damaged_error(self._path, problem)
+        log.debug("%s: start check in %.3f s", self._path, time.monotonic() - started)
+
+    def _opening_error(self, exc: BaseException) -> StoreError:
+        if integrity.is_damage(exc):
+            return damaged_error(self._path, _reason(exc))
+        return StoreError(f"cannot open database {self._path}: {_reason(exc)}")
+
     async def _open(self) -> aiosqlite.Connection:
         """Connect, configure, migrate and force -wal/-shm into existence, all under 0077."""
+        await self._check_at_start()
         try:
             self._tighten_modes()
             conn = await aiosqlite.connect(self._path, isolation_level=None)
         except (OSError, sqlite3.Error) as exc:
-            raise self._error("cannot open database", exc) from exc
+            raise self._opening_error(exc) from exc
         try:
             conn.row_factory = sqlite3.Row
             try:
@@ -452,7 +588,7 @@ class Database:
                 # Reading opens the WAL and its index, creating -wal/-shm under our umask.
                 rows = await conn.execute_fetchall("PRAGMA user_version")
             except sqlite3.Error as exc:
-                raise self._error("cannot open database", exc) from exc
+                raise self._opening_error(exc) from exc
             await self._migrate(conn, next(iter(rows))[0])
             try:
                 self._tighten_modes()
@@ -480,6 +616,8 @@ class Database:
                 )
             except sqlite3.Error as exc:
                 await self._rollback(conn)
+                if integrity.is_damage(exc):
+                    raise damaged_error(self._path, _reason(exc)) from exc
                 raise StoreError(
                     f"cannot migrate database {self._path} to schema version {target}: "
                     f"{_reason(exc)}"
@@ -502,3 +640,27 @@ class Database:
     def _log_orphaned_failure(self, task: asyncio.Task[Any]) -> None:
         if not task.cancelled() and (exc := task.exception()) is not None:
             log.error("a write whose caller went away failed: %s", exc)
+
+
+def backup_file(source: Path, target: Path) -> None:
+    """Copy the database at `source` into the new file `target` with SQLite's backup API.
+
+    Written beside `target` under a temporary name and renamed when complete, so `target` is
+    never half a copy; never overwrites (FileExistsError). Usable with kirod running or not.
+    """
+    if target.exists():
+        raise FileExistsError(f"{target} exists")
+    partial = target.with_name(f".{target.name}.partial")
+    partial.unlink(missing_ok=True)
+    try:
+        # Made 0600 before a byte is in it; no journal, so SQLite creates no other file.
+        os.close(os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
+        with (
+            contextlib.closing(read_only(source)) as src,
+            contextlib.closing(sqlite3.connect(partial, isolation_level=None)) as dst,
+        ):
+            dst.execute("PRAGMA journal_mode=OFF")
+            src.backup(dst)  # pages=-1: one step, one read transaction
+        os.link(partial, target)  # fails rather than replace a file made meanwhile
+    finally:
+        partial.unlink(missing_ok=True)

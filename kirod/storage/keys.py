@@ -128,6 +128,8 @@ class KeyStore:
         if now - self._touched.get(key_id, 0.0) < TOUCH_INTERVAL:
             return
         self._touched[key_id] = now
+        if self._db.damaged is not None:
+            return  # informative only: a read-only store still admits the key's requests
         try:
             await self._db.execute(
                 "UPDATE api_keys SET last_used_at = ? WHERE id = ? AND revoked_at IS NULL",

@@ -15,7 +15,7 @@ from kirod.http.routes.health import ready
 from kirod.http.services import SERVICES, Services
 from kirod.upstream.outages import Outages
 
-_PROPERTIES = {"full"}  # read as values, not called
+_PROPERTIES = {"full", "damaged"}  # read as values, not called
 
 
 class _Stub:
@@ -45,7 +45,7 @@ def _services(
             "S",
             (),
             {
-                "db": _Stub(ping=True, full=False),
+                "db": _Stub(ping=True, full=False, damaged=None),
                 "accounts": _Stub(count_active=active),
                 "responses": _Stub(available=True),
                 "models": _Stub(catalog_unavailable=catalog_unavailable),

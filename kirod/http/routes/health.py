@@ -21,6 +21,8 @@ async def health(request: web.Request) -> web.Response:
 async def ready(request: web.Request) -> web.Response:
     services = request.app[SERVICES]
     reasons: list[str] = []
+    if services.db.damaged is not None:
+        reasons.append("database_damaged")  # read-only: nothing that writes can be served
     if not await services.db.ping():
         reasons += ["authentication_store_unavailable", "reasoning_replay_store_unavailable"]
     else:

@@ -37,7 +37,7 @@ from kirod.http.body import read_json
 from kirod.http.caching import asks_cache, cache_headers
 from kirod.http.credits import credits_headers
 from kirod.http.decoding import decode_model_first
-from kirod.http.ingress import API_KEY_ID, REQUEST_ID
+from kirod.http.ingress import API_KEY_ID, DATABASE_DAMAGED, REQUEST_ID
 from kirod.http.services import SERVICES, Services
 from kirod.http.streaming import collect, stream_sse
 from kirod.protocols.responses import (
@@ -132,6 +132,8 @@ async def _dispatched(
     services: Services, decoded: DecodedResponses, tenant: str, *, cache: bool = False
 ) -> AsyncIterator[tuple[DecodedResponses, Dispatch]]:
     """The upstream exchange for `decoded`, whose echo now names the model that serves it."""
+    if decoded.store and services.db.damaged is not None:
+        raise DATABASE_DAMAGED  # it could not be stored: refused before Kiro is asked (and paid)
     async with services.dispatcher.open(decoded.request, tenant=tenant, cache=cache) as dispatch:
         decoded = dataclasses.replace(
             decoded, echo=dataclasses.replace(decoded.echo, model=dispatch.model_name)
