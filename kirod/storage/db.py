@@ -205,6 +205,26 @@ MIGRATIONS: tuple[str, ...] = (
         PRIMARY KEY (day, kind, place, shape)
     ) WITHOUT ROWID;
     """,
+    # The stored responses' running total (kirod.storage.responses), so that retention by size
+    # reads one row instead of summing a table that grows with use; kept by triggers in the
+    # transaction of every insert, update and delete, and started here from the rows there are.
+    """
+    CREATE TABLE responses_total (
+        one   INTEGER PRIMARY KEY CHECK (one = 1),
+        rows  INTEGER NOT NULL,
+        bytes INTEGER NOT NULL
+    );
+    INSERT INTO responses_total SELECT 1, count(*), COALESCE(SUM(size), 0) FROM responses;
+    CREATE TRIGGER responses_total_insert AFTER INSERT ON responses BEGIN
+        UPDATE responses_total SET rows = rows + 1, bytes = bytes + NEW.size;
+    END;
+    CREATE TRIGGER responses_total_delete AFTER DELETE ON responses BEGIN
+        UPDATE responses_total SET rows = rows - 1, bytes = bytes - OLD.size;
+    END;
+    CREATE TRIGGER responses_total_update AFTER UPDATE OF size ON responses BEGIN
+        UPDATE responses_total SET bytes = bytes - OLD.size + NEW.size;
+    END;
+    """,
 )
 
 _SIBLINGS = ("", "-wal", "-shm", "-journal")

@@ -3,6 +3,10 @@
 Each row keeps the Response object, this request's input items, and the whole conversation up to
 and including this response's output (`history`), so a continuation reads one row. Rows belong to
 the API key that created them. Retention is bounded by age and by total size, oldest first.
+
+Every put prunes in its own transaction, on the request path, so it reads only what does not grow
+with the store: the running total of `responses_total` (kept by triggers, schema migration 14)
+and the oldest rows through the `created_at` index, never a sum over the table (issue 47).
 """
 
 from __future__ import annotations
@@ -30,6 +34,11 @@ class StoredResponse:
     history: list[dict[str, Any]]
 
 
+# Rows one put deletes for age at most, and the oldest rows one read for size takes at a time.
+EXPIRED_PER_PUT = 64
+OLDEST_PER_READ = 16
+
+
 def _dumps(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
 
@@ -47,9 +56,16 @@ class ResponseStore:
         size = len(response) + len(inputs) + len(history)
 
         async def write(conn: aiosqlite.Connection) -> None:
+            # An upsert, not INSERT OR REPLACE: the rows REPLACE deletes fire no delete trigger,
+            # which would leave the running total counting the replaced row.
             await conn.execute(
-                "INSERT OR REPLACE INTO responses (id, tenant, created_at, model, previous_id,"
-                " response, input_items, history, size) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                "INSERT INTO responses (id, tenant, created_at, model, previous_id, response,"
+                " input_items, history, size) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
+                " ON CONFLICT (id) DO UPDATE SET tenant = excluded.tenant,"
+                " created_at = excluded.created_at, model = excluded.model,"
+                " previous_id = excluded.previous_id, response = excluded.response,"
+                " input_items = excluded.input_items, history = excluded.history,"
+                " size = excluded.size",
                 (
                     stored.id,
                     stored.tenant,
@@ -67,20 +83,37 @@ class ResponseStore:
         await self._db.run_write(write)
 
     async def _prune(self, conn: aiosqlite.Connection) -> None:
+        # At most EXPIRED_PER_PUT expired rows a put (each put adds one, so they still drain;
+        # `get` never answers them meanwhile), so a store left alone for long costs no request
+        # a long transaction.
         await conn.execute(
-            "DELETE FROM responses WHERE created_at < ?", (time.time() - self.max_age_s,)
+            "DELETE FROM responses WHERE id IN (SELECT id FROM responses WHERE created_at < ?"
+            " ORDER BY created_at LIMIT ?)",
+            (time.time() - self.max_age_s, EXPIRED_PER_PUT),
         )
-        cursor = await conn.execute("SELECT COALESCE(SUM(size), 0) FROM responses")
-        row = await cursor.fetchone()
-        if row is None or row[0] <= self.max_bytes:
-            return
-        # Drop the oldest rows until the total fits again.
-        await conn.execute(
-            "DELETE FROM responses WHERE id IN (SELECT id FROM ("
-            " SELECT id, SUM(size) OVER (ORDER BY created_at DESC, id) AS kept FROM responses"
-            ") WHERE kept > ?)",
-            (self.max_bytes,),
-        )
+        excess = await self.total_bytes(conn) - self.max_bytes
+        while excess > 0:  # the oldest rows go until the total fits again
+            oldest = await conn.execute_fetchall(
+                "SELECT id, size FROM responses ORDER BY created_at LIMIT ?", (OLDEST_PER_READ,)
+            )
+            gone: list[str] = []
+            for row in oldest:
+                if excess <= 0:
+                    break
+                gone.append(row[0])
+                excess -= row[1]
+            if not gone:
+                return
+            await conn.execute(
+                "DELETE FROM responses WHERE id IN (SELECT value FROM json_each(?))",
+                (json.dumps(gone),),
+            )
+
+    @staticmethod
+    async def total_bytes(conn: aiosqlite.Connection) -> int:
+        """The running total of the rows' sizes, as the triggers keep it."""
+        rows = list(await conn.execute_fetchall("SELECT bytes FROM responses_total"))
+        return int(rows[0][0]) if rows else 0
 
     async def get(self, response_id: str, tenant: str) -> StoredResponse | None:
         row = await self._db.read_one(
