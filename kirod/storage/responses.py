@@ -5,8 +5,7 @@ and including this response's output (`history`), so a continuation reads one ro
 the API key that created them. Retention is bounded by age and by total size, oldest first.
 
 Every put prunes in its own transaction, on the request path, so it reads only what does not grow
-with the store: the running total of `responses_total` (kept by triggers, schema migration 14)
-and the oldest rows through the `created_at` index, never a sum over the table (issue 47).
+with the store: the running total and the oldest rows (`kirod.storage.totals`), never a sum.
 """
 
 from __future__ import annotations
@@ -19,6 +18,7 @@ from typing import Any
 import aiosqlite
 
 from kirod.errors import StoreError
+from kirod.storage import totals
 from kirod.storage.db import Database
 
 
@@ -34,9 +34,7 @@ class StoredResponse:
     history: list[dict[str, Any]]
 
 
-# Rows one put deletes for age at most, and the oldest rows one read for size takes at a time.
-EXPIRED_PER_PUT = 64
-OLDEST_PER_READ = 16
+EXPIRED_PER_PUT = 64  # expired rows one put deletes at most
 
 
 def _dumps(value: Any) -> str:
@@ -56,8 +54,7 @@ class ResponseStore:
         size = len(response) + len(inputs) + len(history)
 
         async def write(conn: aiosqlite.Connection) -> None:
-            # An upsert, not INSERT OR REPLACE: the rows REPLACE deletes fire no delete trigger,
-            # which would leave the running total counting the replaced row.
+            # An upsert: the running total's triggers see a replaced row (kirod.storage.totals).
             await conn.execute(
                 "INSERT INTO responses (id, tenant, created_at, model, previous_id, response,"
                 " input_items, history, size) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
@@ -91,29 +88,7 @@ class ResponseStore:
             " ORDER BY created_at LIMIT ?)",
             (time.time() - self.max_age_s, EXPIRED_PER_PUT),
         )
-        excess = await self.total_bytes(conn) - self.max_bytes
-        while excess > 0:  # the oldest rows go until the total fits again
-            oldest = await conn.execute_fetchall(
-                "SELECT id, size FROM responses ORDER BY created_at LIMIT ?", (OLDEST_PER_READ,)
-            )
-            gone: list[str] = []
-            for row in oldest:
-                if excess <= 0:
-                    break
-                gone.append(row[0])
-                excess -= row[1]
-            if not gone:
-                return
-            await conn.execute(
-                "DELETE FROM responses WHERE id IN (SELECT value FROM json_each(?))",
-                (json.dumps(gone),),
-            )
-
-    @staticmethod
-    async def total_bytes(conn: aiosqlite.Connection) -> int:
-        """The running total of the rows' sizes, as the triggers keep it."""
-        rows = list(await conn.execute_fetchall("SELECT bytes FROM responses_total"))
-        return int(rows[0][0]) if rows else 0
+        await totals.drop_oldest(conn, "responses", key="id", size="size", max_bytes=self.max_bytes)
 
     async def get(self, response_id: str, tenant: str) -> StoredResponse | None:
         row = await self._db.read_one(

@@ -113,7 +113,7 @@ async def test_the_running_total_equals_a_fresh_sum_after_puts_prunes_and_delete
     assert (await fresh(db))[0] > 0
 
 
-async def test_the_running_total_starts_from_the_rows_an_older_database_holds(
+async def test_the_running_totals_start_from_the_rows_an_older_database_holds(
     tmp_path: Path,
 ) -> None:
     path = tmp_path / "kirod.db"
@@ -121,9 +121,17 @@ async def test_the_running_total_starts_from_the_rows_an_older_database_holds(
     async with Database(path, migrations=MIGRATIONS[:totals]) as older:
         for n in range(5):
             await insert(older, stored(f"r{n}", text="c" * (n * 50)))
+            await older.execute(
+                "INSERT INTO response_cache (key_id, hash, created_at, expires_at, bytes, body)"
+                " VALUES ('key-1', ?, 0, 0, ?, '')",
+                (f"h{n}", 10 * n),
+            )
         before = await fresh(older)
     async with Database(path) as db:
         assert await running(db) == before
+        cached = await db.read_one("SELECT rows, bytes FROM response_cache_total")
+        assert cached is not None
+        assert tuple(cached) == (5, 100)
         store = ResponseStore(db, max_age_s=3600.0, max_bytes=10**9)
         await store.put(stored("r9"))
         assert await store.delete("r0", "key-1")
