@@ -317,7 +317,9 @@ def run(
     accounts: int,
     lock_puts: int,
     log: Callable[[str], None],
+    keep: Callable[[dict[str, Any]], None] = lambda results: None,
 ) -> dict[str, Any]:
+    """The run; `keep` gets the results so far after each count."""
     if not procstat.available():
         raise RuntimeError("the benchmark reads /proc: it runs on Linux only")
     compile_kirod()
@@ -364,6 +366,7 @@ def run(
                     "loadavg": _loadavg(),
                 }
             )
+            keep(results)
         results["daemon_log_errors"] = [
             line
             for line in bench.daemon_process.log().splitlines()
@@ -406,6 +409,11 @@ def render(results: dict[str, Any]) -> str:
     return "\n".join([*lines, ""])
 
 
+def _write(path: Path | None, results: dict[str, Any]) -> None:
+    if path is not None:
+        path.write_text(json.dumps(results, indent=1) + "\n")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m bench.store", description=__doc__.split("\n\n")[0]
@@ -436,9 +444,9 @@ def main(argv: list[str] | None = None) -> int:
         accounts=args.accounts,
         lock_puts=args.lock_puts,
         log=lambda line: print(line, file=sys.stderr, flush=True),
+        keep=lambda so_far: _write(args.json, so_far),
     )
-    if args.json:
-        args.json.write_text(json.dumps(results, indent=1) + "\n")
+    _write(args.json, results)
     sys.stdout.write(render(results))
     failed = any(
         level["turns"]["errors"] or any(row["failed"] for row in level["probes"].values())
