@@ -8,14 +8,15 @@
 2. For each count of `--stored`, ascending, with the daemon stopped, the `responses` table is
    topped up to that count directly with SQLite: rows as kirod writes them (a Response object,
    its input items and the conversation so far, over the last day, the bench's keys as tenants),
-   sized so that `--cap-rows` of them fill the default `responses_max_bytes` (256 MB); so at
-   120,000 every put of the run prunes. Then, in this process, `--lock-puts` stores go through
-   kirod's own `ResponseStore` on that file while a reader takes the store's lock again and
-   again (as a control-plane read does): how long a put holds the lock, and the reader's wait.
+   sized so that `--cap-rows` of them come just under the default `responses_max_bytes` (256 MB;
+   at 120,000 the store holds 266 MB of its 268). Then, in this process, `--lock-puts` stores go
+   through kirod's own `ResponseStore` on that file while a reader takes the store's lock again
+   and again (as a control-plane read does): how long a put holds the lock, and the reader's wait.
    The daemon starts again on the file.
 3. `--concurrency` clients send non-streamed Responses turns back to back (responses-json-small,
    every other one `store: true`) for `WARM_S`, then `--seconds`; meanwhile a second process (its
-   own interpreter) runs `kiroctl stats` and `kiroctl trace` in turn, `--samples` times each.
+   own interpreter) runs `kiroctl --version` (the process start alone, the floor), `kiroctl
+   stats` and `kiroctl trace` in turn, `--samples` times each.
 
 Figures per count: kirod's CPU per request (its CPU time over the phase, over the turns
 answered), the turns' rate and errors, each probe's p50 / p95 / max (process start included),
@@ -57,7 +58,7 @@ DEFAULT_CAP: Final = 256 * 1024 * 1024  # responses_max_bytes' default (kirod/co
 WARM_S: Final = 3.0
 PROBE_PAUSE_S: Final = 0.1
 PROBE_TIMEOUT_S: Final = 60.0
-PROBES: Final = ("stats", "trace")
+PROBES: Final = ("--version", "stats", "trace")  # the first: the process start alone
 FILL_BATCH: Final = 2_000
 LOCK_PUTS: Final = 200  # puts timed in-process, a reader's lock wait measured meanwhile
 LOCK_READ_PAUSE_S: Final = 0.005
@@ -385,9 +386,10 @@ def render(results: dict[str, Any]) -> str:
         f"{results['loadavg_after'][0]:.2f} after; stored rows of {results['row_bytes']:,} B.",
         "",
         "| stored | kirod CPU / request | turns/s | errors | `kiroctl stats` p50 / p95 / max"
-        " | `kiroctl trace` p50 / p95 / max | put holds the lock p50 / max"
+        " | `kiroctl trace` p50 / p95 / max | `kiroctl --version` p50 / p95 / max"
+        " | put holds the lock p50 / max"
         " | a read waits p95 / max | stored after |",
-        "|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+        "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for level in results["levels"]:
         cells = []
@@ -401,7 +403,7 @@ def render(results: dict[str, Any]) -> str:
         turns, lock = level["turns"], level["lock"]
         lines.append(
             f"| {level['stored']:,} | {level['cpu_ms_per_request']:.2f} ms "
-            f"| {turns['rate_rps']:.0f} | {turns['errors']} | {cells[0]} | {cells[1]} "
+            f"| {turns['rate_rps']:.0f} | {turns['errors']} | {cells[1]} | {cells[2]} | {cells[0]} "
             f"| {lock['put']['p50_ms']:.1f} / {lock['put']['max_ms']:.1f} ms "
             f"| {lock['reader_wait']['p95_ms']:.1f} / {lock['reader_wait']['max_ms']:.1f} ms "
             f"| {level['stored_after']:,} |"
