@@ -14,11 +14,13 @@ from dataclasses import dataclass
 
 import aiosqlite
 
+from kirod.storage import totals
 from kirod.storage.behind import WriteBehind
 from kirod.storage.db import Database
 
 FLUSH_DELAY_S = 0.2
 FLUSH_ROWS = 64
+EXPIRED_PER_WRITE = 256
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,19 +84,24 @@ class CacheStore:
         await self._behind.close()
 
     async def _insert(self, conn: aiosqlite.Connection, rows: Sequence[CachedBody]) -> None:
+        # An upsert: the running total's triggers see a replaced row (kirod.storage.totals).
         await conn.executemany(
-            "INSERT OR REPLACE INTO response_cache"
-            " (key_id, hash, created_at, expires_at, bytes, body) VALUES (?, ?, ?, ?, ?, ?)",
+            "INSERT INTO response_cache (key_id, hash, created_at, expires_at, bytes, body)"
+            " VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (key_id, hash) DO UPDATE SET"
+            " created_at = excluded.created_at, expires_at = excluded.expires_at,"
+            " bytes = excluded.bytes, body = excluded.body",
             [
                 (r.key_id, r.hash, r.created_at, r.created_at + self.ttl_s, r.size, r.body)
                 for r in rows
             ],
         )
-        await conn.execute("DELETE FROM response_cache WHERE expires_at <= ?", (time.time(),))
-        # Beyond the bound, drop the oldest rows until the newest ones fit.
+        # Expired by the TTL in force, found through the age index; at most EXPIRED_PER_WRITE a
+        # batch (`get` never answers an expired row meanwhile).
         await conn.execute(
-            "DELETE FROM response_cache WHERE rowid IN (SELECT rowid FROM ("
-            " SELECT rowid, SUM(bytes) OVER (ORDER BY created_at DESC, rowid DESC) AS kept"
-            " FROM response_cache) WHERE kept > ?)",
-            (self.max_bytes,),
+            "DELETE FROM response_cache WHERE rowid IN (SELECT rowid FROM response_cache"
+            " WHERE created_at <= ? ORDER BY created_at LIMIT ?)",
+            (time.time() - self.ttl_s, EXPIRED_PER_WRITE),
+        )
+        await totals.drop_oldest(
+            conn, "response_cache", key="rowid", size="bytes", max_bytes=self.max_bytes
         )

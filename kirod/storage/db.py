@@ -221,6 +221,42 @@ MIGRATIONS: tuple[str, ...] = (
         PRIMARY KEY (day, kind, place, shape)
     ) WITHOUT ROWID;
     """,
+    # 14: the running totals that the stores bounded by size read instead of summing their table
+    # (kirod.storage.totals), kept by triggers in the transaction of every write and started
+    # here from the rows there are.
+    """
+    CREATE TABLE responses_total (
+        one   INTEGER PRIMARY KEY CHECK (one = 1),
+        rows  INTEGER NOT NULL,
+        bytes INTEGER NOT NULL
+    );
+    INSERT INTO responses_total SELECT 1, count(*), COALESCE(SUM(size), 0) FROM responses;
+    CREATE TRIGGER responses_total_insert AFTER INSERT ON responses BEGIN
+        UPDATE responses_total SET rows = rows + 1, bytes = bytes + NEW.size;
+    END;
+    CREATE TRIGGER responses_total_delete AFTER DELETE ON responses BEGIN
+        UPDATE responses_total SET rows = rows - 1, bytes = bytes - OLD.size;
+    END;
+    CREATE TRIGGER responses_total_update AFTER UPDATE OF size ON responses BEGIN
+        UPDATE responses_total SET bytes = bytes - OLD.size + NEW.size;
+    END;
+    CREATE TABLE response_cache_total (
+        one   INTEGER PRIMARY KEY CHECK (one = 1),
+        rows  INTEGER NOT NULL,
+        bytes INTEGER NOT NULL
+    );
+    INSERT INTO response_cache_total SELECT 1, count(*), COALESCE(SUM(bytes), 0)
+        FROM response_cache;
+    CREATE TRIGGER response_cache_total_insert AFTER INSERT ON response_cache BEGIN
+        UPDATE response_cache_total SET rows = rows + 1, bytes = bytes + NEW.bytes;
+    END;
+    CREATE TRIGGER response_cache_total_delete AFTER DELETE ON response_cache BEGIN
+        UPDATE response_cache_total SET rows = rows - 1, bytes = bytes - OLD.bytes;
+    END;
+    CREATE TRIGGER response_cache_total_update AFTER UPDATE OF bytes ON response_cache BEGIN
+        UPDATE response_cache_total SET bytes = bytes - OLD.bytes + NEW.bytes;
+    END;
+    """,
 )
 
 _SIBLINGS = ("", "-wal", "-shm", "-journal")

@@ -3,6 +3,9 @@
 Each row keeps the Response object, this request's input items, and the whole conversation up to
 and including this response's output (`history`), so a continuation reads one row. Rows belong to
 the API key that created them. Retention is bounded by age and by total size, oldest first.
+
+Every put prunes in its own transaction, on the request path, so it reads only what does not grow
+with the store: the running total and the oldest rows (`kirod.storage.totals`), never a sum.
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ from typing import Any
 import aiosqlite
 
 from kirod.errors import StoreError
+from kirod.storage import totals
 from kirod.storage.db import Database
 
 
@@ -28,6 +32,9 @@ class StoredResponse:
     response: dict[str, Any]
     input_items: list[dict[str, Any]]
     history: list[dict[str, Any]]
+
+
+EXPIRED_PER_PUT = 64  # expired rows one put deletes at most
 
 
 def _dumps(value: Any) -> str:
@@ -51,9 +58,15 @@ class ResponseStore:
         size = len(response) + len(inputs) + len(history)
 
         async def write(conn: aiosqlite.Connection) -> None:
+            # An upsert: the running total's triggers see a replaced row (kirod.storage.totals).
             await conn.execute(
-                "INSERT OR REPLACE INTO responses (id, tenant, created_at, model, previous_id,"
-                " response, input_items, history, size) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                "INSERT INTO responses (id, tenant, created_at, model, previous_id, response,"
+                " input_items, history, size) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
+                " ON CONFLICT (id) DO UPDATE SET tenant = excluded.tenant,"
+                " created_at = excluded.created_at, model = excluded.model,"
+                " previous_id = excluded.previous_id, response = excluded.response,"
+                " input_items = excluded.input_items, history = excluded.history,"
+                " size = excluded.size",
                 (
                     stored.id,
                     stored.tenant,
@@ -71,20 +84,15 @@ class ResponseStore:
         await self._db.run_write(write)
 
     async def _prune(self, conn: aiosqlite.Connection) -> None:
+        # At most EXPIRED_PER_PUT expired rows a put (each put adds one, so they still drain;
+        # `get` never answers them meanwhile), so a store left alone for long costs no request
+        # a long transaction.
         await conn.execute(
-            "DELETE FROM responses WHERE created_at < ?", (time.time() - self.max_age_s,)
+            "DELETE FROM responses WHERE id IN (SELECT id FROM responses WHERE created_at < ?"
+            " ORDER BY created_at LIMIT ?)",
+            (time.time() - self.max_age_s, EXPIRED_PER_PUT),
         )
-        cursor = await conn.execute("SELECT COALESCE(SUM(size), 0) FROM responses")
-        row = await cursor.fetchone()
-        if row is None or row[0] <= self.max_bytes:
-            return
-        # Drop the oldest rows until the total fits again.
-        await conn.execute(
-            "DELETE FROM responses WHERE id IN (SELECT id FROM ("
-            " SELECT id, SUM(size) OVER (ORDER BY created_at DESC, id) AS kept FROM responses"
-            ") WHERE kept > ?)",
-            (self.max_bytes,),
-        )
+        await totals.drop_oldest(conn, "responses", key="id", size="size", max_bytes=self.max_bytes)
 
     async def get(self, response_id: str, tenant: str) -> StoredResponse | None:
         row = await self._db.read_one(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import random
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -74,3 +75,25 @@ async def test_clear_drops_every_row_and_close_writes_what_is_queued(tmp_path: P
         assert await CacheStore(db, ttl_s=60.0, max_bytes=1000).get("key-1", "h3") == (
             "kept at shutdown"
         )
+
+
+async def test_the_running_total_equals_a_fresh_sum_after_puts_prunes_and_clears(
+    db: Database,
+) -> None:
+    rng = random.Random(47)
+    store = CacheStore(db, ttl_s=60.0, max_bytes=2_000)
+    for step in range(300):
+        if rng.random() < 0.02:
+            await store.clear()
+        else:  # a new hash, or one already cached (a replaced row), some beyond the bound
+            store.put(
+                rng.choice(("key-1", "key-2")), f"h{rng.randrange(40)}", "a" * rng.randrange(1, 500)
+            )
+            await store.usage()  # written now, and pruned in the same transaction
+        total = await db.read_one("SELECT rows, bytes FROM response_cache_total")
+        summed = await db.read_one("SELECT count(*), COALESCE(SUM(bytes), 0) FROM response_cache")
+        assert total is not None
+        assert summed is not None
+        assert tuple(total) == tuple(summed), step
+        assert summed[1] <= store.max_bytes
+    await store.close()
