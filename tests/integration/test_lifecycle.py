@@ -231,7 +231,10 @@ def test_unreadable_database_is_a_startup_error_naming_the_file(short_tmp: Path)
     proc = DaemonProcess(short_tmp)
     assert proc.wait(15) == 1
     log = proc.log()
-    assert f"kirod: cannot start: cannot open database {database}" in log
+    assert (
+        f"kirod: cannot start: the database {database} is damaged (file is not a database)" in log
+    )
+    assert "`kiroctl db recover`" in log  # and what to run
     assert "Traceback" not in log
     assert database.read_bytes() == b"this is not a database" * 100
 
