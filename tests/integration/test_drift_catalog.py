@@ -3,8 +3,8 @@ the fake's switch on, a catalog with a new field, input type and schema key, a u
 new field, and a Claude model whose window grew each leave exactly one record of their kind in
 `GET /drift` (the control API kiroctl reads), nothing identifying in it, and kirod goes on serving
 by what it knows: the catalog's models and limits, the credits left, the real window. With the
-switches off nothing is recorded, not even for GPT-5.6's known 1M window (docs/KIRO-PROTOCOL.md
-§6.2)."""
+switches off nothing is recorded, not even for GPT-5.6's known 1M window
+(docs/KIRO-PROTOCOL.md §6.2)."""
 
 from __future__ import annotations
 

@@ -2,8 +2,8 @@
 
 Each member is a change of the kind that has reached Kiro's users without notice before: event
 types added (docs/KIRO-PROTOCOL.md §3.2), reasons added (docs/KIRO-PROTOCOL.md §4), a window
-grown per account (docs/KIRO-PROTOCOL.md §6.2), catalog fields added (docs/KIRO-PROTOCOL.md
-§2.7). Switched on (`FakeKiro.drifts`, `PUT /__fake__/drift`), the fake
+grown per account (docs/KIRO-PROTOCOL.md §6.2), catalog fields added
+(docs/KIRO-PROTOCOL.md §2.7). Switched on (`FakeKiro.drifts`, `PUT /__fake__/drift`), the fake
 answers with that change on top of today's behaviour, so a test can check that kirod keeps
 serving, records exactly one drift of the matching kind (`kirod.drift.Kind`) and stores nothing
 identifying. Off (the default), the fake is today's Kiro.
