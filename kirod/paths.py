@@ -96,22 +96,8 @@ def client_socket_path(env: Mapping[str, str] | None = None, platform: str = sys
     env = os.environ if env is None else env
     if env.get(SOCKET_ENV):
         return Path(env[SOCKET_ENV]).expanduser()
-    path = Path(env[CONFIG_ENV]) if env.get(CONFIG_ENV) else config_file(env, platform)
-    try:
-        text = path.read_text()
-    except OSError:
-        text = ""
-    value = None
-    if text:
-        import tomllib  # only when there is a file: it costs every kiroctl run some 3 ms
-
-        try:
-            value = tomllib.loads(text).get("socket_path")
-        except ValueError:
-            value = None
-    if isinstance(value, str) and value:
-        return Path(value).expanduser()
-    return socket_path(env, platform)
+    value = _config_value("socket_path", env, platform)
+    return Path(value).expanduser() if value else socket_path(env, platform)
 
 
 def client_database_path(
@@ -122,21 +108,27 @@ def client_database_path(
     env = os.environ if env is None else env
     if env.get(STATE_DIR_ENV):
         return StatePaths(Path(env[STATE_DIR_ENV]).expanduser()).database
+    value = _config_value("state_dir", env, platform)
+    return StatePaths(Path(value).expanduser() if value else state_dir(env, platform)).database
+
+
+def _config_value(key: str, env: Mapping[str, str], platform: str) -> str | None:
+    """`key` of the config file (`KIROD_CONFIG`, else the default), when it is a non-empty
+    string; None without a file, or with one that does not parse."""
     path = Path(env[CONFIG_ENV]) if env.get(CONFIG_ENV) else config_file(env, platform)
     try:
         text = path.read_text()
     except OSError:
-        text = ""
-    value = None
-    if text:
-        import tomllib
+        return None
+    if not text:
+        return None
+    import tomllib  # only when there is a file: it costs every kiroctl run some 3 ms
 
-        try:
-            value = tomllib.loads(text).get("state_dir")
-        except ValueError:
-            value = None
-    root = Path(value).expanduser() if isinstance(value, str) and value else None
-    return StatePaths(root or state_dir(env, platform)).database
+    try:
+        value = tomllib.loads(text).get(key)
+    except ValueError:
+        return None
+    return value if isinstance(value, str) and value else None
 
 
 def credential_files(home: Path, platform: str = sys.platform) -> dict[str, Path]:

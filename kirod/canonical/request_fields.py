@@ -1,5 +1,5 @@
-"""What a model's `additionalModelRequestFieldsSchema` lets a request send (docs/KIRO-PROTOCOL.md
-§2.6, §6.2).
+"""What a model's `additionalModelRequestFieldsSchema` lets a request send
+(docs/KIRO-PROTOCOL.md §2.6, §6.2).
 
 Kiro enforces each schema strictly (`additionalProperties: false`, enums, integer bounds): a key,
 enum value or number it does not allow is a 400. kirod keeps only what it sends from the schema:

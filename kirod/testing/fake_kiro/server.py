@@ -1,10 +1,10 @@
 """The aiohttp application that serves the fake's state (`state.py`'s `FakeKiro`).
 
 One server answers every host kirod talks to (Q API, Kiro auth, SSO OIDC), so tests point all
-three base URLs at it. `routing.py` names the operation a request asks for (docs/KIRO-PROTOCOL.md
-§1.3); its handler is `chat.py`'s, `qapi.py`'s or `auth.py`'s, and every request is recorded
-here first. Test controls live under `/__fake__/` (see `admin.py`) so another process can drive
-the fake.
+three base URLs at it. `routing.py` names the operation a request asks for
+(docs/KIRO-PROTOCOL.md §1.3); its handler is `chat.py`'s, `qapi.py`'s or `auth.py`'s, and every
+request is recorded here first. Test controls live under `/__fake__/` (see `admin.py`) so another
+process can drive the fake.
 """
 
 from __future__ import annotations
