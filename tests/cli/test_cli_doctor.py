@@ -37,7 +37,7 @@ from kirod.testing.fake_kiro import FakeKiro, ThreadedFake
 from kirod.testing.fake_kiro.drift import Drift as KiroDrift
 from kirod.testing.proxies import HttpProxy, ThreadedProxy
 from kirod.testing.tls import make_certificates
-from tests.support.kiro_env import import_account, start_daemon
+from tests.support.kiro_env import daemon_from, import_account, start_daemon
 from tests.support.kiroctl import kiroctl
 
 PASSWORD = "doctor-proxy-pw-5150"
@@ -342,16 +342,7 @@ def run_kiroctl(package_root: Path, socket: Path, *args: str) -> subprocess.Comp
 def test_a_kiroctl_newer_than_kirod_says_restart_kirod(fake: ThreadedFake, tmp_path: Path) -> None:
     newer = newer_kiroctl(tmp_path)
     older = older_kirod(tmp_path)
-    proc = DaemonProcess(
-        tmp_path / "daemon",
-        env={
-            "KIROD_KIRO_ENDPOINT": fake.base_url,
-            "KIROD_KIRO_AUTH_ENDPOINT": fake.base_url,
-            "KIROD_OIDC_ENDPOINT": fake.base_url,
-            "PYTHONPATH": str(older),
-        },
-        command=[sys.executable, "-P", "-m", "kirod"],  # -P: the copy, not the checkout
-    )
+    proc = daemon_from(tmp_path / "daemon", fake, older)
     try:
         proc.wait_ready()
         version = run_kiroctl(newer, proc.socket_path, "version")

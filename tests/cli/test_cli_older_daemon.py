@@ -15,7 +15,6 @@ import http.server
 import json
 import shutil
 import socketserver
-import sys
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -34,6 +33,7 @@ from kirod.localapi.wire import API_REVISION, PREFIX
 from kirod.report_types.status import NOT_JUDGED
 from kirod.testing.daemon import DaemonProcess
 from kirod.testing.fake_kiro import ThreadedFake
+from tests.support.kiro_env import daemon_from
 
 Answers = dict[tuple[str, str], tuple[int, Any]]
 
@@ -303,16 +303,7 @@ def test_a_real_kirod_without_the_headers_is_named_older_with_its_version(
     fake: ThreadedFake, tmp_path: Path
 ) -> None:
     older = unversioned_kirod(tmp_path, "0.46.0")
-    proc = DaemonProcess(
-        tmp_path / "daemon",
-        env={
-            "KIROD_KIRO_ENDPOINT": fake.base_url,
-            "KIROD_KIRO_AUTH_ENDPOINT": fake.base_url,
-            "KIROD_OIDC_ENDPOINT": fake.base_url,
-            "PYTHONPATH": str(older),
-        },
-        command=[sys.executable, "-P", "-m", "kirod"],  # -P: the copy, not the checkout
-    )
+    proc = daemon_from(tmp_path / "daemon", fake, older)
     try:
         proc.wait_ready()
         result = CliRunner().invoke(cli, ["--socket", str(proc.socket_path), "status"])

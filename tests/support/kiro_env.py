@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import base64
 import json
+import sys
 import time
 from collections.abc import Mapping
 from pathlib import Path
@@ -48,6 +49,16 @@ def start_daemon(
     proc = DaemonProcess(root, env=daemon_env(fake, extra))
     proc.wait_ready()
     return proc
+
+
+def daemon_from(root: Path, fake: ThreadedFake, package_root: Path) -> DaemonProcess:
+    """A daemon run from the copy of the kirod package under `package_root` (another release, as
+    a test makes it), not from the checkout; the caller waits for it and kills it."""
+    return DaemonProcess(
+        root,
+        env=daemon_env(fake, {"PYTHONPATH": str(package_root)}),
+        command=[sys.executable, "-P", "-m", "kirod"],  # -P: the copy, not the checkout
+    )
 
 
 def import_account(proc: DaemonProcess, tokens: TokenSet) -> dict[str, Any]:
