@@ -294,6 +294,15 @@ def read_only(path: Path) -> sqlite3.Connection:
     return sqlite3.connect(uri, uri=True, isolation_level=None, check_same_thread=False)
 
 
+def _skipped_reason(exc: StoreError) -> str:
+    """Why a best-effort write was lost, in a word where the store said the rest once already."""
+    if isinstance(exc, StoreFull):
+        return "disk full"
+    if isinstance(exc, DatabaseDamaged):
+        return "database damaged"  # its sentence was logged when the damage was found
+    return str(exc)
+
+
 def _reason(exc: BaseException) -> str:
     if isinstance(exc, OSError) and exc.strerror:
         return exc.strerror
@@ -357,7 +366,7 @@ class Database:
             level=logging.WARNING,
             what=what,
             path=str(self._path),
-            reason="disk full" if isinstance(exc, StoreFull) else str(exc),
+            reason=_skipped_reason(exc),
             skipped=self.skipped_writes,
         )
 

@@ -254,7 +254,7 @@ def test_a_stream_whose_store_finds_the_disk_full_ends_with_an_error_event(
     # (the response, its conversation, the output items).
     service.enqueue(Script(reply=Reply(text="word " * 40_000), chunk_size=4096))
     with (
-        disk.full(leave=16_384),
+        disk.full(leave=131_072),
         openai.OpenAI(
             base_url=f"{daemon.base_url}/v1", api_key=daemon.api_key, max_retries=0
         ) as gpt,
