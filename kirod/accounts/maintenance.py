@@ -222,12 +222,11 @@ class Maintenance:
         )
 
     async def probe_usage(self, account_id: str) -> AccountRecord | None:
-        """Probe one account's usage now, from a read that starts after the call; None if there
-        is no such account.
+        """Probe one account's usage now; None if there is no such account.
 
         Raises the `UpstreamError` or `RefreshError` that made it fail.
         """
-        return await self._probes.probe_fresh(account_id)
+        return await self._probes.probe(account_id)
 
     async def set_overage(self, account_id: str, enabled: bool) -> AccountRecord | None:
         """Turn the account's overage on or off at Kiro and probe its usage; None if there is

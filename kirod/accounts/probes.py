@@ -49,11 +49,6 @@ class UsageProbes:
         """
         return await self._probes.do(account_id, lambda: self._probe(account_id))
 
-    async def probe_fresh(self, account_id: str) -> AccountRecord | None:
-        """Probe with a read of Kiro that starts after this call (a probe under way, started
-        before, is waited out): what a person who asks for the usage now means."""
-        return await self._probes.do_fresh(account_id, lambda: self._probe(account_id))
-
     async def confirm_quota(self, account_id: str) -> None:
         """A 402 is checked against getUsageLimits at once: the probe tells for how long the
         account is out (until its window resets), or that it still has credits after all."""
