@@ -332,7 +332,9 @@ async def test_silence_past_the_idle_timeout_inside_a_held_call_is_continued(
     assert cut is not None
     assert (cut.tool_use_id, cut.cause) == ("tw", "connection_lost")
     assert 0 < cut.bytes_received < len(json.dumps(WRITE.arguments))
-    assert 0.3 <= cut.elapsed_s < 3.0
+    # The idle timer runs from the last read, the call's clock from when its first frame was
+    # translated, a little later on a loaded machine: about the 0.3 s timeout, never the 3 s stall.
+    assert 0.2 <= cut.elapsed_s < 3.0
     [_, second] = service.requests("chat")
     context = second.json["conversationState"]["currentMessage"]["userInputMessage"]
     [result] = context["userInputMessageContext"]["toolResults"]
