@@ -12,6 +12,9 @@ canonical objects, so one extension works alike on every public protocol and tra
     on_response(completion)                the assembled message, when the stream completes
     on_error(error)                        the `ApiError` the client is told (observes only)
 
+Inside `on_request`, `key_budget()` tells what the request's API key has left of its budgets
+(None when the key has none), as it stands before this request's own reservation.
+
 kirod calls only the hooks a class overrides, in `priority` order (lower first); a hook that
 is a coroutine runs under `timeout_s`. An exception, a timeout or a broken rule is logged with
 the extension's name and the exception's type (never its text), then either fails the request
@@ -30,6 +33,7 @@ request's id, protocol or `stream`: the route that decoded it answers in those.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Mapping, Sequence
+from contextvars import ContextVar, Token
 from dataclasses import dataclass
 from typing import Any, ClassVar, Literal
 
@@ -89,6 +93,7 @@ __all__ = [
     "ErrorKind",
     "Extension",
     "ImageBlock",
+    "KeyBudget",
     "Message",
     "MessageStart",
     "MessageStop",
@@ -116,7 +121,38 @@ __all__ = [
     "ToolUseBlock",
     "Usage",
     "WebSearch",
+    "key_budget",
 ]
+
+
+@dataclass(frozen=True)
+class KeyBudget:
+    """What a request's API key has left: credits of its UTC day and month, tokens of its
+    last minute; None where the key sets no such limit."""
+
+    key_id: str
+    credits_today: float | None
+    credits_this_month: float | None
+    tokens_this_minute: int | None
+
+
+_KEY_BUDGET: ContextVar[KeyBudget | None] = ContextVar("kirod_key_budget", default=None)
+
+
+def key_budget() -> KeyBudget | None:
+    """The request's key's budget left, inside `on_request`; None when it has no budget."""
+    return _KEY_BUDGET.get()
+
+
+def budget_told(budget: KeyBudget | None) -> Token[KeyBudget | None]:
+    """Set what `key_budget()` answers in this context (the extension runner does, around
+    `on_request`); the token resets it."""
+    return _KEY_BUDGET.set(budget)
+
+
+def budget_untold(token: Token[KeyBudget | None]) -> None:
+    _KEY_BUDGET.reset(token)
+
 
 OnFailure = Literal["fail", "skip"]
 Produced = CanonicalEvent | Sequence[CanonicalEvent] | None

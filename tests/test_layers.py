@@ -42,18 +42,28 @@ ALLOWED: dict[str, set[str]] = {
     "kirod.upstream": BASE | {"kirod.canonical"},
     "kirod.storage": BASE,
     "kirod.credentials": BASE | {"kirod.canonical", "kirod.upstream"},
+    # What keys and accounts may spend: an in-memory ledger over the storage's spend table,
+    # read by the pool's callers, never calling them.
+    "kirod.budgets": BASE | {"kirod.canonical", "kirod.storage"},
     "kirod.accounts": BASE | DOMAIN | {"kirod.credentials"},
-    "kirod.dispatch": BASE | DOMAIN | {"kirod.accounts", "kirod.extension"},
-    "kirod.control": BASE | DOMAIN | {"kirod.credentials", "kirod.accounts"},
+    "kirod.dispatch": BASE | DOMAIN | {"kirod.accounts", "kirod.budgets", "kirod.extension"},
+    "kirod.control": BASE | DOMAIN | {"kirod.credentials", "kirod.accounts", "kirod.budgets"},
     # The public contract of extensions: the base class, its option specs, the canonical types.
     "kirod.extension": BASE | {"kirod.canonical"},
     "kirod.http": BASE
     | DOMAIN
-    | {"kirod.protocols", "kirod.accounts", "kirod.dispatch", "kirod.control"},
+    | {"kirod.protocols", "kirod.accounts", "kirod.budgets", "kirod.dispatch", "kirod.control"},
     # The model directory is the one pool service the front ends read directly: read-only, and
     # the same list `/v1/models` shows.
+    # So are budgets' limits, a value the control routes parse.
     "kirod.localapi": BASE
-    | {"kirod.dispatch", "kirod.control", "kirod.accounts.model_directory", "kirod.localapi"},
+    | {
+        "kirod.dispatch",
+        "kirod.control",
+        "kirod.accounts.model_directory",
+        "kirod.budgets.limits",
+        "kirod.localapi",
+    },
     # The console is a second front end of the control API: its handlers, its vocabulary.
     "kirod.http.console": BASE
     | {"kirod.dispatch", "kirod.control", "kirod.localapi", "kirod.http.console"},
@@ -63,6 +73,7 @@ ALLOWED: dict[str, set[str]] = {
         "kirod.protocols",
         "kirod.credentials",
         "kirod.accounts",
+        "kirod.budgets",
         "kirod.dispatch",
         "kirod.control",
         "kirod.http",

@@ -17,6 +17,10 @@ as it is then, so a decision never overrides a newer one it did not see.
     5 consecutive rejections of fresh credentials ─▶ disabled
     INSUFFICIENT_MODEL_CAPACITY, SERVICE_REQUEST_RATE_EXCEEDED ─▶ unchanged (Kiro's, not the
                                     account's: only the last error is noted)
+    the credit budget set for it spent ─▶ cooling_down until its day or month turns (a success
+                                    before then does not end it)
+    plan credits used up with overage on in Kiro, kirod not allowed to spend it ─▶ exhausted
+                                    until the plan resets (the overage guard)
 
 Transient failures (a server error, a broken stream, the network) say little about the account:
 like Envoy's outlier detection, the breaker opens only after `threshold` consecutive ones
@@ -59,6 +63,12 @@ DAILY_REASON = "Kiro's daily request limit is reached; it resets at 00:00 UTC"
 FLAGGED_REASON = (
     f"rested {SUSPICIOUS_REST_S / 3600:g} h: Kiro flagged suspicious activity and limits how often "
     "the account may send requests"
+)
+
+_BUDGET_PREFIX = "its credit budget of "
+OVERAGE_GUARD_REASON = (
+    "plan credits used up; overage is on in Kiro, and kirod does not spend into overage for "
+    "this account unless allowed ('kiroctl accounts set-budget ACCOUNT --allow-overage')"
 )
 
 _TRANSIENT = frozenset({Failure.SERVER, Failure.PROTOCOL, Failure.NETWORK, Failure.TIMEOUT})
@@ -234,9 +244,46 @@ def after_failure(
     )
 
 
-def after_success(state: AccountState) -> AccountState | None:
-    """A request was accepted: a half-open trial closes the breaker, counters reset."""
+def is_budget_rest(reason: str | None) -> bool:
+    """Whether a cool-down is the rest of an account whose credit budget is spent."""
+    return reason is not None and reason.startswith(_BUDGET_PREFIX)
+
+
+def budget_rested(state: AccountState, period: str, limit: float, until: float) -> AccountState:
+    """The account's budget for `period` ("day" or "month") is spent: it rests until `until`,
+    unless something graver already holds it."""
+    if _SEVERITY[state.status] > _SEVERITY["cooling_down"]:
+        return state
+    renew = "00:00 UTC" if period == "day" else "the first of the month (UTC)"
+    reason = (
+        f"{_BUDGET_PREFIX}{limit:g} credits a {period} is spent; back at {renew} "
+        "(kiroctl accounts set-budget)"
+    )
+    return dataclasses.replace(
+        state, status="cooling_down", reason=reason, until=until, transient=False
+    )
+
+
+def overage_guarded(state: AccountState, resets_at: float | None) -> AccountState:
+    """Its plan credits are used up and only overage is left, which kirod may not spend."""
+    return _escalate(state, "exhausted", OVERAGE_GUARD_REASON, until=resets_at)
+
+
+def budget_lifted(state: AccountState) -> AccountState | None:
+    """A budget rest or the overage guard no longer applies (the limit was raised, overage
+    allowed): back in service."""
+    lifted = (state.status == "cooling_down" and is_budget_rest(state.reason)) or (
+        state.status == "exhausted" and state.reason == OVERAGE_GUARD_REASON
+    )
+    return enabled(state) if lifted else None
+
+
+def after_success(state: AccountState, now: float | None = None) -> AccountState | None:
+    """A request was accepted: a half-open trial closes the breaker, counters reset. A budget
+    rest lasts its period whatever succeeds before it ends (a request in flight as it began)."""
     if state.status not in ("active", "cooling_down"):
+        return None
+    if is_budget_rest(state.reason) and (now is None or (state.until or 0.0) > now):
         return None
     if state.status == "active" and not (state.failures or state.auth_failures):
         return None
@@ -263,16 +310,17 @@ def after_refresh_failure(
 
 
 def after_usage(
-    state: AccountState, *, remaining: float, resets_at: float | None
+    state: AccountState, *, remaining: float, resets_at: float | None, overage: bool = False
 ) -> AccountState | None:
-    """A usage probe's verdict: no credits left means exhausted until the window resets."""
-    if remaining <= 0:
+    """A usage probe's verdict: no credits left means exhausted until the window resets, unless
+    kirod may spend `overage` (on in Kiro, and allowed for the account)."""
+    if remaining <= 0 and not overage:
         if _SEVERITY[state.status] > _SEVERITY["exhausted"]:
             return None
         return dataclasses.replace(
             state, status="exhausted", reason="monthly credits used up", until=resets_at
         )
-    if state.status != "exhausted":
+    if state.status != "exhausted" or (remaining <= 0 and state.reason != OVERAGE_GUARD_REASON):
         return None
     return dataclasses.replace(state, status="active", reason=None, until=None, failures=0)
 
@@ -296,7 +344,9 @@ def disabled(state: AccountState, reason: str | None) -> AccountState:
     )
 
 
-def _escalate(state: AccountState, status: Status, reason: str) -> AccountState:
+def _escalate(
+    state: AccountState, status: Status, reason: str, *, until: float | None = None
+) -> AccountState:
     if _SEVERITY[state.status] > _SEVERITY[status]:
         return state
-    return dataclasses.replace(state, status=status, reason=reason, until=None, transient=False)
+    return dataclasses.replace(state, status=status, reason=reason, until=until, transient=False)

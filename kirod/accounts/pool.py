@@ -69,6 +69,24 @@ class _Entry:
     spent: float = 0.0  # credits metered since the usage snapshot in `record`
 
     @property
+    def guarded(self) -> bool:
+        """The overage guard watches it: overage is on in Kiro and kirod may not spend it."""
+        usage = self.record.usage
+        return (
+            not self.record.allow_overage
+            and usage is not None
+            and usage.get("overage") == "enabled"
+        )
+
+    def overage_only(self) -> bool:
+        """Only overage is left, and kirod may not spend it (by the last probe less what was
+        metered since)."""
+        if not self.guarded:
+            return False
+        remaining = self.remaining()
+        return remaining is not None and remaining <= 0
+
+    @property
     def login(self) -> str:
         return login_key(self.record.id, self.record.profile_arn)
 
@@ -113,7 +131,10 @@ class _Waiter:
 
 
 def _verdict(entry: _Entry, now: float) -> Eligibility:
-    return status_eligibility(entry.record.status, entry.record.status_until, now)
+    verdict = status_eligibility(entry.record.status, entry.record.status_until, now)
+    if verdict is not Eligibility.NO and entry.guarded and entry.overage_only():
+        return Eligibility.NO  # the overage guard, before the probe or the write says so
+    return verdict
 
 
 class AccountPool:
@@ -151,6 +172,11 @@ class AccountPool:
     def records(self) -> list[AccountRecord]:
         """The accounts as last read, oldest first."""
         return [entry.record for entry in self._sorted()]
+
+    def record(self, account_id: str) -> AccountRecord | None:
+        """The account as last read, if there is one."""
+        entry = self._entries.get(account_id)
+        return entry.record if entry is not None else None
 
     async def current(self) -> list[AccountRecord]:
         """The accounts, re-read first if any was written since the last read."""
@@ -413,9 +439,10 @@ class AccountPool:
     async def succeeded(self, lease: Lease) -> None:
         """The account accepted a request: close its breaker."""
         entry = self._entries.get(lease.account_id)
-        if entry is not None and health.after_success(entry.record.state) is None:
+        now = self._clock()
+        if entry is not None and health.after_success(entry.record.state, now) is None:
             return  # the usual case, a healthy account: nothing to write, no store round trip
-        await self._update(lease.account_id, lambda record: health.after_success(record.state))
+        await self._update(lease.account_id, lambda record: health.after_success(record.state, now))
 
     async def failed(
         self,
@@ -483,15 +510,49 @@ class AccountPool:
         return await self._update(
             account_id,
             lambda record: health.after_usage(
-                record.state, remaining=usage.remaining, resets_at=usage.resets_at
+                record.state,
+                remaining=usage.remaining,
+                resets_at=usage.resets_at,
+                overage=record.allow_overage and usage.overage == "enabled",
             ),
         )
 
-    def spent(self, account_id: str, credits: float) -> None:
-        """Credits a request used, until the next usage probe replaces the estimate."""
+    async def spent(self, account_id: str, credits: float) -> None:
+        """Credits a request used, until the next usage probe replaces the estimate. Where they
+        used up the plan's credits and only overage kirod may not spend is left, the account
+        rests as exhausted until the plan resets (the overage guard)."""
+        entry = self._entries.get(account_id)
+        if entry is None:
+            return
+        entry.spent += credits
+        await self._guard_overage(entry)
+
+    async def _guard_overage(self, entry: _Entry) -> None:
+        if entry.record.status == "active" and entry.overage_only():
+            resets_at = (entry.record.usage or {}).get("resets_at")
+            until = float(resets_at) if isinstance(resets_at, int | float) else None
+            await self._update(
+                entry.record.id, lambda record: health.overage_guarded(record.state, until)
+            )
+
+    async def rest_for_budget(
+        self, account_id: str, period: str, limit: float, until: float
+    ) -> AccountRecord | None:
+        """The account's credit budget for `period` is spent: it rests until `until`."""
+        return await self._update(
+            account_id, lambda record: health.budget_rested(record.state, period, limit, until)
+        )
+
+    async def budget_changed(self, account_id: str) -> AccountRecord | None:
+        """The account's budget or overage permission changed: a rest for them ends, and the
+        overage guard rests it again if it still applies (a spent budget is the caller's)."""
+        await self.sync()
+        record = await self._update(account_id, lambda record: health.budget_lifted(record.state))
         entry = self._entries.get(account_id)
         if entry is not None:
-            entry.spent += credits
+            await self._guard_overage(entry)
+            record = entry.record
+        return record
 
     async def enable(self, account_id: str) -> AccountRecord | None:
         """Put the account back in service, whatever its state; None if there is no such one."""

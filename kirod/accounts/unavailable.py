@@ -44,6 +44,21 @@ def unavailable(
     elif only == "cooling_down" and all(health.is_flagged(state.reason) for state in states):
         code = "accounts_cooling_down"
         message = f"all Kiro accounts are resting: Kiro flagged suspicious activity{back}"
+    elif only == "cooling_down" and all(health.is_budget_rest(state.reason) for state in states):
+        code = "accounts_over_budget"
+        message = (
+            "every Kiro account has spent the credit budget set for it "
+            f"('kiroctl accounts set-budget' changes it){back}"
+        )
+    elif only == "exhausted" and all(
+        state.reason == health.OVERAGE_GUARD_REASON for state in states
+    ):
+        code = "accounts_exhausted"
+        message = (
+            "all Kiro accounts have used up their plan credits, and kirod does not spend into "
+            "overage unless allowed ('kiroctl accounts set-budget ACCOUNT --allow-overage')"
+            f"{back}"
+        )
     elif only == "cooling_down" and all(state.reason == health.DAILY_REASON for state in states):
         code = "accounts_cooling_down"
         message = f"all Kiro accounts reached Kiro's daily request limit (reset 00:00 UTC){back}"

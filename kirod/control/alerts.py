@@ -12,6 +12,9 @@ alerts for one owned task, so that no request ever waits on a webhook. Events:
 - `account_recovered`: an account back to `active` from one of those;
 - `all_accounts_down`: no account left that serves or will by itself (a cool-down ends alone,
   so it is usable here and never alerts); `accounts_recovered`: one serves again;
+- `budget_warning` (80 %) and `budget_spent` (100 %): a key's or an account's credit budget for
+  its UTC day or month, once each per period (`kirod.budgets`); the body carries `"budget":
+  {"scope", "id", "period", "share", "spent", "limit", "renews_at"}` and `account` null;
 - `test`: sent by `kiroctl alerts test`.
 
 A webhook gets `{"event", "account": {"id", "label", "status", "reason", "until"} | null, "at",
@@ -40,6 +43,7 @@ import aiohttp
 
 from kirod import __version__, log
 from kirod.accounts.health import is_flagged
+from kirod.budgets.budgets import Crossing
 from kirod.config import Webhook
 from kirod.report_types import AlertDelivery, AlertTest
 from kirod.storage.accounts import AccountRecord, StatusChange
@@ -79,6 +83,7 @@ class Alert:
     event: str
     account: dict[str, Any] | None
     at: float
+    budget: dict[str, Any] | None = None
 
     def body(self) -> bytes:
         document = {
@@ -87,10 +92,18 @@ class Alert:
             "at": self.at,
             "kirod": {"version": __version__},
         }
+        if self.budget is not None:
+            document["budget"] = self.budget
         return json.dumps(document, separators=(",", ":")).encode()
 
     def text(self) -> str:
         """One line for a desktop notification."""
+        if self.budget is not None:
+            b = self.budget
+            return (
+                f"{b['scope']} {b['id']}: {b['spent']:g} of {b['limit']:g} credits of its "
+                f"{b['period']}'s budget spent ({b['share']})"
+            )
         if self.account is None:
             return self.event.replace("_", " ")
         status = str(self.account["status"]).replace("_", " ")
@@ -213,6 +226,23 @@ class Alerts:
             self._down = True
             self._put("all_accounts_down", None)
 
+    def budget_crossed(self, crossing: Crossing) -> None:
+        """A budget passed 80 % or 100 % (`kirod.budgets` tells each once per period)."""
+        event = "budget_spent" if crossing.threshold >= 1.0 else "budget_warning"
+        self._put(
+            event,
+            None,
+            budget={
+                "scope": crossing.scope,
+                "id": crossing.id,
+                "period": crossing.period,
+                "share": f"{crossing.threshold:.0%}",
+                "spent": crossing.spent,
+                "limit": crossing.limit,
+                "renews_at": crossing.renews_at,
+            },
+        )
+
     async def test(self) -> AlertTest:
         """Send one `test` alert to every webhook now (one try each); what each answered."""
         alert = Alert("test", None, time.time())
@@ -236,7 +266,13 @@ class Alerts:
             "until": change.until,
         }
 
-    def _put(self, event: str, account: dict[str, Any] | None) -> None:
+    def _put(
+        self,
+        event: str,
+        account: dict[str, Any] | None,
+        *,
+        budget: dict[str, Any] | None = None,
+    ) -> None:
         if not self.enabled or self._closing:
             return
         if len(self._queue) >= self._queue_size:
@@ -249,7 +285,7 @@ class Alerts:
                 queued=len(self._queue),
                 why="the alert queue is full",
             )
-        self._queue.append(Alert(event, account, time.time()))
+        self._queue.append(Alert(event, account, time.time(), budget))
         self._wake.set()
 
     async def _deliver_queued(self) -> None:

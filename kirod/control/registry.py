@@ -20,6 +20,7 @@ from kirod.accounts import profiles
 from kirod.accounts.health import current_status
 from kirod.accounts.maintenance import Maintenance
 from kirod.accounts.pool import AccountPool
+from kirod.budgets.budgets import Budgets, account_limits
 from kirod.credentials import refresh as auth
 from kirod.credentials.importers import ImportedAccount, ImportLimits, parse_api_key, parse_upload
 from kirod.credentials.refresh import registration_expired
@@ -53,9 +54,11 @@ def _same_login(record: AccountRecord, imported: ImportedAccount) -> bool:
     )
 
 
-def shown(record: AccountRecord, now: float) -> dict[str, Any]:
-    """An account as the control API shows it: no secrets, its status as of now."""
+def shown(record: AccountRecord, now: float, budgets: Budgets | None = None) -> dict[str, Any]:
+    """An account as the control API shows it: no secrets, its status as of now, its budget."""
     out = record.redacted()
+    if budgets is not None:
+        out["budget"] = budgets.report("account", record.id, account_limits(record)).to_json()
     out["registration_expired"] = registration_expired(
         Credentials.from_json(record.credentials), now
     )
@@ -76,11 +79,13 @@ class AccountRegistry:
         maintenance: Maintenance,
         client: KiroClient,
         limits: ImportLimits,
+        budgets: Budgets | None = None,
     ) -> None:
         self._pool = pool
         self._maintenance = maintenance
         self._client = client
         self._limits = limits
+        self._budgets = budgets
 
     @property
     def _store(self) -> AccountStore:
@@ -88,13 +93,40 @@ class AccountRegistry:
 
     async def all(self) -> list[dict[str, Any]]:
         now = time.time()
-        return [shown(record, now) for record in await self._store.list()]
+        return [shown(record, now, self._budgets) for record in await self._store.list()]
 
     async def get(self, account_id: str) -> dict[str, Any]:
         record = await self._store.get(account_id)
         if record is None:
             raise ControlNotFound("account")
-        return shown(record, time.time())
+        return shown(record, time.time(), self._budgets)
+
+    async def set_budget(
+        self, account_id: str, *, day: float | None, month: float | None, allow_overage: bool
+    ) -> dict[str, Any]:
+        """Set the account's credit ceilings and overage permission. A rest they no longer
+        call for ends; one they now call for begins."""
+        record = await self._store.set_budget(
+            account_id, day=day, month=month, allow_overage=allow_overage
+        )
+        if record is None:
+            raise ControlNotFound("account")
+        record = await self._pool.budget_changed(account_id) or record
+        rest = self._budgets.rest(record) if self._budgets is not None else None
+        if rest is not None:
+            record = (
+                await self._pool.rest_for_budget(account_id, rest.period, rest.limit, rest.until)
+                or record
+            )
+        log.event(
+            logger,
+            "account_budget_set",
+            account=account_id,
+            per_day=day,
+            per_month=month,
+            allow_overage=allow_overage,
+        )
+        return shown(record, time.time(), self._budgets)
 
     async def counts(self) -> AccountCounts:
         """How many accounts there are, and in which state as of now."""

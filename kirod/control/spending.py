@@ -9,11 +9,20 @@ never its label (often an email), tokens or profile.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
 from kirod.accounts.pool import AccountPool
+from kirod.budgets.budgets import Budgets
+from kirod.budgets.limits import Limits
+from kirod.budgets.periods import DAY_S, day_of
+from kirod.errors import InvalidControlRequest
+from kirod.report_types import Spend, SpendDay
 from kirod.storage.oplog import OpLog
+from kirod.storage.spend import SpendStore
+
+MAX_DAYS = 400
 
 
 def day_and_month_start(now: float) -> tuple[float, float]:
@@ -24,9 +33,44 @@ def day_and_month_start(now: float) -> tuple[float, float]:
 
 
 class Spending:
-    def __init__(self, oplog: OpLog, pool: AccountPool) -> None:
+    def __init__(
+        self,
+        oplog: OpLog,
+        pool: AccountPool,
+        spend: SpendStore | None = None,
+        budgets: Budgets | None = None,
+        key_limits: Callable[[str], Limits] | None = None,
+    ) -> None:
         self._oplog = oplog
         self._pool = pool
+        self._spend = spend
+        self._budgets = budgets
+        self._key_limits = key_limits
+
+    async def series(self, scope: str, id_: str, *, days: int, now: float | None = None) -> Spend:
+        """A key's or an account's spend per UTC day over the last `days` days, today last,
+        days without requests included (for the charts)."""
+        if scope not in ("key", "account"):
+            raise InvalidControlRequest("scope must be key or account")
+        if not 1 <= days <= MAX_DAYS:
+            raise InvalidControlRequest(f"days must be from 1 to {MAX_DAYS}")
+        today = day_of(time.time() if now is None else now)
+        first = today - days + 1
+        found: dict[int, SpendDay] = {}
+        if self._spend is not None:
+            await self._oplog.flush()  # the rows queued behind requests, and their spend
+            for row in await self._spend.since(first, scope="key" if scope == "key" else "account"):
+                if row.id == id_:
+                    found[row.day] = _spend_day(
+                        row.day, row.requests, row.input_tokens, row.output_tokens, row.credits
+                    )
+        return Spend(
+            scope,
+            id_,
+            tuple(
+                found.get(day) or _spend_day(day, 0, 0, 0, 0.0) for day in range(first, today + 1)
+            ),
+        )
 
     async def report(self, key_id: str, *, now: float | None = None) -> dict[str, Any]:
         """The `GET /v1/usage` document for API key `key_id` (shape in README, "Usage")."""
@@ -49,13 +93,26 @@ class Spending:
             for account in status.accounts
         ]
         known = [a.remaining_credits for a in status.accounts if a.remaining_credits is not None]
+        budget = None
+        if self._budgets is not None and self._key_limits is not None:
+            limits = self._key_limits(key_id)
+            if limits.any:
+                budget = self._budgets.report("key", key_id, limits).to_json()
         return {
             "object": "usage",
             "at": at,
             "key_id": key_id,
+            "budget": budget,
             "credits": periods,
             "pool": {
                 "remaining_credits": round(sum(known), 4) if known else None,
                 "accounts": accounts,
             },
         }
+
+
+def _spend_day(
+    day: int, requests: int, input_tokens: int, output_tokens: int, credits: float
+) -> SpendDay:
+    date = datetime.fromtimestamp(day * DAY_S, UTC).strftime("%Y-%m-%d")
+    return SpendDay(date, requests, input_tokens, output_tokens, round(credits, 6))

@@ -26,6 +26,8 @@ from pathlib import Path
 from aiohttp import web
 
 from kirod import __version__, log
+from kirod.budgets.budgets import Budgets
+from kirod.budgets.periods import first_day_of_month
 from kirod.config import ServiceEnv, Settings
 from kirod.control.alerts import Alerts
 from kirod.control.apikeys import ApiKeys
@@ -75,6 +77,7 @@ from kirod.storage.accounts import AccountStore
 from kirod.storage.db import Database
 from kirod.storage.keys import KeyStore, generate_key
 from kirod.storage.responses import ResponseStore
+from kirod.storage.spend import SpendStore
 from kirod.tasks import TaskOwner
 from kirod.upstream.client import ClientOptions, Endpoints, KiroClient
 
@@ -335,9 +338,17 @@ async def run(
                 affinity_secret=derive(install_key, "account-affinity"),
                 authorize=gate.authorize_model,
                 extensions=extensions,
+                budgets=Budgets(on_crossed=alerts.budget_crossed),
+                key_limits=gate.limits,
             )
             stack.push_async_callback(layer.close)  # after the drain, before the store
             await layer.models.windows.load()  # the windows learned before a restart
+            spend = SpendStore(db)
+            layer.budgets.load(  # the month's spend before a restart
+                await spend.since(first_day_of_month(time.time())),
+                {key_id: gate.limits(key_id) for key_id in gate.key_ids},
+                await accounts.list(),
+            )
             models, dispatcher = layer.models, layer.dispatcher
 
             def info() -> DaemonInfo:
@@ -353,6 +364,7 @@ async def run(
                     database_damaged=None if db.damaged is None else str(db.damaged),
                 )
 
+            spending = Spending(layer.oplog, layer.pool, spend, layer.budgets, gate.limits)
             port = tcp.getsockname()[1]
             console_hosts = served_hosts(settings, port)
             sessions = ConsoleSessions(settings.console_idle_s) if console_hosts else None
@@ -364,8 +376,9 @@ async def run(
                     layer.maintenance,
                     client,
                     ImportLimits(settings.import_max_bytes, settings.import_timeout_s),
+                    layer.budgets,
                 ),
-                keys=ApiKeys(keys, gate.reload),
+                keys=ApiKeys(keys, gate.reload, layer.budgets),
                 models=models,
                 logins=Logins(client, accounts, background, on_added=layer.maintenance.welcome),
                 reports=LayerReports(layer.maintenance, layer.oplog, layer.pool),
@@ -382,6 +395,7 @@ async def run(
                 live=LiveCheck(accounts, layer.keeper, client, models, layer.maintenance),
                 unreachable=client.outages.current,
                 db=DatabaseService(db),
+                spending=spending,
             )
             control_runner = web.AppRunner(
                 build_control_app(control),
@@ -416,7 +430,7 @@ async def run(
                     max_age_s=settings.responses_retention_s,
                     max_bytes=settings.responses_max_bytes,
                 ),
-                spending=Spending(layer.oplog, layer.pool),
+                spending=spending,
                 outages=client.outages,
             )
             public_app = build_public_app(services, extra_routes)

@@ -14,6 +14,8 @@ from kirod.accounts.profiles import ProfileFinder
 from kirod.accounts.strategy import Strategy
 from kirod.accounts.tokens import TokenKeeper
 from kirod.accounts.windows import WindowLearner
+from kirod.budgets.budgets import Budgets
+from kirod.budgets.limits import Limits
 from kirod.canonical.catalog import ModelInfo
 from kirod.canonical.request import CanonicalRequest
 from kirod.canonical.resolution import ModelPolicy
@@ -47,6 +49,7 @@ class AccountLayer:
     affinity: AffinityMap
     cache: ResponseCache
     drift: DriftBook
+    budgets: Budgets
 
     async def close(self) -> None:
         """Write what the layer holds behind the request; after the drain, before the store."""
@@ -80,6 +83,8 @@ def build_account_layer(
     affinity_secret: bytes,
     authorize: Callable[[str, ModelInfo], None] | None = None,
     extensions: Extensions = NONE,
+    budgets: Budgets | None = None,
+    key_limits: Callable[[str], Limits] | None = None,
 ) -> AccountLayer:
     """Wire pool, token keeper, probes, affinity, dispatcher and maintenance; start nothing.
 
@@ -107,6 +112,7 @@ def build_account_layer(
     probes = UsageProbes(pool, client, keeper, tasks)
     finder = ProfileFinder(accounts, client, keeper)
     oplog = OpLog(db)
+    budgets = budgets or Budgets()
     cache = ResponseCache(
         CacheStore(
             db, ttl_s=settings.response_cache_ttl_s, max_bytes=settings.response_cache_max_bytes
@@ -133,6 +139,8 @@ def build_account_layer(
         steps=turn_steps(settings, client),
         extensions=extensions,
         cache=cache,
+        budgets=budgets,
+        key_limits=key_limits,
     )
     maintenance = Maintenance(
         pool,
@@ -150,5 +158,5 @@ def build_account_layer(
         drift=drift,
     )
     return AccountLayer(
-        pool, keeper, models, dispatcher, maintenance, oplog, affinity, cache, drift
+        pool, keeper, models, dispatcher, maintenance, oplog, affinity, cache, drift, budgets
     )

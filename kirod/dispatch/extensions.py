@@ -34,7 +34,14 @@ from kirod.canonical.events import (
 )
 from kirod.canonical.request import CanonicalRequest
 from kirod.errors import ApiError, ConfigError, ErrorKind
-from kirod.extension import Extension, OnFailure, OptionSpec
+from kirod.extension import (
+    Extension,
+    KeyBudget,
+    OnFailure,
+    OptionSpec,
+    budget_told,
+    budget_untold,
+)
 from kirod.report_types import ExtensionInfo
 
 GROUP = "kirod.extensions"
@@ -275,10 +282,22 @@ class Extensions:
             skipped=item.on_failure == "skip",
         )
 
-    async def request(self, request: CanonicalRequest) -> tuple[CanonicalRequest, tuple[str, ...]]:
-        """`request` through each `on_request`, and the names of the extensions that changed it.
+    async def request(
+        self, request: CanonicalRequest, budget: KeyBudget | None = None
+    ) -> tuple[CanonicalRequest, tuple[str, ...]]:
+        """`request` through each `on_request`, and the names of the extensions that changed it;
+        `key_budget()` answers `budget` meanwhile.
 
         Raises the `extension_failed` error when one fails and does not skip."""
+        told = budget_told(budget)
+        try:
+            return await self._requested(request)
+        finally:
+            budget_untold(told)
+
+    async def _requested(
+        self, request: CanonicalRequest
+    ) -> tuple[CanonicalRequest, tuple[str, ...]]:
         changed: list[str] = []
         for item in self._request:
             try:

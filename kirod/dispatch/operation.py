@@ -14,6 +14,8 @@ import dataclasses
 import time
 from collections.abc import AsyncIterator
 
+from kirod.budgets.rates import Estimate
+from kirod.canonical.catalog import ModelInfo
 from kirod.canonical.events import (
     CanonicalEvent,
     ErrorEvent,
@@ -51,6 +53,8 @@ class Operation:
         self.credits: float | None = None
         self.stream_error: str | None = None
         self.finished = False  # the committed event stream ran to its end
+        self.reserved: Estimate | None = None  # what its budgets held for it (kirod.budgets)
+        self.model_info: ModelInfo | None = None  # the model that answered
         self._exchanges: list[Exchange] = []  # the turn's, in order
         self._on: tuple[str, str | None, str | None] | None = None  # account, region, model
 
@@ -89,6 +93,11 @@ class Operation:
         """The attempt's answer broke off and goes to another account: its exchanges are not
         the answer's (their frames, truncations and continuations)."""
         self._exchanges.clear()
+
+    @property
+    def estimated_input(self) -> int | None:
+        """The input tokens kirod estimated for the answering exchange, once one opened."""
+        return self._exchanges[0].input_tokens if self._exchanges else None
 
     def committed(self) -> None:
         self.ttfb_ms = self._elapsed_ms()
@@ -148,6 +157,8 @@ class Operation:
             cuts=sum(exchange.cut for exchange in self._exchanges),
             extensions=self.extensions,
             cache=self.cache,
+            reserved_credits=None if self.reserved is None else round(self.reserved.credits, 6),
+            reserved_tokens=None if self.reserved is None else self.reserved.tokens,
         )
 
     def _elapsed_ms(self) -> float:

@@ -31,6 +31,12 @@ and the routing (the key's model scope is checked again on the model it leaves),
 hooks on the committed events before the operation log notes them, `on_error` on an error that
 ends the request before it commits. With none enabled the request and its stream are untouched.
 
+Budgets (`kirod.budgets`) come after the response cache (a hit costs nothing) and before any
+lease: the request's estimate is held against its API key, and against the account it leases
+where that account has a ceiling (only accounts with room for it are leased). When the request
+ends, the hold settles to what Kiro metered, and an account whose ceiling is now spent rests.
+Every request settles, budgets or not, so that a budget set later counts its day.
+
 The response cache (`kirod.dispatch.cache`) comes after the extensions and before routing, when
 the route asks for it (`cache=True`: the key allows it and the request asked): the redacted
 request is what is hashed, and the key's scope is judged on the resolved model first. A hit is
@@ -54,11 +60,15 @@ from dataclasses import dataclass
 
 from kirod import log
 from kirod.accounts.affinity import AffinityMap
-from kirod.accounts.model_directory import ModelDirectory
+from kirod.accounts.model_directory import ModelDirectory, Routing
 from kirod.accounts.pool import AccountPool
 from kirod.accounts.probes import UsageProbes
 from kirod.accounts.profiles import ProfileFinder
 from kirod.accounts.tokens import TokenKeeper
+from kirod.budgets.budgets import Budgets, Hold
+from kirod.budgets.limits import NONE, Limits
+from kirod.budgets.periods import next_day
+from kirod.budgets.rates import Estimate, basis_tokens
 from kirod.canonical.catalog import ModelInfo
 from kirod.canonical.events import CanonicalEvent, ErrorEvent, MessageStart, MessageStop
 from kirod.canonical.request import CanonicalRequest
@@ -66,9 +76,12 @@ from kirod.canonical.shape import request_shape
 from kirod.dispatch.attempt import Attempts, Opened, Retry, RouteSettings
 from kirod.dispatch.branches import BranchQueue
 from kirod.dispatch.cache import Lookup, ResponseCache
-from kirod.dispatch.extensions import NONE, Extensions
+from kirod.dispatch.extensions import NONE as NO_EXTENSIONS
+from kirod.dispatch.extensions import Extensions
 from kirod.dispatch.operation import Operation
-from kirod.errors import ApiError
+from kirod.errors import ApiError, ErrorKind
+from kirod.extension import KeyBudget
+from kirod.storage.accounts import AccountRecord
 from kirod.storage.affinity import Binding
 from kirod.storage.oplog import OpLog
 from kirod.upstream.client import KiroClient
@@ -149,11 +162,16 @@ class Dispatcher:
         policy: DispatchPolicy = DispatchPolicy(),
         authorize: Callable[[str, ModelInfo], None] | None = None,
         steps: StepsFor | None = None,
-        extensions: Extensions = NONE,
+        extensions: Extensions = NO_EXTENSIONS,
         cache: ResponseCache | None = None,
+        budgets: Budgets | None = None,
+        key_limits: Callable[[str], Limits] | None = None,
     ) -> None:
-        """`authorize(tenant, model)` raises an `ApiError` when the API key may not use it."""
+        """`authorize(tenant, model)` raises an `ApiError` when the API key may not use it;
+        `key_limits(tenant)` are the key's budgets."""
         self._authorize = authorize
+        self._budgets = budgets
+        self._key_limits = key_limits
         self._extensions = extensions
         self._cache = cache
         self._pool = pool
@@ -185,9 +203,11 @@ class Dispatcher:
             log.event(logger, "request_shape", level=logging.DEBUG, **request_shape(request))
         failure: BaseException | None = None
         committed = False
+        limits = self._key_limits(tenant) if self._key_limits is not None else NONE
+        hold: Hold | None = None
         try:
             if self._extensions:
-                request = await self._extended(request, operation)
+                request = await self._extended(request, operation, limits)
             lookup = await self._looked_up(request, tenant) if cache else None
             if lookup is not None:
                 operation.cache = "miss" if lookup.events is None else "hit"
@@ -208,6 +228,8 @@ class Dispatcher:
                     cache="hit",
                 )
                 return
+            routing = self._models.route(request.model, await self._pool.current())
+            hold = self._admitted(request, tenant, limits, routing, operation)
             async with contextlib.AsyncExitStack() as stack:
                 key_hash: str | None = None
                 binding: Binding | None = None
@@ -217,7 +239,8 @@ class Dispatcher:
                         self._branches.turn(key_hash, timeout_s=self._policy.branch_timeout_s)
                     )
                     binding = await self._affinity.lookup(key_hash)
-                opened, answer = await self._open(request, binding, operation, stack)
+                opened, answer = await self._open(request, routing, binding, operation, stack, hold)
+                operation.model_info = opened.route.model
                 if key_hash is not None:
                     self._affinity.bind(
                         key_hash, opened.lease.account_id, opened.route.conversation_id
@@ -244,8 +267,10 @@ class Dispatcher:
             raise
         finally:
             if operation.credits and operation.account_id:
-                self._pool.spent(operation.account_id, operation.credits)
+                await self._pool.spent(operation.account_id, operation.credits)
             self._oplog.append(operation.entry(failure))
+            if self._budgets is not None:
+                await self._settled(hold, request, limits, operation)
 
     async def _looked_up(self, request: CanonicalRequest, tenant: str) -> Lookup | None:
         """The cache's answer to `request`, None when it may not answer it: judged after
@@ -261,13 +286,88 @@ class Dispatcher:
         name = request.model if resolution.via == "exact" else resolution.info.public_id
         return await self._cache.lookup(request, tenant, resolution.info, name)
 
-    async def _extended(self, request: CanonicalRequest, operation: Operation) -> CanonicalRequest:
+    def _admitted(
+        self,
+        request: CanonicalRequest,
+        tenant: str,
+        limits: Limits,
+        routing: Routing,
+        operation: Operation,
+    ) -> Hold | None:
+        """The request's hold on its key's budgets, taken before any lease; None when neither
+        its key nor any account has one. Raises the key's 429 when it does not fit, and the
+        accounts' when none serving the model has room."""
+        budgets = self._budgets
+        if budgets is None:
+            return None
+        records = self._pool.records()
+        budgeted = [r for r in records if r.budget_day is not None or r.budget_month is not None]
+        if not limits.any and not budgeted:
+            return None
+        model = routing.resolution.info if routing.resolution is not None else None
+        estimate = budgets.estimate(request, model)
+        hold = budgets.admit(tenant, limits, estimate)
+        operation.reserved = estimate
+        if budgeted:
+            serving = [r for r in records if routing.offers is None or routing.offers(r)]
+            if serving and all(r in budgeted and not budgets.fits(r, estimate) for r in serving):
+                budgets.settle(
+                    hold, key_id=tenant, key_limits=limits, account=None, credits=None, tokens=None
+                )
+                raise _accounts_over_budget(budgets, serving, estimate)
+        return hold
+
+    async def _settled(
+        self,
+        hold: Hold | None,
+        request: CanonicalRequest,
+        limits: Limits,
+        operation: Operation,
+    ) -> None:
+        """The request's spend into the ledger (and its hold settled); an account whose
+        ceiling it spent rests."""
+        budgets = self._budgets
+        assert budgets is not None
+        account = self._pool.record(operation.account_id) if operation.account_id else None
+        tokens: int | None = None
+        if operation.input_tokens is not None or operation.output_tokens is not None:
+            tokens = (operation.input_tokens or 0) + (operation.output_tokens or 0)
+        elif operation.ttfb_ms is not None and operation.estimated_input is not None:
+            tokens = operation.estimated_input  # sent, never counted: its input stays counted
+        basis = None
+        if operation.estimated_input is not None and operation.stop_reason is not None:
+            basis = basis_tokens(operation.estimated_input, request.max_output_tokens)
+        rest = budgets.settle(
+            hold,
+            key_id=operation.tenant,
+            key_limits=limits,
+            account=account,
+            credits=operation.credits,
+            tokens=tokens,
+            model=operation.model_info,
+            basis=basis,
+        )
+        if rest is not None and account is not None:
+            await self._pool.rest_for_budget(account.id, rest.period, rest.limit, rest.until)
+
+    async def _extended(
+        self, request: CanonicalRequest, operation: Operation, limits: Limits
+    ) -> CanonicalRequest:
         """`request` as the extensions' `on_request` leave it, noted in the operation log.
 
         A changed model is judged against the key's scope here, before any lease: an extension
         cannot route a key to a model it may not use (each attempt checks it again on the
         account's own catalog)."""
-        changed, by = await self._extensions.request(request)
+        budget: KeyBudget | None = None
+        if limits.any and self._budgets is not None:
+            left = self._budgets.remaining(operation.tenant, limits)
+            budget = KeyBudget(
+                operation.tenant,
+                left.credits_today,
+                left.credits_this_month,
+                left.tokens_this_minute,
+            )
+        changed, by = await self._extensions.request(request, budget)
         if not by:
             return request
         operation.request, operation.extensions = changed, by
@@ -353,32 +453,45 @@ class Dispatcher:
     async def _open(
         self,
         request: CanonicalRequest,
+        routing: Routing,
         binding: Binding | None,
         operation: Operation,
         stack: contextlib.AsyncExitStack,
+        hold: Hold | None,
     ) -> tuple[Opened, AsyncIterator[list[CanonicalEvent]]]:
         """Try accounts until one commits (module docstring): the attempt and the events to
         hand on; its slot and response join `stack`.
 
         Only accounts whose catalog offers the request's model are leased (`ModelDirectory.route`);
-        a model none offers is its 404 before any lease.
+        a model none offers is its 404 before any lease. With a `hold`, only accounts whose
+        ceilings have room for it are.
         """
-        routing = self._models.route(request.model, await self._pool.current())
         tried: list[str] = []
+        full: list[str] = []  # leased, but another request took its room meanwhile
         last: ApiError | None = None
         previous: Failure | None = None
+        eligible = self._eligible(routing, hold)
         while len(tried) < self._policy.max_account_attempts:
             try:
                 lease = await self._pool.lease(
                     prefer=binding.account_id if binding else None,
-                    exclude=tried,
-                    eligible=routing.offers,
+                    exclude=[*tried, *full],
+                    eligible=eligible,
                 )
             except ApiError as unavailable:
                 if last is None:
                     raise
                 # The last attempt's error, told when an account is expected back.
                 raise last.told_when(unavailable.headers.get("Retry-After")) from None
+            budgets = self._budgets
+            if (
+                hold is not None
+                and budgets is not None
+                and not budgets.hold_account(hold, lease.account)
+            ):
+                lease.release()
+                full.append(lease.account_id)
+                continue
             tried.append(lease.account_id)
             operation.account_id = lease.account_id
             async with contextlib.AsyncExitStack() as attempt:
@@ -390,6 +503,8 @@ class Dispatcher:
                     operation.committed()  # the first event: the answering attempt's counts
                     answer = await self._answer(request, opened, operation)
                 except Retry as retry:
+                    if hold is not None and self._budgets is not None:
+                        self._budgets.release_account(hold)  # it goes with the request
                     last = retry.error
                     if retry.failure in _SUSPECT_REQUEST and retry.failure is previous:
                         log.event(logger, "failover_stopped", failure=retry.failure.value)
@@ -401,6 +516,37 @@ class Dispatcher:
                 return opened, answer
         assert last is not None
         raise last
+
+    def _eligible(
+        self, routing: Routing, hold: Hold | None
+    ) -> Callable[[AccountRecord], bool] | None:
+        """Which accounts may take the request: those offering its model and, with a hold,
+        with room for it under their ceilings."""
+        budgets, offers = self._budgets, routing.offers
+        if hold is None or budgets is None:
+            return offers
+        estimate = hold.estimate
+        if offers is None:
+            return lambda record: budgets.fits(record, estimate)
+        return lambda record: offers(record) and budgets.fits(record, estimate)
+
+
+def _accounts_over_budget(
+    budgets: Budgets, serving: Sequence[AccountRecord], estimate: Estimate
+) -> ApiError:
+    """No account serving the model has room under its ceilings for `estimate`."""
+    rests = [rest.until for record in serving if (rest := budgets.rest(record)) is not None]
+    until = min(rests) if rests else next_day(time.time())
+    wait = max(1, int(until - time.time()) + 1)
+    return ApiError(
+        ErrorKind.RATE_LIMIT,
+        "every Kiro account that serves this model has spent the credit budget set for it "
+        f"(this request may cost about {estimate.credits:.4g} credits); "
+        "'kiroctl accounts set-budget' changes the budgets",
+        code="accounts_over_budget",
+        headers={"Retry-After": str(wait)},
+        final=True,
+    )
 
 
 @dataclass

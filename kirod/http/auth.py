@@ -22,6 +22,7 @@ from collections.abc import Iterable
 
 from aiohttp import web
 
+from kirod.budgets.limits import NONE, Limits
 from kirod.canonical.catalog import ModelInfo
 from kirod.config.hosts import host_name, is_loopback, loopback_address
 from kirod.errors import ApiError, ErrorKind
@@ -105,6 +106,7 @@ class KeyGate:
         self._keyless = keyless
         self._keys: list[UsableKey] = []
         self._scopes: dict[str, KeyScope] = {}
+        self._limits: dict[str, Limits] = {}
         self._index(self._config)
         self._store = store
         self._rates = rates or RateWindows()
@@ -112,6 +114,12 @@ class KeyGate:
     def _index(self, keys: list[UsableKey]) -> None:
         self._keys = keys
         self._scopes = {key.id: key.scope for key in keys}
+        self._limits = {}
+        for key in keys:
+            scope = key.scope
+            limits = Limits(scope.credits_per_day, scope.credits_per_month, scope.tokens_per_minute)
+            if limits.any:
+                self._limits[key.id] = limits
         if self._keyless:
             self._scopes[KEYLESS_TENANT] = UNRESTRICTED
 
@@ -171,6 +179,14 @@ class KeyGate:
         ):
             await self._store.touch(key_id)
         return key_id
+
+    def limits(self, key_id: str) -> Limits:
+        """The key's budgets (kirod.budgets); `NONE` for a key without any."""
+        return self._limits.get(key_id, NONE)
+
+    @property
+    def key_ids(self) -> set[str]:
+        return set(self._scopes)
 
     def caches(self, key_id: str) -> bool:
         """Whether the key may be answered from the response cache (configured keys never)."""

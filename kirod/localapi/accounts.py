@@ -16,6 +16,7 @@ from kirod.config import Settings
 from kirod.control.logins import MAX_WAIT_S
 from kirod.errors import ControlError, ControlNotFound, InvalidControlRequest
 from kirod.localapi.control import CONTROL, json_body
+from kirod.localapi.keys import credits_limit
 
 _REGION = re.compile(r"[a-z]{2}(?:-[a-z]+)+-\d{1,2}")
 
@@ -139,6 +140,23 @@ async def set_account_overage(request: web.Request) -> web.Response:
         raise InvalidControlRequest("give enabled: true or false")
     return web.json_response(
         await request.app[CONTROL].accounts.set_overage(request.match_info["account_id"], enabled)
+    )
+
+
+async def set_account_budget(request: web.Request) -> web.Response:
+    """Body: {"credits_per_day", "credits_per_month"} (each null for none) and
+    "allow_overage": true | false; the whole set is replaced. Answers the account."""
+    body = await json_body(request)
+    allow = body.get("allow_overage", False)
+    if not isinstance(allow, bool):
+        raise InvalidControlRequest("allow_overage must be true or false")
+    return web.json_response(
+        await request.app[CONTROL].accounts.set_budget(
+            request.match_info["account_id"],
+            day=credits_limit(body, "credits_per_day"),
+            month=credits_limit(body, "credits_per_month"),
+            allow_overage=allow,
+        )
     )
 
 

@@ -33,6 +33,7 @@ from kirod.report_types import (
     LogLines,
     Models,
     Pool,
+    Spend,
     Stats,
     Status,
     Trace,
@@ -357,15 +358,63 @@ class LocalClient:
         models: list[str] | tuple[str, ...] = (),
         rpm: int | None = None,
         cache: bool = False,
+        credits_per_day: float | None = None,
+        credits_per_month: float | None = None,
+        tokens_per_minute: int | None = None,
     ) -> CreatedKey:
         """A key for the model patterns `models` (empty: any) and `rpm` requests a minute;
-        `cache`: its requests may ask for cached answers."""
+        `cache`: its requests may ask for cached answers; the budgets (None: none)."""
         body: dict[str, Any] = {"name": name, "models": list(models)}
         if rpm is not None:
             body["rpm"] = rpm
         if cache:
             body["cache"] = True
+        budgets = {
+            "credits_per_day": credits_per_day,
+            "credits_per_month": credits_per_month,
+            "tokens_per_minute": tokens_per_minute,
+        }
+        body.update({name: value for name, value in budgets.items() if value is not None})
         return CreatedKey.from_json(self.request("POST", "/keys", body))
+
+    def set_key_budget(
+        self,
+        key_id: str,
+        *,
+        credits_per_day: float | None,
+        credits_per_month: float | None,
+        tokens_per_minute: int | None,
+    ) -> ApiKey:
+        """Replace the key's budgets (None: no limit on that)."""
+        body = {
+            "credits_per_day": credits_per_day,
+            "credits_per_month": credits_per_month,
+            "tokens_per_minute": tokens_per_minute,
+        }
+        return ApiKey.from_json(self.request("PUT", f"/keys/{key_id}/budget", body))
+
+    def set_account_budget(
+        self,
+        account_id: str,
+        *,
+        credits_per_day: float | None,
+        credits_per_month: float | None,
+        allow_overage: bool,
+    ) -> Account:
+        """Replace the account's credit ceilings and its overage permission."""
+        body = {
+            "credits_per_day": credits_per_day,
+            "credits_per_month": credits_per_month,
+            "allow_overage": allow_overage,
+        }
+        return Account.from_json(self.request("PUT", f"/accounts/{account_id}/budget", body))
+
+    def spend(self, scope: str, id_: str, *, days: int = 30) -> Spend:
+        """A key's or account's spend per UTC day over the last `days` days."""
+        from urllib.parse import urlencode  # kiroctl's start stays light: only here and above
+
+        query = urlencode({"scope": scope, "id": id_, "days": days})
+        return Spend.from_json(self.request("GET", f"/spend?{query}"))
 
     def doctor_live_plan(self, account_id: str | None) -> LivePlan:
         """What `kiroctl doctor --live` would send on the account (None: the first usable one),

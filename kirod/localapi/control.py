@@ -20,6 +20,7 @@ from kirod.control.live_check import LiveCheck
 from kirod.control.logins import Logins
 from kirod.control.registry import AccountRegistry
 from kirod.control.reports import LayerReports
+from kirod.control.spending import Spending
 from kirod.dispatch.cache import ResponseCache
 from kirod.dispatch.extensions import NONE, Extensions
 from kirod.errors import InvalidControlRequest
@@ -59,6 +60,9 @@ class Control:
     unreachable: Callable[[], tuple[Outage, ...]] | None = None
     # The store, for `kiroctl db check` and `db backup`; None where the embedding keeps none.
     db: DatabaseService | None = None
+    # Spend per key and account per day (`kiroctl spend`, the console's charts); None where
+    # nothing keeps it (an embedding).
+    spending: Spending | None = None
 
     async def status(self) -> Status:
         """The daemon, its accounts' health, the maintenance loop, pacing, drift and outages."""

@@ -311,12 +311,15 @@ ROUTES: tuple[tuple[str, str, Handler], ...] = (
     ("POST", "/accounts/{account_id}/refresh", accounts.refresh_account),
     ("POST", "/accounts/{account_id}/probe", accounts.probe_account),
     ("POST", "/accounts/{account_id}/overage", accounts.set_account_overage),
+    ("PUT", "/accounts/{account_id}/budget", accounts.set_account_budget),
     ("POST", "/logins", accounts.start_login),
     ("GET", "/logins/{login_id}", accounts.get_login),
     ("DELETE", "/logins/{login_id}", accounts.cancel_login),
     ("GET", "/keys", keys.list_keys),
     ("POST", "/keys", keys.create_key),
     ("DELETE", "/keys/{key_id}", keys.revoke_key),
+    ("PUT", "/keys/{key_id}/budget", keys.set_key_budget),
+    ("GET", "/spend", keys.spend),
 )
 
 

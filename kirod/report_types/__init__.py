@@ -8,12 +8,13 @@ fields are only ever added. Times are epoch seconds; durations are named with th
 
 One module a concern: `status` (and `maintenance`, `pool`), `accounts` and `logins`, `keys`,
 `stats` (and traffic), `trace` (and log lines), `models`, `settings` (config, extensions),
-`alerts`, `cache`, `console`, `drift`, `doctor`, `database`. Their public types are importable
-from here.
+`alerts`, `cache`, `console`, `drift`, `doctor`, `database`, `budgets`. Their public types are
+importable from here.
 """
 
 from kirod.report_types.accounts import Account, Imported, Usage
 from kirod.report_types.alerts import AlertDelivery, AlertTest
+from kirod.report_types.budgets import Budget, Spend, SpendDay
 from kirod.report_types.cache import CacheStats
 from kirod.report_types.console import ConsoleLink
 from kirod.report_types.database import DatabaseBackup, DatabaseCheck
@@ -63,6 +64,7 @@ __all__ = [
     "AlertDelivery",
     "AlertTest",
     "ApiKey",
+    "Budget",
     "CacheStats",
     "ClientModelRow",
     "Config",
@@ -93,6 +95,8 @@ __all__ = [
     "Pool",
     "PoolAccount",
     "Reach",
+    "Spend",
+    "SpendDay",
     "Stats",
     "StatsGroup",
     "Status",

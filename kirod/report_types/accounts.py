@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from kirod.report_types.budgets import Budget
 from kirod.report_types.reading import number_or_none, text_or_none
 
 
@@ -57,6 +58,13 @@ class Account:
     profile_arn: str | None = None
     # None: the global proxy_url; "direct": none; else a proxy URL, its password masked
     proxy_url: str | None = None
+    budget: Budget = field(default_factory=Budget)  # its credit ceilings and spend (kirod.budgets)
+    allow_overage: bool = False  # kirod may spend into its overage once its plan is used up
+
+    @property
+    def bills_overage(self) -> bool:
+        """Past its plan credits, kirod's requests would be billed as overage."""
+        return self.allow_overage and self.usage is not None and self.usage.overage == "enabled"
 
     def to_json(self) -> dict[str, Any]:
         return self.document
@@ -80,6 +88,8 @@ class Account:
             region=text_or_none(data.get("region")),
             profile_arn=text_or_none(data.get("profile_arn")),
             proxy_url=text_or_none(data.get("proxy_url")),
+            budget=Budget.from_json(data.get("budget")),
+            allow_overage=data.get("allow_overage") is True,
         )
 
 

@@ -3,8 +3,10 @@ and its secret only in the answer that created it."""
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from typing import Any
+
+from kirod.report_types.budgets import Budget
 
 
 @dataclass(frozen=True)
@@ -19,6 +21,7 @@ class ApiKey:
     models: tuple[str, ...]  # glob patterns; empty: any model
     rpm: int | None  # requests per minute; None: unlimited
     cache: bool = False  # may ask for cached answers (`x-kirod-cache: use`)
+    budget: Budget = field(default_factory=Budget)  # its budgets and spend (kirod.budgets)
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -34,6 +37,7 @@ class ApiKey:
             models=tuple(data.get("models") or ()),
             rpm=data.get("rpm"),
             cache=bool(data.get("cache", False)),
+            budget=Budget.from_json(data.get("budget")),
         )
 
 

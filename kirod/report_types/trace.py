@@ -59,6 +59,8 @@ class TraceRequest:
     extensions: tuple[str, ...] = ()  # the extensions whose on_request changed the request
     cache: str | None = None  # "hit" or "miss" when the request asked for the cache
     cuts: int = 0  # answers Kiro ended without their tail frames, sent on as max_tokens
+    reserved_credits: float | None = None  # what its key's or account's budget held for it
+    reserved_tokens: int | None = None
 
     @property
     def recovered(self) -> bool:

@@ -84,6 +84,11 @@ class AccountRecord:
     # None: the global proxy setting; "direct": none; else the account's proxy URL (which may
     # hold a password: shown only through `redact_url`, and left out of repr).
     proxy_url: str | None = field(default=None, repr=False)
+    # Credit ceilings a UTC day and month (None: none), and whether kirod may spend into the
+    # account's overage once its plan credits are used up (kirod.budgets).
+    budget_day: float | None = None
+    budget_month: float | None = None
+    allow_overage: bool = False
 
     @property
     def state(self) -> AccountState:
@@ -124,6 +129,9 @@ class AccountRecord:
             # The OIDC client registration's (IdC, Builder ID): past it, only a new login helps.
             "registration_expires_at": self.credentials.get("client_secret_expires_at"),
             "proxy_url": redact_url(self.proxy_url),
+            "budget_day": self.budget_day,
+            "budget_month": self.budget_month,
+            "allow_overage": self.allow_overage,
         }
 
 
@@ -178,6 +186,9 @@ def _record(row: sqlite3.Row) -> AccountRecord:
         last_error_at=row["last_error_at"],
         status_transient=bool(row["status_transient"]),
         proxy_url=row["proxy_url"],
+        budget_day=row["budget_day"],
+        budget_month=row["budget_month"],
+        allow_overage=bool(row["allow_overage"]),
     )
 
 
@@ -406,6 +417,23 @@ class AccountStore:
             "UPDATE accounts SET proxy_url = ?, updated_at = ?"
             " WHERE id = ? AND removed_at IS NULL RETURNING *",
             (proxy_url, now, account_id),
+        )
+        self.revision += 1
+        return _record(rows[0]) if rows else None
+
+    async def set_budget(
+        self,
+        account_id: str,
+        *,
+        day: float | None,
+        month: float | None,
+        allow_overage: bool,
+    ) -> AccountRecord | None:
+        """Set the account's credit ceilings (None: none) and its overage permission."""
+        rows = await self._db.execute(
+            "UPDATE accounts SET budget_day = ?, budget_month = ?, allow_overage = ?,"
+            " updated_at = ? WHERE id = ? AND removed_at IS NULL RETURNING *",
+            (day, month, int(allow_overage), time.time(), account_id),
         )
         self.revision += 1
         return _record(rows[0]) if rows else None

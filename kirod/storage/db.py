@@ -257,6 +257,61 @@ MIGRATIONS: tuple[str, ...] = (
         UPDATE response_cache_total SET bytes = bytes - OLD.bytes + NEW.bytes;
     END;
     """,
+    # 15: budgets (kirod.budgets): a key's credits a day and a month and tokens a minute; an
+    # account's credit ceilings and whether kirod may spend into its overage; what a request
+    # reserved; and the spend per key and per account per UTC day, kept by a trigger in the
+    # transaction of every operation-log row (so it agrees with the rows at every commit) and
+    # not dropped with them: the month's budget outlives the log's retention.
+    """
+    ALTER TABLE api_keys ADD COLUMN credits_per_day REAL;
+    ALTER TABLE api_keys ADD COLUMN credits_per_month REAL;
+    ALTER TABLE api_keys ADD COLUMN tokens_per_minute INTEGER;
+    ALTER TABLE accounts ADD COLUMN budget_day REAL;
+    ALTER TABLE accounts ADD COLUMN budget_month REAL;
+    ALTER TABLE accounts ADD COLUMN allow_overage INTEGER NOT NULL DEFAULT 0;
+    ALTER TABLE oplog ADD COLUMN reserved_credits REAL;
+    ALTER TABLE oplog ADD COLUMN reserved_tokens INTEGER;
+    CREATE TABLE spend (
+        scope         TEXT NOT NULL,     -- 'key' or 'account'
+        id            TEXT NOT NULL,
+        day           INTEGER NOT NULL,  -- the rows' whole second // 86400 (a UTC day)
+        requests      INTEGER NOT NULL,
+        input_tokens  INTEGER NOT NULL,
+        output_tokens INTEGER NOT NULL,
+        credits       REAL NOT NULL,
+        PRIMARY KEY (scope, id, day)
+    ) WITHOUT ROWID;
+    INSERT INTO spend
+        SELECT 'key', key_id, CAST(at AS INTEGER) / 86400, count(*),
+               COALESCE(SUM(input_tokens), 0), COALESCE(SUM(output_tokens), 0),
+               COALESCE(SUM(credits), 0)
+        FROM oplog GROUP BY key_id, CAST(at AS INTEGER) / 86400;
+    INSERT INTO spend
+        SELECT 'account', account_id, CAST(at AS INTEGER) / 86400, count(*),
+               COALESCE(SUM(input_tokens), 0), COALESCE(SUM(output_tokens), 0),
+               COALESCE(SUM(credits), 0)
+        FROM oplog WHERE account_id IS NOT NULL GROUP BY account_id, CAST(at AS INTEGER) / 86400;
+    CREATE TRIGGER spend_of_key AFTER INSERT ON oplog BEGIN
+        INSERT INTO spend VALUES ('key', NEW.key_id, CAST(NEW.at AS INTEGER) / 86400, 1,
+            COALESCE(NEW.input_tokens, 0), COALESCE(NEW.output_tokens, 0),
+            COALESCE(NEW.credits, 0))
+        ON CONFLICT (scope, id, day) DO UPDATE SET
+            requests = requests + 1,
+            input_tokens = input_tokens + excluded.input_tokens,
+            output_tokens = output_tokens + excluded.output_tokens,
+            credits = credits + excluded.credits;
+    END;
+    CREATE TRIGGER spend_of_account AFTER INSERT ON oplog WHEN NEW.account_id IS NOT NULL BEGIN
+        INSERT INTO spend VALUES ('account', NEW.account_id, CAST(NEW.at AS INTEGER) / 86400, 1,
+            COALESCE(NEW.input_tokens, 0), COALESCE(NEW.output_tokens, 0),
+            COALESCE(NEW.credits, 0))
+        ON CONFLICT (scope, id, day) DO UPDATE SET
+            requests = requests + 1,
+            input_tokens = input_tokens + excluded.input_tokens,
+            output_tokens = output_tokens + excluded.output_tokens,
+            credits = credits + excluded.credits;
+    END;
+    """,
 )
 
 _SIBLINGS = ("", "-wal", "-shm", "-journal")

@@ -36,11 +36,15 @@ def generate_key() -> str:
 @dataclass(frozen=True, slots=True)
 class KeyScope:
     """What a key may do: `models` are glob patterns (empty: any model); `rpm` None: no limit;
-    `cache`: whether its requests may be answered from the response cache."""
+    `cache`: whether its requests may be answered from the response cache; the budgets
+    (kirod.budgets), each None for none: credits a UTC day and month, tokens a minute."""
 
     models: tuple[str, ...] = ()
     rpm: int | None = None
     cache: bool = False
+    credits_per_day: float | None = None
+    credits_per_month: float | None = None
+    tokens_per_minute: int | None = None
 
 
 UNRESTRICTED = KeyScope()
@@ -69,7 +73,14 @@ class UsableKey:
 
 def _scope(row: sqlite3.Row) -> KeyScope:
     models = json.loads(row["models"]) if row["models"] else []
-    return KeyScope(models=tuple(str(m) for m in models), rpm=row["rpm"], cache=bool(row["cache"]))
+    return KeyScope(
+        models=tuple(str(m) for m in models),
+        rpm=row["rpm"],
+        cache=bool(row["cache"]),
+        credits_per_day=row["credits_per_day"],
+        credits_per_month=row["credits_per_month"],
+        tokens_per_minute=row["tokens_per_minute"],
+    )
 
 
 def _record(row: sqlite3.Row) -> ApiKeyRecord:
@@ -98,8 +109,9 @@ class KeyStore:
         # Never show more than half of the key, however short it is.
         prefix = key[: min(PREFIX_LENGTH, len(key) // 2)]
         rows = await self._db.execute(
-            "INSERT INTO api_keys (id, name, key_hash, prefix, created_at, models, rpm, cache)"
-            " VALUES (?, ?, ?, ?, ?, ?, ?, ?) RETURNING *",
+            "INSERT INTO api_keys (id, name, key_hash, prefix, created_at, models, rpm, cache,"
+            " credits_per_day, credits_per_month, tokens_per_minute)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING *",
             (
                 uuid.uuid4().hex,
                 name,
@@ -109,14 +121,34 @@ class KeyStore:
                 json.dumps(list(scope.models)) if scope.models else None,
                 scope.rpm,
                 int(scope.cache),
+                scope.credits_per_day,
+                scope.credits_per_month,
+                scope.tokens_per_minute,
             ),
         )
         return _record(rows[0])
 
+    async def set_budget(
+        self,
+        key_id: str,
+        *,
+        credits_per_day: float | None,
+        credits_per_month: float | None,
+        tokens_per_minute: int | None,
+    ) -> ApiKeyRecord | None:
+        """Replace the key's budgets (None: none); None when there is no such key."""
+        rows = await self._db.execute(
+            "UPDATE api_keys SET credits_per_day = ?, credits_per_month = ?,"
+            " tokens_per_minute = ? WHERE id = ? AND revoked_at IS NULL RETURNING *",
+            (credits_per_day, credits_per_month, tokens_per_minute, key_id),
+        )
+        return _record(rows[0]) if rows else None
+
     async def usable(self) -> list[UsableKey]:
         """Every key that is not revoked, for the request gate to match against."""
         rows = await self._db.read(
-            "SELECT id, key_hash, models, rpm, cache FROM api_keys WHERE revoked_at IS NULL"
+            "SELECT id, key_hash, models, rpm, cache, credits_per_day, credits_per_month,"
+            " tokens_per_minute FROM api_keys WHERE revoked_at IS NULL"
         )
         return [UsableKey(row["id"], row["key_hash"], _scope(row)) for row in rows]
 

@@ -40,7 +40,7 @@ from kirod.report_types import (
     Traffic,
     TrafficBucket,
 )
-from kirod.storage import rollup
+from kirod.storage import rollup, spend
 from kirod.storage.behind import WriteBehind
 from kirod.storage.db import Database
 from kirod.storage.rollup import TTFB
@@ -59,6 +59,7 @@ _COLUMNS = (
     "at", "request_id", "key_id", "protocol", "model", "stream", "account_id", "attempts",
     "stop_reason", "input_tokens", "output_tokens", "credits", "ttfb_ms", "total_ms", "status",
     "error", "dropped", "truncations", "continuations", "extensions", "cache", "cuts",
+    "reserved_credits", "reserved_tokens",
 )  # fmt: skip
 # A batch is one statement over a JSON array of rows, and a read one JSON value: the store's
 # thread needs the GIL once per row it steps through, and a busy event loop makes each of those
@@ -145,6 +146,10 @@ class OpEntry:
     extensions: tuple[str, ...] = ()  # the extensions that changed the request, in order
     cache: str | None = None  # "hit" (no account, no credits) or "miss" when the cache was asked
     cuts: int = 0  # answers Kiro ended without their tail frames, sent on as max_tokens
+    # What the request's budgets held for it before it was routed (kirod.budgets); None when no
+    # budget applied. `credits` and the tokens are what it settled to.
+    reserved_credits: float | None = None
+    reserved_tokens: int | None = None
 
     @property
     def succeeded(self) -> bool:
@@ -234,6 +239,10 @@ class OpLog:
 
         async def recent(conn: aiosqlite.Connection) -> None:
             await rollup.prune_recent(conn, now)
+            # The spend the log's trigger keeps (kirod.storage.spend) outlives its rows.
+            await conn.execute(
+                "DELETE FROM spend WHERE day < ?", (int(now) // 86400 - spend.KEEP_DAYS,)
+            )
 
         await self._db.run_write(recent)
         cut = (before, 0)  # rows before (at, id) in the log's time order go
@@ -445,6 +454,8 @@ def _row(entry: OpEntry) -> tuple[Any, ...]:
         ",".join(entry.extensions),
         entry.cache,
         entry.cuts,
+        _finite(entry.reserved_credits),
+        entry.reserved_tokens,
     )
 
 
@@ -512,6 +523,8 @@ def _traced(row_id: int, entry: OpEntry) -> TraceRequest:
         extensions=entry.extensions,
         cache=entry.cache,
         cuts=entry.cuts,
+        reserved_credits=entry.reserved_credits,
+        reserved_tokens=entry.reserved_tokens,
         attempts=tuple(attempts),
     )
 

@@ -264,7 +264,7 @@ async def test_enable_disable_and_the_status_snapshot(store: AccountStore) -> No
     )
     await pool.usage_probed(account.id, usage)
     lease = await pool.lease()
-    pool.spent(account.id, 2.5)
+    await pool.spent(account.id, 2.5)
     [row] = (await pool.status()).accounts
     assert (row.status, row.in_flight, row.capacity) == ("active", 1, 3)
     assert (row.remaining_credits, row.usage_limit, row.resets_at) == (37.5, 50.0, 2e9)
