@@ -310,16 +310,23 @@ def after_refresh_failure(
 
 
 def after_usage(
-    state: AccountState, *, remaining: float, resets_at: float | None, overage: bool = False
+    state: AccountState,
+    *,
+    remaining: float,
+    resets_at: float | None,
+    overage_on: bool = False,
+    overage_allowed: bool = False,
 ) -> AccountState | None:
     """A usage probe's verdict: no credits left means exhausted until the window resets, unless
-    kirod may spend `overage` (on in Kiro, and allowed for the account)."""
-    if remaining <= 0 and not overage:
+    kirod may spend overage (on in Kiro, and allowed for the account); where overage is on but
+    not allowed, the reason says so (the overage guard)."""
+    if remaining <= 0 and not (overage_on and overage_allowed):
         if _SEVERITY[state.status] > _SEVERITY["exhausted"]:
             return None
-        return dataclasses.replace(
-            state, status="exhausted", reason="monthly credits used up", until=resets_at
-        )
+        reason = OVERAGE_GUARD_REASON if overage_on else "monthly credits used up"
+        if (state.status, state.reason, state.until) == ("exhausted", reason, resets_at):
+            return None
+        return dataclasses.replace(state, status="exhausted", reason=reason, until=resets_at)
     if state.status != "exhausted" or (remaining <= 0 and state.reason != OVERAGE_GUARD_REASON):
         return None
     return dataclasses.replace(state, status="active", reason=None, until=None, failures=0)

@@ -513,7 +513,8 @@ class AccountPool:
                 record.state,
                 remaining=usage.remaining,
                 resets_at=usage.resets_at,
-                overage=record.allow_overage and usage.overage == "enabled",
+                overage_on=usage.overage == "enabled",
+                overage_allowed=record.allow_overage,
             ),
         )
 

@@ -292,3 +292,53 @@ def test_the_daily_limit_rests_until_midnight_utc(now: float, midnight: float) -
 
 def test_a_full_conversation_leaves_the_account_alone() -> None:
     assert fail(ACTIVE, Failure.CONTEXT_TOO_LONG) is None
+
+
+def test_a_budget_rest_lasts_its_period_whatever_succeeds_before_it_ends() -> None:
+    rested = health.budget_rested(AccountState(), "day", 2.0, until=1000.0)
+    assert (rested.status, rested.until, rested.transient) == ("cooling_down", 1000.0, False)
+    assert health.is_budget_rest(rested.reason)
+    assert "2 credits a day" in (rested.reason or "")
+    # A request in flight as the rest began succeeds: the rest stays.
+    assert health.after_success(rested, now=999.0) is None
+    # The day turned: the next success (its trial) ends it.
+    after = health.after_success(rested, now=1001.0)
+    assert after is not None
+    assert after.status == "active"
+    # Something graver is not made lighter by a budget.
+    suspended = AccountState(status="suspended", reason="by Kiro")
+    assert health.budget_rested(suspended, "day", 2.0, until=1000.0) == suspended
+
+
+def test_the_overage_guard_rests_until_the_plan_resets_and_lifts_when_allowed() -> None:
+    guarded = health.overage_guarded(AccountState(), resets_at=5000.0)
+    assert (guarded.status, guarded.until) == ("exhausted", 5000.0)
+    assert guarded.reason == health.OVERAGE_GUARD_REASON
+    # A probe still showing the plan used up keeps it, reason and all; a probe that finds it so
+    # first gives the guard's reason; with overage allowed it serves again.
+    on = {"remaining": 0.0, "resets_at": 5000.0, "overage_on": True}
+    assert health.after_usage(guarded, **on) is None
+    found = health.after_usage(AccountState(), **on)
+    assert found is not None
+    assert found.reason == health.OVERAGE_GUARD_REASON
+    off = health.after_usage(AccountState(), remaining=0.0, resets_at=5000.0)
+    assert off is not None
+    assert off.reason == "monthly credits used up"
+    served = health.after_usage(guarded, **on, overage_allowed=True)
+    assert served is not None
+    assert served.status == "active"
+    # A 402 (Kiro's own overage cap, say) is not lifted by the permission.
+    quota = health.after_failure(
+        AccountState(), Failure.QUOTA, detail="q", retry_after_s=None, now=0.0
+    )
+    assert quota is not None
+    assert (
+        health.after_usage(
+            quota, remaining=0.0, resets_at=None, overage_on=True, overage_allowed=True
+        )
+        is None
+    )
+    lifted = health.budget_lifted(guarded)
+    assert lifted is not None
+    assert lifted.status == "active"
+    assert health.budget_lifted(quota) is None
