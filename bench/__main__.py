@@ -37,11 +37,19 @@ def main(argv: list[str] | None = None) -> int:
         default=None,
         help="Kiro accounts to import (default: enough for the top concurrency, 10 each)",
     )
+    parser.add_argument(
+        "--budgets",
+        action="store_true",
+        help="give the key and the accounts budgets the traffic never reaches, to measure "
+        "holding and settling them",
+    )
     args = parser.parse_args(argv)
     plan = PLANS[args.plan]
     if args.scenario:
         plan = plan.__class__(**{**plan.__dict__, "scenarios": tuple(args.scenario)})
-    results = run(plan, keep_alive=args.upstream_keep_alive, accounts=args.accounts)
+    results = run(
+        plan, keep_alive=args.upstream_keep_alive, accounts=args.accounts, budgets=args.budgets
+    )
     text = render(results)
     if args.json:
         args.json.write_text(json.dumps(results, indent=1) + "\n")

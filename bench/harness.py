@@ -488,10 +488,41 @@ async def memory_phases(runner: Runner) -> list[dict[str, Any]]:
     return results
 
 
+# Budgets the bench's traffic never reaches: what is measured is holding and settling them.
+UNREACHED_CREDITS = 1e9
+UNREACHED_TOKENS = 1_000_000_000
+
+
+def set_budgets(daemon: DaemonProcess) -> None:
+    """Give the bench's key and every account budgets, so each request is held and settled
+    against its key and its account (issue 48's admission), without one being refused."""
+    client = daemon.client
+    for key in client.request("GET", "/keys")["keys"]:
+        budget = {
+            "credits_per_day": UNREACHED_CREDITS,
+            "credits_per_month": UNREACHED_CREDITS,
+            "tokens_per_minute": UNREACHED_TOKENS,
+        }
+        client.request("PUT", f"/keys/{key['id']}/budget", budget)
+    for account in client.request("GET", "/accounts")["accounts"]:
+        budget = {
+            "credits_per_day": UNREACHED_CREDITS,
+            "credits_per_month": UNREACHED_CREDITS,
+            "allow_overage": False,
+        }
+        client.request("PUT", f"/accounts/{account['id']}/budget", budget)
+
+
 async def run_plan(
-    plan: Plan, *, log: Log = _stderr, keep_alive: bool = True, accounts: int | None = None
+    plan: Plan,
+    *,
+    log: Log = _stderr,
+    keep_alive: bool = True,
+    accounts: int | None = None,
+    budgets: bool = False,
 ) -> dict[str, Any]:
-    """Run `plan`; `accounts` defaults to enough for the top concurrency at 10 per account."""
+    """Run `plan`; `accounts` defaults to enough for the top concurrency at 10 per account;
+    `budgets`: with budgets on the key and the accounts (`set_budgets`)."""
     if not procstat.available():
         raise RuntimeError("the benchmark reads /proc: it runs on Linux only")
     top = max((*plan.concurrencies, *plan.rss_streams, plan.relay_concurrency))
@@ -501,6 +532,7 @@ async def run_plan(
         "machine": machine(),
         "latency_profile": {"first_s": LATENCY.first_s, "between_s": LATENCY.between_s},
         "upstream_keep_alive": keep_alive,
+        "budgets": budgets,
         "started_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
     }
     log(f"kirod benchmark, plan {plan.name}")
@@ -511,6 +543,8 @@ async def run_plan(
     extra = {"KIROD_UPSTREAM_KEEP_ALIVE": "true" if keep_alive else "false"}
     with Bench(latency=LATENCY, accounts=accounts, daemon_extra_env=extra) as bench:
         results["accounts"] = accounts
+        if budgets:
+            set_budgets(bench.daemon_process)
         results["cli"] = measure_cli(bench.daemon_process, plan.cli_runs)
         log(f"  kiroctl --help {results['cli']['kiroctl --help']['median'] * 1000:.0f} ms")
         async with new_session() as session:
@@ -544,6 +578,13 @@ def _log_errors(log_text: str) -> list[str]:
 
 
 def run(
-    plan: Plan, *, log: Log = _stderr, keep_alive: bool = True, accounts: int | None = None
+    plan: Plan,
+    *,
+    log: Log = _stderr,
+    keep_alive: bool = True,
+    accounts: int | None = None,
+    budgets: bool = False,
 ) -> dict[str, Any]:
-    return asyncio.run(run_plan(plan, log=log, keep_alive=keep_alive, accounts=accounts))
+    return asyncio.run(
+        run_plan(plan, log=log, keep_alive=keep_alive, accounts=accounts, budgets=budgets)
+    )

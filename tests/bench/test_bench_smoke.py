@@ -20,10 +20,12 @@ from tests.bench.bench_run import ROOT, run_module
 @pytest.mark.timeout(90)
 def test_smoke_plan_runs_every_phase(short_tmp: Path) -> None:
     out = short_tmp / "results.json"
-    done = run_module("bench", "--plan", "smoke", "--json", str(out), timeout_s=80)
+    # With budgets on the key and the accounts: the admission is run, and refuses nothing.
+    done = run_module("bench", "--plan", "smoke", "--budgets", "--json", str(out), timeout_s=80)
     assert done.returncode == 0, done.stdout + done.stderr
     results = json.loads(out.read_text())
     assert results["plan"] == "smoke"
+    assert results["budgets"] is True
     rows = results["latency"]
     assert {row["scenario"] for row in rows} == {"messages-stream-small", "responses-json-large"}
     for row in rows:
