@@ -278,14 +278,11 @@ class Budgets:
         self._crossings("account", account.id, limits, account_tally, tell=True)
         return self.rest(account)
 
-    def forget(self, *, keys: set[str] | None = None, accounts: set[str] | None = None) -> None:
-        """Keys revoked and accounts removed: drop what is kept of them."""
-        if keys is not None:
-            self.ledger.forget("key", keys)
-            for key_id in self._minutes.keys() - keys:
-                del self._minutes[key_id]
-        if accounts is not None:
-            self.ledger.forget("account", accounts)
+    def forget(self, scope: Scope, id_: str) -> None:
+        """A key revoked or an account removed: drop what is kept of it."""
+        self.ledger.forget(scope, id_)
+        if scope == "key":
+            self._minutes.pop(id_, None)
 
     def _crossings(
         self, scope: Scope, id_: str, limits: Limits, tally: Tally, *, tell: bool

@@ -59,9 +59,7 @@ class Ledger:
         tally.month_credits += credits
         return tally
 
-    def forget(self, scope: Scope, keep: set[str]) -> None:
-        """Drop the tallies of `scope` not in `keep` (revoked keys, removed accounts) that hold
-        nothing in flight."""
-        for key in [k for k, t in self._tallies.items() if k[0] == scope and k[1] not in keep]:
-            if not self._tallies[key].reserved:
-                del self._tallies[key]
+    def forget(self, scope: Scope, id_: str) -> None:
+        """Drop a revoked key's or a removed account's tally; requests still in flight on it
+        settle into a new one."""
+        self._tallies.pop((scope, id_), None)

@@ -117,4 +117,6 @@ class ApiKeys:
         if not await self._store.revoke(key_id):
             raise ControlNotFound("API key")
         await self._reload()
+        if self._budgets is not None:
+            self._budgets.forget("key", key_id)
         log.event(logger, "api_key_revoked", key=key_id)

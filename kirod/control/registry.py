@@ -257,6 +257,8 @@ class AccountRegistry:
         await self._client.forget_account(account_id)
         if not removed:
             raise ControlNotFound("account")
+        if self._budgets is not None:
+            self._budgets.forget("account", account_id)
         log.event(logger, "account_removed", account=account_id)
 
     async def enable(self, account_id: str) -> dict[str, Any]:

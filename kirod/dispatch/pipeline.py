@@ -228,8 +228,9 @@ class Dispatcher:
                     cache="hit",
                 )
                 return
-            routing = self._models.route(request.model, await self._pool.current())
-            hold = self._admitted(request, tenant, limits, routing, operation)
+            records = await self._pool.current()
+            routing = self._models.route(request.model, records)
+            hold = self._admitted(request, tenant, limits, records, routing, operation)
             async with contextlib.AsyncExitStack() as stack:
                 key_hash: str | None = None
                 binding: Binding | None = None
@@ -291,17 +292,17 @@ class Dispatcher:
         request: CanonicalRequest,
         tenant: str,
         limits: Limits,
+        records: Sequence[AccountRecord],
         routing: Routing,
         operation: Operation,
     ) -> Hold | None:
         """The request's hold on its key's budgets, taken before any lease; None when neither
-        its key nor any account has one. Raises the key's 429 when it does not fit, and the
-        accounts' when none serving the model has room."""
+        its key nor any of the `records` (the accounts) has one. Raises the key's 429 when it
+        does not fit, and the accounts' when none serving the model has room."""
         budgets = self._budgets
         if budgets is None:
             return None
-        records = self._pool.records()
-        budgeted = [r for r in records if r.budget_day is not None or r.budget_month is not None]
+        budgeted = any(r.budget_day is not None or r.budget_month is not None for r in records)
         if not limits.any and not budgeted:
             return None
         model = routing.resolution.info if routing.resolution is not None else None
@@ -310,7 +311,7 @@ class Dispatcher:
         operation.reserved = estimate
         if budgeted:
             serving = [r for r in records if routing.offers is None or routing.offers(r)]
-            if serving and all(r in budgeted and not budgets.fits(r, estimate) for r in serving):
+            if serving and not any(budgets.fits(r, estimate) for r in serving):
                 budgets.settle(
                     hold, key_id=tenant, key_limits=limits, account=None, credits=None, tokens=None
                 )
