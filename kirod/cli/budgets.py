@@ -72,11 +72,25 @@ def credits(value: float) -> str:
     return "0" if text == "-0" else text
 
 
-def period(limit: float | None, spent: float, left: float | None) -> str:
-    """A TODAY or MONTH cell: `2.5 used, 7.5 left of 10`, or `2.5 used` without a limit."""
-    if limit is None:
-        return f"{credits(spent)} used"
-    return f"{credits(spent)} used, {credits(left or 0.0)} left of {credits(limit)}"
+def today(budget: Budget) -> str:
+    """The TODAY cell: `2.5 used, 7.5 left of 10`, or `2.5 used` without a limit."""
+    return _period(budget.credits_per_day, budget.spent_today, budget.left_today, budget.held)
+
+
+def month(budget: Budget) -> str:
+    """The MONTH cell, as `today`'s."""
+    return _period(budget.credits_per_month, budget.spent_month, budget.left_month, budget.held)
+
+
+def _period(limit: float | None, spent: float, left: float | None, held: float) -> str:
+    """What is left is what requests in flight do not hold: they are named, so that used and
+    left add up to the limit."""
+    text = f"{credits(spent)} used"
+    if held:
+        text += f", {credits(held)} held"
+    if limit is not None:
+        text += f", {credits(left or 0.0)} left of {credits(limit)}"
+    return text
 
 
 def described(budget: Budget) -> str:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import re
+import threading
 import time
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -15,9 +16,9 @@ import anthropic
 import pytest
 from click.testing import Result
 
-from kirod.cli import exits
+from kirod.cli import budgets, exits
 from kirod.testing.daemon import DaemonProcess
-from kirod.testing.fake_kiro import Reply, ThreadedFake
+from kirod.testing.fake_kiro import Reply, Script, ThreadedFake
 from tests.cli.test_cli_overage import add, overage_shown
 from tests.support.kiroctl import kiroctl
 
@@ -45,9 +46,19 @@ def key_named(daemon: DaemonProcess, name: str) -> dict[str, Any]:
     return key
 
 
-def ask(daemon: DaemonProcess, fake: ThreadedFake, secret: str, times: int = 1) -> None:
-    """`times` requests through the SDK, each metered `CREDITS` by the fake."""
-    fake.fake.enqueue(*(Reply(text="ok", credits=CREDITS) for _ in range(times)))
+def ask(
+    daemon: DaemonProcess,
+    fake: ThreadedFake,
+    secret: str,
+    times: int = 1,
+    credits: float = CREDITS,
+    *,
+    queued: bool = True,
+) -> None:
+    """`times` requests through the SDK, each metered `credits` by the fake (unless the caller
+    queued the fake's answers: `queued=False`)."""
+    if queued:
+        fake.fake.enqueue(*(Reply(text="ok", credits=credits) for _ in range(times)))
     with anthropic.Anthropic(base_url=daemon.base_url, api_key=secret, max_retries=0) as client:
         for _ in range(times):
             client.messages.create(
@@ -113,6 +124,50 @@ def test_a_key_created_with_budgets_shows_used_and_left(
     assert row["MONTH (CREDITS)"] == "2.5 used, 298 left of 300.5"
     default = row_of(listed, key_named(daemon, "default")["id"][:8])
     assert (default["TOKENS/MIN"], default["TODAY (CREDITS)"]) == ("unlimited", "0 used")
+
+
+def test_a_request_in_flight_shows_what_it_holds(
+    daemon: DaemonProcess, fake: ThreadedFake, account: dict[str, Any]
+) -> None:
+    secret = ok(kiroctl(daemon, "keys", "create", "holding", "--credits-per-day", "50")).stdout
+    ask(daemon, fake, secret.strip())  # the first teaches kirod this model's credits a token
+    settled(daemon, "holding", CREDITS)
+    fake.fake.enqueue(Script(reply=Reply(text="slow", credits=CREDITS), delay_first_s=1.5))
+    slow = threading.Thread(
+        target=ask, args=(daemon, fake, secret.strip()), kwargs={"queued": False}
+    )
+    slow.start()
+    try:
+        deadline = time.monotonic() + 10
+        while not key_named(daemon, "holding")["budget"]["held"] and time.monotonic() < deadline:
+            time.sleep(0.05)
+        budget = key_named(daemon, "holding")["budget"]
+        assert budget["held"] > 0
+        row = row_of(
+            ok(kiroctl(daemon, "keys", "list")).stdout, key_named(daemon, "holding")["id"][:8]
+        )
+        held, left = budgets.credits(budget["held"]), budgets.credits(budget["left_today"])
+        assert row["TODAY (CREDITS)"] == f"1.25 used, {held} held, {left} left of 50"
+        assert budget["left_today"] == round(50 - CREDITS - budget["held"], 6)
+    finally:
+        slow.join(20)
+    assert settled(daemon, "holding", 2 * CREDITS)["held"] == 0
+    row = row_of(ok(kiroctl(daemon, "keys", "list")).stdout, key_named(daemon, "holding")["id"][:8])
+    assert row["TODAY (CREDITS)"] == "2.5 used, 47.5 left of 50"
+
+
+def test_credits_show_to_the_sixth_decimal(
+    daemon: DaemonProcess, fake: ThreadedFake, account: dict[str, Any]
+) -> None:
+    secret = ok(kiroctl(daemon, "keys", "create", "thirds", "--credits-per-month", "7")).stdout
+    ask(daemon, fake, secret.strip(), times=3, credits=0.333333)
+    settled(daemon, "thirds", 0.999999)
+    row = row_of(ok(kiroctl(daemon, "keys", "list")).stdout, key_named(daemon, "thirds")["id"][:8])
+    assert row["MONTH (CREDITS)"] == "0.999999 used, 6.000001 left of 7"
+    stats = ok(kiroctl(daemon, "stats", "--by", "key")).stdout
+    assert re.search(r"^thirds +3 +0 +0\.999999$", stats, re.MULTILINE), stats
+    spend = ok(kiroctl(daemon, "spend", "thirds", "--days", "1")).stdout
+    assert re.search(r"^total +3 +[\d,]+ +[\d,]+ +0\.999999$", spend, re.MULTILINE), spend
 
 
 def test_keys_set_changes_what_is_given_and_none_lifts_a_limit(daemon: DaemonProcess) -> None:
@@ -215,7 +270,7 @@ def test_stats_by_key_account_model_and_day(
         assert absent not in text
 
     accounts = ok(kiroctl(daemon, "stats", "--by", "account")).stdout
-    assert re.search(r"^budgeted +\d+ +0 +[\d.]+$", accounts, re.MULTILINE), accounts
+    assert re.search(r"^budgeted +\d+ +\d+ +[\d.]+$", accounts, re.MULTILINE), accounts
     models = ok(kiroctl(daemon, "stats", "--by", "model")).stdout
     assert re.search(r"^claude-sonnet-4-6 +\d+", models, re.MULTILINE), models
     today = datetime.now(UTC).strftime("%Y-%m-%d")
@@ -311,14 +366,19 @@ def test_accounts_set_budget_rests_the_account_and_lifts_it(
 
     ceiling = spent + 100
     raised = ok(
-        kiroctl(daemon, "accounts", "set-budget", "budgeted", "--credits-per-day", f"{ceiling}")
+        kiroctl(daemon, "accounts", "set-budget", "budgeted", "--credits-per-day", str(ceiling))
     )
-    assert raised.stdout.startswith(f"budgeted ({short}): at most {ceiling:g} credits a day; ")
+    assert raised.stdout.startswith(
+        f"budgeted ({short}): at most {budgets.credits(ceiling)} credits a day; "
+    )
     assert raised.stdout.endswith(" Now active.\n")
     listed = ok(kiroctl(daemon, "accounts", "list")).stdout
     row = row_of(listed, short)
-    assert row["TODAY (CREDITS)"] == f"{spent:g} used, 100 left of {ceiling:g}"
-    assert row["MONTH (CREDITS)"] == f"{spent:g} used"
+    assert (
+        row["TODAY (CREDITS)"]
+        == f"{budgets.credits(spent)} used, 100 left of {budgets.credits(ceiling)}"
+    )
+    assert row["MONTH (CREDITS)"] == f"{budgets.credits(spent)} used"
 
     rested = ok(kiroctl(daemon, "accounts", "set-budget", short, "--credits-per-day", "1"))
     assert rested.stdout.endswith(" Now cooling down.\n"), rested.stdout

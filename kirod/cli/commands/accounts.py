@@ -85,8 +85,8 @@ def list_(app: App, as_json: bool) -> None:
             *render.why_and_until(account, pacing.of(account.id)),
             render.credits_bar(account.usage),
             render.overage(account),
-            budgets.period(budget.credits_per_day, budget.spent_today, budget.left_today),
-            budgets.period(budget.credits_per_month, budget.spent_month, budget.left_month),
+            budgets.today(budget),
+            budgets.month(budget),
             render.ago(account.expires_at),
             # The daemon masks a proxy's password before the URL leaves it.
             *((render.printable(account.proxy_url or "global"),) if proxies else ()),

@@ -83,6 +83,4 @@ def spend(app: App, target: str, days: int, as_json: bool) -> None:
     budget = spender.budget
     out.print(f"Budget: {budgets.described(budget)}.")
     if budget.credits_per_day is not None or budget.credits_per_month is not None:
-        today = budgets.period(budget.credits_per_day, budget.spent_today, budget.left_today)
-        month = budgets.period(budget.credits_per_month, budget.spent_month, budget.left_month)
-        out.print(f"Today {today}; this month {month}.")
+        out.print(f"Today {budgets.today(budget)}; this month {budgets.month(budget)}.")
