@@ -146,8 +146,10 @@ def matching(
     what: str,
     show: Callable[[T], str],
     listing: str,
+    plural: str | None = None,
 ) -> T:
-    """The item `ref` names exactly, or the only one it is a prefix of (≥ MIN_PREFIX)."""
+    """The item `ref` names exactly, or the only one it is a prefix of (≥ MIN_PREFIX);
+    `plural`: the plural of `what` where it is not `what` and an s."""
     exact = [item for item in items if ref in names(item)]
     if len(exact) == 1:
         return exact[0]
@@ -168,7 +170,7 @@ def matching(
         shown = ", ".join(show(item) for item in matches)
         raise exits.CliError(
             exits.USAGE,
-            f"{ref!r} matches several {what}s: {shown}",
+            f"{ref!r} matches several {plural or what + 's'}: {shown}",
             "give more characters of the id",
         )
     return matches[0]

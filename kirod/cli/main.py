@@ -51,6 +51,7 @@ COMMANDS = {
         "Install kirod as a per-user service (systemd on Linux, launchd on macOS).",
     ),
     "shutdown": ("daemon", "Stop kirod: in-flight requests drain first, then it exits 0."),
+    "spend": ("spend", "Show what a key or an account spent each UTC day, and its budget."),
     "stats": (
         "reports",
         "Summarize the requests kirod served: success, first byte, accounts, models, keys, days.",

@@ -222,13 +222,18 @@ def credits_bar(usage: Usage | None) -> Text:
     return bar
 
 
-def overage(usage: Usage | None) -> str:
-    """`on`, `off`, `n/a` (the plan cannot use it), or a dash before Kiro has said."""
+def overage(account: Account) -> str:
+    """Whether kirod's requests past the plan's credits would be billed: `on: billed` (on in
+    Kiro and allowed), `on: guarded` (on in Kiro, kirod stops at the plan's end), `off`, `n/a`
+    (the plan cannot use it), or a dash before Kiro has said."""
+    usage = account.usage
     if usage is not None and usage.overage_capable is False:
         return "n/a"
-    if usage is None or usage.overage is None:
+    if usage is None or usage.overage not in ("enabled", "disabled"):
         return DASH
-    return {"enabled": "on", "disabled": "off"}.get(usage.overage, DASH)
+    if usage.overage == "disabled":
+        return "off"
+    return "on: billed" if account.bills_overage else "on: guarded"
 
 
 STATE_STYLES = {

@@ -264,6 +264,7 @@ def test_keys_create_list_revoke(daemon: DaemonProcess) -> None:
         "models",
         "rpm",
         "cache",
+        "budget",
     }
     text = kiroctl(daemon, "keys", "list").stdout
     assert "claude-haiku-*, claude-sonnet-4-6, claude-opus-*" in text

@@ -80,7 +80,7 @@ def test_on_then_off_reaches_kiro_and_the_listing(
     assert fake.fake.account(pro["fake_id"]).usage.overage_status == "ENABLED"
     usage = listed(daemon)["pro"]["usage"]
     assert (usage["overage"], usage["overage_capable"]) == ("enabled", True)
-    assert overage_shown(daemon, "pro") == "on"
+    assert overage_shown(daemon, "pro") == "on: guarded"
 
     turned_off = kiroctl(daemon, "accounts", "overage", pro["id"][:6].upper(), "OFF")
     assert turned_off.exit_code == 0, turned_off.output
@@ -102,7 +102,7 @@ def test_a_change_made_in_kiro_ide_shows_at_the_next_probe(
     fake.fake.set_usage(pro["fake_id"], overage_status="ENABLED")  # as Kiro IDE's settings do
     assert kiroctl(daemon, "accounts", "probe", "pro").exit_code == 0
     assert listed(daemon)["pro"]["usage"]["overage"] == "enabled"
-    assert overage_shown(daemon, "pro") == "on"
+    assert overage_shown(daemon, "pro") == "on: guarded"
     fake.fake.set_usage(pro["fake_id"], overage_status="DISABLED")
     assert kiroctl(daemon, "accounts", "probe", "pro").exit_code == 0
     assert overage_shown(daemon, "pro") == "off"
@@ -124,7 +124,7 @@ def test_a_probe_failing_after_the_switch_still_reports_the_switch(
     )
     assert fake.fake.account(pro["fake_id"]).usage.overage_status == "ENABLED"
     assert kiroctl(daemon, "accounts", "probe", "pro").exit_code == 0
-    assert overage_shown(daemon, "pro") == "on"
+    assert overage_shown(daemon, "pro") == "on: guarded"
     kiroctl(daemon, "accounts", "overage", "pro", "off")
 
 

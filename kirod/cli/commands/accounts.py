@@ -1,5 +1,5 @@
 """`kiroctl accounts …`: list, login, import, remove, enable, disable, set-proxy, refresh, probe,
-overage.
+overage, set-budget.
 
 An ACCOUNT argument is an account's id or label, or at least 4 leading characters of just one
 account's id (as `accounts list` shows it) or label, in any case.
@@ -11,7 +11,8 @@ from collections.abc import Callable
 
 import click
 
-from kirod.cli import render
+from kirod.cli import budgets, render
+from kirod.cli.budgets import Limit
 from kirod.cli.commands import importing, login
 from kirod.cli.context import App, confirm, json_option, matching, pass_app, yes_option
 from kirod.localapi.client import LocalClient
@@ -44,7 +45,11 @@ def resolve(app: App, ref: str) -> Account:
 @json_option
 @pass_app
 def list_(app: App, as_json: bool) -> None:
-    """List the accounts with their state, credits, overage and token expiry."""
+    """List the accounts with their state, credits, overage, budget and token expiry.
+
+    OVERAGE says whether kirod's requests would be billed past the plan's credits: `on: billed`
+    (on in Kiro and allowed with `set-budget --allow-overage`), `on: guarded` (on in Kiro, but
+    kirod stops at the plan's end), `off`, or `n/a` (the plan has none)."""
     listed = app.call(lambda kirod: kirod.accounts())
     if as_json:
         render.print_json({"accounts": [account.to_json() for account in listed]})
@@ -65,10 +70,13 @@ def list_(app: App, as_json: bool) -> None:
         "UNTIL",
         "CREDITS LEFT",
         "OVERAGE",
+        "TODAY (CREDITS)",
+        "MONTH (CREDITS)",
         "TOKEN EXPIRES",
         *(("PROXY",) if proxies else ()),
     )
     for account in listed:
+        budget = account.budget
         grid.add_row(
             render.short_id(account.id),
             account.label,
@@ -76,7 +84,9 @@ def list_(app: App, as_json: bool) -> None:
             render.state(account.status),
             *render.why_and_until(account, pacing.of(account.id)),
             render.credits_bar(account.usage),
-            render.overage(account.usage),
+            render.overage(account),
+            budgets.today(budget),
+            budgets.month(budget),
             render.ago(account.expires_at),
             # The daemon masks a proxy's password before the URL leaves it.
             *((render.printable(account.proxy_url or "global"),) if proxies else ()),
@@ -187,6 +197,64 @@ def overage(app: App, account: str, switch: str) -> None:
     confirmed = said == ("enabled" if enabled else "disabled")
     note = "" if confirmed else " (Kiro accepted it; its usage does not show it yet)"
     app.out.print(f"Overage {switch.lower()} for {name}{note}.")
+
+
+@accounts.command("set-budget")
+@click.argument("account")
+@click.option(
+    "--credits-per-day",
+    type=budgets.CREDITS,
+    help="Spend at most N of ACCOUNT's credits a UTC day, then rest it; `none`: no limit.",
+)
+@click.option(
+    "--credits-per-month",
+    type=budgets.CREDITS,
+    help="Spend at most N of ACCOUNT's credits a UTC calendar month; `none`: no limit.",
+)
+@click.option(
+    "--allow-overage/--no-allow-overage",
+    default=None,
+    help="Let kirod spend into overage once the plan's credits are used up (overage on in "
+    "Kiro), or not [default for imported accounts: not].",
+)
+@json_option
+@pass_app
+def set_budget(
+    app: App,
+    account: str,
+    credits_per_day: Limit | None,
+    credits_per_month: Limit | None,
+    allow_overage: bool | None,
+    as_json: bool,
+) -> None:
+    """Change ACCOUNT's credit ceilings and whether kirod may spend into its overage.
+
+    What is not given stays as it is; `none` lifts a ceiling. Past a ceiling the account rests
+    until its day or month turns (UTC) and the others serve; raising it puts the account back
+    at once. Kiro's own overage switch is `kiroctl accounts overage`.
+    """
+    if credits_per_day is None and credits_per_month is None and allow_overage is None:
+        raise click.UsageError(
+            "give at least one of --credits-per-day, --credits-per-month, "
+            "--allow-overage or --no-allow-overage"
+        )
+    target = resolve(app, account)
+    now = target.budget
+    updated = app.call(
+        lambda kirod: kirod.set_account_budget(
+            target.id,
+            credits_per_day=budgets.chosen(credits_per_day, now.credits_per_day),
+            credits_per_month=budgets.chosen(credits_per_month, now.credits_per_month),
+            allow_overage=target.allow_overage if allow_overage is None else allow_overage,
+        )
+    )
+    if as_json:
+        render.print_json(updated.to_json())
+        return
+    name = f"{render.shown(updated.label)} ({render.short_id(updated.id)})"
+    app.out.print(f"{name}: {budgets.described(updated.budget)}; ", end="")
+    app.out.print(budgets.overage_sentence(updated), end="")
+    app.out.print(" Now ", render.state(updated.status), ".", sep="")
 
 
 @accounts.command()

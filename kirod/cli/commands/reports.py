@@ -9,10 +9,10 @@ from datetime import datetime
 
 import click
 
-from kirod.cli import render
+from kirod.cli import budgets, render
 from kirod.cli.context import App, json_option, pass_app
 from kirod.localapi.client import stats_path
-from kirod.report_types import ModelRow, Models, StatsGroup
+from kirod.report_types import ModelRow, Models, Stats, StatsGroup
 
 _RELATIVE = re.compile(r"(\d+(?:\.\d+)?)\s*([smhdw])")
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
@@ -104,21 +104,41 @@ def _milliseconds(value: float) -> str:
     return f"{value:.0f} ms" if value < 1000 else f"{value / 1000:.2f} s"
 
 
+# `--by`: the breakdown's title and the member of `Stats` that holds it.
+BREAKDOWNS = {
+    "key": ("KEY", "keys"),
+    "account": ("ACCOUNT", "accounts"),
+    "model": ("MODEL", "models"),
+    "day": ("DAY (UTC)", "days"),
+}
+
+
 @click.command()
 @click.option("--since", metavar="WHEN", help="Only requests since WHEN: 30m, 12h, 7d, a date.")
+@click.option(
+    "--by",
+    type=click.Choice(sorted(BREAKDOWNS)),
+    help="Show only the requests and credits of each key, account, model or UTC day.",
+)
 @json_option
 @pass_app
-def stats(app: App, since: str | None, as_json: bool) -> None:
+def stats(app: App, since: str | None, by: str | None, as_json: bool) -> None:
     """Summarize the requests kirod served: success, first byte, accounts, models, keys, days.
 
     Keys are named as `kiroctl keys list` names them; days are UTC dates, each with its
-    requests, errors and Kiro credits."""
+    requests, errors and Kiro credits, to the sixth decimal kirod keeps. With --by and --json,
+    the one breakdown: {"since", "by", "groups": [{"key", "name", "requests", "errors",
+    "credits"}]}."""
     start = parse_since(since) if since else None
-    if as_json:  # the document as kirod sent it: `Stats.to_json()` could write 0 as 0.0
+    if as_json and by is None:
+        # The document as kirod sent it: `Stats.to_json()` could write 0 as 0.0.
         render.print_json(app.call(lambda kirod: kirod.request("GET", stats_path(start))))
         return
     report = app.call(lambda kirod: kirod.stats(start))
-    labels = {account.id: account.label for account in app.call(lambda kirod: kirod.accounts())}
+    if by is not None:
+        _breakdown(app, report, by, as_json)
+        return
+    labels = _names(app, "account")
     out = app.out
     out.print(f"since {render.moment(report.since) if report.since else 'the log began'}")
     rate = f"{report.success_rate:.1%}" if report.success_rate is not None else render.DASH
@@ -130,7 +150,7 @@ def stats(app: App, since: str | None, as_json: bool) -> None:
             f"p99 {_milliseconds(p.p99)}"
         )
     out.print(f"  tokens     {report.input_tokens:,} in · {report.output_tokens:,} out")
-    out.print(f"  credits    {report.credits:g}")
+    out.print(f"  credits    {budgets.credits(report.credits)}")
     if report.truncated:  # requests in which Kiro cut a tool call off, and how many were saved
         cut, saved = report.truncation_rate or 0.0, report.recovery_rate or 0.0
         out.print(
@@ -140,8 +160,7 @@ def stats(app: App, since: str | None, as_json: bool) -> None:
     _groups(app, "ACCOUNT", report.accounts, labels)
     _groups(app, "MODEL", report.models, {})
     if report.keys:
-        names = {key.id: key.name for key in app.call(lambda kirod: kirod.keys())}
-        _groups(app, "KEY", report.keys, names)
+        _groups(app, "KEY", report.keys, _names(app, "key"))
     _groups(app, "DAY (UTC)", report.days, {})
     if report.errors:
         grid = render.Grid("ERROR", "COUNT")
@@ -149,6 +168,41 @@ def stats(app: App, since: str | None, as_json: bool) -> None:
             grid.add_row(code, f"{count:,}")
         out.print()
         out.print(grid)
+
+
+def _names(app: App, by: str) -> dict[str, str]:
+    """How `keys list` or `accounts list` names each key or account id; none for the others."""
+    if by == "key":
+        return {key.id: key.name for key in app.call(lambda kirod: kirod.keys())}
+    if by == "account":
+        return {account.id: account.label for account in app.call(lambda kirod: kirod.accounts())}
+    return {}
+
+
+def _breakdown(app: App, report: Stats, by: str, as_json: bool) -> None:
+    title, member = BREAKDOWNS[by]
+    groups: tuple[StatsGroup, ...] = getattr(report, member)
+    names = _names(app, by) if groups else {}
+    if as_json:
+        rows = [
+            {
+                "key": group.key,
+                "name": names.get(group.key, group.key),
+                "requests": group.requests,
+                "errors": group.errors,
+                "credits": group.credits,
+            }
+            for group in groups
+        ]
+        render.print_json({"since": report.since, "by": by, "groups": rows})
+        return
+    since = render.moment(report.since) if report.since else "the log began"
+    app.out.print(f"since {since}: {report.requests:,} requests, ", end="")
+    app.out.print(f"{budgets.credits(report.credits)} credits")
+    if not groups:
+        app.out.print(f"No requests by {by} yet.")
+        return
+    _groups(app, title, groups, names)
 
 
 def _groups(app: App, title: str, groups: tuple[StatsGroup, ...], names: dict[str, str]) -> None:
@@ -160,7 +214,7 @@ def _groups(app: App, title: str, groups: tuple[StatsGroup, ...], names: dict[st
             names.get(group.key, group.key),
             f"{group.requests:,}",
             f"{group.errors:,}",
-            f"{group.credits:g}",
+            budgets.credits(group.credits),
         )
     app.out.print()
     app.out.print(grid)
