@@ -152,19 +152,27 @@ async def test_the_headers_leave_with_the_first_events_in_one_write() -> None:
 
 
 async def test_heartbeats_fill_silences_only() -> None:
+    loop = asyncio.get_running_loop()
+    silences: list[float] = []  # the busy stream's gaps between events, on the loop's clock
+
     async def source() -> AsyncIterator[CanonicalEvent]:
         yield TextDelta(0, "a")
         await asyncio.sleep(0.45)
+        last = loop.time()
         for _ in range(10):  # a busy stream: an event every 20 ms, never silent for 100 ms
             yield TextDelta(0, "b")
             await asyncio.sleep(0.02)
+            silences.append(loop.time() - last)
+            last = loop.time()
 
     async def body(client: TestClient[web.Request, web.Application]) -> None:
         response = await client.get("/")
         data = await response.read()
         before_b, _, after_b = data.partition(b"data: b\n\n")
         assert before_b.count(b": ping\n\n") >= 3
-        assert after_b.count(b": ping\n\n") == 0
+        # A loaded machine may stretch a 20 ms sleep past the heartbeat's 100 ms: that gap is a
+        # real silence, and may carry its ping; none comes while events keep flowing.
+        assert after_b.count(b": ping\n\n") <= sum(gap >= 0.08 for gap in silences)
         assert data.endswith(b"data: bye\n\n")
 
     await with_client(source, body, heartbeat_s=0.1)
