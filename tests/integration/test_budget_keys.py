@@ -13,6 +13,7 @@ hears 80 % and 100 % of a budget once per period.
 
 from __future__ import annotations
 
+import http.client
 import json
 import os
 import re
@@ -33,7 +34,7 @@ from click.testing import CliRunner
 from kirod.cli.main import cli
 from kirod.localapi.client import LocalClient
 from kirod.storage.oplog import FLUSH_DELAY_S
-from kirod.testing.fake_kiro import Reply, Script, ThreadedFake
+from kirod.testing.fake_kiro import Fault, Reply, Script, ThreadedFake
 from tests.support.distributions import dist_info
 from tests.support.kiro_env import import_account, start_daemon
 from tests.support.webhook import Webhook
@@ -124,6 +125,17 @@ class Setup:
         listed = self.control.keys()
         [key] = [key for key in listed if key.id == key_id]
         return key.budget
+
+    def usage(self, secret: str) -> Any:
+        """`GET /v1/usage` as the key sees it."""
+        connection = http.client.HTTPConnection(self.proc.address, timeout=10)
+        try:
+            connection.request("GET", "/v1/usage", headers={"x-api-key": secret})
+            answer = connection.getresponse()
+            assert answer.status == 200
+            return json.loads(answer.read())
+        finally:
+            connection.close()
 
     def kiroctl(self, *args: str) -> Any:
         result = CliRunner().invoke(cli, ["--socket", str(self.proc.socket_path), *args])
@@ -254,6 +266,55 @@ def test_settlement_equals_the_fakes_metering_in_every_protocol(setup: Setup) ->
     assert round(stats_credits(setup, key_id), 6) == total
     [day] = [d for d in setup.control.spend("key", key_id, days=1).days if d.requests]
     assert (day.requests, round(day.credits, 6)) == (6, total)
+    told = setup.usage(secret)["budget"]
+    assert (round(told["spent_month"], 6), told["credits_per_month"]) == (total, 100.0)
+    assert round(told["left_month"], 6) == round(100.0 - total, 6)
+
+
+def test_a_request_that_fails_or_is_cut_gives_back_its_hold_and_spends_what_was_metered(
+    setup: Setup,
+) -> None:
+    key_id, secret = setup.key(credits_per_day=5.0)
+    setup.fake.fake.set_account_script(setup.fake_account, Script(fault=Fault.INTERNAL_500))
+    with pytest.raises(anthropic.APIStatusError) as failed:
+        setup.ask(secret)
+    assert failed.value.status_code >= 500
+    setup.fake.fake.set_account_script(
+        setup.fake_account, Script(Reply(text="a long answer " * 20), fault=Fault.CONNECTION_CUT)
+    )
+    messages: list[Any] = [{"role": "user", "content": PROMPT}]
+    with (
+        setup.claude(secret) as claude,
+        pytest.raises(anthropic.APIError),
+        claude.messages.stream(model=MODEL, max_tokens=MAX_TOKENS, messages=messages) as stream,
+    ):
+        stream.get_final_message()
+    assert setup.chats() >= 2  # both reached Kiro, which metered (and charged) neither
+    assert setup.charged() == 0.0
+    budget = setup.budget(key_id)
+    assert (budget.spent_today, budget.held, budget.left_today) == (0.0, 0.0, 5.0)
+    rows = setup.kiroctl("trace", "--last", "2", "--json")["requests"]
+    assert all(row["reserved_credits"] > 0 and not row["credits"] for row in rows)
+
+
+def test_a_month_budget_refuses_until_the_month_turns(setup: Setup) -> None:
+    setup.costs(0.5)
+    key_id, secret = setup.key(credits_per_month=0.5)
+    setup.ask(secret)
+    with pytest.raises(anthropic.RateLimitError) as refused:
+        setup.ask(secret)
+    message = refused.value.body["error"]["message"]
+    assert message.startswith("this API key's budget of 0.5 credits a month is spent"), message
+    assert "the start of next month (UTC)" in message
+    wait = int(refused.value.response.headers["retry-after"])
+    assert 1 <= wait <= 31 * 86400
+    # Lifted with the control API, the key is served again at once.
+    setup.control.set_key_budget(
+        key_id, credits_per_day=None, credits_per_month=None, tokens_per_minute=None
+    )
+    setup.ask(secret)
+    assert setup.budget(key_id).spent_month == 1.0
+    assert setup.chats() == 2
 
 
 def test_a_restart_and_a_kill_keep_what_a_key_spent(setup: Setup) -> None:
