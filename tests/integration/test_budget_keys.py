@@ -64,13 +64,18 @@ class BudgetTeller(Extension):
 
 
 class Setup:
-    """A daemon of its own (the learned credit rate is the daemon's, per model) with one
-    account, the fake's id of that account, and a webhook hearing its alerts."""
+    """A daemon of its own (the learned credit rate is the daemon's, per model) with its
+    accounts (the fake's ids of them; two take turns), and a webhook hearing its alerts."""
 
-    def __init__(self, fake: ThreadedFake, root: Path, webhook: Webhook | None = None) -> None:
+    def __init__(
+        self, fake: ThreadedFake, root: Path, webhook: Webhook | None = None, accounts: int = 1
+    ) -> None:
         self.root = root
         self.fake = fake
-        self.env: dict[str, str] = {"KIROD_ENABLE_CHAT_COMPLETIONS": "true"}
+        self.env: dict[str, str] = {
+            "KIROD_ENABLE_CHAT_COMPLETIONS": "true",
+            "KIROD_ACCOUNT_SELECTION_STRATEGY": "round-robin",
+        }
         if webhook is not None:
             self.env["KIROD_ALERTS_WEBHOOKS"] = json.dumps([{"url": webhook.url}])
         site = root / "site"
@@ -81,9 +86,12 @@ class Setup:
         path = os.pathsep.join(filter(None, [str(site), os.environ.get("PYTHONPATH")]))
         self.env |= {"PYTHONPATH": path, "KIROD_CONFIG": str(config)}
         self.proc = start_daemon(root, fake, self.env)
-        tokens = fake.fake.issue_social_account()
-        self.account = import_account(self.proc, tokens)["id"]
-        self.fake_account = tokens.account_id
+        self.fake_accounts: list[str] = []
+        for _ in range(accounts):
+            tokens = fake.fake.issue_social_account()
+            import_account(self.proc, tokens)
+            self.fake_accounts.append(tokens.account_id)
+        self.fake_account = self.fake_accounts[0]
         fake.fake.clear_requests()
 
     @property
@@ -102,17 +110,19 @@ class Setup:
         return stopped
 
     def costs(self, credits: float | list[float], *, delay_s: float | None = None) -> None:
-        """Every answer of the account costs `credits` (a list: each in turn, then the last),
-        its first frame `delay_s` after the request."""
+        """Every answer costs `credits` (a list: each in turn, then the last; of the first
+        account), its first frame `delay_s` after the request."""
         fake = self.fake.fake
         each = credits if isinstance(credits, list) else [credits]
         scripts = [Script(Reply(text="ok", credits=c), delay_first_s=delay_s) for c in each]
         fake.enqueue(*scripts[:-1], account_id=self.fake_account)
-        fake.set_account_script(self.fake_account, scripts[-1])
+        for account in self.fake_accounts:
+            fake.set_account_script(account, scripts[-1])
 
     def charged(self) -> float:
-        """The credits the fake has charged the account so far."""
-        return float(self.fake.fake.account(self.fake_account).usage.current)
+        """The credits the fake has charged the accounts so far."""
+        accounts = [self.fake.fake.account(account) for account in self.fake_accounts]
+        return round(sum(account.usage.current for account in accounts), 6)
 
     def chats(self) -> int:
         return len(self.fake.fake.requests("chat"))
@@ -155,15 +165,17 @@ class Setup:
             )
 
     def close(self) -> None:
-        self.fake.fake.set_account_script(self.fake_account, None)
+        for account in self.fake_accounts:
+            self.fake.fake.set_account_script(account, None)
         self.proc.stop()
 
 
 @pytest.fixture
-def setup(fake: ThreadedFake) -> Iterator[Setup]:
+def setup(fake: ThreadedFake, request: pytest.FixtureRequest) -> Iterator[Setup]:
+    """One account; `indirect` parametrization gives another number."""
     fake.fake.clear_scripts()
     root = Path(tempfile.mkdtemp(prefix="kd-"))
-    made = Setup(fake, root)
+    made = Setup(fake, root, accounts=getattr(request, "param", 1))
     try:
         yield made
     finally:
@@ -196,6 +208,7 @@ def stats_credits(setup: Setup, key_id: str) -> float:
     return float(group["credits"])
 
 
+@pytest.mark.parametrize("setup", [1, 2], indirect=True, ids=["one account", "two accounts"])
 def test_a_day_budget_refuses_exactly_at_its_edge_under_32_concurrent_requests(
     setup: Setup,
 ) -> None:
@@ -213,7 +226,9 @@ def test_a_day_budget_refuses_exactly_at_its_edge_under_32_concurrent_requests(
     assert setup.chats() == 10  # the refused reached no account
     budget = setup.budget(key_id)
     assert (budget.spent_today, budget.held, budget.left_today) == (0.7, 0.0, 0.0)
-    assert setup.charged() == 0.7
+    assert setup.charged() == 0.7  # on both accounts, when there are two, taking turns
+    served = {chat.account_id for chat in setup.fake.fake.requests("chat")}
+    assert served == set(setup.fake_accounts)
     assert round(stats_credits(setup, key_id), 6) == 0.7
     assert all(error.response.headers.get("retry-after") for error in refused)
 
@@ -389,30 +404,42 @@ def test_a_refusal_is_a_429_in_each_protocols_envelope_and_reaches_no_account(
     setup.ask(secret)  # spends the day
     chats = setup.chats()
     messages: list[Any] = [{"role": "user", "content": PROMPT}]
+    refused: dict[tuple[str, bool], tuple[str | None, Any]] = {}
     with setup.claude(secret) as claude, setup.gpt(secret) as gpt:
-        refused: list[tuple[str, Any]] = []
-        for call in (
-            lambda: claude.messages.create(model=MODEL, max_tokens=MAX_TOKENS, messages=messages),
-            lambda: gpt.responses.create(model=MODEL, input=PROMPT),
-            lambda: gpt.chat.completions.create(model=MODEL, messages=messages),
-        ):
-            with pytest.raises((anthropic.RateLimitError, openai.RateLimitError)) as error:
-                call()
-            refused.append((error.value.response.headers.get("retry-after"), error.value.body))
-    [messages_body, responses_body, chat_body] = [body for _, body in refused]
-    assert messages_body["type"] == "error"
-    assert messages_body["error"]["type"] == "rate_limit_error"
-    # The openai SDK's `body` is the envelope's `error` member.
-    assert responses_body["code"] == chat_body["code"] == "budget_exceeded"
-    for retry_after, body in refused:
+
+        def send(protocol: str, stream: bool) -> Any:
+            if protocol == "messages":
+                return claude.messages.create(
+                    model=MODEL, max_tokens=MAX_TOKENS, messages=messages, stream=stream
+                )
+            if protocol == "responses":
+                return gpt.responses.create(model=MODEL, input=PROMPT, stream=stream)
+            return gpt.chat.completions.create(model=MODEL, messages=messages, stream=stream)
+
+        for stream in (False, True):
+            for protocol in ("messages", "responses", "chat"):
+                with pytest.raises((anthropic.RateLimitError, openai.RateLimitError)) as error:
+                    send(protocol, stream)
+                headers = error.value.response.headers
+                refused[protocol, stream] = (headers.get("retry-after"), error.value.body)
+    midnight = 86400 - time.time() % 86400
+    for (protocol, _), (retry_after, body) in refused.items():
+        if protocol == "messages":
+            assert body["type"] == "error"
+            assert body["error"]["type"] == "rate_limit_error"
+            body = body["error"]
+        else:  # the openai SDK's `body` is the envelope's `error` member
+            assert body["code"] == "budget_exceeded"
         assert retry_after is not None
-        assert 1 <= int(retry_after) <= 86400
-        message = body.get("error", body)["message"]
+        assert abs(int(retry_after) - midnight) < 10  # the day renews at 00:00 UTC
+        message = body["message"]
         assert message.startswith("this API key's budget of 1 credits a day is spent"), message
         assert "00:00 UTC" in message
     assert setup.chats() == chats
     [account] = setup.control.accounts()
     assert (account.status, account.status_reason) == ("active", None)
+    [pooled] = setup.control.pool().accounts  # nothing counted against it for the breaker
+    assert (pooled.status, pooled.failures, pooled.last_error) == ("active", 0, None)
     assert setup.budget(key_id).spent_today == 1.0
 
 
