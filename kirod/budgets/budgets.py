@@ -119,11 +119,14 @@ class Budgets:
         days: Iterable[SpendDay],
         keys: dict[str, Limits],
         accounts: Iterable[AccountRecord],
+        metered: Iterable[tuple[str, int, float]] = (),
     ) -> None:
-        """The month's spend as stored; budgets already past a threshold count as told, so a
+        """The month's spend as stored, and the rates learned from the requests `metered`
+        before (`CreditRates.seed`); budgets already past a threshold count as told, so a
         restart does not alert again within the period."""
         now = self._clock()
         self.ledger.load(days, now)
+        self.rates.seed(metered)
         for key_id, limits in keys.items():
             self._crossings(
                 "key", key_id, limits, self.ledger.tally("key", key_id, now), tell=False

@@ -10,9 +10,10 @@ makes a request like the ones before it cost what they cost, whatever the client
 last `RECENT` metered requests, not their mean: requests in flight all reserve at the rate known
 when they were admitted, so a mean that half of them exceed would let a burst overspend a budget
 by the sum of their errors, where the dearest recent rate overspends only by the requests that
-cost more than any recent one. A model not seen yet is estimated from the other models' rate per
-unit of multiplier, and before any request at all from `PRIOR_CREDITS_PER_TOKEN`, set high so
-that a budget errs on the side of spending less.
+cost more than any recent one. The rates are learned again at start from the operation log's
+rows (`seed`), so a restart does not reset them to the prior. A model not seen yet is estimated
+from the other models' rate per unit of multiplier, and before any request at all from
+`PRIOR_CREDITS_PER_TOKEN`, set high so that a budget errs on the side of spending less.
 
 The rate is learned per model rather than per account: accounts are charged alike for a model,
 and a model's rate is learned from every account's requests at once.
@@ -21,6 +22,7 @@ and a model's rate is learned from every account's requests at once.
 from __future__ import annotations
 
 import collections
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 DEFAULT_OUTPUT_TOKENS = 4096  # the output a request reserves when it names no cap
@@ -28,6 +30,7 @@ DEFAULT_OUTPUT_TOKENS = 4096  # the output a request reserves when it names no c
 # 50,000-token turn, above what small answers cost, so the first estimates are cautious.
 PRIOR_CREDITS_PER_TOKEN = 2e-5
 RECENT = 16  # the metered requests per model whose dearest rate the estimate takes
+SEED_ROWS = 256  # the operation log's newest rows learned from again at start: a few models' worth
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,3 +68,12 @@ class CreditRates:
         self._by_model.setdefault(model, collections.deque(maxlen=RECENT)).append(rate)
         unit = multiplier if multiplier and multiplier > 0 else 1.0
         self._per_multiplier.append(rate / unit)
+
+    def seed(self, metered: Iterable[tuple[str, int, float]]) -> None:
+        """Learn again, at start, from the operation log's rows (model, basis tokens, credits),
+        newest first; a model's rate takes its `RECENT` newest."""
+        for model, tokens, credits in reversed(list(metered)):
+            if tokens > 0 and credits >= 0:
+                self._by_model.setdefault(model, collections.deque(maxlen=RECENT)).append(
+                    credits / tokens
+                )

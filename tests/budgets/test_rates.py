@@ -46,3 +46,11 @@ def test_a_budget_serves_the_request_that_fits_it_exactly_in_float_sums() -> Non
         )
     # Nothing is left held by rounding (a revoked key's tally is dropped only when it holds 0).
     assert budgets.ledger.tally("key", "key", 1_800_000_000.0).reserved == 0.0
+
+
+def test_the_rates_are_learned_again_from_the_newest_rows_at_start() -> None:
+    rates = CreditRates()
+    newest_first = [(MODEL, 1000, 0.3)] * RECENT + [(MODEL, 1000, 0.9)]  # the 0.9 is too old
+    rates.seed([*newest_first, ("claude-haiku-4.5", 0, 1.0)])  # no basis: nothing to learn
+    assert rates.estimate(MODEL, 1.0, 1000).credits == pytest.approx(0.3)
+    assert rates.estimate("claude-haiku-4.5", 1.0, 1000).credits == 1000 * PRIOR_CREDITS_PER_TOKEN

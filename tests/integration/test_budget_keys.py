@@ -346,12 +346,26 @@ def test_a_restart_and_a_kill_keep_what_a_key_spent(setup: Setup) -> None:
     assert setup.budget(key_id).spent_today == 1.5
     assert setup.charged() == 1.5
 
-    # Restarted kirod still knows the rate (learns it again from this answer) and the budget:
+    # Restarted kirod still knows the budget (and the rate, from the operation log):
     setup.ask(secret)  # 2.0 spent
     with pytest.raises(anthropic.RateLimitError) as refused:
         setup.ask(secret)
     assert refused.value.body["error"]["message"].startswith("this API key's budget of 2 credits")
     assert setup.chats() == 4
+
+
+def test_a_burst_after_a_restart_reserves_at_the_rate_learned_before_it(setup: Setup) -> None:
+    setup.costs(0.25, delay_s=0.5)
+    key_id, secret = setup.key(credits_per_day=2.0)
+    setup.ask(secret)
+    setup.ask(secret)
+    setup.restart(signal.SIGTERM)
+
+    answers = at_once(CONCURRENT, lambda: setup.ask(secret))
+
+    assert len(answers) - len(refusals(answers)) == 6  # 1.5 credits left: six of 0.25
+    assert setup.budget(key_id).spent_today == 2.0
+    assert setup.charged() == 2.0
 
 
 def test_a_kill_loses_at_most_the_requests_answered_in_the_write_behind_window(
