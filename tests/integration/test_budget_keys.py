@@ -239,7 +239,7 @@ def test_with_costs_that_vary_a_burst_overspends_by_no_more_than_one_requests_er
     # Two answers teach kirod the model's rates (the dearest: 0.3 an answer); in the burst one
     # answer costs 0.45, more than any before it.
     burst = [0.3, 0.3, 0.45, 0.3, 0.3]
-    setup.costs([0.2, 0.3, *burst, 0.3], delay_s=0.5)
+    setup.costs([0.2, 0.3, *burst, 0.3], delay_s=1.5)  # all admitted before one ends
     limit = 2.0
     key_id, secret = setup.key(credits_per_day=limit)
     setup.ask(secret)
@@ -387,7 +387,7 @@ def test_a_kill_loses_at_most_the_requests_answered_in_the_write_behind_window(
 
 def test_tokens_a_minute_hold_requests_in_flight(setup: Setup) -> None:
     setup.fake.fake.set_account_script(
-        setup.fake_account, Script(reply=Reply(text="ok", credits=0.01), delay_first_s=1.0)
+        setup.fake_account, Script(reply=Reply(text="ok", credits=0.01), delay_first_s=2.0)
     )
     key_id, secret = setup.key(tokens_per_minute=1000)
     # Each reserves its input and its 400-token cap: two fit in 1,000 tokens, not three.
