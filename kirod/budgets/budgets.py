@@ -46,6 +46,9 @@ Period = Literal["day", "month"]
 THRESHOLDS = (0.8, 1.0)  # the shares of a budget that alert, once each per period
 BUDGET_CODE = "budget_exceeded"
 TOKENS_CODE = "tokens_per_minute_exceeded"
+# Credits are sums of floats (0.1 + 0.2 is not 0.3): a budget compares within this, else the
+# request that fits it exactly would be refused, and one spent to the last credit not told.
+EPSILON = 1e-9
 
 
 @dataclass(frozen=True, slots=True)
@@ -116,11 +119,14 @@ class Budgets:
         days: Iterable[SpendDay],
         keys: dict[str, Limits],
         accounts: Iterable[AccountRecord],
+        metered: Iterable[tuple[str, int, float]] = (),
     ) -> None:
-        """The month's spend as stored; budgets already past a threshold count as told, so a
+        """The month's spend as stored, and the rates learned from the requests `metered`
+        before (`CreditRates.seed`); budgets already past a threshold count as told, so a
         restart does not alert again within the period."""
         now = self._clock()
         self.ledger.load(days, now)
+        self.rates.seed(metered)
         for key_id, limits in keys.items():
             self._crossings(
                 "key", key_id, limits, self.ledger.tally("key", key_id, now), tell=False
@@ -182,7 +188,7 @@ class Budgets:
         """The leased account did not serve (the request moves on): give back its hold."""
         if hold.account_id is not None:
             tally = self.ledger.tally("account", hold.account_id, self._clock())
-            tally.reserved = max(0.0, tally.reserved - hold.estimate.credits)
+            tally.reserved = _less(tally.reserved, hold.estimate.credits)
             hold.account_id = None
 
     def rest(self, record: AccountRecord) -> Rest | None:
@@ -193,7 +199,7 @@ class Budgets:
         now = self._clock()
         tally = self.ledger.tally("account", record.id, now)
         for period, limit, spent, until in _periods(tally, limits, now):
-            if spent >= limit:
+            if spent >= limit - EPSILON:
                 return Rest(period, limit, until)
         return None
 
@@ -258,7 +264,7 @@ class Budgets:
             hold.done = True
             if hold.on_key:
                 tally = self.ledger.tally("key", hold.key_id, now)
-                tally.reserved = max(0.0, tally.reserved - hold.estimate.credits)
+                tally.reserved = _less(tally.reserved, hold.estimate.credits)
             self.release_account(hold)
             if hold.use is not None:
                 window = self._minutes.get(hold.key_id)
@@ -292,7 +298,7 @@ class Budgets:
             index = day_of(now) if period == "day" else month_of(now)
             for threshold in THRESHOLDS:
                 mark = (scope, id_, period, threshold)
-                if spent < threshold * limit or self._alerted.get(mark) == index:
+                if spent < threshold * limit - EPSILON or self._alerted.get(mark) == index:
                     continue
                 self._alerted[mark] = index
                 if not tell:
@@ -323,10 +329,16 @@ def _periods(tally: Tally, limits: Limits, now: float) -> list[tuple[Period, flo
     return periods
 
 
+def _less(held: float, credits: float) -> float:
+    """What is held once `credits` are given back; what rounding leaves of nothing is nothing."""
+    left = held - credits
+    return left if left > EPSILON else 0.0
+
+
 def _over(tally: Tally, limits: Limits, credits: float, now: float, whose: str) -> ApiError | None:
     """The refusal when `credits` more do not fit a credit limit beside what is held."""
     for period, limit, spent, until in _periods(tally, limits, now):
-        if spent + tally.reserved + credits <= limit:
+        if spent + tally.reserved + credits <= limit + EPSILON:
             continue
         wait = max(1, math.ceil(until - now))
         in_flight = f", {tally.reserved:.4g} held by requests in flight" if tally.reserved else ""

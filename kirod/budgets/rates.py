@@ -6,7 +6,12 @@ learned: per Kiro model, credits per *basis token*, the basis being what is know
 request is sent (its estimated input tokens plus the output it may produce: its `max_tokens`, or
 `DEFAULT_OUTPUT_TOKENS` when it sets none). Learning against the same basis the estimate uses
 makes a request like the ones before it cost what they cost, whatever the client's habits with
-`max_tokens`; the error is what differs between requests. A model not seen yet is estimated
+`max_tokens`; the error is what differs between requests. The rate is the dearest of the model's
+last `RECENT` metered requests, not their mean: requests in flight all reserve at the rate known
+when they were admitted, so a mean that half of them exceed would let a burst overspend a budget
+by the sum of their errors, where the dearest recent rate overspends only by the requests that
+cost more than any recent one. The rates are learned again at start from the operation log's
+rows (`seed`), so a restart does not reset them to the prior. A model not seen yet is estimated
 from the other models' rate per unit of multiplier, and before any request at all from
 `PRIOR_CREDITS_PER_TOKEN`, set high so that a budget errs on the side of spending less.
 
@@ -16,13 +21,16 @@ and a model's rate is learned from every account's requests at once.
 
 from __future__ import annotations
 
+import collections
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 DEFAULT_OUTPUT_TOKENS = 4096  # the output a request reserves when it names no cap
 # Credits per basis token at multiplier 1 before anything was metered: about 1 credit for a
 # 50,000-token turn, above what small answers cost, so the first estimates are cautious.
 PRIOR_CREDITS_PER_TOKEN = 2e-5
-SMOOTHING = 0.3  # each metered request's weight in the learned rate
+RECENT = 16  # the metered requests per model whose dearest rate the estimate takes
+SEED_ROWS = 256  # the operation log's newest rows learned from again at start: a few models' worth
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,15 +47,16 @@ def basis_tokens(input_tokens: int, max_output_tokens: int | None) -> int:
 
 class CreditRates:
     def __init__(self) -> None:
-        self._by_model: dict[str, float] = {}  # credits per basis token
-        self._per_multiplier: float | None = None  # credits per basis token and multiplier
+        self._by_model: dict[str, collections.deque[float]] = {}  # credits per basis token
+        # credits per basis token and unit of multiplier, of every model
+        self._per_multiplier: collections.deque[float] = collections.deque(maxlen=RECENT)
 
     def estimate(self, model: str | None, multiplier: float | None, tokens: int) -> Estimate:
-        rate = self._by_model.get(model) if model is not None else None
-        if rate is None:
-            per_unit = self._per_multiplier
-            if per_unit is None:
-                per_unit = PRIOR_CREDITS_PER_TOKEN
+        recent = self._by_model.get(model) if model is not None else None
+        if recent:
+            rate = max(recent)
+        else:
+            per_unit = max(self._per_multiplier, default=PRIOR_CREDITS_PER_TOKEN)
             rate = per_unit * (multiplier if multiplier and multiplier > 0 else 1.0)
         return Estimate(tokens, tokens * rate)
 
@@ -56,11 +65,15 @@ class CreditRates:
         if tokens <= 0 or credits < 0:
             return
         rate = credits / tokens
-        self._by_model[model] = _smoothed(self._by_model.get(model), rate)
+        self._by_model.setdefault(model, collections.deque(maxlen=RECENT)).append(rate)
         unit = multiplier if multiplier and multiplier > 0 else 1.0
-        self._per_multiplier = _smoothed(self._per_multiplier, rate / unit)
+        self._per_multiplier.append(rate / unit)
 
-
-def _smoothed(before: float | None, seen: float) -> float:
-    # The first observation is taken as it is: identical requests then estimate exactly.
-    return seen if before is None else before + SMOOTHING * (seen - before)
+    def seed(self, metered: Iterable[tuple[str, int, float]]) -> None:
+        """Learn again, at start, from the operation log's rows (model, basis tokens, credits),
+        newest first; a model's rate takes its `RECENT` newest."""
+        for model, tokens, credits in reversed(list(metered)):
+            if tokens > 0 and credits >= 0:
+                self._by_model.setdefault(model, collections.deque(maxlen=RECENT)).append(
+                    credits / tokens
+                )

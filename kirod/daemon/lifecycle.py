@@ -28,6 +28,7 @@ from aiohttp import web
 from kirod import __version__, log
 from kirod.budgets.budgets import Budgets
 from kirod.budgets.periods import first_day_of_month
+from kirod.budgets.rates import SEED_ROWS
 from kirod.config import ServiceEnv, Settings
 from kirod.control.alerts import Alerts
 from kirod.control.apikeys import ApiKeys
@@ -348,6 +349,7 @@ async def run(
                 await spend.since(first_day_of_month(time.time())),
                 {key_id: gate.limits(key_id) for key_id in gate.key_ids},
                 await accounts.list(),
+                await layer.oplog.metered(SEED_ROWS),
             )
             models, dispatcher = layer.models, layer.dispatcher
 

@@ -194,6 +194,23 @@ class OpLog:
         )
         return [_entry(row) for row in sorted(rows, key=lambda row: (-row[1], -row[0]))]
 
+    async def metered(self, limit: int) -> list[tuple[str, int, float]]:
+        """(Kiro model, tokens reserved, credits metered) of the newest `limit` answered rows
+        that a budget held for, newest first: what `kirod.budgets.rates` learns again from
+        at start."""
+        rows = await self._rows(
+            "WHERE credits > 0 AND reserved_tokens > 0 AND stop_reason IS NOT NULL "
+            "ORDER BY id DESC LIMIT ?",
+            (limit,),
+        )
+        found: list[tuple[str, int, float]] = []
+        for row in sorted(rows, key=lambda row: -row[0]):
+            entry = _entry(row)
+            model = next((a.model for a in reversed(entry.attempts) if a.outcome == "ok"), None)
+            if model is not None and entry.reserved_tokens and entry.credits:
+                found.append((model, entry.reserved_tokens, entry.credits))
+        return found
+
     async def trace(
         self, *, request_id: str | None = None, last: int = 10, after: int | None = None
     ) -> Trace:

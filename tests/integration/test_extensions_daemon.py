@@ -21,6 +21,7 @@ from click.testing import CliRunner, Result
 from kirod.cli.main import cli
 from kirod.testing.daemon import DaemonProcess
 from kirod.testing.fake_kiro import FakeKiro, Reply, Script, ThreadedFake
+from tests.support.distributions import dist_info
 from tests.support.kiro_env import import_account, start_daemon
 
 CONTRIB = Path(__file__).parents[2] / "contrib" / "extensions"
@@ -43,15 +44,6 @@ class Failing(Extension):
             raise RuntimeError({SECRET_DETAIL!r})
         return request
 """
-
-
-def dist_info(site: Path, name: str, version: str, points: dict[str, str]) -> None:
-    """What an installer would write for a distribution: enough for `entry_points()`."""
-    info = site / f"{name.replace('-', '_')}-{version}.dist-info"
-    info.mkdir(parents=True)
-    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n")
-    lines = "".join(f"{key} = {value}\n" for key, value in points.items())
-    (info / "entry_points.txt").write_text(f"[kirod.extensions]\n{lines}")
 
 
 @pytest.fixture(scope="module")
