@@ -26,7 +26,14 @@ from kirod.testing.daemon import DaemonProcess
 from kirod.testing.fake_kiro import ThreadedFake
 from tests.support.kiro_env import kiro_ide_token_file, start_daemon
 
-PAGES = ("/console/", "/console/traffic", "/console/models", "/console/keys", "/console/add")
+PAGES = (
+    "/console/",
+    "/console/accounts",
+    "/console/traffic",
+    "/console/models",
+    "/console/keys",
+    "/console/add",
+)
 
 
 def _link(daemon: DaemonProcess) -> tuple[str, str]:
