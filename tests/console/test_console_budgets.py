@@ -150,6 +150,15 @@ async def test_the_keys_page_shows_a_key_budget_its_spend_what_is_left_and_a_cha
     await expect(chart(opened, "idle")).to_have_count(0)
     await expect(row(budgets, "idle").get_by_role("cell").nth(1)).to_have_text("9.5 a month")
     await screenshot(opened, "keys-budgets-1280")
+    # A request's trace says what its key's budget held for it before routing.
+    [held] = [r for r in daemon.client.trace(last=50).requests if r.key_id == key.id][-1:]
+    assert held.reserved_credits is not None
+    assert held.reserved_tokens is not None
+    await opened.goto(f"{daemon.base_url}/console/requests/{held.request_id}")
+    await expect(opened.locator("dt:text-is('Held by budgets') + dd")).to_have_text(
+        f"{credits_text(held.reserved_credits)} credits · {held.reserved_tokens:,} tokens, "
+        "settled to the credits above"
+    )
 
 
 async def test_a_key_budget_set_in_the_page_replaces_the_set_and_an_empty_field_lifts_one(

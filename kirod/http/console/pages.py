@@ -260,6 +260,7 @@ def _request(row: TraceRequest) -> str:
             ("Total", escape(_ms(row.total_ms))),
             ("Tokens in / out", escape(f"{row.input_tokens or 0} / {row.output_tokens or 0}")),
             ("Credits", escape(credits_text(row.credits))),
+            ("Held by budgets", escape(_reserved(row))),
             (
                 "Tool calls cut off",
                 escape(f"{row.truncations} ({row.continuations} continued)"),
@@ -292,6 +293,18 @@ def _request(row: TraceRequest) -> str:
         caption="Attempts, in order: each account tried, and why the request moved on",
     )
     return f'<section class="trace"><dl>{facts}</dl>{attempts}</section>'
+
+
+def _reserved(row: TraceRequest) -> str:
+    """What the budgets held for the request before routing; it settled to its credits."""
+    if row.reserved_credits is None and row.reserved_tokens is None:
+        return "none (no budget applied)"
+    parts = []
+    if row.reserved_credits is not None:
+        parts.append(f"{credits_text(row.reserved_credits)} credits")
+    if row.reserved_tokens is not None:
+        parts.append(f"{row.reserved_tokens:,} tokens")
+    return " · ".join(parts) + ", settled to the credits above"
 
 
 def request_page(request_id: str, trace: Trace, csrf: str) -> str:
