@@ -13,7 +13,7 @@ from kirod.report_types import Account, Budget, Spend, SpendDay
 SPEND_DAYS = 30
 # Charts on one page at most (the largest spenders first): a page stays light however many keys
 # there are; `kiroctl spend` shows any other.
-MAX_SPEND_CHARTS = 12
+MAX_SPEND_CHARTS = 8
 
 
 def limits_text(budget: Budget) -> str:
