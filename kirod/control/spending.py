@@ -50,27 +50,27 @@ class Spending:
     async def series(self, scope: str, id_: str, *, days: int, now: float | None = None) -> Spend:
         """A key's or an account's spend per UTC day over the last `days` days, today last,
         days without requests included (for the charts)."""
+        found = await self.every_series(scope, days=days, now=now)
+        return found.get(id_) or _series(scope, id_, {}, *_days(days, now))
+
+    async def every_series(
+        self, scope: str, *, days: int, now: float | None = None
+    ) -> dict[str, Spend]:
+        """`series` of every key (or account) that spent in those days, in one read (a console
+        page charts them all); those that did not are absent."""
         if scope not in ("key", "account"):
             raise InvalidControlRequest("scope must be key or account")
         if not 1 <= days <= MAX_DAYS:
             raise InvalidControlRequest(f"days must be from 1 to {MAX_DAYS}")
-        today = day_of(time.time() if now is None else now)
-        first = today - days + 1
-        found: dict[int, SpendDay] = {}
+        first, today = _days(days, now)
+        found: dict[str, dict[int, SpendDay]] = {}
         if self._spend is not None:
             await self._oplog.flush()  # the rows queued behind requests, and their spend
             for row in await self._spend.since(first, scope="key" if scope == "key" else "account"):
-                if row.id == id_:
-                    found[row.day] = _spend_day(
-                        row.day, row.requests, row.input_tokens, row.output_tokens, row.credits
-                    )
-        return Spend(
-            scope,
-            id_,
-            tuple(
-                found.get(day) or _spend_day(day, 0, 0, 0, 0.0) for day in range(first, today + 1)
-            ),
-        )
+                found.setdefault(row.id, {})[row.day] = _spend_day(
+                    row.day, row.requests, row.input_tokens, row.output_tokens, row.credits
+                )
+        return {id_: _series(scope, id_, rows, first, today) for id_, rows in found.items()}
 
     async def report(self, key_id: str, *, now: float | None = None) -> dict[str, Any]:
         """The `GET /v1/usage` document for API key `key_id` (shape in README, "Usage")."""
@@ -116,3 +116,14 @@ def _spend_day(
 ) -> SpendDay:
     date = datetime.fromtimestamp(day * DAY_S, UTC).strftime("%Y-%m-%d")
     return SpendDay(date, requests, input_tokens, output_tokens, round(credits, 6))
+
+
+def _days(days: int, now: float | None) -> tuple[int, int]:
+    """The first and the last (today's) UTC day of the last `days` days."""
+    today = day_of(time.time() if now is None else now)
+    return today - days + 1, today
+
+
+def _series(scope: str, id_: str, found: dict[int, SpendDay], first: int, today: int) -> Spend:
+    days = tuple(found.get(day) or _spend_day(day, 0, 0, 0, 0.0) for day in range(first, today + 1))
+    return Spend(scope, id_, days)

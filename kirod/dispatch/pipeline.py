@@ -60,6 +60,7 @@ from dataclasses import dataclass
 
 from kirod import log
 from kirod.accounts.affinity import AffinityMap
+from kirod.accounts.maintenance import IDLE_STATUSES
 from kirod.accounts.model_directory import ModelDirectory, Routing
 from kirod.accounts.pool import AccountPool
 from kirod.accounts.probes import UsageProbes
@@ -310,7 +311,13 @@ class Dispatcher:
         hold = budgets.admit(tenant, limits, estimate)
         operation.reserved = estimate
         if budgeted:
-            serving = [r for r in records if routing.offers is None or routing.offers(r)]
+            # An account that serves nothing until a person acts (disabled, needs a login) does
+            # not make room: without it, the budgets are what refuse.
+            serving = [
+                r
+                for r in records
+                if (routing.offers is None or routing.offers(r)) and r.status not in IDLE_STATUSES
+            ]
             if serving and not any(budgets.fits(r, estimate) for r in serving):
                 budgets.settle(
                     hold, key_id=tenant, key_limits=limits, account=None, credits=None, tokens=None

@@ -26,7 +26,14 @@ from kirod.testing.daemon import DaemonProcess
 from kirod.testing.fake_kiro import ThreadedFake
 from tests.support.kiro_env import kiro_ide_token_file, start_daemon
 
-PAGES = ("/console/", "/console/traffic", "/console/models", "/console/keys", "/console/add")
+PAGES = (
+    "/console/",
+    "/console/accounts",
+    "/console/traffic",
+    "/console/models",
+    "/console/keys",
+    "/console/add",
+)
 
 
 def _link(daemon: DaemonProcess) -> tuple[str, str]:
@@ -347,7 +354,7 @@ async def test_labels_are_shown_as_text_never_as_markup(
     account_id = answer["accounts"][0]["id"]
     try:
         base, cookie, _ = await _sign_in(http, daemon)
-        for path in ("/console/", "/console/models"):
+        for path in ("/console/", "/console/accounts", "/console/models"):
             async with http.get(base + path, headers={"Cookie": cookie}) as page:
                 html = await page.text()
             assert "<img src=x" not in html, path

@@ -15,12 +15,13 @@ from kirod.config import Settings
 from kirod.config.hosts import is_loopback, loopback_hosts, url_host
 from kirod.errors import InvalidControlRequest
 from kirod.http.console import live, pages
+from kirod.http.console.budgets import SPEND_DAYS
 from kirod.http.console.guard import SESSION, Guard, add_security_headers, error
 from kirod.http.console.overview import Snapshots, TrafficCache, read_overview
 from kirod.http.console.sessions import LINK_TTL_S, ConsoleSessions, Session
 from kirod.localapi import accounts, keys, models
 from kirod.localapi.control import CONTROL, Control
-from kirod.report_types import ApiKey, ConsoleLink, Models
+from kirod.report_types import Account, ApiKey, ConsoleLink, Models, Spend
 
 PREFIX = "/console"
 GUARD = web.AppKey("console_guard", Guard)
@@ -83,9 +84,23 @@ async def _models(request: web.Request, session: Session) -> str:
     return pages.models_page(Models.from_json(document), names, session.csrf)
 
 
+async def _spend(control: Control, scope: str) -> dict[str, Spend]:
+    """Every key's or account's spend per day for the charts (none where nothing keeps it)."""
+    if control.spending is None:
+        return {}
+    return await control.spending.every_series(scope, days=SPEND_DAYS)
+
+
 async def _keys(request: web.Request, session: Session) -> str:
-    listed: list[ApiKey] = await request.app[CONTROL].keys.list()
-    return pages.keys_page(listed, session.csrf)
+    control = request.app[CONTROL]
+    listed: list[ApiKey] = await control.keys.list()
+    return pages.keys_page(listed, await _spend(control, "key"), session.csrf)
+
+
+async def _accounts(request: web.Request, session: Session) -> str:
+    control = request.app[CONTROL]
+    listed = [Account.from_json(doc) for doc in await control.accounts.all()]
+    return pages.accounts_page(listed, await _spend(control, "account"), session.csrf)
 
 
 async def _add(request: web.Request, session: Session) -> str:
@@ -173,6 +188,7 @@ def build_console_app(
     signed = guard.signed_in
     routes: list[tuple[str, str, Callable[[web.Request], Awaitable[web.StreamResponse]]]] = [
         ("GET", "/", _page(_overview)),
+        ("GET", "/accounts", _page(_accounts)),
         ("GET", "/traffic", _page(_traffic)),
         ("GET", "/requests/{request_id}", _page(_request)),
         ("GET", "/models", _page(_models)),
@@ -188,11 +204,13 @@ def build_console_app(
         ("POST", "/api/accounts/{account_id}/disable", signed(accounts.disable_account)),
         ("POST", "/api/accounts/{account_id}/refresh", signed(accounts.refresh_account)),
         ("POST", "/api/accounts/{account_id}/probe", signed(accounts.probe_account)),
+        ("PUT", "/api/accounts/{account_id}/budget", signed(accounts.set_account_budget)),
         ("POST", "/api/logins", signed(accounts.start_login)),
         ("GET", "/api/logins/{login_id}", signed(accounts.get_login)),
         ("DELETE", "/api/logins/{login_id}", signed(accounts.cancel_login)),
         ("POST", "/api/keys", signed(keys.create_key)),
         ("DELETE", "/api/keys/{key_id}", signed(keys.revoke_key)),
+        ("PUT", "/api/keys/{key_id}/budget", signed(keys.set_key_budget)),
     ]
     for method, path, handler in routes:
         app.router.add_route(method, path, handler)

@@ -3,7 +3,8 @@
 The console's CSP allows no inline script or style, so a chart is plain SVG to inline in a page:
 no `style` attribute, no script, no event handler. Colours come only from CSS classes, for the
 stylesheet to follow light and dark mode: `series-0` … `series-5` (a line is also `line`, a bar
-`bar`), `axis`, `grid`, `muted` (tick labels) and `title`. Every chart is `role="img"` with a
+`bar`), `axis`, `grid`, `muted` (tick labels), `title`, and `mark` / `mark-label` (a level drawn
+across bars, such as a budget). Every chart is `role="img"` with a
 `<title>` and an `aria-label` that summarise it (largest and latest value) for screen readers;
 times are UTC. Output stays small whatever the input: lines are downsampled to `MAX_POINTS`, bars
 merged to `MAX_BARS`, stacks to `SERIES` keys, and coordinates are written with one decimal.
@@ -68,13 +69,21 @@ def lines_chart(
 
 
 def bar_chart(
-    title: str, bars: Sequence[tuple[str, float]], *, unit: str, empty: str = EMPTY
+    title: str,
+    bars: Sequence[tuple[str, float]],
+    *,
+    unit: str,
+    empty: str = EMPTY,
+    mark: tuple[str, float] | None = None,
 ) -> str:
-    """One bar per label (a time bucket, an error class); beyond `MAX_BARS`, neighbours add up."""
+    """One bar per label (a time bucket, an error class); beyond `MAX_BARS`, neighbours add up.
+
+    `mark`: a named level drawn across the bars (a day's budget), within the scale."""
     merged = _merge_bars(bars)
     if not any(value for _, value in merged):
         return _empty(title, empty)
-    top, ticks = _value_ticks(max(value for _, value in merged))
+    peak = max(value for _, value in merged)
+    top, ticks = _value_ticks(max(peak, mark[1]) if mark else peak)
     slot = (RIGHT - LEFT) / len(merged)
     body = _y_axis(ticks, top)
     for index, (label, value) in enumerate(merged):
@@ -90,6 +99,9 @@ def bar_chart(
         f"max {_value(peak, unit)} ({peak_label}), latest {_value(merged[-1][1], unit)},"
         f" total {_value(sum(value for _, value in merged), unit)}"
     )
+    if mark:
+        body.extend(_mark(*mark, top))
+        summary += f", {mark[0]} {_value(mark[1], unit)}"
     return _svg(title, summary, body)
 
 
@@ -186,6 +198,16 @@ def _y_axis(ticks: Sequence[float], top: float) -> list[str]:
         )
     parts.append(f'<line class="axis" x1="{LEFT}" y1="{BOTTOM}" x2="{RIGHT}" y2="{BOTTOM}"/>')
     return parts
+
+
+def _mark(name: str, value: float, top: float) -> list[str]:
+    """A dashed level across the plot, named at its right end."""
+    y = _n(_y(value, top))
+    return [
+        f'<line class="mark" x1="{LEFT}" y1="{y}" x2="{RIGHT}" y2="{y}"/>',
+        f'<text class="mark-label" x="{RIGHT}" y="{_n(_y(value, top) - 3)}" text-anchor="end">'
+        f"{escape(name)}</text>",
+    ]
 
 
 def _time_axis(x0: float, x1: float) -> list[str]:

@@ -8,7 +8,7 @@ import time
 from dataclasses import dataclass
 
 from kirod.localapi.control import Control
-from kirod.report_types import Account, Pool, PoolAccount, Stats, Status, Traffic, Usage
+from kirod.report_types import Account, Budget, Pool, PoolAccount, Stats, Status, Traffic, Usage
 
 SNAPSHOT_TTL_S = 1.0  # however many pages are open, the services are asked at most this often
 
@@ -78,6 +78,7 @@ def card_fields(card: Card) -> dict[str, str]:
         if limit and used is not None
         else "0",
         key + "overage": _overage(usage),
+        key + "budget": budget_text(account.budget),
         key + "resets": ""
         if usage is None or usage.resets_at is None
         else f"{usage.resets_at:.0f}",
@@ -94,6 +95,19 @@ def _overage(usage: Usage | None) -> str:
     if usage is None or usage.overage not in ("enabled", "disabled"):
         return "not probed yet"
     return "on" if usage.overage == "enabled" else "off"
+
+
+def budget_text(budget: Budget) -> str:
+    """An account's ceilings against what it spent: `2.5 of 10 today · 40 of 200 this month`."""
+    parts = [
+        f"{credits_text(spent)} of {credits_text(limit)} {period}"
+        for spent, limit, period in (
+            (budget.spent_today, budget.credits_per_day, "today"),
+            (budget.spent_month, budget.credits_per_month, "this month"),
+        )
+        if limit is not None
+    ]
+    return " · ".join(parts) or "no ceiling"
 
 
 def _usage(pool: PoolAccount | None, account: Account) -> tuple[float | None, float | None]:

@@ -8,12 +8,20 @@ from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from html import escape
 
-from kirod.http.console import charts
-from kirod.http.console.overview import Card, Overview, card_fields, credits_text
+from kirod.http.console import budgets, charts
+from kirod.http.console.overview import (
+    Card,
+    Overview,
+    card_fields,
+    credits_text,
+)
 from kirod.report_types import (
     TRAFFIC_WINDOWS,
+    Account,
     ApiKey,
+    Budget,
     Models,
+    Spend,
     Trace,
     TraceRequest,
     Traffic,
@@ -21,6 +29,7 @@ from kirod.report_types import (
 
 NAV = (
     ("overview", "/console/", "Overview"),
+    ("accounts", "/console/accounts", "Accounts"),
     ("traffic", "/console/traffic", "Traffic"),
     ("models", "/console/models", "Models"),
     ("keys", "/console/keys", "Keys"),
@@ -137,6 +146,7 @@ def account_card(card: Card) -> str:
                 f" · resets {_countdown(key + 'resets', values[key + 'resets'])}",
             ),
             ("Overage", _field(key + "overage", values[key + "overage"])),
+            ("Budget", _field(key + "budget", values[key + "budget"])),
             ("Today", _field(key + "today", values[key + "today"])),
             ("Last error", _field(key + "error", values[key + "error"])),
         ]
@@ -250,6 +260,7 @@ def _request(row: TraceRequest) -> str:
             ("Total", escape(_ms(row.total_ms))),
             ("Tokens in / out", escape(f"{row.input_tokens or 0} / {row.output_tokens or 0}")),
             ("Credits", escape(credits_text(row.credits))),
+            ("Held by budgets", escape(_reserved(row))),
             (
                 "Tool calls cut off",
                 escape(f"{row.truncations} ({row.continuations} continued)"),
@@ -282,6 +293,18 @@ def _request(row: TraceRequest) -> str:
         caption="Attempts, in order: each account tried, and why the request moved on",
     )
     return f'<section class="trace"><dl>{facts}</dl>{attempts}</section>'
+
+
+def _reserved(row: TraceRequest) -> str:
+    """What the budgets held for the request before routing; it settled to its credits."""
+    if row.reserved_credits is None and row.reserved_tokens is None:
+        return "none (no budget applied)"
+    parts = []
+    if row.reserved_credits is not None:
+        parts.append(f"{credits_text(row.reserved_credits)} credits")
+    if row.reserved_tokens is not None:
+        parts.append(f"{row.reserved_tokens:,} tokens")
+    return " · ".join(parts) + ", settled to the credits above"
 
 
 def request_page(request_id: str, trace: Trace, csrf: str) -> str:
@@ -330,7 +353,80 @@ def models_page(models: Models, names: Mapping[str, str], csrf: str) -> str:
     return layout("Models", "models", table + aliases + families + substitutions, csrf=csrf)
 
 
-def keys_page(keys: Sequence[ApiKey], csrf: str) -> str:
+def _spend_section(charted: tuple[list[str], int], *, what: str) -> str:
+    drawn, more = charted
+    if not drawn:
+        return (
+            f'<section class="spend" aria-labelledby="spend-h"><h2 id="spend-h">Spend, last '
+            f"{budgets.SPEND_DAYS} days</h2><p>No {what} spent credits in the last "
+            f"{budgets.SPEND_DAYS} days.</p></section>"
+        )
+    rest = (
+        f"<p>{more} more spent less; <code>kiroctl spend</code> shows any {what}.</p>"
+        if more
+        else ""
+    )
+    return (
+        f'<section class="spend" aria-labelledby="spend-h"><h2 id="spend-h">Spend, last '
+        f"{budgets.SPEND_DAYS} days (UTC)</h2>"
+        '<div class="charts">' + "".join(f"<figure>{svg}</figure>" for svg in drawn) + "</div>"
+        f"{rest}</section>"
+    )
+
+
+def _budget_cells(budget: Budget) -> tuple[str, str, str, str]:
+    return (
+        escape(budgets.limits_text(budget)),
+        escape(budgets.spent_text(budget.spent_today, budget.held)),
+        escape(budgets.spent_text(budget.spent_month, 0.0)),
+        escape(budgets.left_text(budget)),
+    )
+
+
+def _limit_value(value: float | None) -> str:
+    return "" if value is None else credits_text(value)
+
+
+def _budget_inputs(day: float | None, month: float | None) -> str:
+    return (
+        '<label>Credits per day (empty: no limit) <input name="credits_per_day" type="number" '
+        f'min="0.000001" step="any" value="{escape(_limit_value(day))}"></label>'
+        '<label>Credits per month, UTC (empty: no limit) <input name="credits_per_month" '
+        f'type="number" min="0.000001" step="any" value="{escape(_limit_value(month))}"></label>'
+    )
+
+
+def _key_option(key: ApiKey) -> str:
+    budget = key.budget
+    tokens = "" if budget.tokens_per_minute is None else str(budget.tokens_per_minute)
+    return (
+        f'<option value="{escape(key.id)}" data-credits_per_day="'
+        f'{escape(_limit_value(budget.credits_per_day))}" data-credits_per_month="'
+        f'{escape(_limit_value(budget.credits_per_month))}" data-tokens_per_minute="{tokens}">'
+        f"{escape(key.name)}</option>"
+    )
+
+
+def _key_budget_form(keys: Sequence[ApiKey]) -> str:
+    if not keys:
+        return ""
+    first = keys[0].budget
+    tokens = "" if first.tokens_per_minute is None else str(first.tokens_per_minute)
+    return (
+        '<form id="key-budget" data-form="key-budget"><h2>Set a key\'s budget</h2>'
+        "<p>Replaces all three; they hold from the key's next request.</p>"
+        '<label>Key <select name="key" data-fill>'
+        + "".join(_key_option(key) for key in keys)
+        + "</select></label>"
+        + _budget_inputs(first.credits_per_day, first.credits_per_month)
+        + "<label>Tokens per minute, input and output (empty: no limit) <input "
+        f'name="tokens_per_minute" type="number" min="1" step="1" value="{tokens}"></label>'
+        '<button type="submit">Set budget</button></form>'
+    )
+
+
+def keys_page(keys: Sequence[ApiKey], spend: Mapping[str, Spend], csrf: str) -> str:
+    """`spend`: key id → its spend per day (keys that spent in the last days)."""
     rows = (
         (
             escape(key.name),
@@ -349,17 +445,97 @@ def keys_page(keys: Sequence[ApiKey], csrf: str) -> str:
         rows,
         caption="API keys (the key itself is shown once, when it is created)",
     )
+    budget_table = _table(
+        ("Key", "Budget", "Spent today", "Spent this month", "Left"),
+        ((escape(key.name), *_budget_cells(key.budget)) for key in keys),
+        caption="Credits in UTC days; a request in flight holds its estimate until it ends",
+    )
     form = (
         '<form id="new-key" data-form="key"><h2>New key</h2>'
         '<label>Name <input name="name" required maxlength="64"></label>'
         '<label>Models (comma-separated patterns, empty: any) <input name="models" '
         'placeholder="claude-sonnet-*"></label>'
         '<label>Requests per minute (empty: unlimited) <input name="rpm" type="number" min="1">'
-        '</label><button type="submit">Create key</button></form>'
+        "</label>"
+        + _budget_inputs(None, None)
+        + "<label>Tokens per minute, input and output (empty: no limit) <input "
+        'name="tokens_per_minute" type="number" min="1" step="1"></label>'
+        '<button type="submit">Create key</button></form>'
         '<section id="secret" hidden><h2>Your new key</h2><p>Copy it now: it is not shown '
         'again.</p><p><code id="secret-value"></code></p></section>'
     )
-    return layout("Keys", "keys", table + form, csrf=csrf)
+    names = {key.id: key.name for key in keys}
+    charted = budgets.spend_charts(spend, names, {key.id: key.budget for key in keys})
+    body = (
+        table
+        + '<section id="key-budgets" aria-labelledby="key-budgets-h">'
+        + '<h2 id="key-budgets-h">Budgets</h2>'
+        + budget_table
+        + "</section>"
+        + _spend_section(charted, what="key")
+        + form
+        + _key_budget_form(keys)
+    )
+    return layout("Keys", "keys", body, csrf=csrf)
+
+
+def _account_option(account: Account, name: str) -> str:
+    budget = account.budget
+    return (
+        f'<option value="{escape(account.id)}" data-credits_per_day="'
+        f'{escape(_limit_value(budget.credits_per_day))}" data-credits_per_month="'
+        f'{escape(_limit_value(budget.credits_per_month))}" data-allow_overage="'
+        f'{"true" if account.allow_overage else ""}">{escape(name)}</option>'
+    )
+
+
+def _account_budget_form(accounts: Sequence[Account], names: Mapping[str, str]) -> str:
+    if not accounts:
+        return ""
+    first = accounts[0]
+    checked = " checked" if first.allow_overage else ""
+    return (
+        '<form id="account-budget" data-form="account-budget"><h2>Set an account\'s budget</h2>'
+        "<p>Past a ceiling the account rests until its day or month turns (UTC), and the pool "
+        "serves from the others. Replaces all three.</p>"
+        '<label>Account <select name="account" data-fill>'
+        + "".join(_account_option(account, names[account.id]) for account in accounts)
+        + "</select></label>"
+        + _budget_inputs(first.budget.credits_per_day, first.budget.credits_per_month)
+        + '<label class="check"><input name="allow_overage" type="checkbox"'
+        f"{checked}> Allow overage: once its plan credits are used up, kirod may spend into "
+        "overage where Kiro's overage switch is on (billed to the account)</label>"
+        '<button type="submit">Set budget</button></form>'
+    )
+
+
+def accounts_page(accounts: Sequence[Account], spend: Mapping[str, Spend], csrf: str) -> str:
+    """`spend`: account id → its spend per day (accounts that spent in the last days)."""
+    names = account_names(account.document for account in accounts)
+    rows = (
+        (
+            escape(names[account.id]),
+            escape(
+                account.status.replace("_", " ")
+                + (f": {account.status_reason}" if account.status_reason else "")
+            ),
+            escape(budgets.overage_text(account)),
+            *_budget_cells(account.budget),
+        )
+        for account in accounts
+    )
+    table = _table(
+        ("Account", "State", "Overage", "Budget", "Spent today", "Spent this month", "Left"),
+        rows,
+        caption="Accounts: credit ceilings and spend in UTC days, and whether kirod would bill "
+        "overage",
+    )
+    if not accounts:
+        table += '<p>No account yet. <a href="/console/add">Add one</a>.</p>'
+    budgets_of = {account.id: account.budget for account in accounts}
+    charted = budgets.spend_charts(spend, names, budgets_of)
+    body = table + _spend_section(charted, what="account") + _account_budget_form(accounts, names)
+    return layout("Accounts", "accounts", body, csrf=csrf)
 
 
 def add_page(csrf: str) -> str:

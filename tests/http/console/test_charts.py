@@ -48,6 +48,7 @@ def every_chart(label: str) -> list[str]:
         line_chart(label, hour([1.0, 2.0]), unit=label, series_label=label),
         lines_chart(label, {label: hour([1.0]), "p95": hour([2.0])}, unit="ms"),
         bar_chart(label, [(label, 3.0)], unit=label),
+        bar_chart(label, [(label, 3.0)], unit=label, mark=(label, 5.0)),
         stacked_bars(label, [(label, {label: 1.0, "b": 2.0})], unit=label),
         bar_chart(label, [], unit="requests", empty=label),
     ]
@@ -119,6 +120,21 @@ def test_bars_carry_their_values() -> None:
     assert root.get("aria-label") == (
         "Errors: max 1.5k requests (throttled), latest 3 requests, total 1.5k requests"
     )
+
+
+def test_a_mark_above_the_bars_stretches_the_scale_and_is_named() -> None:
+    days = [("12-05", 2.0), ("12-06", 4.0), ("12-07", 1.0)]
+    root = parse(bar_chart("Credits", days, unit="credits", mark=("day budget", 10.0)))
+    [line] = [el for el in root.iter(f"{NS}line") if el.get("class") == "mark"]
+    assert line.get("y1") == line.get("y2") == "24"  # the scale's top, 10: the plot's top edge
+    assert [t for t in texts(root) if t.isdigit()] == ["0", "5", "10"]
+    assert "day budget" in texts(root)
+    assert root.get("aria-label", "").endswith("total 7 credits, day budget 10 credits")
+    tall = parse(bar_chart("Credits", [("12-07", 40.0)], unit="credits", mark=("day budget", 10)))
+    [low] = [el for el in tall.iter(f"{NS}line") if el.get("class") == "mark"]
+    assert 24 < float(low.get("y1", "0")) < 156  # under the bar's top, above the baseline
+    unmarked = bar_chart("Credits", days, unit="credits")
+    assert 'class="mark"' not in unmarked
 
 
 def test_stacks_fold_keys_beyond_the_colours_into_other() -> None:

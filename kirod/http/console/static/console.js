@@ -175,6 +175,25 @@
     });
   }
 
+  // A budget field: empty is no limit (null); a number otherwise.
+  function limit(data, name, whole) {
+    const text = String(data.get(name) || "").trim();
+    if (!text) return null;
+    return whole ? parseInt(text, 10) : parseFloat(text);
+  }
+
+  // Choosing a key or an account in a budget form shows its current budget, to change from.
+  function fill(select) {
+    const chosen = select.selectedOptions[0];
+    if (!chosen) return;
+    for (const [name, value] of Object.entries(chosen.dataset)) {
+      const input = select.form.elements.namedItem(name);
+      if (!input) continue;
+      if (input.type === "checkbox") input.checked = value === "true";
+      else input.value = value;
+    }
+  }
+
   async function submit(form) {
     const data = new FormData(form);
     const kind = form.dataset.form;
@@ -186,11 +205,28 @@
         const body = { name: String(data.get("name") || ""), models: models };
         const rpm = String(data.get("rpm") || "");
         if (rpm) body.rpm = parseInt(rpm, 10);
+        for (const [name, whole] of [["credits_per_day", false], ["credits_per_month", false], ["tokens_per_minute", true]]) {
+          const value = limit(data, name, whole);
+          if (value !== null) body[name] = value;
+        }
         const created = await call("POST", "/api/keys", body);
         document.getElementById("secret-value").textContent = created.secret;
         document.getElementById("secret").hidden = false;
         say("Key " + created.key.name + " created.", false);
         form.reset();
+      } else if (kind === "key-budget" || kind === "account-budget") {
+        const key = kind === "key-budget";
+        const select = form.elements.namedItem(key ? "key" : "account");
+        const body = {
+          credits_per_day: limit(data, "credits_per_day", false),
+          credits_per_month: limit(data, "credits_per_month", false),
+        };
+        if (key) body.tokens_per_minute = limit(data, "tokens_per_minute", true);
+        else body.allow_overage = data.get("allow_overage") === "on";
+        const path = (key ? "/api/keys/" : "/api/accounts/") + encodeURIComponent(select.value) + "/budget";
+        await call("PUT", path, body);
+        say("Budget of " + select.selectedOptions[0].textContent + " set.", false);
+        setTimeout(() => location.reload(), 400);
       } else if (kind === "login") {
         const body = {};
         for (const name of ["start_url", "region"]) {
@@ -218,6 +254,9 @@
   document.addEventListener("click", (event) => {
     const button = event.target.closest("button[data-act]");
     if (button) act(button);
+  });
+  document.addEventListener("change", (event) => {
+    if (event.target.matches("select[data-fill]")) fill(event.target);
   });
   document.addEventListener("submit", (event) => {
     const form = event.target.closest("form[data-form]");
