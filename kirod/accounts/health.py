@@ -310,16 +310,21 @@ def after_refresh_failure(
 
 
 def after_usage(
-    state: AccountState, *, remaining: float, resets_at: float | None, overage: bool = False
+    state: AccountState,
+    *,
+    remaining: float,
+    resets_at: float | None,
+    overage: bool = False,
+    guarded: bool = False,
 ) -> AccountState | None:
     """A usage probe's verdict: no credits left means exhausted until the window resets, unless
-    kirod may spend `overage` (on in Kiro, and allowed for the account)."""
+    kirod may spend `overage` (on in Kiro, and allowed for the account). Where overage is on but
+    not allowed (`guarded`), the reason says so: the overage guard, not an empty plan, holds it."""
     if remaining <= 0 and not overage:
         if _SEVERITY[state.status] > _SEVERITY["exhausted"]:
             return None
-        return dataclasses.replace(
-            state, status="exhausted", reason="monthly credits used up", until=resets_at
-        )
+        reason = OVERAGE_GUARD_REASON if guarded else "monthly credits used up"
+        return dataclasses.replace(state, status="exhausted", reason=reason, until=resets_at)
     if state.status != "exhausted" or (remaining <= 0 and state.reason != OVERAGE_GUARD_REASON):
         return None
     return dataclasses.replace(state, status="active", reason=None, until=None, failures=0)

@@ -514,6 +514,7 @@ class AccountPool:
                 remaining=usage.remaining,
                 resets_at=usage.resets_at,
                 overage=record.allow_overage and usage.overage == "enabled",
+                guarded=not record.allow_overage and usage.overage == "enabled",
             ),
         )
 

@@ -101,10 +101,16 @@ def _account_refusal(
         return error(400, RULES["invalid_model_id"].body, "ValidationException")
     if account.egress_gated and claude(model):  # FakeKiro.gate_egress, with Kiro's own words
         return error(400, RULES["invalid_model_id"].body, "ValidationException")
-    if account.usage.remaining() <= 0:
+    reason = account.usage.refusal()
+    if reason == "MONTHLY_REQUEST_COUNT":
         failure = http_failure(Script(fault=Fault.QUOTA_402), account.user_id)
         assert failure is not None
         return error(failure.status, failure.body, failure.error_type)
+    if reason is not None:
+        # The overage cap reached: a ServiceQuotaExceededException, 402 in Kiro's service model,
+        # in the words kiro.rs tests with (docs/KIRO-PROTOCOL.md §6.5).
+        body = {"message": "You have reached the limit for overages.", "reason": reason}
+        return error(402, body, "ServiceQuotaExceededException")
     return None
 
 
