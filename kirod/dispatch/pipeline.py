@@ -480,6 +480,11 @@ class Dispatcher:
                 )
             except ApiError as unavailable:
                 if last is None:
+                    # Requests queued for a slot hold nothing on the account until they lease
+                    # it, so more may be admitted than its ceiling takes: theirs is its 429.
+                    refusal = self._over_budget(routing, hold)
+                    if refusal is not None:
+                        raise refusal from None
                     raise
                 # The last attempt's error, told when an account is expected back.
                 raise last.told_when(unavailable.headers.get("Retry-After")) from None
@@ -516,6 +521,18 @@ class Dispatcher:
                 return opened, answer
         assert last is not None
         raise last
+
+    def _over_budget(self, routing: Routing, hold: Hold | None) -> ApiError | None:
+        """The accounts' budget refusal when no account serving the model has room for `hold`
+        under its ceilings (None: the lease's own refusal stands)."""
+        budgets = self._budgets
+        if hold is None or budgets is None:
+            return None
+        serving = [r for r in self._pool.records() if routing.offers is None or routing.offers(r)]
+        full = [r for r in serving if not budgets.fits(r, hold.estimate)]
+        if not full or len(full) < len(serving):
+            return None
+        return _accounts_over_budget(budgets, full, hold.estimate)
 
     def _eligible(
         self, routing: Routing, hold: Hold | None

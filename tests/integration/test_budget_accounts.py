@@ -1,0 +1,302 @@
+"""Account budgets and the overage guard end to end: the official SDK → the real daemon → the
+fake Kiro, which meters each chat 0.25 credits and, with overage on, keeps serving an account
+past its plan and bills the excess (docs/KIRO-PROTOCOL.md §6.5).
+
+A credit ceiling rests its account at its edge until the period turns (its state, reason and
+until in `GET /accounts`); another account serves meanwhile, and with none the answer is a 429
+that names the budget and reaches no Kiro. Raising the ceiling lifts the rest. An account whose
+plan is used up with overage on in Kiro gets nothing more from kirod unless its `allow_overage`
+is set. A usage probe undoes neither rest."""
+
+from __future__ import annotations
+
+import concurrent.futures
+import datetime as dt
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import anthropic
+import pytest
+
+from kirod.accounts.health import OVERAGE_GUARD_REASON
+from kirod.testing.daemon import DaemonProcess
+from kirod.testing.fake_kiro import Latency, Reply, Script, ThreadedFake, TokenSet
+from tests.support.kiro_env import import_account, start_daemon
+
+MODEL = "claude-sonnet-4-6"
+CREDITS = 0.25  # what the fake meters each chat: sums of it are exact in binary
+
+
+@pytest.fixture
+def proc(fake: ThreadedFake, short_tmp: Path) -> Iterator[DaemonProcess]:
+    """A daemon of the test's own, on the module's fake metering every chat `CREDITS`."""
+    fake.fake.clear_scripts()
+    fake.fake.clear_requests()
+    fake.fake.default_script = Script(reply=Reply(text="ok", credits=CREDITS))
+    daemon = start_daemon(short_tmp, fake)
+    try:
+        yield daemon
+    finally:
+        fake.fake.default_script = None
+        daemon.kill()
+
+
+def wait_for(condition: Callable[[], bool], what: str, timeout_s: float = 10.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.05)
+
+
+def account(proc: DaemonProcess, account_id: str) -> dict[str, Any]:
+    shown: dict[str, Any] = proc.client.request("GET", f"/accounts/{account_id}")
+    return shown
+
+
+def add(proc: DaemonProcess, fake: ThreadedFake, tokens: TokenSet) -> str:
+    """Import the fake's account and wait for kirod's first usage probe of it."""
+    account_id: str = import_account(proc, tokens)["id"]
+    wait_for(lambda: account(proc, account_id)["usage"] is not None, "the usage probe")
+    return account_id
+
+
+def ask(proc: DaemonProcess, text: str = "same words each time") -> anthropic.types.Message:
+    """Identical requests: after the first, kirod's estimate is what the fake meters."""
+    with anthropic.Anthropic(base_url=proc.base_url, api_key=proc.api_key, max_retries=0) as c:
+        return c.messages.create(
+            model=MODEL, max_tokens=64, messages=[{"role": "user", "content": text}]
+        )
+
+
+def chats(fake: ThreadedFake) -> list[str]:
+    """The fake accounts the chats so far went to, in order."""
+    return [record.account_id or "" for record in fake.fake.requests("chat")]
+
+
+def next_midnight() -> float:
+    today = dt.datetime.now(dt.UTC).date()
+    return dt.datetime.combine(today + dt.timedelta(days=1), dt.time(), dt.UTC).timestamp()
+
+
+def next_month() -> float:
+    today = dt.datetime.now(dt.UTC).date()
+    year, month = (today.year + 1, 1) if today.month == 12 else (today.year, today.month + 1)
+    return dt.datetime(year, month, 1, tzinfo=dt.UTC).timestamp()
+
+
+@pytest.mark.parametrize("period", ["day", "month"])
+def test_a_ceiling_rests_the_only_account_at_its_edge_and_raising_it_lifts_the_rest(
+    proc: DaemonProcess, fake: ThreadedFake, period: str
+) -> None:
+    tokens = fake.fake.issue_social_account()
+    account_id = add(proc, fake, tokens)
+    per_day, per_month = (1.0, None) if period == "day" else (None, 1.0)
+    proc.client.set_account_budget(
+        account_id, credits_per_day=per_day, credits_per_month=per_month, allow_overage=False
+    )
+    for _ in range(4):  # 4 times 0.25: exactly the ceiling, each one fitting beside the others
+        assert ask(proc).content
+    shown = account(proc, account_id)
+    assert shown["status"] == "cooling_down"
+    assert f"credit budget of 1 credits a {period} is spent" in shown["status_reason"]
+    until = next_midnight() if period == "day" else next_month()
+    assert shown["status_until"] == pytest.approx(until, abs=1)
+    spent = shown["budget"]["spent_today" if period == "day" else "spent_month"]
+    assert spent == 1.0
+    assert shown["budget"]["left_today" if period == "day" else "left_month"] == 0.0
+    assert fake.fake.account(tokens.account_id).usage.current == 1.0  # Kiro metered the same
+
+    sent = len(chats(fake))
+    with pytest.raises(anthropic.RateLimitError) as refused:
+        ask(proc)
+    assert refused.value.status_code == 429
+    assert int(refused.value.response.headers["Retry-After"]) >= 1
+    body = refused.value.body
+    assert isinstance(body, dict)
+    assert body["type"] == "error"
+    message = body["error"]["message"]
+    assert "credit budget" in message
+    assert "kiroctl accounts set-budget" in message
+    assert len(chats(fake)) == sent  # refused before Kiro
+
+    # A usage probe finds credits left in the plan: the account stays at rest.
+    proc.client.probe_account(account_id)
+    assert account(proc, account_id)["status"] == "cooling_down"
+
+    raised = proc.client.set_account_budget(
+        account_id,
+        credits_per_day=2.0 if period == "day" else None,
+        credits_per_month=2.0 if period == "month" else None,
+        allow_overage=False,
+    )
+    assert raised.status == "active"
+    assert ask(proc).content
+    assert len(chats(fake)) == sent + 1
+
+
+def test_with_two_accounts_the_other_serves_once_a_ceiling_is_spent(
+    proc: DaemonProcess, fake: ThreadedFake
+) -> None:
+    first_tokens = fake.fake.issue_social_account()
+    second_tokens = fake.fake.issue_social_account()
+    ids = {
+        first_tokens.account_id: add(proc, fake, first_tokens),
+        second_tokens.account_id: add(proc, fake, second_tokens),
+    }
+    assert ask(proc).content
+    [served] = chats(fake)  # the account identical requests stay on while it may serve
+    other = next(fake_id for fake_id in ids if fake_id != served)
+    budgeted = ids[served]
+    # Its first request counts: two more spend the 0.75.
+    proc.client.set_account_budget(
+        budgeted, credits_per_day=0.75, credits_per_month=None, allow_overage=False
+    )
+    for _ in range(2):
+        assert ask(proc).content
+    assert chats(fake) == [served] * 3
+    shown = account(proc, budgeted)
+    assert shown["status"] == "cooling_down"
+    assert "credits a day is spent" in shown["status_reason"]
+
+    for _ in range(3):
+        assert ask(proc).content
+    assert chats(fake)[3:] == [other] * 3
+    assert account(proc, budgeted)["budget"]["spent_today"] == 0.75
+    assert account(proc, ids[other])["status"] == "active"
+
+
+def guarded_account(fake: ThreadedFake) -> TokenSet:
+    """A Pro account with overage on in Kiro and half a credit of its plan left."""
+    tokens = fake.fake.issue_social_account(subscription="KIRO PRO")
+    fake.fake.set_usage(tokens.account_id, current=999.5, overage_status="ENABLED")
+    return tokens
+
+
+def test_the_overage_guard_sends_nothing_past_the_plan_until_overage_is_allowed(
+    proc: DaemonProcess, fake: ThreadedFake
+) -> None:
+    tokens = guarded_account(fake)
+    account_id = add(proc, fake, tokens)
+    assert account(proc, account_id)["allow_overage"] is False  # imported: not allowed
+    for _ in range(2):  # the plan's last 0.5 credits
+        assert ask(proc).content
+    shown = account(proc, account_id)
+    assert (shown["status"], shown["status_reason"]) == ("exhausted", OVERAGE_GUARD_REASON)
+    assert shown["status_until"] == pytest.approx(next_month(), abs=1)
+
+    sent = len(chats(fake))
+    with pytest.raises(anthropic.RateLimitError) as refused:
+        ask(proc)
+    body = refused.value.body
+    assert isinstance(body, dict)
+    assert "does not spend into overage" in body["error"]["message"]
+    assert "--allow-overage" in body["error"]["message"]
+    assert len(chats(fake)) == sent
+    assert fake.fake.account(tokens.account_id).usage.overages == 0.0  # nothing billed
+
+    # The usage probe sees the plan used up: the state still names the guard, not the plan.
+    probed = proc.client.probe_account(account_id)
+    assert (probed.status, probed.status_reason) == ("exhausted", OVERAGE_GUARD_REASON)
+
+    allowed = proc.client.set_account_budget(
+        account_id, credits_per_day=None, credits_per_month=None, allow_overage=True
+    )
+    assert allowed.status == "active"
+    assert allowed.bills_overage
+    for _ in range(2):
+        assert ask(proc).content
+    assert len(chats(fake)) == sent + 2
+    usage = fake.fake.account(tokens.account_id).usage
+    assert (usage.overages, usage.current) == (0.5, 1000.5)  # Kiro billed it as overage
+    # A probe in overage (nothing left of the plan) keeps it serving.
+    assert proc.client.probe_account(account_id).status == "active"
+    assert ask(proc).content
+
+
+def test_with_two_accounts_the_guarded_one_gets_nothing_and_the_other_serves(
+    proc: DaemonProcess, fake: ThreadedFake
+) -> None:
+    guarded_tokens = fake.fake.issue_social_account(subscription="KIRO PRO")
+    fake.fake.set_usage(guarded_tokens.account_id, current=1000.0, overage_status="ENABLED")
+    other_tokens = fake.fake.issue_social_account()
+    guarded = add(proc, fake, guarded_tokens)
+    add(proc, fake, other_tokens)
+    shown = account(proc, guarded)
+    assert (shown["status"], shown["status_reason"]) == ("exhausted", OVERAGE_GUARD_REASON)
+    listed = {a.id: a for a in proc.client.accounts()}
+    assert not listed[guarded].bills_overage
+    for n in range(4):
+        assert ask(proc, f"question {n}").content
+    assert chats(fake) == [other_tokens.account_id] * 4
+    assert fake.fake.account(guarded_tokens.account_id).usage.overages == 0.0
+
+
+def test_concurrent_requests_spend_an_account_ceiling_exactly(
+    proc: DaemonProcess, fake: ThreadedFake
+) -> None:
+    account_id = add(proc, fake, fake.fake.issue_social_account())
+    proc.client.set_account_budget(
+        account_id, credits_per_day=2.0, credits_per_month=None, allow_overage=False
+    )
+    assert ask(proc).content  # kirod learns what such a request costs
+    fake.fake.latency = Latency(first_s=0.2)  # all in flight at once
+    try:
+        with concurrent.futures.ThreadPoolExecutor(16) as pool:
+            outcomes = list(pool.map(lambda _: _outcome(proc), range(16)))
+    finally:
+        fake.fake.latency = Latency()
+    assert outcomes.count("served") == 7  # 0.25 spent, 1.75 left: 7 fit, 9 do not
+    assert outcomes.count(OVER_BUDGET) == 9, set(outcomes)
+    assert len(chats(fake)) == 8
+    shown = account(proc, account_id)
+    assert shown["budget"]["spent_today"] == 2.0
+    assert shown["status"] == "cooling_down"
+
+
+OVER_BUDGET = (
+    "429: every Kiro account that serves this model has spent the credit budget set for it "
+    "(this request may cost about 0.25 credits); 'kiroctl accounts set-budget' changes the budgets"
+)
+
+
+def _outcome(proc: DaemonProcess, text: str = "same words each time") -> str:
+    try:
+        ask(proc, text)
+    except anthropic.APIStatusError as refused:
+        body = refused.body
+        assert isinstance(body, dict), body
+        return f"{refused.status_code}: {body['error']['message']}"
+    return "served"
+
+
+def test_requests_queued_for_the_account_are_refused_as_over_budget_once_it_is_full(
+    fake: ThreadedFake, short_tmp: Path
+) -> None:
+    """Requests waiting for the account's one slot hold nothing yet, so more are admitted than
+    its ceiling takes: the one left when it is spent is the ceiling's 429, not a 503."""
+    fake.fake.clear_requests()
+    fake.fake.default_script = Script(reply=Reply(text="ok", credits=CREDITS))
+    proc = start_daemon(short_tmp, fake, {"KIROD_ACCOUNT_INFERENCE_CONCURRENCY": "1"})
+    try:
+        account_id = add(proc, fake, fake.fake.issue_social_account())
+        proc.client.set_account_budget(
+            account_id, credits_per_day=0.75, credits_per_month=None, allow_overage=False
+        )
+        assert ask(proc).content  # 0.25 spent, and what such a request costs learned
+        fake.fake.latency = Latency(first_s=0.5)
+        with concurrent.futures.ThreadPoolExecutor(3) as pool:
+            futures = []
+            for n in range(3):
+                futures.append(pool.submit(_outcome, proc, f"queued {n}"))
+                time.sleep(0.1)  # in this order: the first holds the slot, two wait for it
+            outcomes = [future.result() for future in futures]
+        assert outcomes[:2] == ["served", "served"]
+        assert outcomes[2].startswith("429: every Kiro account that serves this model has spent")
+        assert len(chats(fake)) == 3
+    finally:
+        fake.fake.latency = Latency()
+        fake.fake.default_script = None
+        proc.kill()
