@@ -295,13 +295,20 @@ class Dispatcher:
         operation: Operation,
     ) -> Hold | None:
         """The request's hold on its key's budgets, taken before any lease; None when neither
-        its key nor any account has one. Raises the key's 429 when it does not fit, and the
-        accounts' when none serving the model has room."""
-        budgets = self._budgets
+        its key nor any account has one (a ceiling, or the overage guard watching it). Raises
+        the key's 429 when it does not fit, and the accounts' when none serving the model has
+        room."""
+        budgets, pool = self._budgets, self._pool
         if budgets is None:
             return None
-        records = self._pool.records()
-        budgeted = [r for r in records if r.budget_day is not None or r.budget_month is not None]
+        records = pool.records()
+        budgeted = [
+            r
+            for r in records
+            if r.budget_day is not None
+            or r.budget_month is not None
+            or pool.plan_left(r.id) is not None
+        ]
         if not limits.any and not budgeted:
             return None
         model = routing.resolution.info if routing.resolution is not None else None
@@ -310,12 +317,29 @@ class Dispatcher:
         operation.reserved = estimate
         if budgeted:
             serving = [r for r in records if routing.offers is None or routing.offers(r)]
-            if serving and all(r in budgeted and not budgets.fits(r, estimate) for r in serving):
+            if serving and all(
+                r in budgeted and not budgets.fits(r, estimate, pool.plan_left(r.id))
+                for r in serving
+            ):
                 budgets.settle(
                     hold, key_id=tenant, key_limits=limits, account=None, credits=None, tokens=None
                 )
-                raise _accounts_over_budget(budgets, serving, estimate)
+                raise self._accounts_full(serving, estimate)
         return hold
+
+    def _accounts_full(self, full: Sequence[AccountRecord], estimate: Estimate) -> ApiError:
+        """The refusal when none of `full`, the accounts serving the model, has room for
+        `estimate`: under its ceilings, or in the plan credits the overage guard leaves it."""
+        budgets = self._budgets
+        assert budgets is not None
+        guarded = [
+            record
+            for record in full
+            if (left := self._pool.plan_left(record.id)) is not None
+            and budgets.fits(record, estimate)
+            and not budgets.fits(record, estimate, left)
+        ]
+        return _accounts_over_budget(budgets, full, estimate, guarded)
 
     async def _settled(
         self,
@@ -492,7 +516,9 @@ class Dispatcher:
             if (
                 hold is not None
                 and budgets is not None
-                and not budgets.hold_account(hold, lease.account)
+                and not budgets.hold_account(
+                    hold, lease.account, self._pool.plan_left(lease.account_id)
+                )
             ):
                 lease.release()
                 full.append(lease.account_id)
@@ -528,42 +554,68 @@ class Dispatcher:
         budgets = self._budgets
         if hold is None or budgets is None:
             return None
-        serving = [r for r in self._pool.records() if routing.offers is None or routing.offers(r)]
-        full = [r for r in serving if not budgets.fits(r, hold.estimate)]
+        pool = self._pool
+        serving = [r for r in pool.records() if routing.offers is None or routing.offers(r)]
+        full = [r for r in serving if not budgets.fits(r, hold.estimate, pool.plan_left(r.id))]
         if not full or len(full) < len(serving):
             return None
-        return _accounts_over_budget(budgets, full, hold.estimate)
+        return self._accounts_full(full, hold.estimate)
 
     def _eligible(
         self, routing: Routing, hold: Hold | None
     ) -> Callable[[AccountRecord], bool] | None:
         """Which accounts may take the request: those offering its model and, with a hold,
         with room for it under their ceilings."""
-        budgets, offers = self._budgets, routing.offers
+        budgets, offers, pool = self._budgets, routing.offers, self._pool
         if hold is None or budgets is None:
             return offers
         estimate = hold.estimate
+
+        def room(record: AccountRecord) -> bool:
+            return budgets.fits(record, estimate, pool.plan_left(record.id))
+
         if offers is None:
-            return lambda record: budgets.fits(record, estimate)
-        return lambda record: offers(record) and budgets.fits(record, estimate)
+            return room
+        return lambda record: offers(record) and room(record)
 
 
 def _accounts_over_budget(
-    budgets: Budgets, serving: Sequence[AccountRecord], estimate: Estimate
+    budgets: Budgets,
+    serving: Sequence[AccountRecord],
+    estimate: Estimate,
+    guarded: Sequence[AccountRecord] = (),
 ) -> ApiError:
-    """No account serving the model has room under its ceilings for `estimate`."""
+    """No account serving the model has room for `estimate`: under its ceilings, or, for those
+    in `guarded`, in the plan credits the overage guard leaves them."""
     rests = [rest.until for record in serving if (rest := budgets.rest(record)) is not None]
+    rests += [reset for record in guarded if (reset := _plan_resets(record)) is not None]
     until = min(rests) if rests else next_day(time.time())
     wait = max(1, int(until - time.time()) + 1)
+    cost = f"this request may cost about {estimate.credits:.4g} credits"
+    if guarded and len(guarded) == len(serving):
+        return ApiError(
+            ErrorKind.RATE_LIMIT,
+            "every Kiro account that serves this model has too few plan credits left for this "
+            f"request ({cost}), and kirod does not spend into overage unless allowed "
+            "('kiroctl accounts set-budget ACCOUNT --allow-overage')",
+            code="accounts_exhausted",
+            headers={"Retry-After": str(wait)},
+            final=True,
+        )
     return ApiError(
         ErrorKind.RATE_LIMIT,
         "every Kiro account that serves this model has spent the credit budget set for it "
-        f"(this request may cost about {estimate.credits:.4g} credits); "
-        "'kiroctl accounts set-budget' changes the budgets",
+        f"({cost}); 'kiroctl accounts set-budget' changes the budgets",
         code="accounts_over_budget",
         headers={"Retry-After": str(wait)},
         final=True,
     )
+
+
+def _plan_resets(record: AccountRecord) -> float | None:
+    """When the account's plan credits renew, by its last usage probe."""
+    resets_at = (record.usage or {}).get("resets_at")
+    return float(resets_at) if isinstance(resets_at, int | float) else None
 
 
 @dataclass

@@ -214,6 +214,14 @@ def test_the_overage_guard_sends_nothing_past_the_plan_until_overage_is_allowed(
     # A probe in overage (nothing left of the plan) keeps it serving.
     assert proc.client.probe_account(account_id).status == "active"
     assert ask(proc).content
+    # Allowed no more: the guard holds it again at once.
+    withdrawn = proc.client.set_account_budget(
+        account_id, credits_per_day=None, credits_per_month=None, allow_overage=False
+    )
+    assert (withdrawn.status, withdrawn.status_reason) == ("exhausted", OVERAGE_GUARD_REASON)
+    with pytest.raises(anthropic.RateLimitError):
+        ask(proc)
+    assert len(chats(fake)) == sent + 3
 
 
 def test_with_two_accounts_the_guarded_one_gets_nothing_and_the_other_serves(
@@ -300,3 +308,89 @@ def test_requests_queued_for_the_account_are_refused_as_over_budget_once_it_is_f
         fake.fake.latency = Latency()
         fake.fake.default_script = None
         proc.kill()
+
+
+def test_a_spent_ceiling_and_its_rest_survive_a_restart(
+    fake: ThreadedFake, short_tmp: Path
+) -> None:
+    fake.fake.clear_requests()
+    fake.fake.default_script = Script(reply=Reply(text="ok", credits=CREDITS))
+    proc = start_daemon(short_tmp, fake)
+    try:
+        account_id = add(proc, fake, fake.fake.issue_social_account())
+        proc.client.set_account_budget(
+            account_id, credits_per_day=0.5, credits_per_month=None, allow_overage=False
+        )
+        for _ in range(2):
+            assert ask(proc).content
+        assert account(proc, account_id)["status"] == "cooling_down"
+        assert proc.stop() == 0
+        proc = start_daemon(short_tmp, fake)
+        shown = account(proc, account_id)
+        assert shown["status"] == "cooling_down"
+        assert shown["budget"]["spent_today"] == 0.5
+        with pytest.raises(anthropic.RateLimitError):
+            ask(proc)
+        assert len(chats(fake)) == 2
+        # Raised after the restart, the ceiling counts the day's spend from before it.
+        proc.client.set_account_budget(
+            account_id, credits_per_day=0.75, credits_per_month=None, allow_overage=False
+        )
+        assert ask(proc).content
+        assert account(proc, account_id)["status"] == "cooling_down"
+    finally:
+        fake.fake.default_script = None
+        proc.kill()
+
+
+def test_allowed_overage_ends_at_kiros_overage_cap_and_the_other_account_serves(
+    proc: DaemonProcess, fake: ThreadedFake
+) -> None:
+    tokens = fake.fake.issue_social_account(subscription="KIRO PRO")
+    fake.fake.set_usage(
+        tokens.account_id, current=1000.0, overage_status="ENABLED", overage_cap=0.5
+    )
+    in_overage = add(proc, fake, tokens)
+    allowed = proc.client.set_account_budget(
+        in_overage, credits_per_day=None, credits_per_month=None, allow_overage=True
+    )
+    assert allowed.status == "active"
+    for _ in range(2):
+        assert ask(proc).content
+    assert fake.fake.account(tokens.account_id).usage.overages == 0.5  # the cap, all billed
+    other_tokens = fake.fake.issue_social_account()
+    add(proc, fake, other_tokens)
+    assert ask(proc).content  # Kiro refuses the first account past its cap: the other serves
+    assert chats(fake) == [tokens.account_id] * 3 + [other_tokens.account_id]
+    wait_for(lambda: fake.fake.requests("chat")[2].status is not None, "the refusal's status")
+    assert fake.fake.requests("chat")[2].status == 402
+    shown = account(proc, in_overage)
+    assert shown["status"] == "exhausted", shown
+    assert "OVERAGE_REQUEST_LIMIT_EXCEEDED" in shown["status_reason"], shown
+    # A probe finds nothing left of the plan: overage allowed does not bring it back.
+    assert proc.client.probe_account(in_overage).status == "exhausted"
+
+
+def test_concurrent_requests_leave_the_plan_and_spend_no_overage_while_guarded(
+    proc: DaemonProcess, fake: ThreadedFake
+) -> None:
+    tokens = guarded_account(fake)
+    account_id = add(proc, fake, tokens)
+    assert ask(proc).content  # kirod learns what such a request costs; 0.25 of the plan left
+    fake.fake.latency = Latency(first_s=0.5)  # all in flight at once
+    try:
+        with concurrent.futures.ThreadPoolExecutor(8) as pool:
+            outcomes = list(pool.map(lambda _: _outcome(proc), range(8)))
+    finally:
+        fake.fake.latency = Latency()
+    assert outcomes.count("served") == 1, outcomes
+    refusals = [outcome for outcome in outcomes if outcome != "served"]
+    assert all(
+        outcome.startswith("429: ") and "does not spend into overage" in outcome
+        for outcome in refusals
+    ), set(refusals)
+    assert len(chats(fake)) == 2
+    usage = fake.fake.account(tokens.account_id).usage
+    assert (usage.current, usage.overages) == (1000.0, 0.0)
+    shown = account(proc, account_id)
+    assert (shown["status"], shown["status_reason"]) == ("exhausted", OVERAGE_GUARD_REASON)
