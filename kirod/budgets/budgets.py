@@ -6,8 +6,9 @@
 the key's day and month, its tokens in the key's last minute. The check and the hold are one
 synchronous step on the event loop, so requests in flight reserve together and no race lets two
 of them both pass the last credit. An account's day and month ceilings hold the same estimate
-when the account is leased (`hold_account`), and an account whose ceiling is spent rests until
-its period turns (`account_rest`, which the pipeline writes as the account's state). When the
+when the account is leased (`hold_account`), as does what is left of its plan where the
+overage guard watches it, and an account whose ceiling is spent rests until its period turns
+(`rest`, which the pipeline writes as the account's state). When the
 request ends, `settle` turns the hold into what Kiro metered (credits; input and output tokens)
 for the key and the account, releases the rest, learns the model's rate, and tells `on_crossed`
 of a budget passing 80 % or 100 % once per period.

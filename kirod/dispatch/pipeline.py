@@ -33,7 +33,8 @@ ends the request before it commits. With none enabled the request and its stream
 
 Budgets (`kirod.budgets`) come after the response cache (a hit costs nothing) and before any
 lease: the request's estimate is held against its API key, and against the account it leases
-where that account has a ceiling (only accounts with room for it are leased). When the request
+where that account has a ceiling or the overage guard watches it (what is left of its plan is
+then its ceiling), and only accounts with room for it are leased. When the request
 ends, the hold settles to what Kiro metered, and an account whose ceiling is now spent rests.
 Every request settles, budgets or not, so that a budget set later counts its day.
 
