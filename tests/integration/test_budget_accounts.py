@@ -4,16 +4,20 @@ past its plan and bills the excess (docs/KIRO-PROTOCOL.md §6.5).
 
 A credit ceiling rests its account at its edge until the period turns (its state, reason and
 until in `GET /accounts`); another account serves meanwhile, and with none the answer is a 429
-that names the budget and reaches no Kiro. Raising the ceiling lifts the rest. An account whose
-plan is used up with overage on in Kiro gets nothing more from kirod unless its `allow_overage`
-is set. A usage probe undoes neither rest."""
+that names the budget and reaches no Kiro. Raising the ceiling lifts the rest, and both the
+spend and the rest outlive a restart. An account whose plan is used up with overage on in Kiro
+gets nothing more from kirod unless its `allow_overage` is set, and requests in flight together
+leave what is left of its plan; allowed, it is served until Kiro's overage cap. Concurrent
+requests spend a ceiling exactly, once kirod has learned what they cost. A usage probe undoes
+neither rest."""
 
 from __future__ import annotations
 
 import concurrent.futures
+import contextlib
 import datetime as dt
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -29,18 +33,36 @@ MODEL = "claude-sonnet-4-6"
 CREDITS = 0.25  # what the fake meters each chat: sums of it are exact in binary
 
 
-@pytest.fixture
-def proc(fake: ThreadedFake, short_tmp: Path) -> Iterator[DaemonProcess]:
-    """A daemon of the test's own, on the module's fake metering every chat `CREDITS`."""
+@contextlib.contextmanager
+def metered(fake: ThreadedFake) -> Iterator[None]:
+    """The module's fake metering every chat `CREDITS`, with no chat recorded yet."""
     fake.fake.clear_scripts()
     fake.fake.clear_requests()
     fake.fake.default_script = Script(reply=Reply(text="ok", credits=CREDITS))
-    daemon = start_daemon(short_tmp, fake)
     try:
-        yield daemon
+        yield
     finally:
         fake.fake.default_script = None
-        daemon.kill()
+        fake.fake.latency = Latency()
+
+
+@contextlib.contextmanager
+def daemon_on(
+    fake: ThreadedFake, root: Path, extra: Mapping[str, str] | None = None
+) -> Iterator[DaemonProcess]:
+    with metered(fake):
+        daemon = start_daemon(root, fake, extra)
+        try:
+            yield daemon
+        finally:
+            daemon.kill()
+
+
+@pytest.fixture
+def proc(fake: ThreadedFake, short_tmp: Path) -> Iterator[DaemonProcess]:
+    """A daemon of the test's own on the module's metered fake."""
+    with daemon_on(fake, short_tmp) as daemon:
+        yield daemon
 
 
 def wait_for(condition: Callable[[], bool], what: str, timeout_s: float = 10.0) -> None:
@@ -56,7 +78,7 @@ def account(proc: DaemonProcess, account_id: str) -> dict[str, Any]:
     return shown
 
 
-def add(proc: DaemonProcess, fake: ThreadedFake, tokens: TokenSet) -> str:
+def add(proc: DaemonProcess, tokens: TokenSet) -> str:
     """Import the fake's account and wait for kirod's first usage probe of it."""
     account_id: str = import_account(proc, tokens)["id"]
     wait_for(lambda: account(proc, account_id)["usage"] is not None, "the usage probe")
@@ -92,7 +114,7 @@ def test_a_ceiling_rests_the_only_account_at_its_edge_and_raising_it_lifts_the_r
     proc: DaemonProcess, fake: ThreadedFake, period: str
 ) -> None:
     tokens = fake.fake.issue_social_account()
-    account_id = add(proc, fake, tokens)
+    account_id = add(proc, tokens)
     per_day, per_month = (1.0, None) if period == "day" else (None, 1.0)
     proc.client.set_account_budget(
         account_id, credits_per_day=per_day, credits_per_month=per_month, allow_overage=False
@@ -143,8 +165,8 @@ def test_with_two_accounts_the_other_serves_once_a_ceiling_is_spent(
     first_tokens = fake.fake.issue_social_account()
     second_tokens = fake.fake.issue_social_account()
     ids = {
-        first_tokens.account_id: add(proc, fake, first_tokens),
-        second_tokens.account_id: add(proc, fake, second_tokens),
+        first_tokens.account_id: add(proc, first_tokens),
+        second_tokens.account_id: add(proc, second_tokens),
     }
     assert ask(proc).content
     [served] = chats(fake)  # the account identical requests stay on while it may serve
@@ -179,7 +201,7 @@ def test_the_overage_guard_sends_nothing_past_the_plan_until_overage_is_allowed(
     proc: DaemonProcess, fake: ThreadedFake
 ) -> None:
     tokens = guarded_account(fake)
-    account_id = add(proc, fake, tokens)
+    account_id = add(proc, tokens)
     assert account(proc, account_id)["allow_overage"] is False  # imported: not allowed
     for _ in range(2):  # the plan's last 0.5 credits
         assert ask(proc).content
@@ -230,8 +252,8 @@ def test_with_two_accounts_the_guarded_one_gets_nothing_and_the_other_serves(
     guarded_tokens = fake.fake.issue_social_account(subscription="KIRO PRO")
     fake.fake.set_usage(guarded_tokens.account_id, current=1000.0, overage_status="ENABLED")
     other_tokens = fake.fake.issue_social_account()
-    guarded = add(proc, fake, guarded_tokens)
-    add(proc, fake, other_tokens)
+    guarded = add(proc, guarded_tokens)
+    add(proc, other_tokens)
     shown = account(proc, guarded)
     assert (shown["status"], shown["status_reason"]) == ("exhausted", OVERAGE_GUARD_REASON)
     listed = {a.id: a for a in proc.client.accounts()}
@@ -245,7 +267,7 @@ def test_with_two_accounts_the_guarded_one_gets_nothing_and_the_other_serves(
 def test_concurrent_requests_spend_an_account_ceiling_exactly(
     proc: DaemonProcess, fake: ThreadedFake
 ) -> None:
-    account_id = add(proc, fake, fake.fake.issue_social_account())
+    account_id = add(proc, fake.fake.issue_social_account())
     proc.client.set_account_budget(
         account_id, credits_per_day=2.0, credits_per_month=None, allow_overage=False
     )
@@ -285,11 +307,8 @@ def test_requests_queued_for_the_account_are_refused_as_over_budget_once_it_is_f
 ) -> None:
     """Requests waiting for the account's one slot hold nothing yet, so more are admitted than
     its ceiling takes: the one left when it is spent is the ceiling's 429, not a 503."""
-    fake.fake.clear_requests()
-    fake.fake.default_script = Script(reply=Reply(text="ok", credits=CREDITS))
-    proc = start_daemon(short_tmp, fake, {"KIROD_ACCOUNT_INFERENCE_CONCURRENCY": "1"})
-    try:
-        account_id = add(proc, fake, fake.fake.issue_social_account())
+    with daemon_on(fake, short_tmp, {"KIROD_ACCOUNT_INFERENCE_CONCURRENCY": "1"}) as proc:
+        account_id = add(proc, fake.fake.issue_social_account())
         proc.client.set_account_budget(
             account_id, credits_per_day=0.75, credits_per_month=None, allow_overage=False
         )
@@ -304,20 +323,13 @@ def test_requests_queued_for_the_account_are_refused_as_over_budget_once_it_is_f
         assert outcomes[:2] == ["served", "served"]
         assert outcomes[2].startswith("429: every Kiro account that serves this model has spent")
         assert len(chats(fake)) == 3
-    finally:
-        fake.fake.latency = Latency()
-        fake.fake.default_script = None
-        proc.kill()
 
 
 def test_a_spent_ceiling_and_its_rest_survive_a_restart(
     fake: ThreadedFake, short_tmp: Path
 ) -> None:
-    fake.fake.clear_requests()
-    fake.fake.default_script = Script(reply=Reply(text="ok", credits=CREDITS))
-    proc = start_daemon(short_tmp, fake)
-    try:
-        account_id = add(proc, fake, fake.fake.issue_social_account())
+    with daemon_on(fake, short_tmp) as proc:
+        account_id = add(proc, fake.fake.issue_social_account())
         proc.client.set_account_budget(
             account_id, credits_per_day=0.5, credits_per_month=None, allow_overage=False
         )
@@ -325,22 +337,19 @@ def test_a_spent_ceiling_and_its_rest_survive_a_restart(
             assert ask(proc).content
         assert account(proc, account_id)["status"] == "cooling_down"
         assert proc.stop() == 0
-        proc = start_daemon(short_tmp, fake)
+    with daemon_on(fake, short_tmp) as proc:
         shown = account(proc, account_id)
         assert shown["status"] == "cooling_down"
         assert shown["budget"]["spent_today"] == 0.5
         with pytest.raises(anthropic.RateLimitError):
             ask(proc)
-        assert len(chats(fake)) == 2
+        assert chats(fake) == []  # refused before Kiro
         # Raised after the restart, the ceiling counts the day's spend from before it.
         proc.client.set_account_budget(
             account_id, credits_per_day=0.75, credits_per_month=None, allow_overage=False
         )
         assert ask(proc).content
         assert account(proc, account_id)["status"] == "cooling_down"
-    finally:
-        fake.fake.default_script = None
-        proc.kill()
 
 
 def test_allowed_overage_ends_at_kiros_overage_cap_and_the_other_account_serves(
@@ -350,7 +359,7 @@ def test_allowed_overage_ends_at_kiros_overage_cap_and_the_other_account_serves(
     fake.fake.set_usage(
         tokens.account_id, current=1000.0, overage_status="ENABLED", overage_cap=0.5
     )
-    in_overage = add(proc, fake, tokens)
+    in_overage = add(proc, tokens)
     allowed = proc.client.set_account_budget(
         in_overage, credits_per_day=None, credits_per_month=None, allow_overage=True
     )
@@ -359,7 +368,7 @@ def test_allowed_overage_ends_at_kiros_overage_cap_and_the_other_account_serves(
         assert ask(proc).content
     assert fake.fake.account(tokens.account_id).usage.overages == 0.5  # the cap, all billed
     other_tokens = fake.fake.issue_social_account()
-    add(proc, fake, other_tokens)
+    add(proc, other_tokens)
     assert ask(proc).content  # Kiro refuses the first account past its cap: the other serves
     assert chats(fake) == [tokens.account_id] * 3 + [other_tokens.account_id]
     wait_for(lambda: fake.fake.requests("chat")[2].status is not None, "the refusal's status")
@@ -375,7 +384,7 @@ def test_concurrent_requests_leave_the_plan_and_spend_no_overage_while_guarded(
     proc: DaemonProcess, fake: ThreadedFake
 ) -> None:
     tokens = guarded_account(fake)
-    account_id = add(proc, fake, tokens)
+    account_id = add(proc, tokens)
     assert ask(proc).content  # kirod learns what such a request costs; 0.25 of the plan left
     fake.fake.latency = Latency(first_s=0.5)  # all in flight at once
     try:
