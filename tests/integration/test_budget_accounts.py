@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 import anthropic
+import openai
 import pytest
 
 from kirod.accounts.health import OVERAGE_GUARD_REASON
@@ -135,13 +136,25 @@ def test_a_ceiling_rests_the_only_account_at_its_edge_and_raising_it_lifts_the_r
     with pytest.raises(anthropic.RateLimitError) as refused:
         ask(proc)
     assert refused.value.status_code == 429
-    assert int(refused.value.response.headers["Retry-After"]) >= 1
+    # Until the rest ends: the period's turn.
+    wait = int(refused.value.response.headers["Retry-After"])
+    assert wait == pytest.approx(until - time.time(), abs=5)
     body = refused.value.body
     assert isinstance(body, dict)
     assert body["type"] == "error"
     message = body["error"]["message"]
     assert "credit budget" in message
     assert "kiroctl accounts set-budget" in message
+    # The same refusal in the Responses API's envelope.
+    with (
+        openai.OpenAI(base_url=f"{proc.base_url}/v1", api_key=proc.api_key, max_retries=0) as gpt,
+        pytest.raises(openai.RateLimitError) as responses_refused,
+    ):
+        gpt.responses.create(model=MODEL, max_output_tokens=64, input="same words")
+    assert "credit budget" in responses_refused.value.message
+    assert int(responses_refused.value.response.headers["Retry-After"]) == pytest.approx(
+        wait, abs=5
+    )
     assert len(chats(fake)) == sent  # refused before Kiro
 
     # A usage probe finds credits left in the plan: the account stays at rest.
