@@ -178,6 +178,14 @@ class AccountPool:
         entry = self._entries.get(account_id)
         return entry.record if entry is not None else None
 
+    def plan_left(self, account_id: str) -> float | None:
+        """The plan credits the overage guard lets kirod spend on the account (by the last
+        probe less what was metered since); None where the guard does not watch it."""
+        entry = self._entries.get(account_id)
+        if entry is None or not entry.guarded:
+            return None
+        return entry.remaining()
+
     async def current(self) -> list[AccountRecord]:
         """The accounts, re-read first if any was written since the last read."""
         if self._store.revision != self._synced_revision:

@@ -6,8 +6,9 @@
 the key's day and month, its tokens in the key's last minute. The check and the hold are one
 synchronous step on the event loop, so requests in flight reserve together and no race lets two
 of them both pass the last credit. An account's day and month ceilings hold the same estimate
-when the account is leased (`hold_account`), and an account whose ceiling is spent rests until
-its period turns (`account_rest`, which the pipeline writes as the account's state). When the
+when the account is leased (`hold_account`), as does what is left of its plan where the
+overage guard watches it, and an account whose ceiling is spent rests until its period turns
+(`rest`, which the pipeline writes as the account's state). When the
 request ends, `settle` turns the hold into what Kiro metered (credits; input and output tokens)
 for the key and the account, releases the rest, learns the model's rate, and tells `on_crossed`
 of a budget passing 80 % or 100 % once per period.
@@ -165,20 +166,28 @@ class Budgets:
             tally.reserved += estimate.credits
         return Hold(key_id, estimate, on_key, use)
 
-    def fits(self, record: AccountRecord, estimate: Estimate) -> bool:
-        """Whether the account's ceilings have room for `estimate` beside what is held."""
+    def fits(
+        self, record: AccountRecord, estimate: Estimate, plan_left: float | None = None
+    ) -> bool:
+        """Whether the account's ceilings have room for `estimate` beside what is held, and,
+        where the overage guard watches it, what is left of its plan (`plan_left`): requests in
+        flight together must not spend into overage between two of its readings."""
         limits = account_limits(record)
-        if not limits.credits:
+        if not limits.credits and plan_left is None:
             return True
         tally = self.ledger.tally("account", record.id, self._clock())
+        if plan_left is not None and tally.reserved + estimate.credits > plan_left:
+            return False
         return _over(tally, limits, estimate.credits, self._clock(), "") is None
 
-    def hold_account(self, hold: Hold, record: AccountRecord) -> bool:
+    def hold_account(
+        self, hold: Hold, record: AccountRecord, plan_left: float | None = None
+    ) -> bool:
         """Hold the estimate on the leased account too; False when it no longer fits (another
         request took the room while this one waited for the lease)."""
-        if not account_limits(record).credits:
+        if not account_limits(record).credits and plan_left is None:
             return True
-        if not self.fits(record, hold.estimate):
+        if not self.fits(record, hold.estimate, plan_left):
             return False
         self.ledger.tally("account", record.id, self._clock()).reserved += hold.estimate.credits
         hold.account_id = record.id

@@ -33,7 +33,8 @@ ends the request before it commits. With none enabled the request and its stream
 
 Budgets (`kirod.budgets`) come after the response cache (a hit costs nothing) and before any
 lease: the request's estimate is held against its API key, and against the account it leases
-where that account has a ceiling (only accounts with room for it are leased). When the request
+where that account has a ceiling or the overage guard watches it (what is left of its plan is
+then its ceiling), and only accounts with room for it are leased. When the request
 ends, the hold settles to what Kiro metered, and an account whose ceiling is now spent rests.
 Every request settles, budgets or not, so that a budget set later counts its day.
 
@@ -298,12 +299,18 @@ class Dispatcher:
         operation: Operation,
     ) -> Hold | None:
         """The request's hold on its key's budgets, taken before any lease; None when neither
-        its key nor any of the `records` (the accounts) has one. Raises the key's 429 when it
-        does not fit, and the accounts' when none serving the model has room."""
-        budgets = self._budgets
+        its key nor any of the `records` (the accounts) has one (a ceiling, or the overage guard
+        watching it). Raises the key's 429 when it does not fit, and the accounts' when none
+        serving the model has room."""
+        budgets, pool = self._budgets, self._pool
         if budgets is None:
             return None
-        budgeted = any(r.budget_day is not None or r.budget_month is not None for r in records)
+        budgeted = any(
+            r.budget_day is not None
+            or r.budget_month is not None
+            or pool.plan_left(r.id) is not None
+            for r in records
+        )
         if not limits.any and not budgeted:
             return None
         model = routing.resolution.info if routing.resolution is not None else None
@@ -318,12 +325,28 @@ class Dispatcher:
                 for r in records
                 if (routing.offers is None or routing.offers(r)) and r.status not in IDLE_STATUSES
             ]
-            if serving and not any(budgets.fits(r, estimate) for r in serving):
+            if serving and not any(
+                budgets.fits(r, estimate, pool.plan_left(r.id)) for r in serving
+            ):
                 budgets.settle(
                     hold, key_id=tenant, key_limits=limits, account=None, credits=None, tokens=None
                 )
-                raise _accounts_over_budget(budgets, serving, estimate)
+                raise self._accounts_full(serving, estimate)
         return hold
+
+    def _accounts_full(self, full: Sequence[AccountRecord], estimate: Estimate) -> ApiError:
+        """The refusal when none of `full`, the accounts serving the model, has room for
+        `estimate`: under its ceilings, or in the plan credits the overage guard leaves it."""
+        budgets = self._budgets
+        assert budgets is not None
+        guarded = [
+            record
+            for record in full
+            if (left := self._pool.plan_left(record.id)) is not None
+            and budgets.fits(record, estimate)
+            and not budgets.fits(record, estimate, left)
+        ]
+        return _accounts_over_budget(budgets, full, estimate, guarded)
 
     async def _settled(
         self,
@@ -488,6 +511,11 @@ class Dispatcher:
                 )
             except ApiError as unavailable:
                 if last is None:
+                    # Requests queued for a slot hold nothing on the account until they lease
+                    # it, so more may be admitted than its ceiling takes: theirs is its 429.
+                    refusal = self._over_budget(routing, hold)
+                    if refusal is not None:
+                        raise refusal from None
                     raise
                 # The last attempt's error, told when an account is expected back.
                 raise last.told_when(unavailable.headers.get("Retry-After")) from None
@@ -495,7 +523,9 @@ class Dispatcher:
             if (
                 hold is not None
                 and budgets is not None
-                and not budgets.hold_account(hold, lease.account)
+                and not budgets.hold_account(
+                    hold, lease.account, self._pool.plan_left(lease.account_id)
+                )
             ):
                 lease.release()
                 full.append(lease.account_id)
@@ -525,36 +555,74 @@ class Dispatcher:
         assert last is not None
         raise last
 
+    def _over_budget(self, routing: Routing, hold: Hold | None) -> ApiError | None:
+        """The accounts' budget refusal when no account serving the model has room for `hold`
+        under its ceilings (None: the lease's own refusal stands)."""
+        budgets = self._budgets
+        if hold is None or budgets is None:
+            return None
+        pool = self._pool
+        serving = [r for r in pool.records() if routing.offers is None or routing.offers(r)]
+        full = [r for r in serving if not budgets.fits(r, hold.estimate, pool.plan_left(r.id))]
+        if not full or len(full) < len(serving):
+            return None
+        return self._accounts_full(full, hold.estimate)
+
     def _eligible(
         self, routing: Routing, hold: Hold | None
     ) -> Callable[[AccountRecord], bool] | None:
         """Which accounts may take the request: those offering its model and, with a hold,
         with room for it under their ceilings."""
-        budgets, offers = self._budgets, routing.offers
+        budgets, offers, pool = self._budgets, routing.offers, self._pool
         if hold is None or budgets is None:
             return offers
         estimate = hold.estimate
+
+        def room(record: AccountRecord) -> bool:
+            return budgets.fits(record, estimate, pool.plan_left(record.id))
+
         if offers is None:
-            return lambda record: budgets.fits(record, estimate)
-        return lambda record: offers(record) and budgets.fits(record, estimate)
+            return room
+        return lambda record: offers(record) and room(record)
 
 
 def _accounts_over_budget(
-    budgets: Budgets, serving: Sequence[AccountRecord], estimate: Estimate
+    budgets: Budgets,
+    serving: Sequence[AccountRecord],
+    estimate: Estimate,
+    guarded: Sequence[AccountRecord] = (),
 ) -> ApiError:
-    """No account serving the model has room under its ceilings for `estimate`."""
+    """No account serving the model has room for `estimate`: under its ceilings, or, for those
+    in `guarded`, in the plan credits the overage guard leaves them."""
     rests = [rest.until for record in serving if (rest := budgets.rest(record)) is not None]
+    rests += [reset for record in guarded if (reset := _plan_resets(record)) is not None]
     until = min(rests) if rests else next_day(time.time())
     wait = max(1, int(until - time.time()) + 1)
+    cost = f"this request may cost about {estimate.credits:.4g} credits"
+    if guarded and len(guarded) == len(serving):
+        return ApiError(
+            ErrorKind.RATE_LIMIT,
+            "every Kiro account that serves this model has too few plan credits left for this "
+            f"request ({cost}), and kirod does not spend into overage unless allowed "
+            "('kiroctl accounts set-budget ACCOUNT --allow-overage')",
+            code="accounts_exhausted",
+            headers={"Retry-After": str(wait)},
+            final=True,
+        )
     return ApiError(
         ErrorKind.RATE_LIMIT,
         "every Kiro account that serves this model has spent the credit budget set for it "
-        f"(this request may cost about {estimate.credits:.4g} credits); "
-        "'kiroctl accounts set-budget' changes the budgets",
+        f"({cost}); 'kiroctl accounts set-budget' changes the budgets",
         code="accounts_over_budget",
         headers={"Retry-After": str(wait)},
         final=True,
     )
+
+
+def _plan_resets(record: AccountRecord) -> float | None:
+    """When the account's plan credits renew, by its last usage probe."""
+    resets_at = (record.usage or {}).get("resets_at")
+    return float(resets_at) if isinstance(resets_at, int | float) else None
 
 
 @dataclass

@@ -115,7 +115,8 @@ USAGE_FIELDS: Final = frozenset(
     }
 )
 USAGE_NESTED_FIELDS: Final[Mapping[str, frozenset[str]]] = {
-    "overageConfiguration": frozenset({"overageStatus", "overageLimit"}),
+    # `__type` as a capture of an account in overage shows it (docs/KIRO-PROTOCOL.md §6.5).
+    "overageConfiguration": frozenset({"overageStatus", "overageLimit", "__type"}),
     "subscriptionInfo": frozenset(
         {
             "subscriptionTitle",
@@ -145,6 +146,8 @@ BREAKDOWN_FIELDS: Final = frozenset(
         "overageCharges",
         "currentOverages",
         "currentOveragesWithPrecision",
+        # An empty list in a capture of an account in overage (docs/KIRO-PROTOCOL.md §6.5).
+        "overageCredits",
         "freeTrialInfo",
         "bonuses",
     }

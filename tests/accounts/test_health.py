@@ -231,6 +231,25 @@ def test_usage_probes_exhaust_until_the_reset_and_bring_back() -> None:
     assert health.after_usage(AccountState("disabled"), remaining=0, resets_at=1.0) is None
 
 
+def test_a_usage_probe_keeps_the_overage_guard_and_a_budget_rest() -> None:
+    guarded = health.overage_guarded(ACTIVE, NOW + 3600)
+    # Overage on in Kiro, not allowed: the probe's empty plan keeps the guard's reason.
+    # (nothing to write: the state stays as it is, reason and all).
+    assert health.after_usage(guarded, remaining=0, resets_at=NOW + 3600, overage_on=True) is None
+    found = health.after_usage(ACTIVE, remaining=0, resets_at=NOW + 3600, overage_on=True)
+    assert found is not None
+    assert found.reason == health.OVERAGE_GUARD_REASON
+    # Allowed: the account is served in overage, and the probe does not take it out.
+    assert (
+        health.after_usage(
+            ACTIVE, remaining=0, resets_at=None, overage_on=True, overage_allowed=True
+        )
+        is None
+    )
+    rested = health.budget_rested(ACTIVE, "day", 1.0, NOW + 60)
+    assert health.after_usage(rested, remaining=500, resets_at=NOW + 3600) is None
+
+
 def test_enable_and_disable_by_hand() -> None:
     disabled = health.disabled(AccountState("cooling_down", "x", until=5.0, failures=3), None)
     assert (disabled.status, disabled.reason, disabled.until) == (

@@ -236,6 +236,32 @@ async def test_usage_is_consumed_until_the_quota_runs_out(
     assert (await post_chat(session, url, account))[0] == 200
 
 
+async def test_overage_serves_past_the_plan_and_bills_it_until_its_cap(
+    served: Served, session: aiohttp.ClientSession
+) -> None:
+    fake, url = served
+    account = fake.issue_social_account(subscription="KIRO PRO")
+    fake.set_usage(account.account_id, current=999.5, overage_status="ENABLED", overage_cap=1.0)
+    for _ in range(2):
+        fake.enqueue(Reply(text="ok", credits=0.75))
+        assert (await post_chat(session, url, account))[0] == 200
+    # 0.5 of the plan was left: the first chat's 0.25 and the second's 0.75 are overage.
+    entry = (await usage_of(session, url, account))["usageBreakdownList"][0]
+    assert entry["currentUsageWithPrecision"] == 1001.0
+    assert (entry["currentOveragesWithPrecision"], entry["currentOverages"]) == (1.0, 1)
+    assert entry["overageCharges"] == pytest.approx(0.04)
+    assert entry["overageCapWithPrecision"] == 1.0
+    status, _, raw = await post_chat(session, url, account)  # the cap reached
+    assert (status, json.loads(raw)["reason"]) == (402, "OVERAGE_REQUEST_LIMIT_EXCEEDED")
+    fake.set_usage(account.account_id, overage_status="DISABLED")
+    status, _, raw = await post_chat(session, url, account)
+    assert (status, json.loads(raw)["reason"]) == (402, "MONTHLY_REQUEST_COUNT")
+    fake.set_usage(account.account_id, overage_status="ENABLED", overage_cap=None)
+    fake.enqueue(Reply(text="ok", credits=0.5))
+    assert (await post_chat(session, url, account))[0] == 200  # the cap is the plan's 1000
+    assert fake.account(account.account_id).usage.overages == 1.5
+
+
 async def test_suspended_account(served: Served, session: aiohttp.ClientSession) -> None:
     fake, url = served
     account = fake.issue_social_account()

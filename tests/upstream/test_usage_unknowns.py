@@ -21,6 +21,17 @@ def test_todays_answer_has_no_unknowns() -> None:
     assert usage_unknowns(answer(Usage("KIRO FREE", 1.0, 50.0, NOW, free_trial=trial))) == ()
 
 
+def test_an_account_in_overage_has_no_unknowns_and_nothing_left() -> None:
+    usage = Usage("KIRO POWER", 13603.49, 10000.0, NOW, overage_status="ENABLED", overages=3603.49)
+    doc = answer(usage)
+    # What a live capture of an account in overage adds (docs/KIRO-PROTOCOL.md §6.5).
+    doc["overageConfiguration"]["__type"] = "OverageConfiguration"  # type: ignore[index]
+    doc["usageBreakdownList"][0]["overageCredits"] = []  # type: ignore[index]
+    assert usage_unknowns(doc) == ()
+    read = parse_usage_limits(doc)
+    assert (read.remaining, read.used, read.overage) == (0.0, 13603.49, "enabled")
+
+
 def test_new_fields_are_named_by_path_and_type() -> None:
     doc = answer(Usage("KIRO FREE", 1.0, 50.0, NOW, free_trial=FreeTrial(1.0, 5.0, NOW)))
     doc["spendLimit"] = {"amount": 5}

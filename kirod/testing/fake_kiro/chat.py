@@ -8,7 +8,7 @@ import asyncio
 import dataclasses
 import json
 import uuid
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from aiohttp import web
@@ -59,13 +59,16 @@ async def generate_assistant_response(
     if failure is not None:
         return error(failure.status, failure.body, failure.error_type, failure.headers)
     plan = plan_stream(script, ChatRequest.parse(root, model), fake.latency, fake.drifts)
-    response, completed = await _stream(request, plan)
-    if completed:
-        fake.count("streams_completed")
+
+    def charge() -> None:
         fake.tokens.update_account(
             account.account_id,
             lambda current: dataclasses.replace(current, usage=current.usage.consume(plan.credits)),
         )
+
+    response, completed = await _stream(request, plan, charge if plan.credits else None)
+    if completed:
+        fake.count("streams_completed")
     return response
 
 
@@ -101,10 +104,16 @@ def _account_refusal(
         return error(400, RULES["invalid_model_id"].body, "ValidationException")
     if account.egress_gated and claude(model):  # FakeKiro.gate_egress, with Kiro's own words
         return error(400, RULES["invalid_model_id"].body, "ValidationException")
-    if account.usage.remaining() <= 0:
+    reason = account.usage.refusal()
+    if reason == "MONTHLY_REQUEST_COUNT":
         failure = http_failure(Script(fault=Fault.QUOTA_402), account.user_id)
         assert failure is not None
         return error(failure.status, failure.body, failure.error_type)
+    if reason is not None:
+        # The overage cap reached: a ServiceQuotaExceededException, 402 in Kiro's service model,
+        # in the words kiro.rs tests with (docs/KIRO-PROTOCOL.md §6.5).
+        body = {"message": "You have reached the limit for overages.", "reason": reason}
+        return error(402, body, "ServiceQuotaExceededException")
     return None
 
 
@@ -129,13 +138,22 @@ def _drifted_schema(drifts: frozenset[Drift], root: Mapping[str, Any]) -> web.Re
     return error(400, {"message": message, "reason": "REQUEST_BODY_INVALID"}, "ValidationException")
 
 
-async def _stream(request: web.Request, plan: StreamPlan) -> tuple[web.StreamResponse, bool]:
-    """Write the plan's frames with its delays; return whether the body was completed."""
+async def _stream(
+    request: web.Request, plan: StreamPlan, charge: Callable[[], None] | None
+) -> tuple[web.StreamResponse, bool]:
+    """Write the plan's frames with its delays; return whether the body was completed.
+
+    A whole answer is charged (`charge`) as its last frame, the `meteringEvent` that reports the
+    charge, is written (docs/KIRO-PROTOCOL.md §3.4: the tail ends every complete answer), so the
+    charge is there before its client can read the answer's end."""
     response = web.StreamResponse(headers={"x-amzn-RequestId": str(uuid.uuid4())})
     response.content_type = EVENTSTREAM_CONTENT_TYPE
+    last = plan.steps[-1] if plan.steps else None
     try:
         await response.prepare(request)
         for step in plan.steps:
+            if step is last and charge is not None:
+                charge()
             if isinstance(step, Pause):
                 await asyncio.sleep(step.seconds)
             elif isinstance(step, Cut):

@@ -3,6 +3,9 @@
 Successful chats consume their metered credits, and an account with nothing left is refused
 with 402 MONTHLY_REQUEST_COUNT, so quota exhaustion happens on its own in long tests. The
 overage switch (setUserPreference) is kept here and reported back; a Free plan cannot use it.
+With overage on, an account past its plan keeps being served: the excess is counted as
+`currentOverages` and billed as `overageCharges`, up to the overage cap, past which it is refused
+with OVERAGE_REQUEST_LIMIT_EXCEEDED (docs/KIRO-PROTOCOL.md §6.5).
 """
 
 from __future__ import annotations
@@ -61,6 +64,12 @@ class Usage:
     free_trial: FreeTrial | None = None
     overage_rate: float = 0.04
     overage_status: str = "DISABLED"  # or ENABLED, as setUserPreference last set it
+    overages: float = 0.0
+    """Credits served past the plan with overage on (`currentOverages`): also counted in
+    `current`, as a live capture of an account in overage shows (docs/KIRO-PROTOCOL.md §6.5)."""
+    overage_cap: float | None = None
+    """The most overage credits served (`overageCap`); None: the plan's limit, as every capture
+    shows it (docs/KIRO-PROTOCOL.md §6.5)."""
     days_until_reset: int | None = None
     """What `daysUntilReset` says; None: the days to `next_date_reset`. Kiro answered 0 while
     `nextDateReset` was 2026-10-01, weeks away (sunerpy/kiro-provider
@@ -82,8 +91,28 @@ class Usage:
             left += self.free_trial.limit - self.free_trial.current
         return left + sum(b.limit - b.current for b in self.bonuses if b.status == "ACTIVE")
 
+    @property
+    def overage_on(self) -> bool:
+        return self.overage_status == "ENABLED" and self.overage_capable
+
+    def cap(self) -> float:
+        return self.limit if self.overage_cap is None else self.overage_cap
+
+    def refusal(self) -> str | None:
+        """The reason a chat is refused for the account's credits, None while it is served:
+        nothing left of the plan with overage off, or the overage cap reached with it on."""
+        if self.remaining() > 0:
+            return None
+        if not self.overage_on:
+            return "MONTHLY_REQUEST_COUNT"
+        return "OVERAGE_REQUEST_LIMIT_EXCEEDED" if self.overages >= self.cap() else None
+
     def consume(self, credits: float) -> Usage:
-        return replace(self, current=round(self.current + credits, 6))
+        """A served chat's credits; with overage on, what the plan no longer covers is overage
+        (the chat that crosses the plan's end is served whole, its excess billed)."""
+        excess = min(credits, max(0.0, credits - max(0.0, self.remaining())))
+        overages = round(self.overages + excess, 6) if self.overage_on else self.overages
+        return replace(self, current=round(self.current + credits, 6), overages=overages)
 
     def to_json(self, *, email: str | None, user_id: str, now: float) -> dict[str, Any]:
         """The getUsageLimits response; `email` is null unless the caller asked for it."""
@@ -103,11 +132,12 @@ class Usage:
             "nextDateReset": self.next_date_reset,
             "currency": "USD",
             "overageRate": self.overage_rate,
-            "overageCap": round(self.limit),
-            "overageCapWithPrecision": self.limit,
-            "overageCharges": 0,
-            "currentOverages": 0,
-            "currentOveragesWithPrecision": 0,
+            "overageCap": round(self.cap()),
+            "overageCapWithPrecision": self.cap(),
+            # An unpriced count of credits, billed at `overageRate` (docs/KIRO-PROTOCOL.md §6.5).
+            "overageCharges": self.overages * self.overage_rate,
+            "currentOverages": round(self.overages),
+            "currentOveragesWithPrecision": self.overages,
             "freeTrialInfo": None if self.free_trial is None else self.free_trial.to_json(),
             "bonuses": [bonus.to_json() for bonus in self.bonuses],
         }
