@@ -60,7 +60,7 @@ from kirod.daemon.sockets import (
 )
 from kirod.dispatch.builder import build_account_layer
 from kirod.dispatch.extensions import load_extensions
-from kirod.errors import StartupError
+from kirod.errors import DatabaseDamaged, StartupError
 from kirod.http.app import Route, build_public_app
 from kirod.http.auth import KeyGate
 from kirod.http.connection import PublicConnections
@@ -345,11 +345,17 @@ async def run(
             stack.push_async_callback(layer.close)  # after the drain, before the store
             await layer.models.windows.load()  # the windows learned before a restart
             spend = SpendStore(db)
-            layer.budgets.load(  # the month's spend before a restart
+            try:
+                metered = await layer.oplog.metered(SEED_ROWS)
+            except DatabaseDamaged:
+                # Damage in the log is found after the start, as the growing tables' check
+                # would find it: the store turned read-only and says so; the rates start afresh.
+                metered = []
+            layer.budgets.load(  # the month's spend and the rates learned before a restart
                 await spend.since(first_day_of_month(time.time())),
                 {key_id: gate.limits(key_id) for key_id in gate.key_ids},
                 await accounts.list(),
-                await layer.oplog.metered(SEED_ROWS),
+                metered,
             )
             models, dispatcher = layer.models, layer.dispatcher
 

@@ -52,6 +52,7 @@ FLUSH_DELAY_S = 0.1
 FLUSH_ROWS = 256
 MAX_MODEL_CHARS = 128
 MAX_TRACE_ROWS = 200  # rows one trace answer holds
+METERED_SCAN_ROWS = 20_000  # the newest rows `metered` reads at start
 PRUNE_ROWS = 20_000  # rows one retention transaction deletes at most, so readers wait briefly
 UNKNOWN_MODEL = rollup.UNKNOWN_MODEL
 
@@ -197,11 +198,12 @@ class OpLog:
     async def metered(self, limit: int) -> list[tuple[str, int, float]]:
         """(Kiro model, tokens reserved, credits metered) of the newest `limit` answered rows
         that a budget held for, newest first: what `kirod.budgets.rates` learns again from
-        at start."""
+        at start. Only the newest `METERED_SCAN_ROWS` rows are looked at, so a large log
+        without budgets costs the start no scan of it."""
         rows = await self._rows(
-            "WHERE credits > 0 AND reserved_tokens > 0 AND stop_reason IS NOT NULL "
-            "ORDER BY id DESC LIMIT ?",
-            (limit,),
+            "WHERE id > (SELECT COALESCE(MAX(id), 0) FROM oplog) - ? AND credits > 0"
+            " AND reserved_tokens > 0 AND stop_reason IS NOT NULL ORDER BY id DESC LIMIT ?",
+            (METERED_SCAN_ROWS, limit),
         )
         found: list[tuple[str, int, float]] = []
         for row in sorted(rows, key=lambda row: -row[0]):

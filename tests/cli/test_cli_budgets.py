@@ -19,8 +19,8 @@ from click.testing import Result
 from kirod.cli import budgets, exits
 from kirod.testing.daemon import DaemonProcess
 from kirod.testing.fake_kiro import Reply, Script, ThreadedFake
-from tests.cli.test_cli_overage import add, overage_shown
-from tests.support.kiroctl import kiroctl
+from tests.support.kiroctl import add_account as add
+from tests.support.kiroctl import kiroctl, overage_shown
 
 CREDITS = 1.25  # what the fake meters for each request these tests send
 

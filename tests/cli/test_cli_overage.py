@@ -4,9 +4,7 @@ IDE too), a Free plan gets a clear refusal, and nothing shown carries a secret."
 
 from __future__ import annotations
 
-import base64
 import json
-import re
 from typing import Any
 
 import aiohttp
@@ -18,15 +16,8 @@ from kirod.cli.main import cli
 from kirod.errors import ControlError
 from kirod.testing.daemon import DaemonProcess
 from kirod.testing.fake_kiro import ThreadedFake
-from tests.support.kiro_env import kiro_ide_token_file
-
-
-def add(daemon: DaemonProcess, fake: ThreadedFake, plan: str, label: str) -> dict[str, Any]:
-    """A new account on `plan`, as kirod lists it, with its id in the fake under `fake_id`."""
-    tokens = fake.fake.issue_social_account(subscription=plan)
-    content = base64.b64encode(kiro_ide_token_file(tokens)).decode()
-    [imported] = daemon.client.import_accounts(content=content, label=label)
-    return {**imported.account.to_json(), "fake_id": tokens.account_id}
+from tests.support.kiroctl import add_account as add
+from tests.support.kiroctl import overage_shown
 
 
 @pytest.fixture(scope="module")
@@ -47,20 +38,6 @@ def listed(daemon: DaemonProcess) -> dict[str, dict[str, Any]]:
     result = kiroctl(daemon, "accounts", "list", "--json")
     assert result.exit_code == 0, result.output
     return {account["label"]: account for account in json.loads(result.stdout)["accounts"]}
-
-
-def overage_shown(daemon: DaemonProcess, label: str) -> str:
-    """The OVERAGE cell of `label`'s row in `accounts list`."""
-    result = kiroctl(daemon, "accounts", "list")
-    assert result.exit_code == 0, result.output
-    header, *rows = result.stdout.splitlines()
-    label_at, start = header.index("LABEL"), header.index("OVERAGE")
-    following = re.search(r"\S", header[start + len("OVERAGE") :])  # the next column's header
-    stop = start + len("OVERAGE") + following.start() if following else None
-    for line in rows:
-        if line[label_at:].startswith(label + " "):
-            return line[start:stop].strip()
-    raise AssertionError(f"no row for {label}: {result.stdout}")
 
 
 def assert_no_secret(fake: ThreadedFake, *shown: str) -> None:

@@ -242,3 +242,10 @@ class SeenBodies:
         if self.unread and not allow_unread:
             unread = "; ".join(masked(item) for item in self.unread)
             pytest.fail(f"bodies the recorder could not read: {unread}", pytrace=False)
+
+
+def link(daemon: DaemonProcess) -> str:
+    answer = daemon.client.request("POST", "/console")
+    assert isinstance(answer, dict)
+    url: str = answer["url"]
+    return url

@@ -19,8 +19,7 @@ from kirod.http.console.overview import credits_text
 from kirod.report_types import ApiKey
 from kirod.testing.daemon import DaemonProcess
 from kirod.testing.fake_kiro import ThreadedFake
-from tests.console.console_harness import screenshot
-from tests.console.test_console_pages import link
+from tests.console.console_harness import link, screenshot
 from tests.support.kiro_env import kiro_ide_token_file, start_daemon
 
 PageFactory = Callable[..., Awaitable[Page]]

@@ -18,7 +18,7 @@ from playwright.async_api import Browser, Page, expect
 
 from kirod.testing.daemon import DaemonProcess
 from kirod.testing.fake_kiro import DeviceFlow, Fault, Script, ThreadedFake
-from tests.console.console_harness import SeenBodies, known_secrets, screenshot
+from tests.console.console_harness import SeenBodies, known_secrets, link, screenshot
 from tests.support.kiro_env import import_account, kiro_ide_token_file, start_daemon
 
 PageFactory = Callable[..., Awaitable[Page]]
@@ -44,13 +44,6 @@ def daemon(fake: ThreadedFake, module_tmp: Path) -> Iterator[DaemonProcess]:
         yield proc
     finally:
         proc.kill()
-
-
-def link(daemon: DaemonProcess) -> str:
-    answer = daemon.client.request("POST", "/console")
-    assert isinstance(answer, dict)
-    url: str = answer["url"]
-    return url
 
 
 async def signed_in(

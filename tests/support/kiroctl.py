@@ -2,18 +2,23 @@
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import os
 import pty
+import re
 import select
 import subprocess
 import sys
 import time
+from typing import Any
 
 from click.testing import CliRunner, Result
 
 from kirod.cli.main import cli
 from kirod.testing.daemon import DaemonProcess
+from kirod.testing.fake_kiro import ThreadedFake
+from tests.support.kiro_env import kiro_ide_token_file
 
 KIROCTL = [sys.executable, "-c", "from kirod.cli.main import main; main()"]
 
@@ -52,3 +57,25 @@ def ask_on_a_terminal(daemon: DaemonProcess, answer: str, *args: str) -> tuple[i
             seen += chunk
     os.close(main)
     return code, seen.decode(errors="replace")
+
+
+def add_account(daemon: DaemonProcess, fake: ThreadedFake, plan: str, label: str) -> dict[str, Any]:
+    """A new account on `plan`, as kirod lists it, with its id in the fake under `fake_id`."""
+    tokens = fake.fake.issue_social_account(subscription=plan)
+    content = base64.b64encode(kiro_ide_token_file(tokens)).decode()
+    [imported] = daemon.client.import_accounts(content=content, label=label)
+    return {**imported.account.to_json(), "fake_id": tokens.account_id}
+
+
+def overage_shown(daemon: DaemonProcess, label: str) -> str:
+    """The OVERAGE cell of `label`'s row in `accounts list`."""
+    result = kiroctl(daemon, "accounts", "list")
+    assert result.exit_code == 0, result.output
+    header, *rows = result.stdout.splitlines()
+    label_at, start = header.index("LABEL"), header.index("OVERAGE")
+    following = re.search(r"\S", header[start + len("OVERAGE") :])  # the next column's header
+    stop = start + len("OVERAGE") + following.start() if following else None
+    for line in rows:
+        if line[label_at:].startswith(label + " "):
+            return line[start:stop].strip()
+    raise AssertionError(f"no row for {label}: {result.stdout}")
