@@ -327,7 +327,7 @@ def test_documents_go_to_claude_though_its_catalog_lists_no_document_input(
         max_tokens=100,
         messages=[{"role": "user", "content": [PDF_BLOCK, {"type": "text", "text": "Read."}]}],
     )
-    assert service.requests("chat")[-1].status == 200
+    assert service.answered("chat")[-1].status == 200
     current = last_chat(service)["conversationState"]["currentMessage"]["userInputMessage"]
     assert current["documents"] == [{"name": "report", "format": "pdf", "source": {"bytes": PDF}}]
 

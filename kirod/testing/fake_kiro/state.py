@@ -311,6 +311,18 @@ class FakeKiro:
                 if operation is None or r.operation == operation
             ]
 
+    def answered(
+        self, operation: str | None = None, *, within_s: float = 5.0
+    ) -> list[RecordedRequest]:
+        """`requests`, once each has its status: a streamed answer's is noted when its handler
+        ends, which may be after its client read the whole answer."""
+        deadline = time.monotonic() + within_s
+        while True:
+            found = self.requests(operation)
+            if all(r.status is not None for r in found) or time.monotonic() > deadline:
+                return found
+            time.sleep(0.01)
+
     def clear_requests(self) -> None:
         with self._lock:
             self._requests.clear()
