@@ -47,6 +47,7 @@ Period = Literal["day", "month"]
 THRESHOLDS = (0.8, 1.0)  # the shares of a budget that alert, once each per period
 BUDGET_CODE = "budget_exceeded"
 TOKENS_CODE = "tokens_per_minute_exceeded"
+HELD_RETRY_S = 2  # a refusal that only holds of requests in flight cause: they settle soon
 # Credits are sums of floats (0.1 + 0.2 is not 0.3): a budget compares within this, else the
 # request that fits it exactly would be refused, and one spent to the last credit not told.
 EPSILON = 1e-9
@@ -345,23 +346,39 @@ def _less(held: float, credits: float) -> float:
 
 
 def _over(tally: Tally, limits: Limits, credits: float, now: float, whose: str) -> ApiError | None:
-    """The refusal when `credits` more do not fit a credit limit beside what is held."""
+    """The refusal when `credits` more do not fit a credit limit beside what is held.
+
+    Where only what requests in flight hold stands in the way, the room may come back as they
+    settle (below their holds): a short wait, worth a retry. Else nothing helps before the
+    period turns, hours away: the refusal says so and is final."""
     for period, limit, spent, until in _periods(tally, limits, now):
         if spent + tally.reserved + credits <= limit + EPSILON:
             continue
-        wait = max(1, math.ceil(until - now))
-        in_flight = f", {tally.reserved:.4g} held by requests in flight" if tally.reserved else ""
-        message = (
-            f"{whose} budget of {limit:g} credits a {period} is spent: {spent:.4g} used"
-            f"{in_flight}, and this request may cost about {credits:.4g}; it renews at "
-            + ("00:00 UTC" if period == "day" else "the start of next month (UTC)")
-        )
+        renew = "00:00 UTC" if period == "day" else "the start of next month (UTC)"
+        head = f"{whose} budget of {limit:g} credit{'' if limit == 1 else 's'} a {period}"
+        if spent >= limit - EPSILON:
+            message = f"{head} is spent ({spent:.4g} used); it renews at {renew}"
+        else:
+            held = (
+                f", {tally.reserved:.4g} of it held by requests in flight" if tally.reserved else ""
+            )
+            message = (
+                f"{head} has {limit - spent:.4g} left{held}, and this request may cost about "
+                f"{credits:.4g}; it renews at {renew}"
+            )
+        if spent + credits <= limit + EPSILON:  # it fits once the requests in flight settle
+            return ApiError(
+                ErrorKind.RATE_LIMIT,
+                message,
+                code=BUDGET_CODE,
+                headers={"Retry-After": str(HELD_RETRY_S)},
+            )
         return ApiError(
             ErrorKind.RATE_LIMIT,
             message,
             code=BUDGET_CODE,
-            headers={"Retry-After": str(wait)},
-            final=True,  # no retry helps before the period turns, hours away
+            headers={"Retry-After": str(max(1, math.ceil(until - now)))},
+            final=True,
         )
     return None
 

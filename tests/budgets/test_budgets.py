@@ -80,16 +80,25 @@ def test_holds_in_flight_count_together_and_the_last_credit_goes_to_one() -> Non
     holds = [budgets.admit("k", limits, estimate) for _ in range(4)]
     with pytest.raises(ApiError) as refused:
         budgets.admit("k", limits, estimate)
+    # Only what the requests in flight hold stands in the way: worth a retry in a moment.
     assert refused.value.status == 429
     assert refused.value.code == BUDGET_CODE
-    assert refused.value.final
-    assert refused.value.headers["Retry-After"] == str(12 * 3600)
-    assert "1 credits a day" in refused.value.message
+    assert not refused.value.final
+    assert refused.value.headers["Retry-After"] == "2"
+    assert "1 credit a day has 1 left, 1 of it held by requests in flight" in refused.value.message
     # One settles below its hold: its room comes back, and only its share of it.
     budgets.settle(holds[0], key_id="k", key_limits=limits, account=None, credits=0.1, tokens=50)
     budgets.admit("k", limits, Estimate(100, 0.15))
     with pytest.raises(ApiError):
         budgets.admit("k", limits, Estimate(100, 0.01))
+    # Spent to the last credit: nothing helps before the day turns.
+    for hold in holds[1:]:
+        budgets.settle(hold, key_id="k", key_limits=limits, account=None, credits=0.3, tokens=9)
+    with pytest.raises(ApiError) as spent:
+        budgets.admit("k", limits, Estimate(100, 0.01))
+    assert spent.value.final
+    assert spent.value.headers["Retry-After"] == str(12 * 3600)
+    assert "1 credit a day is spent (1 used)" in spent.value.message
 
 
 def test_settling_twice_or_releasing_counts_once() -> None:

@@ -447,7 +447,7 @@ def test_a_refusal_is_a_429_in_each_protocols_envelope_and_reaches_no_account(
         assert retry_after is not None
         assert abs(int(retry_after) - midnight) < 10  # the day renews at 00:00 UTC
         message = body["message"]
-        assert message.startswith("this API key's budget of 1 credits a day is spent"), message
+        assert message.startswith("this API key's budget of 1 credit a day is spent"), message
         assert "00:00 UTC" in message
     assert setup.chats() == chats
     [account] = setup.control.accounts()
