@@ -305,7 +305,19 @@ def test_stats_break_requests_down_by_key_name(fake: ThreadedFake, short_tmp: Pa
         proc.stop()
 
 
-def test_models_stats_config_version(daemon: DaemonProcess) -> None:
+def test_models_stats_config_version(daemon: DaemonProcess, fake: ThreadedFake) -> None:
+    # An account of its own, whose catalog is read by a first request: the test does not lean
+    # on what the module's earlier tests left (run alone, the directory was still "static").
+    content = base64.b64encode(kiro_ide_token_file(fake.fake.issue_social_account())).decode()
+    daemon.client.import_accounts(content=content, label="catalog")
+    with anthropic.Anthropic(
+        base_url=daemon.base_url, api_key=daemon.api_key, max_retries=0
+    ) as client:
+        client.messages.create(
+            model="claude-sonnet-4-6",
+            max_tokens=16,
+            messages=[{"role": "user", "content": "hi"}],
+        )
     models = as_json(kiroctl(daemon, "models", "--json"))
     assert models["source"] == "accounts"
     assert "claude-sonnet-4-6" in {row["id"] for row in models["models"]}
