@@ -14,7 +14,7 @@ from dataclasses import dataclass
 @dataclass(frozen=True, slots=True)
 class ClientModel:
     client: str
-    role: str  # "default", "alias", "subagent", "catalog", "README"
+    role: str  # "default", "alias", "subagent", "catalog", "guide" (the user guide's setting)
     id: str
 
 
@@ -41,6 +41,6 @@ CLIENT_MODELS: tuple[ClientModel, ...] = (
             "gpt-5.5",
         )
     ),
-    ClientModel("opencode 1.18.34", "README", "claude-sonnet-4-6"),
+    ClientModel("opencode 1.18.34", "guide", "claude-sonnet-4-6"),
 )
 """From `codex debug models` (priority order) and the client captures in tests/clients."""

@@ -73,7 +73,7 @@ class Spending:
         return {id_: _series(scope, id_, rows, first, today) for id_, rows in found.items()}
 
     async def report(self, key_id: str, *, now: float | None = None) -> dict[str, Any]:
-        """The `GET /v1/usage` document for API key `key_id` (shape in README, "Usage")."""
+        """The `GET /v1/usage` document for API key `key_id` (docs/guide/troubleshooting.md)."""
         at = time.time() if now is None else now
         day, month = day_and_month_start(at)
         periods: dict[str, Any] = {}

@@ -73,7 +73,7 @@ class Demo:
 
 
 def codex_config(base_url: str, model: str = CODE_MODE_MODEL) -> str:
-    """README "Pointing clients at kirod": a provider `kirod` (not "OpenAI"), plain HTTP."""
+    """docs/guide/client-settings.md, "Codex CLI": a provider `kirod` (not "OpenAI"), plain HTTP."""
     return "\n".join(
         (
             f'model = "{model}"                # or a Claude id: "{MODEL}"',

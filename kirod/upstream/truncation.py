@@ -9,8 +9,8 @@ client request: the same history, an assistant turn with what the part completed
 part that already handed the client a whole call (its result is the client's to give), keeps the
 part's error: the client gets its protocol's error, never a fake end.
 
-`CUT_OFF_NOTICE` is the one text kirod writes for the model to read (README, "What kirod adds to
-a conversation").
+`CUT_OFF_NOTICE` is the one text kirod writes for the model to read (docs/guide/apis.md, "What
+kirod adds to a conversation").
 """
 
 from __future__ import annotations

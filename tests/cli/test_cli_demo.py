@@ -26,7 +26,7 @@ from kirod.testing import demo as demo_module
 
 DEMO = [sys.executable, "-m", "kirod.testing.demo"]
 KIROD = [sys.executable, "-m", "kirod"]
-README = Path(__file__).parents[2] / "README.md"
+CLIENTS_PAGE = Path(__file__).parents[2] / "docs" / "guide" / "client-settings.md"
 
 
 @pytest.fixture
@@ -74,9 +74,9 @@ def read_until(lines: queue.Queue[str], marker: str, limit_s: float = 30.0) -> s
     return seen
 
 
-def readme_codex_provider() -> dict[str, object]:
-    """The `[model_providers.kirod]` table of README "Pointing clients at kirod"."""
-    blocks = re.findall(r"```toml\n(.*?)```", README.read_text(), re.DOTALL)
+def guide_codex_provider() -> dict[str, object]:
+    """The `[model_providers.kirod]` table of docs/guide/client-settings.md, "Codex CLI"."""
+    blocks = re.findall(r"```toml\n(.*?)```", CLIENTS_PAGE.read_text(), re.DOTALL)
     configs = [tomllib.loads(block) for block in blocks if "[model_providers.kirod]" in block]
     assert len(configs) == 1
     provider: dict[str, object] = configs[0]["model_providers"]["kirod"]
@@ -136,7 +136,7 @@ def test_the_demo_prints_commands_and_configs_that_work_and_cleans_up(
             )
         assert "enable_chat_completions = true" in str(refused.value)
 
-        # Codex, both model families, with the README's provider at the demo's address.
+        # Codex, both model families, with the guide's provider at the demo's address.
         code_mode = commands["Codex with gpt-5.6-sol (code mode)"]
         claude = commands["Codex with a Claude model (claude-sonnet-4-6)"]
         assert "codex exec" in code_mode
@@ -145,7 +145,7 @@ def test_the_demo_prints_commands_and_configs_that_work_and_cleans_up(
         config = tomllib.loads((codex_home / "config.toml").read_text())
         assert config["model"] == "gpt-5.6-sol"
         assert config["model_provider"] == "kirod"
-        expected = {**readme_codex_provider(), "base_url": f"{base_url}/v1"}
+        expected = {**guide_codex_provider(), "base_url": f"{base_url}/v1"}
         assert config["model_providers"]["kirod"] == expected
 
         claude_code = next(v for k, v in commands.items() if k.startswith("Claude Code"))

@@ -125,6 +125,7 @@ def test_sdist_and_wheel_install_into_a_fresh_venv(tmp_path: Path) -> None:
         "kirod/py.typed",
         "kirod/testing/demo.py",
         *readme_pictures(),  # the README, unpacked from the sdist, shows them
+        *(f"docs/guide/{page.name}" for page in (ROOT / "docs" / "guide").glob("*.md")),
     ):
         assert shipped in names
     wheel = build("wheel", tmp_path / "unpacked" / f"kirod-{__version__}")

@@ -9,12 +9,12 @@ request and refuses it.
     python -m tests.clients.capture --client llm --version 0.37 --compare captures/X.json
     python -m tests.clients.capture --client cline --bin PATH --out FILE
 
-Each client runs as its tests run it (its `*_env` driver: the README's settings, a private HOME,
+Each client runs as its tests run it (its `*_env` driver: the guide's settings, a private HOME,
 no traffic beyond the gateway), asked `hello` (Cline `say hello`: it takes a lone word for a
 command). The server's 400 (`x-should-retry: false`, in Anthropic's error envelope; OpenAI's for
 Codex, whose config.toml turns retries off) ends the run at once. The capture,
 `captures/<client>-<version>-default.json`, holds the version, the command, the settings and
-environment as the README writes them (base URL and key as placeholders), the server's answer,
+environment as the guide writes them (base URL and key as placeholders), the server's answer,
 the exit code and every request: method, path and query, headers minus credentials, JSON body,
 with `recorder.sanitize`'s placeholders.
 

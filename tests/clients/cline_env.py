@@ -6,7 +6,7 @@ Cline keeps its provider in `~/.cline/data/settings/providers.json`. `cline auth
 anthropic` writes it but refuses a base URL ("base URL is only supported for OpenAI and
 OpenAI-compatible providers"), and ANTHROPIC_BASE_URL is ignored; the file itself takes
 `baseUrl` for Anthropic too, so the Messages API is configured by writing that file (the
-README's). Without an entry's `updatedAt` the whole file is silently ignored: Cline then calls
+guide's). Without an entry's `updatedAt` the whole file is silently ignored: Cline then calls
 its own service (api.cline.bot). The OpenAI-compatible providers are configured as documented,
 with `cline auth … --baseurl`.
 
@@ -35,7 +35,7 @@ from tests.clients import install, runs
 CLIENT = "cline"
 MODEL = "claude-sonnet-4-6"
 ANTHROPIC = "anthropic"
-"""The README's provider: the Messages API, at `baseUrl`."""
+"""The guide's provider: the Messages API, at `baseUrl`."""
 OPENAI_NATIVE = "openai-native"
 """The Responses API (`cline auth --provider openai-native --baseurl …`)."""
 OPENAI_COMPATIBLE = "openai"

@@ -167,7 +167,7 @@ def claude(
 def opencode(
     opencode_binary: opencode_env.Binary, daemon: DaemonProcess, api_key: str, short_tmp: Path
 ) -> opencode_env.OpenCode:
-    """opencode with a fresh HOME, configured as the README says, at the module's daemon."""
+    """opencode with a fresh HOME, configured as the guide says, at the module's daemon."""
     client = opencode_env.OpenCode(opencode_binary, api_key, short_tmp)
     client.configure(opencode_env.config(daemon.base_url))
     return client

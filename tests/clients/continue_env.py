@@ -30,7 +30,7 @@ CLIENT = "continue"
 KEY_ENV = "KIROD_API_KEY"
 MODEL = "claude-sonnet-4-6"
 ANTHROPIC = "anthropic"
-"""Messages, the configuration the README shows."""
+"""Messages, the configuration the guide shows."""
 OPENAI = "openai"
 """Chat Completions; Responses for `gpt-5…` and `o1…` model names."""
 OFFLINE = {"CONTINUE_CLI_ENABLE_TELEMETRY": "0"}

@@ -29,7 +29,7 @@ from tests.clients import install, runs
 CLIENT = "copilot"
 MODEL = "claude-sonnet-4-6"
 ANTHROPIC = "anthropic"
-"""Messages: the README's provider type."""
+"""Messages: the guide's provider type."""
 OPENAI = "openai"
 COMPLETIONS = "completions"
 RESPONSES = "responses"

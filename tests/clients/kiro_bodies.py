@@ -15,7 +15,7 @@ from kirod.testing.daemon import DaemonProcess
 from kirod.testing.fake_kiro import FakeKiro
 
 KIRO_MODEL = "claude-sonnet-4.6"
-"""What Kiro calls `claude-sonnet-4-6`, the README's model."""
+"""What Kiro calls `claude-sonnet-4-6`, the guide's model."""
 
 
 def chats(service: FakeKiro) -> list[dict[str, Any]]:

@@ -6,7 +6,7 @@ opencode takes its provider from an `opencode.json`; each run here has a private
 in it) and a working directory holding the one `opencode.json` the run uses, read as the
 project's configuration. The environment turns off what would reach other hosts (the models.dev
 catalog, updates, default plugins, LSP downloads), as CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC
-does for Claude Code; the provider configuration is the README's.
+does for Claude Code; the provider configuration is the guide's.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ RUN_TIMEOUT_S = 60.0
 """One `opencode run`; the fake answers in milliseconds, so this only bounds a hang."""
 
 ANTHROPIC = "@ai-sdk/anthropic"
-"""The README's provider package: the Messages API."""
+"""The guide's provider package: the Messages API."""
 OPENAI = "@ai-sdk/openai"
 """The Responses API."""
 OPENAI_COMPATIBLE = "@ai-sdk/openai-compatible"

@@ -4,7 +4,7 @@
 runs these; they skip, saying why, when it could not be installed. `KIROD_TEST_AIDER_BIN=/path`
 drives any other aider.
 
-Each test runs `aider --message … --yes-always --no-git` in a private HOME with the README's
+Each test runs `aider --message … --yes-always --no-git` in a private HOME with the guide's
 settings (`ANTHROPIC_API_BASE` without `/v1`, `ANTHROPIC_API_KEY`, `--model anthropic/<id>`),
 kept off the network as `aider_env` says. What 0.86.2 sends is in
 `captures/aider-0.86.2-default.json` (`capture.py --client aider`): one streamed
@@ -27,8 +27,8 @@ from kirod.testing.daemon import DaemonProcess
 from kirod.testing.fake_kiro import FakeKiro, Reply, Script
 from tests.clients import aider_env
 from tests.clients.aider_env import Aider
+from tests.clients.guide_snippets import GUIDE_PORT, guide_block, paste
 from tests.clients.kiro_bodies import chats, current, new_access_lines, routes
-from tests.clients.readme_snippets import README_PORT, paste, readme_block
 
 KIRO_MODEL = "claude-sonnet-4.5"
 """What Kiro calls `claude-sonnet-4-5`."""
@@ -45,11 +45,11 @@ def aider(
 def test_hello_with_the_readme_settings(
     aider: Aider, service: FakeKiro, daemon: DaemonProcess, api_key: str
 ) -> None:
-    """The README's lines, run by a shell with a message added: aider prints what the fake
-    said, from one `POST /v1/messages` that reached Kiro for the model the README names."""
+    """The guide's lines, run by a shell with a message added: aider prints what the fake
+    said, from one `POST /v1/messages` that reached Kiro for the model the guide names."""
     answer = "Hello from the fake Kiro, aider edition."
     service.default_script = Script(reply=Reply(text=answer))
-    lines = readme_block("aider", "sh").replace(README_PORT, daemon.base_url).rstrip("\n")
+    lines = guide_block("aider", "sh").replace(GUIDE_PORT, daemon.base_url).rstrip("\n")
     headless = [*aider_env.OFFLINE_ARGS, *aider_env.HEADLESS_ARGS, "--message", "hello"]
     script = f"{lines} {shlex.join(arg for arg in headless if arg not in lines)}\n"
     mark = len(daemon.log())

@@ -1,6 +1,6 @@
 """The committed captures (`captures/<client>-<version>-<variant>.json`, written by `python -m
 tests.clients.capture --client NAME`) name their pinned client and what it ran, hold no
-secret or local detail, and show what the client tests and the README rely on: the one request
+secret or local detail, and show what the client tests and the guide rely on: the one request
 a prompt makes, the session id kirod reads, the file-read tool the tests call.
 
 No client needed (but for the last test, which captures llm again): these read only files in
@@ -81,7 +81,7 @@ MODELS = {
     aider_env.CLIENT: aider_env.MODEL,
     llm_env.CLIENT: llm_env.MODEL,
 }
-"""The clients whose prompt makes one request, and the model the README gives them."""
+"""The clients whose prompt makes one request, and the model the guide gives them."""
 ID_PLACEHOLDERS = {
     cc_env.CLIENT: {SESSION_PLACEHOLDER, DEVICE_PLACEHOLDER},
     copilot_env.CLIENT: {SESSION_PLACEHOLDER},  # its session's folder, in the system prompt
@@ -182,7 +182,7 @@ def test_the_machine_and_the_day_are_placeholders(client: str) -> None:
 def test_the_session_id_kirod_reads(client: str) -> None:
     """opencode and Kilo name their session in `x-session-affinity`, which kirod reads to keep
     a session's turns on one Kiro conversation; the others send nothing kirod could keep a
-    conversation on one account by: no id header, no `metadata` (see the README's "How
+    conversation on one account by: no id header, no `metadata` (see the guide's "How
     requests use your accounts")."""
     expected = dict.fromkeys(SESSION_HEADERS.get(client, ()), OPENCODE_SESSION_PLACEHOLDER)
     for request in committed(client)["requests"]:
@@ -203,7 +203,7 @@ def test_the_file_read_tool_the_tests_call_is_declared(client: str) -> None:
 
 
 def test_the_settings_are_the_drivers() -> None:
-    """What each client was run with is what its tests give it, from the README."""
+    """What each client was run with is what its tests give it, from the guide."""
     opencode = committed(opencode_env.CLIENT)["opencode_json"]
     assert opencode["provider"]["kirod"]["npm"] == opencode_env.ANTHROPIC
     assert "provider: anthropic" in committed(continue_env.CLIENT)["config_yaml"]

@@ -5,7 +5,7 @@ and runs these; they skip, saying why, when it could not be installed.
 `KIROD_TEST_CLINE_BIN=/path/to/cline` drives any other binary.
 
 Each test runs `cline --json --data-dir ~/.cline/data "…"` in a private HOME whose
-`~/.cline/data/settings/providers.json` is the README's (Anthropic at kirod's base URL), or what
+`~/.cline/data/settings/providers.json` is the guide's (Anthropic at kirod's base URL), or what
 `cline auth` writes for its OpenAI modes. What 3.0.65 sends is in
 `captures/cline-3.0.65-default.json` (`capture.py --client cline`): one streamed
 `POST /v1/messages` per model turn with `x-api-key`, and no session, conversation or thread id in
@@ -25,6 +25,7 @@ from kirod.testing.daemon import DaemonProcess
 from kirod.testing.fake_kiro import FakeKiro, Reply, Script, ToolCall
 from tests.clients import cline_env
 from tests.clients.cline_env import Cline
+from tests.clients.guide_snippets import GUIDE_PORT, guide_block
 from tests.clients.kiro_bodies import (
     KIRO_MODEL,
     chats,
@@ -40,16 +41,15 @@ from tests.clients.note_round_trip import (
     call_first,
     write_the_note,
 )
-from tests.clients.readme_snippets import README_PORT, readme_block
 
-README_KEY = "sk-kirod-…"
+GUIDE_KEY = "sk-kirod-…"
 
 
 @pytest.fixture
 def cline(
     cline_binary: cline_env.Binary, daemon: DaemonProcess, api_key: str, short_tmp: Path
 ) -> Iterator[Cline]:
-    """Cline with a fresh HOME, configured as the README says, at the module's daemon; no hub
+    """Cline with a fresh HOME, configured as the guide says, at the module's daemon; no hub
     daemon of its own outlives the test."""
     client = Cline(cline_binary, short_tmp)
     client.configure(readme_providers(daemon.base_url, api_key))
@@ -60,11 +60,11 @@ def cline(
 
 
 def readme_providers(base_url: str, token: str) -> dict[str, Any]:
-    """The README's `providers.json`, with `base_url` and `token` for the port and the key."""
-    block = readme_block("Cline CLI", "json")
-    assert README_KEY in block
+    """The guide's `providers.json`, with `base_url` and `token` for the port and the key."""
+    block = guide_block("Cline CLI", "json")
+    assert GUIDE_KEY in block
     document: dict[str, Any] = json.loads(
-        block.replace(README_PORT, base_url).replace(README_KEY, token)
+        block.replace(GUIDE_PORT, base_url).replace(GUIDE_KEY, token)
     )
     return document
 
@@ -72,7 +72,7 @@ def readme_providers(base_url: str, token: str) -> dict[str, Any]:
 def test_hello_with_the_readme_configuration(
     cline: Cline, service: FakeKiro, daemon: DaemonProcess
 ) -> None:
-    """The README's `providers.json` as written: the run's result is what the fake said,
+    """The guide's `providers.json` as written: the run's result is what the fake said,
     through `POST /v1/messages`, from the model the file names, with Cline's tools declared."""
     answer = "Hello from the fake Kiro, Cline edition."
     service.default_script = Script(reply=Reply(text=answer))

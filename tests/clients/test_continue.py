@@ -3,7 +3,7 @@
 `make test` installs the pinned version (`tests/clients/versions.json`); these skip, saying why,
 when it could not be installed. `KIROD_TEST_CONTINUE_BIN=/path/to/cn` drives any other binary.
 
-Each test runs `cn -p --config FILE PROMPT` in a private HOME, with the README's `config.yaml`
+Each test runs `cn -p --config FILE PROMPT` in a private HOME, with the guide's `config.yaml`
 (provider `anthropic`) first, then `provider: openai` (Chat Completions, and Responses for a
 `gpt-5…` model name). What 1.5.47 sends is in `captures/continue-1.5.47-default.json`
 (`capture.py --client continue`): one streamed `POST /v1/messages` per model turn, with
@@ -22,6 +22,7 @@ from kirod.testing.daemon import DaemonProcess
 from kirod.testing.fake_kiro import FakeKiro, Reply, Script, ToolCall
 from tests.clients import continue_env
 from tests.clients.continue_env import Continue
+from tests.clients.guide_snippets import GUIDE_PORT, guide_block
 from tests.clients.kiro_bodies import (
     KIRO_MODEL,
     chats,
@@ -36,14 +37,13 @@ from tests.clients.note_round_trip import (
     call_first,
     write_the_note,
 )
-from tests.clients.readme_snippets import README_PORT, readme_block
 
 
 def readme_config(base_url: str) -> str:
-    """The README's Continue `config.yaml`, pointed at `base_url` instead of the default port."""
-    block = readme_block("Continue CLI", "yaml")
-    assert f"{README_PORT}/v1/" in block
-    text: str = block.replace(README_PORT, base_url)
+    """The guide's Continue `config.yaml`, pointed at `base_url` instead of the default port."""
+    block = guide_block("Continue CLI", "yaml")
+    assert f"{GUIDE_PORT}/v1/" in block
+    text: str = block.replace(GUIDE_PORT, base_url)
     return text
 
 
@@ -51,7 +51,7 @@ def readme_config(base_url: str) -> str:
 def cn(
     continue_binary: continue_env.Binary, daemon: DaemonProcess, api_key: str, short_tmp: Path
 ) -> Continue:
-    """cn with a fresh HOME, configured as the README says, at the module's daemon."""
+    """cn with a fresh HOME, configured as the guide says, at the module's daemon."""
     client = Continue(continue_binary, api_key, short_tmp)
     client.configure(readme_config(daemon.base_url))
     return client
@@ -67,7 +67,7 @@ def ask_for_the_note(client: Continue, service: FakeKiro) -> str:
 def test_hello_with_the_readme_configuration(
     cn: Continue, service: FakeKiro, daemon: DaemonProcess
 ) -> None:
-    """The README's `config.yaml` as written: `cn -p hello` prints what the fake said, through
+    """The guide's `config.yaml` as written: `cn -p hello` prints what the fake said, through
     `POST /v1/messages` with cn's own tools, from the model the file names."""
     answer = "Hello from the fake Kiro, Continue edition."
     service.default_script = Script(reply=Reply(text=answer))

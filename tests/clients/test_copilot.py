@@ -3,7 +3,7 @@
 `make test` installs the pinned version (`tests/clients/versions.json`); these skip, saying why,
 when it could not be installed. `KIROD_TEST_COPILOT_BIN=/path/to/copilot` drives any other binary.
 
-Each test runs `copilot -p PROMPT` in a private HOME with the README's variables (bring your own
+Each test runs `copilot -p PROMPT` in a private HOME with the guide's variables (bring your own
 key, offline, provider type `anthropic`) first, then provider type `openai` over Responses and
 Chat Completions. What 1.0.102 sends is in `captures/copilot-1.0.102-default.json`
 (`capture.py --client copilot`): one streamed `POST /v1/messages` per model turn from the
@@ -24,6 +24,7 @@ from kirod.testing.daemon import DaemonProcess
 from kirod.testing.fake_kiro import FakeKiro, Reply, Script, ToolCall
 from tests.clients import copilot_env
 from tests.clients.copilot_env import Copilot
+from tests.clients.guide_snippets import GUIDE_PORT, KEY_VARIABLE, guide_block
 from tests.clients.kiro_bodies import (
     KIRO_MODEL,
     chats,
@@ -39,19 +40,18 @@ from tests.clients.note_round_trip import (
     call_first,
     write_the_note,
 )
-from tests.clients.readme_snippets import KEY_VARIABLE, README_PORT, readme_block
 
 KEY_REFERENCE = f"${KEY_VARIABLE}"
 
 
 def readme_variables(base_url: str, token: str) -> dict[str, str]:
-    """The README's `export` lines for Copilot, pointed at `base_url` with `token`."""
+    """The guide's `export` lines for Copilot, pointed at `base_url` with `token`."""
     found = {}
-    for line in readme_block("Copilot CLI", "sh").splitlines():
+    for line in guide_block("Copilot CLI", "sh").splitlines():
         words = shlex.split(line, comments=True)
         if words and words[0] == "export":
             name, _, value = words[1].partition("=")
-            found[name] = value.replace(README_PORT, base_url).replace(KEY_REFERENCE, token)
+            found[name] = value.replace(GUIDE_PORT, base_url).replace(KEY_REFERENCE, token)
     assert found["COPILOT_PROVIDER_BASE_URL"] == base_url
     assert found["COPILOT_PROVIDER_API_KEY"] == token
     return found
@@ -71,7 +71,7 @@ def copilot(
     short_tmp: Path,
     package_cache: Path,
 ) -> Copilot:
-    """Copilot CLI with a fresh HOME and the README's variables, at the module's daemon."""
+    """Copilot CLI with a fresh HOME and the guide's variables, at the module's daemon."""
     variables = readme_variables(daemon.base_url, api_key)
     return Copilot(copilot_binary, variables, short_tmp, package_cache)
 
@@ -98,7 +98,7 @@ def the_note_round_trip(client: Copilot, service: FakeKiro) -> list[str]:
 def test_hello_with_the_readme_variables(
     copilot: Copilot, service: FakeKiro, daemon: DaemonProcess
 ) -> None:
-    """The README's variables as written: `copilot -p hello -s` prints what the fake said,
+    """The guide's variables as written: `copilot -p hello -s` prints what the fake said,
     through `POST /v1/messages` with Copilot's own tools, from the model they name."""
     answer = "Hello from the fake Kiro, Copilot edition."
     service.default_script = Script(reply=Reply(text=answer))

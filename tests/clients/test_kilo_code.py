@@ -5,7 +5,7 @@ and runs these; they skip, saying why, when it could not be installed.
 `KIROD_TEST_KILO_CODE_BIN=/path/to/kilo` drives any other binary.
 
 Each test runs `kilo run --format json …` in a private HOME whose `~/.config/kilo/kilo.json` is
-the README's (the `@ai-sdk/anthropic` provider), or the Responses variant. What 7.7.7 sends is in
+the guide's (the `@ai-sdk/anthropic` provider), or the Responses variant. What 7.7.7 sends is in
 `captures/kilo-code-7.7.7-default.json` (`capture.py --client kilo-code`): one streamed
 `POST /v1/messages` per model turn, with `x-api-key` and Kilo's session id as
 `x-session-affinity` (the header kirod reads for affinity) and `x-session-id`, and no title
@@ -22,6 +22,7 @@ import pytest
 from kirod.testing.daemon import DaemonProcess
 from kirod.testing.fake_kiro import FakeKiro, Reply, Script, ToolCall
 from tests.clients import kilo_env
+from tests.clients.guide_snippets import guide_json
 from tests.clients.kilo_env import KiloCode
 from tests.clients.kiro_bodies import (
     KIRO_MODEL,
@@ -38,7 +39,6 @@ from tests.clients.note_round_trip import (
     call_first,
     write_the_note,
 )
-from tests.clients.readme_snippets import readme_json
 
 pytestmark = pytest.mark.timeout(90)  # a run takes 8 to 20 s on two busy cores
 
@@ -47,16 +47,16 @@ pytestmark = pytest.mark.timeout(90)  # a run takes 8 to 20 s on two busy cores
 def kilo(
     kilo_binary: kilo_env.Binary, daemon: DaemonProcess, api_key: str, short_tmp: Path
 ) -> KiloCode:
-    """Kilo Code with a fresh HOME, configured as the README says, at the module's daemon."""
+    """Kilo Code with a fresh HOME, configured as the guide says, at the module's daemon."""
     client = KiloCode(kilo_binary, api_key, short_tmp)
-    client.configure(readme_json("Kilo Code CLI", daemon.base_url))
+    client.configure(guide_json("Kilo Code CLI", daemon.base_url))
     return client
 
 
 def test_hello_with_the_readme_configuration(
     kilo: KiloCode, service: FakeKiro, daemon: DaemonProcess
 ) -> None:
-    """The README's `kilo.json` as written: `kilo run` answers what the fake said, through
+    """The guide's `kilo.json` as written: `kilo run` answers what the fake said, through
     `POST /v1/messages`, from the model the file names, with Kilo's own tools declared."""
     answer = "Hello from the fake Kiro, Kilo Code edition."
     service.default_script = Script(reply=Reply(text=answer))

@@ -6,7 +6,7 @@ their own and runs these; they skip, saying why, when that could not be installe
 `KIROD_TEST_LLM_BIN=/path` drives any other llm.
 
 Each test runs `llm -m anthropic/<id> …` in a private HOME and llm user directory
-(`LLM_USER_PATH`) with the README's settings: `ANTHROPIC_BASE_URL` without `/v1` and
+(`LLM_USER_PATH`) with the guide's settings: `ANTHROPIC_BASE_URL` without `/v1` and
 `ANTHROPIC_API_KEY`. What 0.36 + llm-anthropic 0.30 send is in
 `captures/llm-0.36-default.json` (`capture.py --client llm`): one streamed
 `POST /v1/messages` per model turn from the `anthropic` Python SDK (`x-api-key`,
@@ -25,10 +25,10 @@ import pytest
 from kirod.testing.daemon import DaemonProcess
 from kirod.testing.fake_kiro import FakeKiro, Reply, Script, ToolCall
 from tests.clients import llm_env, runs
+from tests.clients.guide_snippets import GUIDE_PORT, guide_block, paste
 from tests.clients.kiro_bodies import KIRO_MODEL, chats, context, current, new_access_lines, routes
 from tests.clients.llm_env import LLM
 from tests.clients.note_round_trip import CANARY, FINAL, call_first, write_the_note
-from tests.clients.readme_snippets import README_PORT, paste, readme_block
 
 WRONG_KEY = "sk-kirod-" + "x" * 43
 
@@ -41,11 +41,11 @@ def llm(llm_binary: llm_env.Binary, daemon: DaemonProcess, api_key: str, short_t
 def test_hello_with_the_readme_settings(
     llm: LLM, service: FakeKiro, daemon: DaemonProcess, api_key: str
 ) -> None:
-    """The README's lines, run by a shell: llm prints what the fake said, from one
-    `POST /v1/messages` that reached Kiro for the model the README names."""
+    """The guide's lines, run by a shell: llm prints what the fake said, from one
+    `POST /v1/messages` that reached Kiro for the model the guide names."""
     answer = "Hello from the fake Kiro, llm edition."
     service.default_script = Script(reply=Reply(text=answer))
-    script = readme_block("llm", "sh").replace(README_PORT, daemon.base_url)
+    script = guide_block("llm", "sh").replace(GUIDE_PORT, daemon.base_url)
     mark = len(daemon.log())
     run = paste(
         runs.Finished,

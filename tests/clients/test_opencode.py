@@ -4,7 +4,7 @@
 `install.py`) and runs these; they skip, saying why, when it could not be installed.
 `KIROD_TEST_OPENCODE_BIN=/path/to/opencode` drives any other binary.
 
-Each test runs `opencode run --format json …` in a private HOME, with the README's
+Each test runs `opencode run --format json …` in a private HOME, with the guide's
 `opencode.json` (the `@ai-sdk/anthropic` provider) first, then the variants a user may pick
 (`@ai-sdk/openai` for Responses, `@ai-sdk/openai-compatible` for Chat Completions, thinking
 turned on, `--continue`, Ctrl-C). What 1.18.34 sends by default is in
@@ -27,6 +27,7 @@ from kirod.testing.daemon import DaemonProcess
 from kirod.testing.fake_kiro import FakeKiro, Reply, Script, ToolCall
 from tests.clients import demo_env, opencode_env, runs
 from tests.clients.cc_env import wait_until
+from tests.clients.guide_snippets import guide_json
 from tests.clients.kiro_bodies import (
     KIRO_MODEL,
     chats,
@@ -44,16 +45,15 @@ from tests.clients.note_round_trip import (
     write_the_note,
 )
 from tests.clients.opencode_env import OpenCode
-from tests.clients.readme_snippets import readme_json
 
 
 def test_hello_with_the_readme_configuration(
     opencode: OpenCode, service: FakeKiro, daemon: DaemonProcess
 ) -> None:
-    """The README's `opencode.json` as written: `opencode run hello` answers what the fake said,
+    """The guide's `opencode.json` as written: `opencode run hello` answers what the fake said,
     through `POST /v1/messages`, from the model the file names. Its title request and its agent
     request (with opencode's own tools) both reach Kiro."""
-    opencode.configure(readme_json("opencode", daemon.base_url))
+    opencode.configure(guide_json("opencode", daemon.base_url))
     answer = "Hello from the fake Kiro, opencode edition."
     service.default_script = Script(reply=Reply(text=answer))
     mark = len(daemon.log())

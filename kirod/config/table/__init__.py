@@ -1,7 +1,7 @@
 """The option table: every option kirod has, each declared once in the module of its concern.
 
 This is the one source of the daemon's flags, its `KIROD_*` environment variables, `Settings`'
-fields and `kiroctl config`; tests hold the README's option table, kirod(8), kirod.toml(5) and
+fields and `kiroctl config`; tests hold the guide's option table, kirod(8), kirod.toml(5) and
 contrib/kirod.toml to it. A new option is declared in its concern's module, in a group the
 table below includes, and gets a `Settings` field of the same name.
 """

@@ -8,11 +8,11 @@ place of the history it replaces.
 
 Kiro cannot compact, so kirod runs one summarisation turn: the conversation so far, tools off, then
 `SUMMARY_INSTRUCTION` as the last user turn: an instruction in kirod's own words, sent only because
-the client asked for exactly this (the README lists every text kirod adds). The model's answer is
-sealed (`ReasoningBox.seal_summary`, AES-GCM under the install's key); when the item comes back,
-the decoder opens it into a user turn holding the summary. A blob kirod did not seal (OpenAI's,
-another install's, an edited one) is a 400 naming the item: dropping it would silently lose the
-conversation it stands for.
+the client asked for exactly this (docs/guide/apis.md lists every text kirod adds). The model's
+answer is sealed (`ReasoningBox.seal_summary`, AES-GCM under the install's key); when the item
+comes back, the decoder opens it into a user turn holding the summary. A blob kirod did not seal
+(OpenAI's, another install's, an edited one) is a 400 naming the item: dropping it would silently
+lose the conversation it stands for.
 """
 
 from __future__ import annotations
