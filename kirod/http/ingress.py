@@ -119,6 +119,11 @@ _API_PATHS = ("/messages", "/responses", "/chat/completions", "/models")
 
 def _base_url_hint(path: str) -> str:
     """What a 404 most often means: a base URL with one /v1 too many, or one too few."""
+    if path.startswith("/v1beta/v1beta/"):
+        return (
+            "; the base URL ends in /v1beta and the client adds another: drop it (Gemini CLI's "
+            "GOOGLE_GEMINI_BASE_URL takes none)"
+        )
     if path.startswith("/v1/v1/"):
         return (
             "; the base URL ends in /v1 and the client adds another: drop it (Claude Code's "

@@ -18,7 +18,7 @@ from google.genai import errors, types
 from PIL import Image
 
 from kirod.testing.daemon import DaemonProcess
-from kirod.testing.fake_kiro import FakeKiro, Reply, ThreadedFake, ToolCall
+from kirod.testing.fake_kiro import FakeKiro, Fault, Reply, Script, ThreadedFake, ToolCall
 from tests.support.kiro_env import import_account, start_daemon
 
 ON = {"KIROD_ENABLE_GEMINI_API": "true"}
@@ -398,6 +398,9 @@ def test_unknown_methods_and_models_are_404s(daemon: DaemonProcess) -> None:
     model = send(daemon, "POST", "/v1beta/models/llama3:generateContent", goog(daemon), HI)
     assert model.status == 404
     assert model.json()["error"]["status"] == "NOT_FOUND"
+    doubled = send(daemon, "POST", f"/v1beta/v1beta/models/{PRO}:generateContent", goog(daemon), HI)
+    assert doubled.status == 404
+    assert "GOOGLE_GEMINI_BASE_URL takes none" in doubled.json()["error"]["message"]
     # kirod's own lookup keeps GET /v1/models/{id}, in OpenAI's envelope.
     own = send(daemon, "GET", "/v1/models/claude-sonnet-4-6", goog(daemon))
     assert (own.status, own.json()["id"]) == (200, "claude-sonnet-4-6")
@@ -419,3 +422,63 @@ def test_the_gemini_api_is_off_by_default(fake: ThreadedFake, short_tmp: Path) -
         assert off.value.code == 404
     finally:
         proc.kill()
+
+
+# -- cut and failed answers ----------------------------------------------------------------------
+
+CUT_TEXT = (
+    "Step 1 is done. Step 2 is done. Now step 3: I will edit the file and then run the tests."
+)
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["whole", "stream"])
+def test_a_cut_answer_ends_at_max_tokens_never_stop(
+    client: genai.Client, service: FakeKiro, stream: bool
+) -> None:
+    """Kiro ends without its tail frames: the client is told the output ran out, so that it
+    goes on rather than take half the work for done."""
+    service.enqueue(
+        Script(reply=Reply(text=CUT_TEXT), fault=Fault.CUT_GENERATION, fault_at=4, chunk_size=8)
+    )
+    if stream:
+        chunks = list(client.models.generate_content_stream(model=PRO, contents="Do it."))
+        text = "".join(chunk.text or "" for chunk in chunks)
+        last = chunks[-1]
+    else:
+        last = client.models.generate_content(model=PRO, contents="Do it.")
+        text = last.text or ""
+    assert text == CUT_TEXT[:32]
+    assert last.candidates is not None
+    assert last.candidates[0].finish_reason == types.FinishReason.MAX_TOKENS
+    assert len(service.requests("chat")) == 1
+
+
+def test_a_stream_that_fails_midway_ends_in_an_error_the_sdk_raises(
+    client: genai.Client, service: FakeKiro
+) -> None:
+    service.enqueue(
+        Script(reply=Reply(text=CUT_TEXT), fault=Fault.CONNECTION_CUT, fault_at=3, chunk_size=8)
+    )
+    seen: list[str] = []
+
+    def read_all() -> None:
+        for chunk in client.models.generate_content_stream(model=PRO, contents="Do it."):
+            seen.append(chunk.text or "")
+
+    with pytest.raises(errors.APIError) as failed:
+        read_all()
+    assert failed.value.code is not None
+    assert failed.value.code >= 500
+    assert failed.value.status in ("INTERNAL", "UNAVAILABLE")
+    assert "".join(seen)  # the part streamed before the failure
+    assert CUT_TEXT.startswith("".join(seen))
+
+
+def test_a_prompt_too_long_is_a_400_in_googles_envelope(
+    client: genai.Client, service: FakeKiro
+) -> None:
+    service.enqueue(Script(fault=Fault.CONTEXT_WINDOW_EXCEEDED))
+    with pytest.raises(errors.ClientError) as too_long:
+        client.models.generate_content(model=PRO, contents="A very long prompt.")
+    assert (too_long.value.code, too_long.value.status) == (400, "INVALID_ARGUMENT")
+    assert too_long.value.message
