@@ -482,3 +482,16 @@ def test_a_prompt_too_long_is_a_400_in_googles_envelope(
         client.models.generate_content(model=PRO, contents="A very long prompt.")
     assert (too_long.value.code, too_long.value.status) == (400, "INVALID_ARGUMENT")
     assert too_long.value.message
+
+
+def test_the_sdks_chat_keeps_each_streamed_turn(client: genai.Client, service: FakeKiro) -> None:
+    """Its chat drops a turn whose stream held an invalid chunk: every chunk kirod sends,
+    the last with its finish reason, is one it keeps (docs/CLIENTS.md §4.4)."""
+    service.enqueue(Reply(text="First answer."), Reply(text="Second answer."))
+    chat = client.chats.create(model=PRO)
+    first = "".join(chunk.text or "" for chunk in chat.send_message_stream("One?"))
+    second = "".join(chunk.text or "" for chunk in chat.send_message_stream("Two?"))
+    assert (first, second) == ("First answer.", "Second answer.")
+    history = chats(service)[-1]["history"]
+    assert "One?" in json.dumps(history)
+    assert "First answer." in json.dumps(history)

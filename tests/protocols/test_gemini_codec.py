@@ -152,6 +152,22 @@ def test_turns_of_one_role_merge_and_a_tool_round_trip_pairs_by_id_or_by_name() 
     )
 
 
+def test_a_model_turns_text_pieces_are_one_text() -> None:
+    """google-genai's chat keeps a streamed answer as one content per chunk."""
+    request = decode(
+        contents=[
+            USER,
+            {"role": "model", "parts": [{"text": "First an"}]},
+            {"role": "model", "parts": [{"text": "swer"}, {"text": "."}]},
+            {"role": "user", "parts": [{"text": "a"}, {"text": "b"}]},
+        ]
+    ).request
+    assert request.messages[1:] == (
+        Message(Role.ASSISTANT, (TextBlock("First answer."),)),
+        Message(Role.USER, (TextBlock("a"), TextBlock("b"))),
+    )
+
+
 def test_a_response_of_another_shape_goes_as_json_and_may_carry_images() -> None:
     request = decode(
         contents=[
@@ -492,6 +508,11 @@ def stream(
     out = b"".join(chunk for event in events for chunk in encoder.feed(event)).decode()
     if frame is array_frame:
         return list(json.loads("[{}" + out + "]")[1:])
+    assert json.loads(encoder.keepalive()[6:]) == {
+        "candidates": [{"content": {"role": "model", "parts": [{"text": ""}]}, "index": 0}],
+        "modelVersion": "claude-opus-4-7",
+        "responseId": "msg_1",
+    }
     assert all(block.startswith("data: ") for block in out.split("\r\n\r\n")[:-1])
     return [json.loads(block[6:]) for block in out.split("\r\n\r\n") if block]
 

@@ -269,10 +269,25 @@ def _contents(value: object, signer: Signer) -> tuple[Message, ...]:
             turns[-1][1].extend(blocks)
         elif blocks:
             turns.append((speaker, blocks))
-    messages = tuple(Message(speaker, tuple(blocks)) for speaker, blocks in turns)
+    messages = tuple(
+        Message(speaker, _fused(blocks) if speaker is Role.ASSISTANT else tuple(blocks))
+        for speaker, blocks in turns
+    )
     if not messages:
         raise invalid("contents", "the conversation has no text, data or function part")
     return messages
+
+
+def _fused(blocks: list[Block]) -> tuple[Block, ...]:
+    """A model turn's adjacent text parts as one text: they are pieces of one answer, which
+    google-genai's chat even keeps as one content per streamed chunk."""
+    out: list[Block] = []
+    for block in blocks:
+        if isinstance(block, TextBlock) and out and isinstance(out[-1], TextBlock):
+            out[-1] = TextBlock(out[-1].text + block.text)
+        else:
+            out.append(block)
+    return tuple(out)
 
 
 def _part(value: object, path: str) -> Mapping[str, Any]:

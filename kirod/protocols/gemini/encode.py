@@ -15,9 +15,11 @@ finish reason. A failure after the stream started is a chunk `{"error": {"code",
 "status"}}`, which the SDKs raise, and nothing follows it.
 
 Streams are SSE (`data: {…}` and a blank line, for `?alt=sse`) or, without `alt=sse`, one JSON
-array written element by element. A keepalive is a chunk with no candidates: the JavaScript SDK
-reads only `data:` events from the start of its buffer, and the Python SDK parses every
-non-blank line, so neither a comment nor a blank line would do (docs/CLIENTS.md §4.4).
+array written element by element. A keepalive is a chunk whose one part is an empty text: the
+JavaScript SDK reads only `data:` events from the start of its buffer, and the Python SDK parses
+every non-blank line, so neither a comment nor a blank line would do; a chunk without candidates
+would make the Python SDK's chat drop the whole turn from its history, while an empty text is
+a valid part to it and one Gemini CLI skips (docs/CLIENTS.md §4.4).
 """
 
 from __future__ import annotations
@@ -134,7 +136,7 @@ class GeminiStreamEncoder:
         self._ended = False
 
     def keepalive(self) -> bytes:
-        return self._frame(self._envelope({}))
+        return self._frame(self._envelope({"candidates": [candidate([{"text": ""}])]}))
 
     def feed(self, event: CanonicalEvent) -> list[bytes]:
         """The frames for one canonical event (none after the stream has ended)."""
@@ -254,9 +256,10 @@ def array_frame(value: dict[str, Any]) -> bytes:
 
 
 def array_start(model: str, response_id: str) -> bytes:
-    """The array's opening and a first chunk without candidates, so that every later element,
-    a keepalive included, is the same comma and object."""
-    return b"[" + wirejson.dumps({"modelVersion": model, "responseId": response_id})
+    """The array's opening and a first chunk that says nothing (a keepalive's), so that every
+    later element, a keepalive included, is the same comma and object."""
+    empty = {"candidates": [candidate([{"text": ""}])]}
+    return b"[" + wirejson.dumps({**empty, "modelVersion": model, "responseId": response_id})
 
 
 ARRAY_END: Final = b"]"
