@@ -495,3 +495,29 @@ def test_the_sdks_chat_keeps_each_streamed_turn(client: genai.Client, service: F
     history = chats(service)[-1]["history"]
     assert "One?" in json.dumps(history)
     assert "First answer." in json.dumps(history)
+
+
+def test_the_sdks_chat_replays_streamed_thoughts_kept_chunk_by_chunk(
+    client: genai.Client, service: FakeKiro
+) -> None:
+    """The chat keeps a streamed reasoning as one content per chunk, its signature on the
+    last: pieced together again, it is kirod's own and goes back upstream."""
+    service.enqueue(
+        Script(reply=Reply(text="Four.", thinking="Two and two make four."), chunk_size=5),
+        Reply(text="Yes."),
+    )
+    config = types.GenerateContentConfig(
+        thinking_config=types.ThinkingConfig(include_thoughts=True)
+    )
+    chat = client.chats.create(model=PRO, config=config)
+    first = list(chat.send_message_stream("2+2?"))
+    thoughts = [
+        part
+        for chunk in first
+        for part in (chunk.candidates[0].content.parts or [])  # type: ignore[index, union-attr]
+        if part.thought
+    ]
+    assert len(thoughts) > 2  # streamed in pieces
+    list(chat.send_message_stream("Sure?"))
+    replayed = chats(service)[-1]["history"][-1]["assistantResponseMessage"]
+    assert "Two and two make four." in json.dumps(replayed["reasoningContent"])

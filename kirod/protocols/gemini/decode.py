@@ -214,6 +214,7 @@ class _Conversation:
     merged: list[tuple[Role, list[Block]]] = field(default_factory=list)
     waiting: list[_Call] = field(default_factory=list)
     claimed: frozenset[str] = frozenset()  # ids the current turn's responses name
+    thought: list[str] = field(default_factory=list)  # the open reasoning's pieces
     budget: BlockBudget = field(default_factory=BlockBudget)
 
     def append(self, role: Role, blocks: list[Block]) -> None:
@@ -300,6 +301,7 @@ def _part(value: object, path: str) -> Mapping[str, Any]:
 
 
 def _user_parts(parts: list[Any], path: str, conversation: _Conversation) -> list[Block]:
+    conversation.thought = []
     conversation.claimed = frozenset(
         response["id"]
         for part in parts
@@ -330,7 +332,7 @@ def _user_parts(parts: list[Any], path: str, conversation: _Conversation) -> lis
 def _model_parts(parts: list[Any], content_index: int, conversation: _Conversation) -> list[Block]:
     path = f"contents[{content_index}]"
     blocks: list[Block] = []
-    thought: list[str] = []
+    thought = conversation.thought  # one reasoning may span contents: one per streamed chunk
     for index, item in enumerate(parts):
         part_path = f"{path}.parts[{index}]"
         part = _part(item, part_path)
@@ -343,7 +345,7 @@ def _model_parts(parts: list[Any], content_index: int, conversation: _Conversati
                     block := _thinking("".join(thought), signature, conversation.signer)
                 ) is not None:
                     blocks.append(block)
-                thought = []
+                thought.clear()
             continue
         if text:
             blocks.append(TextBlock(text))
