@@ -521,3 +521,35 @@ def test_the_sdks_chat_replays_streamed_thoughts_kept_chunk_by_chunk(
     list(chat.send_message_stream("Sure?"))
     replayed = chats(service)[-1]["history"][-1]["assistantResponseMessage"]
     assert "Two and two make four." in json.dumps(replayed["reasoningContent"])
+
+
+def test_the_sdks_automatic_function_calling_runs_a_python_tool(
+    client: genai.Client, service: FakeKiro
+) -> None:
+    """google-genai calls the Python function the model asks for and sends its result back
+    on its own (`{"result": …}`), the way most SDK users meet tools."""
+    opened: list[str] = []
+
+    def read_file(path: str) -> str:
+        """Read a file."""
+        opened.append(path)
+        return "A canary sings."
+
+    service.enqueue(
+        Reply(tool_calls=(ToolCall("read_file", {"path": "notes.txt"}),)),
+        Reply(text="It is about a canary."),
+    )
+    answer = client.models.generate_content(
+        model=PRO,
+        contents="What does notes.txt say?",
+        config=types.GenerateContentConfig(tools=[read_file]),
+    )
+    assert answer.text == "It is about a canary."
+    assert opened == ["notes.txt"]
+    second = chats(service)[-1]
+    (result,) = second["currentMessage"]["userInputMessage"]["userInputMessageContext"][
+        "toolResults"
+    ]
+    assert json.loads(result["content"][0]["text"]) == {"result": "A canary sings."}
+    (use,) = second["history"][-1]["assistantResponseMessage"]["toolUses"]
+    assert result["toolUseId"] == use["toolUseId"]
