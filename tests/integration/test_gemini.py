@@ -553,3 +553,24 @@ def test_the_sdks_automatic_function_calling_runs_a_python_tool(
     assert json.loads(result["content"][0]["text"]) == {"result": "A canary sings."}
     (use,) = second["history"][-1]["assistantResponseMessage"]["toolUses"]
     assert result["toolUseId"] == use["toolUseId"]
+
+
+def test_a_scoped_key_is_held_to_the_model_that_serves(
+    daemon: DaemonProcess, service: FakeKiro
+) -> None:
+    """A key limited to Haiku may use flash-lite (Haiku serves it), not pro (Opus does); the
+    model list shows it only what it may use."""
+    answer = daemon.client.request("POST", "/keys", {"name": "haiku-only", "models": ["*haiku*"]})
+    assert isinstance(answer, dict)
+    options = types.HttpOptions(base_url=daemon.base_url, api_version="v1beta")
+    scoped = genai.Client(api_key=answer["secret"], http_options=options)
+    with pytest.raises(errors.ClientError) as refused:
+        scoped.models.generate_content(model=PRO, contents="hi")
+    assert (refused.value.code, refused.value.status) == (403, "PERMISSION_DENIED")
+    assert "claude-opus-5-5" in (refused.value.message or "")
+    with pytest.raises(errors.ClientError) as uncounted:
+        scoped.models.count_tokens(model=PRO, contents="hi")
+    assert uncounted.value.code == 403
+    service.enqueue(Reply(text="From Haiku."))
+    assert scoped.models.generate_content(model=FLASH_LITE, contents="hi").text == "From Haiku."
+    assert [model.name for model in scoped.models.list()] == ["models/claude-haiku-4-5"]
