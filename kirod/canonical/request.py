@@ -23,6 +23,7 @@ class ClientProtocol(enum.Enum):
     OPENAI_RESPONSES = "openai_responses"
     OPENAI_CHAT = "openai_chat"
     OLLAMA_CHAT = "ollama_chat"
+    GEMINI = "gemini"
 
 
 class Role(enum.Enum):

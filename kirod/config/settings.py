@@ -68,6 +68,8 @@ class Settings:
     enable_chat_completions: bool
     enable_ollama_api: bool
     ollama_keyless_loopback: bool
+    enable_gemini_api: bool
+    gemini_models: Mapping[str, str]
     proxy_url: str | None = dataclasses.field(repr=False)
     ca_file: Path | None
     allow_remote: bool

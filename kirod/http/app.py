@@ -16,10 +16,21 @@ from kirod.http.ingress import (
     API_KEY_ID,
     Handler,
     add_request_id_header,
+    is_gemini_request,
     is_ollama_path,
     make_ingress,
 )
-from kirod.http.routes import chat, compact, health, messages, models, ollama, responses, usage
+from kirod.http.routes import (
+    chat,
+    compact,
+    gemini,
+    health,
+    messages,
+    models,
+    ollama,
+    responses,
+    usage,
+)
 from kirod.http.services import SERVICES, Services
 from kirod.http.streaming import STREAMS, Streams
 
@@ -59,6 +70,10 @@ ROUTES: tuple[Route, ...] = (
     Route("/api/tags", {"GET": ollama.tags, "HEAD": ollama.tags}),
     Route("/api/show", {"POST": ollama.show}),
     Route("/api/chat", {"POST": ollama.chat}),
+    Route("/v1beta/models", {"GET": gemini.list_models}),
+    Route("/v1beta/models/{model_id}", {"GET": gemini.get_model, "POST": gemini.call}),
+    # google-genai given only a base URL; GET /v1/models/{model_id} above stays kirod's own.
+    Route("/v1/models/{model_id:[^/]+:[A-Za-z]+}", {"POST": gemini.call}),
 )
 
 
@@ -78,6 +93,8 @@ def _gate() -> Middleware:
             ollama_path = is_ollama_path(path)
             if ollama_path:
                 ollama.require_enabled(services.settings)  # the 404 says more than a 401
+            elif is_gemini_request(request.method, path):
+                gemini.require_enabled(services.settings)
             # `ollama_keyless_loopback` lets a local client in without a key on the Ollama
             # routes, and on Chat Completions, which VS Code's Ollama provider chats over.
             request[API_KEY_ID] = await services.gate.admit(

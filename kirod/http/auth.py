@@ -36,12 +36,19 @@ KEYLESS_TENANT = "keyless-loopback"
 response cache, counted in the operation log as one more key."""
 
 
+KEY_HEADERS = ("x-api-key", "x-goog-api-key")
+"""Anthropic's and Google's key headers. Google's SDKs may also put a key in the URL (`?key=`),
+which kirod never reads: a URL ends up in logs and in a shell's history."""
+
+
 def presented_keys(request: web.Request) -> list[str]:
-    """Keys offered by `x-api-key` and `Authorization: Bearer` (scheme case-insensitive)."""
+    """Keys offered by `x-api-key`, `x-goog-api-key` and `Authorization: Bearer` (scheme
+    case-insensitive)."""
     keys: list[str] = []
-    api_key = request.headers.get("x-api-key", "").strip()
-    if api_key:
-        keys.append(api_key)
+    for header in KEY_HEADERS:
+        api_key = request.headers.get(header, "").strip()
+        if api_key:
+            keys.append(api_key)
     authorization = request.headers.get("Authorization", "")
     if authorization[: len(BEARER)].lower() == BEARER:
         token = authorization[len(BEARER) :].strip()
@@ -61,6 +68,8 @@ def local_caller(request: web.Request) -> bool:
 
 def _missing_key(request: web.Request, keyless_route: bool, keyless: bool) -> ApiError:
     message = "missing API key: send it as 'Authorization: Bearer <key>' or 'x-api-key'"
+    if "key" in request.query:
+        message += " ('x-goog-api-key' for a Gemini client); a key in the URL is not read"
     # What a local client that cannot send a key (VS Code's Ollama provider) needs to know.
     if keyless_route and keyless:
         message += (

@@ -1,6 +1,6 @@
 """CORS for browser apps that call the API from the page (opt-in: `cors_origins`).
 
-Only the API routes (`/v1/…`, `/api/…`, by prefix) take part; the console has its own guard and
+Only the API routes (`/v1/…`, `/v1beta/…`, `/api/…`, by prefix) take part; the console has its own guard and
 never carries CORS headers. A preflight from a listed origin is answered 204 before the key gate
 (browsers send no key on it) and allows the headers it asks for, once they are checked to be
 header names: the SDKs send more every release (`x-stainless-*`), and the origin is trusted
@@ -21,7 +21,7 @@ from aiohttp.typedefs import Middleware
 from kirod.errors import ApiError, ErrorKind
 from kirod.http.ingress import Handler
 
-API_PREFIXES = ("/v1", "/api")
+API_PREFIXES = ("/v1", "/v1beta", "/api")
 ALLOWED_METHODS = "GET, POST, DELETE, OPTIONS"
 # Response headers a page's script may read beyond the safelisted ones: what kirod sets and the
 # SDKs read (request ids, when to retry) and kirod's own opt-in headers.

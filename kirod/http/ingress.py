@@ -55,11 +55,26 @@ def is_ollama_path(path: str) -> bool:
     return path == OLLAMA_PREFIX or path.startswith(OLLAMA_PREFIX + "/")
 
 
+GEMINI_PREFIX = "/v1beta"
+_V1_MODELS = "/v1/models/"
+
+
+def is_gemini_request(method: str, path: str) -> bool:
+    """The Gemini API's: anything under /v1beta, and a POST of `/v1/models/{model}:{method}`
+    (what google-genai calls when given only a base URL); a GET there is kirod's own model
+    lookup, whose id may hold a colon."""
+    if path == GEMINI_PREFIX or path.startswith(GEMINI_PREFIX + "/"):
+        return True
+    return method == "POST" and path.startswith(_V1_MODELS) and ":" in path[len(_V1_MODELS) :]
+
+
 def family_for(request: web.Request) -> Family:
     """Anthropic routes, and shared routes asked in Anthropic's dialect, get its envelope; the
-    Ollama routes get Ollama's."""
+    Ollama routes get Ollama's, the Gemini API's Google's."""
     if is_ollama_path(request.path):
         return Family.OLLAMA
+    if is_gemini_request(request.method, request.path):
+        return Family.GEMINI
     if request.path.startswith("/v1/messages") or "anthropic-version" in request.headers:
         return Family.ANTHROPIC
     return Family.OPENAI
@@ -104,6 +119,11 @@ _API_PATHS = ("/messages", "/responses", "/chat/completions", "/models")
 
 def _base_url_hint(path: str) -> str:
     """What a 404 most often means: a base URL with one /v1 too many, or one too few."""
+    if path.startswith("/v1beta/v1beta/"):
+        return (
+            "; the base URL ends in /v1beta and the client adds another: drop it (Gemini CLI's "
+            "GOOGLE_GEMINI_BASE_URL takes none)"
+        )
     if path.startswith("/v1/v1/"):
         return (
             "; the base URL ends in /v1 and the client adds another: drop it (Claude Code's "

@@ -4,7 +4,8 @@ The parser's own messages quote what it was sent (`Got more than 8190 bytes when
 b'aaaa…'`), so none is ever shown: each failure gets a fixed sentence of ours. The envelope
 follows the path of the request line, the one part of the request kirod keeps while its head
 arrives: Anthropic's under /v1/messages, OpenAI's under the rest of /v1/, Ollama's under /api/,
-and a neutral `{"error": {"type", "message", "code"}}` otherwise (TLS bytes, garbage).
+Google's under /v1beta/, and a neutral `{"error": {"type", "message", "code"}}` otherwise (TLS
+bytes, garbage).
 """
 
 from __future__ import annotations
@@ -31,6 +32,8 @@ def family_of(head: bytes) -> Family | None:
     path = parts[1].split(b"?", 1)[0]
     if path.startswith(b"/v1/messages"):
         return Family.ANTHROPIC
+    if path == b"/v1beta" or path.startswith(b"/v1beta/"):
+        return Family.GEMINI
     if path.startswith(b"/v1/"):
         return Family.OPENAI
     if path == b"/api" or path.startswith(b"/api/"):

@@ -4,6 +4,8 @@ Anthropic: `{"type":"error","error":{"type","message"},"request_id"}`.
 OpenAI (Responses and Chat): `{"error":{"message","type","param","code"},"request_id"}`.
 Ollama: `{"error": message}` (its clients read that string and nothing else; the request id
 is in the `x-request-id` header of every answer).
+Gemini: Google's `{"error":{"code","message","status","details"}}`, `status` the gRPC code name
+its SDKs read, the request id in a `google.rpc.RequestInfo` detail.
 Both codecs of the OpenAI family share one envelope, so it lives here rather than in either.
 """
 
@@ -19,6 +21,7 @@ class Family(enum.Enum):
     ANTHROPIC = "anthropic"
     OPENAI = "openai"
     OLLAMA = "ollama"
+    GEMINI = "gemini"
 
 
 _ANTHROPIC_TYPES: dict[ErrorKind, str] = {
@@ -74,6 +77,34 @@ def openai_error(error: ApiError, request_id: str) -> dict[str, Any]:
     }
 
 
+_GOOGLE_STATUSES: dict[ErrorKind, str] = {
+    ErrorKind.INVALID_REQUEST: "INVALID_ARGUMENT",
+    ErrorKind.AUTHENTICATION: "UNAUTHENTICATED",
+    ErrorKind.PERMISSION: "PERMISSION_DENIED",
+    ErrorKind.NOT_FOUND: "NOT_FOUND",
+    ErrorKind.METHOD_NOT_ALLOWED: "UNIMPLEMENTED",
+    ErrorKind.REQUEST_TOO_LARGE: "INVALID_ARGUMENT",
+    ErrorKind.RATE_LIMIT: "RESOURCE_EXHAUSTED",
+    ErrorKind.INTERNAL: "INTERNAL",
+    ErrorKind.UPSTREAM: "INTERNAL",
+    ErrorKind.UNAVAILABLE: "UNAVAILABLE",
+    ErrorKind.INSUFFICIENT_STORAGE: "INTERNAL",
+    ErrorKind.OVERLOADED: "UNAVAILABLE",
+}
+_REQUEST_INFO = "type.googleapis.com/google.rpc.RequestInfo"
+
+
+def gemini_error(error: ApiError, request_id: str) -> dict[str, Any]:
+    return {
+        "error": {
+            "code": error.status,
+            "message": error.message,
+            "status": _GOOGLE_STATUSES[error.kind],
+            "details": [{"@type": _REQUEST_INFO, "requestId": request_id}],
+        }
+    }
+
+
 def ollama_error(error: ApiError) -> dict[str, Any]:
     return {"error": error.message}
 
@@ -83,4 +114,6 @@ def render(family: Family, error: ApiError, request_id: str) -> dict[str, Any]:
         return anthropic_error(error, request_id)
     if family is Family.OLLAMA:
         return ollama_error(error)
+    if family is Family.GEMINI:
+        return gemini_error(error, request_id)
     return openai_error(error, request_id)

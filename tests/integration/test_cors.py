@@ -97,6 +97,12 @@ def assert_allowed(headers: Mapping[str, str], origin: str) -> None:
         ("/v1/responses", LISTED, OPENAI_ASKS),
         ("/v1/models", LISTED, "authorization"),
         ("/api/tags", LISTED, "authorization"),  # the Ollama routes, when served
+        # the Gemini API's, when served: what @google/genai sends from a page
+        (
+            "/v1beta/models/gemini-3-flash-preview:streamGenerateContent",
+            LISTED,
+            "content-type,x-goog-api-client,x-goog-api-key",
+        ),
     ],
 )
 async def test_a_listed_origins_preflight_is_answered_without_a_key(

@@ -26,7 +26,14 @@ EXAMPLES = 400
 ANTHROPIC_ROUTES = ("/v1/messages", "/v1/messages/count_tokens")
 OPENAI_ROUTES = ("/v1/responses", "/v1/chat/completions")
 OLLAMA_ROUTES = ("/api/chat", "/api/show")
-ROUTES = (*ANTHROPIC_ROUTES, *OPENAI_ROUTES, *OLLAMA_ROUTES)
+GEMINI_GENERATE = "/v1beta/models/gemini-3.1-pro-preview:generateContent"
+GEMINI_ROUTES = (
+    GEMINI_GENERATE,
+    "/v1beta/models/gemini-3.5-flash-lite:countTokens",
+    "/v1/models/claude-sonnet-4-6:generateContent",
+)
+ROUTES = (*ANTHROPIC_ROUTES, *OPENAI_ROUTES, *OLLAMA_ROUTES, *GEMINI_ROUTES)
+GEMINI_HI = {"contents": [{"role": "user", "parts": [{"text": "hi"}]}]}
 
 VALID: dict[str, dict[str, Any]] = {
     "/v1/messages": {
@@ -49,6 +56,7 @@ VALID: dict[str, dict[str, Any]] = {
         "stream": False,
     },
     "/api/show": {"model": "claude-sonnet-4-6"},
+    **{route: GEMINI_HI for route in GEMINI_ROUTES},
 }
 
 json_values = st.recursive(
@@ -64,12 +72,16 @@ json_values = st.recursive(
 )
 
 
+OTHER_STEPS: list[Any] = ["messages", 0, "content", "role", "input"]
+
+
 @st.composite
 def mutated(draw: st.DrawFn, route: str) -> Any:
     """A valid body with one field (possibly nested) replaced, removed or added."""
     body: Any = json.loads(json.dumps(VALID[route]))
     target = body
-    path = draw(st.lists(st.sampled_from(["messages", 0, "content", "role", "input"]), max_size=3))
+    steps = ["contents", 0, "parts", "role"] if route in GEMINI_ROUTES else OTHER_STEPS
+    path = draw(st.lists(st.sampled_from(steps), max_size=3))
     for step in path:
         if isinstance(target, dict) and step in target and isinstance(target[step], dict | list):
             target = target[step]
@@ -96,6 +108,7 @@ def daemon(module_tmp: Path) -> Iterator[DaemonProcess]:
             {
                 "KIROD_ENABLE_CHAT_COMPLETIONS": "true",
                 "KIROD_ENABLE_OLLAMA_API": "true",
+                "KIROD_ENABLE_GEMINI_API": "true",
                 "KIROD_MAX_REQUEST_BODY_BYTES": "65536",
             },
         )
@@ -168,6 +181,12 @@ def check(route: str, status: int, body: Any) -> None:
     if route in OLLAMA_ROUTES:
         assert set(body) == {"error"}
         assert isinstance(body["error"], str)
+        return
+    if route in GEMINI_ROUTES:
+        assert set(body) == {"error"}
+        assert set(body["error"]) == {"code", "message", "status", "details"}
+        assert body["error"]["code"] == status
+        assert body["error"]["details"][0]["requestId"].startswith("req_")
         return
     if route in ANTHROPIC_ROUTES:
         assert body["type"] == "error"
@@ -528,6 +547,69 @@ RICH["/v1/messages/count_tokens"] = {
     key: value for key, value in RICH["/v1/messages"].items() if key not in ("max_tokens", "stream")
 }
 RICH["/v1/responses/compact"] = dict(RICH["/v1/responses"])
+RICH[GEMINI_GENERATE] = {
+    "systemInstruction": {"parts": [{"text": "be brief"}]},
+    "contents": [
+        {
+            "role": "user",
+            "parts": [
+                {"text": "hi"},
+                {"inlineData": {"mimeType": "image/png", "data": PNG}},
+            ],
+        },
+        {
+            "role": "model",
+            "parts": [
+                {"text": "hmm", "thought": True, "thoughtSignature": "c2ln"},
+                {"text": "calling"},
+                {"functionCall": {"id": "c1", "name": "f", "args": {"a": 1, "b": ["x"]}}},
+                {"functionCall": {"name": "g", "args": {}}},
+            ],
+        },
+        {
+            "role": "user",
+            "parts": [
+                {"functionResponse": {"id": "c1", "name": "f", "response": {"output": "ok"}}},
+                {
+                    "functionResponse": {
+                        "name": "g",
+                        "response": {"n": 1},
+                        "parts": [{"inlineData": {"mimeType": "image/png", "data": PNG}}],
+                    }
+                },
+            ],
+        },
+        {"parts": [{"text": "go on"}]},
+    ],
+    "tools": [
+        {
+            "functionDeclarations": [
+                {
+                    "name": "f",
+                    "description": "d",
+                    "parameters": {
+                        "type": "OBJECT",
+                        "properties": {"a": {"type": "INTEGER", "nullable": True}},
+                    },
+                },
+                {"name": "g", "parametersJsonSchema": SCHEMA},
+            ]
+        },
+        {"googleSearch": {}},
+    ],
+    "toolConfig": {"functionCallingConfig": {"mode": "AUTO"}},
+    "generationConfig": {
+        "maxOutputTokens": 64,
+        "temperature": 0.5,
+        "topP": 0.9,
+        "topK": 5,
+        "stopSequences": ["STOP"],
+        "candidateCount": 1,
+        "responseMimeType": "text/plain",
+        "thinkingConfig": {"includeThoughts": True, "thinkingBudget": 1024},
+    },
+    "safetySettings": [{"category": "HARM_CATEGORY_HARASSMENT", "threshold": "BLOCK_NONE"}],
+}
 FIELD_ROUTES = tuple(RICH)
 
 
@@ -668,6 +750,7 @@ def field_client(module_tmp: Path) -> Iterator[Client]:
             {
                 "KIROD_ENABLE_CHAT_COMPLETIONS": "true",
                 "KIROD_ENABLE_OLLAMA_API": "true",
+                "KIROD_ENABLE_GEMINI_API": "true",
                 "KIROD_MAX_REQUEST_BODY_BYTES": str(FIELD_LIMIT),
             },
         )

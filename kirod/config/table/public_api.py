@@ -140,6 +140,24 @@ OPTIONAL_APIS: tuple[Option, ...] = (
         "requests are logged under the tenant keyless-loopback.",
         False,
     ),
+    Option(
+        "enable_gemini_api",
+        Kind.BOOL,
+        "Serve the Gemini API under /v1beta/models/ (and POST /v1/models/MODEL:METHOD): "
+        "generateContent, streamGenerateContent, countTokens and the model list, for Gemini CLI "
+        "and the google-genai SDKs. The key comes as x-goog-api-key or Bearer, never from the "
+        "URL.",
+        False,
+    ),
+    Option(
+        "gemini_models",
+        Kind.MAP,
+        "Gemini model classes served by a kirod model: the class is the word after a Gemini "
+        "name's version (gemini-3.1-pro-preview is pro, gemini-2.5-flash-lite is flash-lite); a "
+        "name in model_aliases wins, and any other name passes as is. A table replaces the "
+        "whole default.",
+        {"pro": "opus", "flash": "sonnet", "flash-lite": "haiku"},
+    ),
 )
 
 EXPOSURE: tuple[Option, ...] = (

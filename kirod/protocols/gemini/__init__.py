@@ -1,0 +1,30 @@
+"""The Gemini API codec (`/v1beta/models/*`, opt-in): generateContent, countTokens, models.
+
+Talks only to `kirod.canonical`, never to another codec; the HTTP layer owns routing and auth.
+"""
+
+from kirod.protocols.gemini.decode import DecodedGemini, decode_count_tokens, decode_generate
+from kirod.protocols.gemini.encode import (
+    ARRAY_END,
+    GeminiStreamEncoder,
+    array_frame,
+    array_start,
+    generate_json,
+    sse_frame,
+)
+from kirod.protocols.gemini.models import gemini_class, model_json, serving_name
+
+__all__ = [
+    "ARRAY_END",
+    "DecodedGemini",
+    "GeminiStreamEncoder",
+    "array_frame",
+    "array_start",
+    "decode_count_tokens",
+    "decode_generate",
+    "gemini_class",
+    "generate_json",
+    "model_json",
+    "serving_name",
+    "sse_frame",
+]
