@@ -1,13 +1,14 @@
 """CORS for browser apps that call the API from the page (opt-in: `cors_origins`).
 
-Only the API routes (`/v1/…`, `/v1beta/…`, `/api/…`, by prefix) take part; the console has its own guard and
-never carries CORS headers. A preflight from a listed origin is answered 204 before the key gate
-(browsers send no key on it) and allows the headers it asks for, once they are checked to be
-header names: the SDKs send more every release (`x-stainless-*`), and the origin is trusted
-already. A preflight from any other origin is answered 403 with no CORS headers, so the browser
-refuses the request. Actual requests from a listed origin get `Access-Control-Allow-Origin` on
-every answer, errors and streams included (`on_response_prepare`). No
-`Access-Control-Allow-Credentials` is ever sent: the API authenticates by header, not by cookie.
+Only the API routes (`/v1/…`, `/v1beta/…`, `/api/…`, by prefix) take part; the console has its
+own guard and never carries CORS headers. A preflight from a listed origin is answered 204
+before the key gate (browsers send no key on it) and allows the headers it asks for, once they
+are checked to be header names: the SDKs send more every release (`x-stainless-*`), and the
+origin is trusted already. A preflight from any other origin is answered 403 with no CORS
+headers, so the browser refuses the request. Actual requests from a listed origin get
+`Access-Control-Allow-Origin` on every answer, errors and streams included
+(`on_response_prepare`). No `Access-Control-Allow-Credentials` is ever sent: the API
+authenticates by header, not by cookie.
 """
 
 from __future__ import annotations
