@@ -415,6 +415,35 @@ def test_thinking(thinking: Any, output_config: Any, reasoning: Reasoning | None
     assert decode(body).reasoning == reasoning
 
 
+UPDATES = {"type": "adaptive", "display": "updates"}
+
+
+@pytest.mark.parametrize(
+    "betas",
+    [
+        "thinking-display-updates-2026-08-18",
+        "claude-code-20250219, thinking-display-updates-2026-08-18,effort-2025-11-24",
+    ],
+)
+def test_display_updates_under_its_beta_asks_for_thinking(betas: str) -> None:
+    """What Claude Code sends under the Claude Agent SDK (docs/CLIENTS.md §5.4): accepted like
+    Anthropic's API accepts it, as thinking with the client's display preference."""
+    request = decode(minimal(thinking=UPDATES), {"Anthropic-Beta": betas})
+    assert request.reasoning == Reasoning(summary="updates")
+    enabled = {"type": "enabled", "budget_tokens": 31999, "display": "updates"}
+    request = decode(minimal(thinking=enabled), {"anthropic-beta": betas})
+    assert request.reasoning == Reasoning(budget_tokens=31999, summary="updates")
+
+
+@pytest.mark.parametrize("headers", [{}, {"anthropic-beta": "thinking-display-updates-2026-07-01"}])
+def test_display_updates_without_its_beta_is_a_400_naming_it(headers: dict[str, str]) -> None:
+    with pytest.raises(ApiError) as caught:
+        decode(minimal(thinking=UPDATES), headers)
+    assert caught.value.kind is ErrorKind.INVALID_REQUEST
+    assert caught.value.param == "thinking.display"
+    assert "thinking-display-updates-2026-08-18" in str(caught.value)
+
+
 def test_sampling_stop_sequences_and_metadata() -> None:
     body = minimal(
         temperature=0,

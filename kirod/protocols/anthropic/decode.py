@@ -40,6 +40,7 @@ from kirod.protocols.anthropic.checks import check, invalid, spend, type_of, uns
 from kirod.protocols.anthropic.content import conversation
 from kirod.protocols.anthropic.signatures import ThinkingSigner
 from kirod.protocols.anthropic.thinking import (
+    beta_values,
     clear_thinking,
     requested_reasoning,
     thinking_turns_to_keep,
@@ -118,7 +119,9 @@ def _decode(
         tools=tools,
         web_search=search_only(search, messages) if not tools else search,
         tool_choice=tool_choice(root.get("tool_choice")),
-        reasoning=requested_reasoning(root.get("thinking"), root.get("output_config")),
+        reasoning=requested_reasoning(
+            root.get("thinking"), root.get("output_config"), beta_values(headers)
+        ),
         max_output_tokens=max_tokens,
         stop_sequences=_stop_sequences(root.get("stop_sequences")),
         sampling=Sampling(

@@ -1,8 +1,12 @@
 """Thinking: whether and how hard the model reasons, and which earlier thinking is kept.
 
-`thinking` decides whether to reason and `output_config.effort` how hard. Of
-`context_management`, `clear_thinking_*` edits are honoured (thinking older than the turns to
-keep is not sent upstream); other edits are accepted and logged at debug level.
+`thinking` decides whether to reason and `output_config.effort` how hard. `thinking.display`
+is the client's display preference, passed on as `Reasoning.summary`: `summarized`, `omitted`,
+or `updates`, which Anthropic accepts only under the beta `thinking-display-updates-2026-08-18`
+(Claude Code asks for it under the Claude Agent SDK: docs/CLIENTS.md §5.4). Kiro's reasoning
+comes back as it is under every display. Of `context_management`, `clear_thinking_*` edits are
+honoured (thinking older than the turns to keep is not sent upstream); other edits are accepted
+and logged at debug level.
 """
 
 from __future__ import annotations
@@ -23,13 +27,18 @@ from kirod.canonical.request import (
 from kirod.protocols.anthropic.checks import check, choices, invalid, unsupported
 
 _EFFORTS: Final[Mapping[str, Effort]] = {effort: effort for effort in get_args(Effort)}
-_DISPLAYS: Final = frozenset({"summarized", "omitted"})
+_DISPLAYS: Final = frozenset({"summarized", "omitted", "updates"})
+UPDATES_BETA: Final = "thinking-display-updates-2026-08-18"
+"""The `anthropic-beta` value without which Anthropic refuses `display: "updates"`."""
 
 logger = logging.getLogger(__name__)
 
 
-def requested_reasoning(thinking: object, output_config: object) -> Reasoning | None:
-    """`thinking` decides whether to reason; `output_config.effort` tunes it when it does.
+def requested_reasoning(
+    thinking: object, output_config: object, betas: frozenset[str] = frozenset()
+) -> Reasoning | None:
+    """`thinking` decides whether to reason; `output_config.effort` tunes it when it does;
+    `betas` are the request's `anthropic-beta` values.
 
     Adaptive thinking without an effort leaves the default to the payload builder, so the
     default lives in one place.
@@ -50,6 +59,11 @@ def requested_reasoning(thinking: object, output_config: object) -> Reasoning | 
     display = config.get("display")
     if display is not None and (not isinstance(display, str) or display not in _DISPLAYS):
         raise invalid("thinking.display", f"must be one of {choices(_DISPLAYS)}")
+    if display == "updates" and UPDATES_BETA not in betas:
+        raise invalid(
+            "thinking.display",
+            f"'updates' needs the beta {UPDATES_BETA} (add it to the anthropic-beta header)",
+        )
     if kind == "disabled":
         return None
     if kind == "enabled":
@@ -59,6 +73,12 @@ def requested_reasoning(thinking: object, output_config: object) -> Reasoning | 
     if kind == "adaptive":
         return Reasoning(effort=effort, summary=display)
     raise invalid("thinking.type", "must be 'enabled', 'adaptive' or 'disabled'")
+
+
+def beta_values(headers: Mapping[str, str]) -> frozenset[str]:
+    """The comma-separated values of the `anthropic-beta` header (it may come more than once)."""
+    lines = [value for name, value in headers.items() if name.lower() == "anthropic-beta"]
+    return frozenset(item.strip() for line in lines for item in line.split(",") if item.strip())
 
 
 def thinking_turns_to_keep(value: object) -> int | None:
