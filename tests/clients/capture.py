@@ -8,11 +8,14 @@ request and refuses it.
     python -m tests.clients.capture --client codex --model gpt-5.6-sol --compare FILE
     python -m tests.clients.capture --client llm --version 0.37 --compare captures/X.json
     python -m tests.clients.capture --client cline --bin PATH --out FILE
+    python -m tests.clients.capture --client openai-agents    # an agent SDK: its venv's python
 
 Each client runs as its tests run it (its `*_env` driver: the guide's settings, a private HOME,
 no traffic beyond the gateway), asked `hello` (Cline `say hello`: it takes a lone word for a
-command). The server's 400 (`x-should-retry: false`, in Anthropic's error envelope; OpenAI's for
-Codex, whose config.toml turns retries off) ends the run at once. The capture,
+command; the agent SDKs run their driver's `hello` script). The server's 400 (`x-should-retry:
+false`, in Anthropic's error envelope; OpenAI's for Codex, whose config.toml turns retries off,
+and the OpenAI Agents SDK) ends the run at once, but for Claude Code under the Claude Agent SDK,
+which sends a refused turn again in other shapes (docs/CLIENTS.md §5.4). The capture,
 `captures/<client>-<version>-default.json`, holds the version, the command, the settings and
 environment as the guide writes them (base URL and key as placeholders), the server's answer,
 the exit code and every request: method, path and query, headers minus credentials, JSON body,
@@ -42,8 +45,10 @@ from pathlib import Path
 from typing import Any
 
 from tests.clients import (
+    agents_env,
     aider_env,
     cc_env,
+    claude_sdk_env,
     cline_env,
     codex_env,
     continue_env,
@@ -235,6 +240,32 @@ def _llm(binary: install.Binary, root: Path, base_url: str, _: str) -> Launch:
     return Launch(client, shown)
 
 
+def _openai_agents(binary: install.Binary, root: Path, base_url: str, _: str) -> Launch:
+    client = agents_env.Agents(binary, TOKEN, root)
+    (client.workdir / agents_env.SCRIPT).write_text(agents_env.script(agents_env.HELLO, base_url))
+    shown = {
+        "command": agents_env.command(),
+        "script": agents_env.script(agents_env.HELLO, BASE_URL_PLACEHOLDER),
+        "environment": _driver_settings(client, base_url),
+    }
+    return Launch(client, shown)
+
+
+def _claude_agent_sdk(binary: install.Binary, root: Path, base_url: str, _: str) -> Launch:
+    cli = cc_env.locate().path
+    if cli is None:
+        raise RuntimeError("the Claude Agent SDK drives the pinned Claude Code: run `make clients`")
+    client = claude_sdk_env.ClaudeSDK(binary, cli, base_url, TOKEN, root)
+    client.write(claude_sdk_env.HELLO)
+    shown = {
+        "command": claude_sdk_env.command(),
+        "script": claude_sdk_env.HELLO,
+        "cli_path": f"claude-code {install.pin(cc_env.CLIENT).version}",
+        "environment": _driver_settings(client, base_url),
+    }
+    return Launch(client, shown)
+
+
 def _codex_id_roles(records: list[dict[str, Any]]) -> dict[str, str]:
     """UUID → the names it has in the first `x-codex-turn-metadata` (`session_id = thread_id`)."""
     for record in records:
@@ -284,6 +315,8 @@ RECIPES: dict[str, Recipe] = {
     copilot_env.CLIENT: Recipe(_copilot, copilot_env.reported_version),
     aider_env.CLIENT: Recipe(_aider, _last_word, scrubs=PLATFORM_AND_DATE),
     llm_env.CLIENT: Recipe(_llm, _last_word, scrubs=PLATFORM_AND_DATE),
+    agents_env.CLIENT: Recipe(_openai_agents, _last_word, answer=recorder.OPENAI_ANSWER),
+    claude_sdk_env.CLIENT: Recipe(_claude_agent_sdk, _last_word),
 }
 """Every client the tests drive, in versions.json's order."""
 

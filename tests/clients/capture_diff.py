@@ -4,10 +4,10 @@ names a decoder must understand in each, and which appeared or disappeared.
 Imported by capture.py and the capture tests (not a test module itself).
 
 For the clients of the Messages API: paths, headers, body fields, `anthropic-beta` values,
-message roles, content and system block types, tools, thinking types, models. For Codex (the
-Responses API): paths, headers, `x-codex-beta-features` values, top-level fields, reasoning
-fields, `include` values, input item types, message roles, content part types, tool types, names
-and formats, models.
+message roles, content and system block types, tools, thinking types, models. For Codex and the
+OpenAI Agents SDK (the Responses API): paths, headers, `x-codex-beta-features` values, top-level
+fields, reasoning fields, `include` values, input item types, message roles, content part types,
+tool types, names and formats, models.
 """
 
 from __future__ import annotations
@@ -15,12 +15,15 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from tests.clients import codex_env
+from tests.clients import agents_env, codex_env
+
+RESPONSES_CLIENTS = frozenset({codex_env.CLIENT, agents_env.CLIENT})
+"""The clients whose captures hold Responses requests (the others', Messages requests)."""
 
 
 def api_requests(capture: Mapping[str, Any]) -> list[Mapping[str, Any]]:
     """The model requests of a capture: Codex's to Responses, the others' to Messages."""
-    if capture.get("client") == codex_env.CLIENT:
+    if capture.get("client") in RESPONSES_CLIENTS:
         return responses_requests(capture)
     return messages_requests(capture)
 
@@ -161,7 +164,7 @@ def codex_features(capture: Mapping[str, Any]) -> dict[str, set[str]]:
 
 def differences(old: Mapping[str, Any], new: Mapping[str, Any]) -> list[str]:
     """One line per name that appeared or disappeared between two captures."""
-    extract = codex_features if old.get("client") == codex_env.CLIENT else features
+    extract = codex_features if old.get("client") in RESPONSES_CLIENTS else features
     before, after = extract(old), extract(new)
     lines = []
     if len(old["requests"]) != len(new["requests"]):

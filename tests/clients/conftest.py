@@ -1,5 +1,6 @@
 """Fixtures for the client tests: the real client binaries (Claude Code, Codex, opencode, Kilo
-Code, Cline, Continue, Copilot CLI, aider, llm), and a daemon they talk to.
+Code, Cline, Continue, Copilot CLI, aider, llm, and the Python of the agent SDKs' venvs), and a
+daemon they talk to.
 
 The binaries come from `.cache/clients` (`make clients`). Not installed: every test that needs
 one skips, naming why (the installer's recorded failure, or "run `make clients`"). Installed (or
@@ -106,6 +107,18 @@ def aider_binary(drove: Note) -> Binary:
 @pytest.fixture(scope="session")
 def llm_binary(drove: Note) -> Binary:
     return _pinned("llm", "llm", drove)
+
+
+@pytest.fixture(scope="session")
+def agents_python(drove: Note) -> Binary:
+    """The Python of the OpenAI Agents SDK's venv (it says `openai-agents 0.24.0`)."""
+    return _pinned("openai-agents", "openai-agents", drove)
+
+
+@pytest.fixture(scope="session")
+def claude_sdk_python(drove: Note) -> Binary:
+    """The Python of the Claude Agent SDK's venv (it says `claude-agent-sdk 0.2.190`)."""
+    return _pinned("claude-agent-sdk", "claude-agent-sdk", drove)
 
 
 @pytest.fixture(scope="module")

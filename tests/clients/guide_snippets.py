@@ -32,10 +32,18 @@ def client_section(heading: str) -> str:
 
 
 def guide_block(heading: str, fence: str) -> str:
-    """The one ```` ```fence ```` block of the client's `## heading` section, as written."""
+    """The one ```` ```fence ```` block of the client's `## heading` section, as written; it
+    names kirod's default port."""
+    block = guide_code(heading, fence)
+    assert GUIDE_PORT in block, block
+    return block
+
+
+def guide_code(heading: str, fence: str) -> str:
+    """The one ```` ```fence ```` block of the client's `## heading` section, as written (a
+    script whose settings come from elsewhere, e.g. the section's shell lines)."""
     (block,) = re.findall(rf"^```{fence}\n(.*?)^```", client_section(heading), re.S | re.M)
     assert isinstance(block, str)
-    assert GUIDE_PORT in block, block
     return block
 
 

@@ -10,7 +10,8 @@ Standard library only.
 A pinned npm client copies `npm/<client>/package.json` and its `package-lock.json` (committed,
 written by `--relock` with `omit-lockfile-registry-resolved`, so it names no registry host but
 keeps every `integrity`) into `.cache/clients/<client>-<version>/` and runs `npm ci` there. A
-pinned PyPI client (aider, llm) gets a virtual environment of its own there (its dependencies,
+pinned PyPI client (aider, llm, and the agent SDKs, libraries whose "binary" is their venv's
+`python`) gets a virtual environment of its own there (its dependencies,
 such as aider's exact `openai`, must not meet the suite's), filled from `pypi/<client>/
 requirements.txt`: every distribution at the version `--relock` found, with its sha256, installed
 with `--require-hashes`. A stamp file makes a second run a no-op; a changed lockfile reinstalls.
@@ -51,6 +52,8 @@ TESTED_CLIENTS = (
     "copilot",
     "aider",
     "llm",
+    "openai-agents",
+    "claude-agent-sdk",
 )
 """The clients `tests/clients` drives (every one versions.json pins)."""
 
@@ -79,6 +82,9 @@ class Pin:
     """`npm` or `pypi`."""
     plugins: tuple[str, ...] = ()
     """PyPI distributions installed beside the package (`llm-anthropic==0.30`)."""
+    module: str | None = None
+    """A PyPI library with no program of its own (the agent SDKs): the module a script run by
+    its venv's `python` imports; `--version` is then asked of the distribution's metadata."""
 
     @property
     def binary(self) -> str:
@@ -105,6 +111,7 @@ def pins() -> dict[str, Pin]:
             entry.get("path"),
             entry.get("registry", "npm"),
             tuple(entry.get("plugins", ())),
+            entry.get("module"),
         )
         for name, entry in data.items()
     }
@@ -260,9 +267,11 @@ def _package_json(pinned: Pin, version: str) -> str:
 
 
 def binary_version(binary: Path, timeout_s: float = 30.0) -> str:
-    """What `<binary> --version` prints (first line), e.g. `2.1.332 (Claude Code)`."""
+    """What `<binary> --version` prints (first line), e.g. `2.1.332 (Claude Code)`; for a
+    library's venv `python` (see `Pin.module`), the version of every library pin it holds,
+    e.g. `openai-agents 0.24.0`."""
     answer = subprocess.run(
-        [str(binary), "--version"],
+        [str(binary), *_version_args(binary)],
         stdin=subprocess.DEVNULL,
         capture_output=True,
         text=True,
@@ -272,6 +281,23 @@ def binary_version(binary: Path, timeout_s: float = 30.0) -> str:
     if answer.returncode != 0:
         raise InstallError(f"`{binary} --version` exited with {answer.returncode}: {answer.stderr}")
     return answer.stdout.strip().splitlines()[0] if answer.stdout.strip() else ""
+
+
+def _version_args(binary: Path) -> list[str]:
+    """`--version`, or for a venv's `python` the script that names the library pins in it."""
+    if binary.name != "python":
+        return ["--version"]
+    libraries = [(pin.package, pin.module) for pin in pins().values() if pin.module]
+    script = (
+        "import importlib, importlib.metadata as m\n"
+        f"for package, module in {libraries!r}:\n"
+        "    try:\n"
+        "        importlib.import_module(module)\n"
+        "    except ImportError:\n"
+        "        continue\n"
+        "    print(package, m.version(package))\n"
+    )
+    return ["-c", script]
 
 
 def install(

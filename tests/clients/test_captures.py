@@ -18,9 +18,11 @@ from typing import Any
 import pytest
 
 from tests.clients import (
+    agents_env,
     aider_env,
     capture,
     cc_env,
+    claude_sdk_env,
     cline_env,
     codex_env,
     continue_env,
@@ -56,9 +58,16 @@ COMMANDS = {
     copilot_env.CLIENT: ["copilot", "-p", "hello"],
     aider_env.CLIENT: aider_env.command(capture.PROMPT),
     llm_env.CLIENT: llm_env.command(capture.PROMPT),
+    agents_env.CLIENT: ["python", "agent.py"],
+    claude_sdk_env.CLIENT: ["python", "agent.py"],
 }
 """What each client was run with: what its tests run."""
-PATHS = {cc_env.CLIENT: "/v1/messages?beta=true", codex_env.CLIENT: "/v1/responses"}
+PATHS = {
+    cc_env.CLIENT: "/v1/messages?beta=true",
+    codex_env.CLIENT: "/v1/responses",
+    agents_env.CLIENT: "/v1/responses",
+    claude_sdk_env.CLIENT: "/v1/messages?beta=true",
+}
 """Where each client sends its requests, if not `/v1/messages`."""
 USER_AGENTS = {
     cc_env.CLIENT: "claude-cli/{version} .+",
@@ -70,7 +79,11 @@ USER_AGENTS = {
     copilot_env.CLIENT: "Anthropic/JS .+",
     aider_env.CLIENT: "litellm/.+",
     llm_env.CLIENT: "Anthropic/Python .+",
+    agents_env.CLIENT: "Agents/Python {version}",
+    claude_sdk_env.CLIENT: r"claude-cli/\S+ \(external, sdk-py, agent-sdk/{version}\)",
 }
+UNSTREAMED = {agents_env.CLIENT}
+"""The clients whose calls are not streamed."""
 HEADERS = {copilot_env.CLIENT: {"x-initiator": "user"}}
 """Headers of their own that the clients must send."""
 MODELS = {
@@ -84,6 +97,7 @@ MODELS = {
 """The clients whose prompt makes one request, and the model the guide gives them."""
 ID_PLACEHOLDERS = {
     cc_env.CLIENT: {SESSION_PLACEHOLDER, DEVICE_PLACEHOLDER},
+    claude_sdk_env.CLIENT: {SESSION_PLACEHOLDER, DEVICE_PLACEHOLDER},
     copilot_env.CLIENT: {SESSION_PLACEHOLDER},  # its session's folder, in the system prompt
     opencode_env.CLIENT: {OPENCODE_SESSION_PLACEHOLDER},
     kilo_env.CLIENT: {OPENCODE_SESSION_PLACEHOLDER},
@@ -139,7 +153,7 @@ def test_every_request_is_a_streamed_post_from_the_client(client: str, variant: 
         assert (request["method"], request["path"]) == ("POST", PATHS.get(client, "/v1/messages"))
         assert re.fullmatch(agent, request["headers"]["user-agent"]), request["headers"]
         assert HEADERS.get(client, {}).items() <= request["headers"].items()
-        assert request["body"]["stream"] is True
+        assert request["body"].get("stream", False) is (client not in UNSTREAMED)
 
 
 @pytest.mark.parametrize("client", MODELS)
@@ -177,7 +191,11 @@ def test_the_machine_and_the_day_are_placeholders(client: str) -> None:
 
 @pytest.mark.parametrize(
     "client",
-    [client for client in capture.RECIPES if client not in (cc_env.CLIENT, codex_env.CLIENT)],
+    [
+        client
+        for client in capture.RECIPES
+        if client not in (cc_env.CLIENT, codex_env.CLIENT, claude_sdk_env.CLIENT)
+    ],
 )
 def test_the_session_id_kirod_reads(client: str) -> None:
     """opencode and Kilo name their session in `x-session-affinity`, which kirod reads to keep
@@ -215,6 +233,29 @@ def test_the_settings_are_the_drivers() -> None:
     cline = committed(cline_env.CLIENT)
     assert cline["providers_json"] == cline_env.providers(BASE_URL_PLACEHOLDER, "<token>")
     assert cline["global_settings_json"] == cline_env.GLOBAL_SETTINGS
+
+
+def test_under_the_claude_agent_sdk_claude_code_asks_for_thinking_updates() -> None:
+    """What kirod must accept (docs/CLIENTS.md §5.4): `display: "updates"` under its beta; the
+    capture server's 400 made Claude Code send the turn again, then without `display`."""
+    requests = committed(claude_sdk_env.CLIENT)["requests"]
+    first = requests[0]
+    assert first["body"]["thinking"] == {"type": "adaptive", "display": "updates"}
+    assert "thinking-display-updates-2026-08-18" in first["headers"]["anthropic-beta"].split(",")
+    assert first["body"]["messages"] == requests[1]["body"]["messages"]
+    assert requests[2]["body"]["thinking"] == {"type": "adaptive"}
+    assert "x-claude-code-session-id" in first["headers"]
+
+
+def test_the_agents_sdk_sends_one_unstreamed_turn_with_its_instructions() -> None:
+    (request,) = committed(agents_env.CLIENT)["requests"]
+    body = request["body"]
+    assert body["model"] == agents_env.MODEL
+    assert body["include"] == []
+    assert body["instructions"] == "Answer briefly."
+    assert body["input"] == [{"content": "hello", "role": "user"}]
+    assert "store" not in body
+    assert "previous_response_id" not in body
 
 
 @pytest.mark.parametrize("model", CODEX_MODELS)

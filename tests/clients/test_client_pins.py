@@ -42,7 +42,7 @@ def test_versions_file_pins_the_clients() -> None:
         "continue",
         "copilot",
     }
-    assert set(PYPI_PINS) == {"aider", "llm"}
+    assert set(PYPI_PINS) == {"aider", "llm", "openai-agents", "claude-agent-sdk"}
     for pin in PINS.values():
         assert re.fullmatch(r"\d+\.\d+(\.\d+)?", pin.version), pin
 
