@@ -435,6 +435,16 @@ def test_display_updates_under_its_beta_asks_for_thinking(betas: str) -> None:
     assert request.reasoning == Reasoning(budget_tokens=31999, summary="updates")
 
 
+def test_claude_code_under_the_agent_sdk() -> None:
+    """The pinned Claude Agent SDK's first request, as Claude Code sent it (its committed
+    capture): decoded, not refused; thinking asked for, with the display passed on."""
+    recorded = captures.pinned_request("claude-agent-sdk")
+    request = decode(recorded.body, {**recorded.headers, "authorization": "Bearer sk-kirod-t"})
+    assert recorded.body["thinking"]["display"] == "updates"
+    assert request.reasoning == Reasoning(effort="medium", summary="updates")
+    assert request.affinity_key is not None  # its x-claude-code-session-id
+
+
 @pytest.mark.parametrize("headers", [{}, {"anthropic-beta": "thinking-display-updates-2026-07-01"}])
 def test_display_updates_without_its_beta_is_a_400_naming_it(headers: dict[str, str]) -> None:
     with pytest.raises(ApiError) as caught:
