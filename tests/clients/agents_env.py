@@ -45,6 +45,14 @@ print(Runner.run_sync(agent, "hello").final_output)
 """
 """The capture's script: one plain turn."""
 
+DEFAULT_MODEL = f"""{SETTINGS}
+from agents import Agent, Runner
+
+agent = Agent(name="Assistant", instructions="Answer briefly.")
+print(Runner.run_sync(agent, "hello").final_output)
+"""
+"""An agent with the SDK's own model (`gpt-5.6-luna` in 0.24) and model settings."""
+
 READ_TOOL = "read_file"
 TOOL = f'''
 from agents import Agent, Runner, function_tool

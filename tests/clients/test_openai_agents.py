@@ -58,6 +58,28 @@ def test_the_guides_agent_reads_a_file_with_its_function_tool(
     assert routes(lines) == [("/v1/responses", "200")] * 2
 
 
+def test_an_agent_with_the_sdks_default_model(
+    agents: Agents, service: FakeKiro, daemon: DaemonProcess
+) -> None:
+    """No `model`: the SDK asks for its default GPT name with that model's default settings;
+    kirod serves it with the newest GPT the account offers (no Luna tier among the fake's
+    models: the newest GPT, `gpt-5.6-sol`)."""
+    answer = "Hello from the fake Kiro, Agents SDK edition."
+    service.default_script = Script(reply=Reply(text=answer))
+    mark = len(daemon.log())
+    run = agents.run(agents_env.DEFAULT_MODEL, daemon.base_url)
+    assert run.exit_code == 0, run.describe()
+    assert run.stdout.strip() == answer, run.describe()
+    (body,) = chats(service)
+    assert current(body)["modelId"] == "gpt-5.6-sol"
+    (line,) = new_access_lines(daemon, mark)
+    assert (line["path"], line["status"], line["upstream_model"]) == (
+        "/v1/responses",
+        "200",
+        "gpt-5.6-sol",
+    )
+
+
 def test_run_streamed_streams_the_tool_round_trip(
     agents: Agents, service: FakeKiro, daemon: DaemonProcess
 ) -> None:
