@@ -24,10 +24,17 @@ from typing import Any
 import pytest
 
 from kirod.testing.daemon import DaemonProcess
-from kirod.testing.fake_kiro import FakeKiro, Reply, Script, ToolCall
+from kirod.testing.fake_kiro import FakeKiro, Fault, Reply, Script, ToolCall
 from tests.clients import pi_env
 from tests.clients.guide_snippets import guide_json
-from tests.clients.kiro_bodies import KIRO_MODEL, chats, current, new_access_lines, tool_names
+from tests.clients.kiro_bodies import (
+    KIRO_MODEL,
+    chats,
+    current,
+    new_access_lines,
+    routes,
+    tool_names,
+)
 from tests.clients.note_round_trip import (
     CANARY,
     FINAL,
@@ -167,3 +174,54 @@ def test_thinking_is_shown_and_taken_back_on_the_next_turn(
     assert second.succeeded() == "Answer two."
     assert [line["status"] for line in new_access_lines(daemon, mark)] == ["200"]
     assert "Answer one." in assistant_history(chats(service)[-1])
+
+
+SUMMARY_PROMPT = "The messages above are a conversation to summarize."
+"""What pi asks the model when it compacts (its compaction prompt)."""
+
+
+@BOTH
+def test_a_full_window_makes_pi_compact_and_send_the_turn_again(
+    pi: Pi, service: FakeKiro, daemon: DaemonProcess, provider: str
+) -> None:
+    """Kiro says the window is full (MODEL_CONTEXT_WINDOW_EXCEEDED): kirod's 400 ("prompt is
+    too long", on both APIs) is what pi takes for an overflow. It compacts at once (a summary
+    request), and sends the turn again, instead of retrying the 400 or failing the run."""
+    service.default_script = Script(reply=Reply(text="Answer one."))
+    assert pi.run("hello", provider).succeeded() == "Answer one."
+    service.clear_requests()
+    service.enqueue(
+        Script(fault=Fault.CONTEXT_WINDOW_EXCEEDED), Reply(text="A summary."), Reply(text="Two.")
+    )
+    mark = len(daemon.log())
+    run = pi.run("and again", provider, "--continue")
+    assert run.exit_code == 0, run.describe()
+    kinds = [event.get("type") for event in run.events]
+    assert "auto_retry_start" not in kinds, run.describe()
+    compactions = [event for event in run.events if event.get("type") == "compaction_start"]
+    assert [event["reason"] for event in compactions] == ["overflow"], run.describe()
+    (failed,) = [m for m in run.assistant() if m.get("stopReason") == "error"]
+    assert "prompt is too long" in failed["errorMessage"]
+    path = PATHS[provider]
+    assert routes(new_access_lines(daemon, mark)) == [(path, "400"), (path, "200"), (path, "200")]
+    refused, summary, again = chats(service)
+    assert SUMMARY_PROMPT in current(summary)["content"]
+    assert "and again" in current(refused)["content"] == current(again)["content"]
+
+
+@BOTH
+def test_a_cut_answer(pi: Pi, service: FakeKiro, daemon: DaemonProcess, provider: str) -> None:
+    """Kiro ends the answer mid-way (a clean end with no stop: docs/KIRO-PROTOCOL.md §3.4).
+    Over Messages kirod says `max_tokens` and pi shows the turn stopped for `length`. Over
+    Responses kirod ends with `response.incomplete` (`max_output_tokens`), which pi 0.73.1 does
+    not read (it takes its stop and usage only from `response.completed`): it shows the cut text
+    as a finished answer. The guide says so."""
+    service.default_script = Script(
+        reply=Reply(text="x" * 300), fault=Fault.CUT_GENERATION, fault_at=3
+    )
+    run = pi.run("hello", provider)
+    assert run.exit_code == 0, run.describe()
+    (message,) = run.assistant()
+    assert 0 < len(run.answer) < 300
+    expected = "length" if provider == MESSAGES else "stop"
+    assert message["stopReason"] == expected, run.describe()
