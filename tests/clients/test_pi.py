@@ -17,6 +17,7 @@ as `prompt_cache_key`, the `session_id` header and `x-client-request-id`.
 
 from __future__ import annotations
 
+import base64
 import json
 from pathlib import Path
 from typing import Any
@@ -34,6 +35,7 @@ from tests.clients.kiro_bodies import (
     new_access_lines,
     routes,
     tool_names,
+    tool_results,
 )
 from tests.clients.note_round_trip import (
     CANARY,
@@ -101,6 +103,36 @@ def test_read_tool_round_trip(
     assert_the_note_reached_kiro(service, pi_env.READ_TOOL)
     lines = new_access_lines(daemon, mark)
     assert [(line["path"], line["status"]) for line in lines] == [(PATHS[provider], "200")] * 2
+
+
+PNG = base64.b64decode(
+    "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg=="
+)
+"""A one-pixel PNG."""
+
+
+def test_an_image_read_over_responses_reaches_kiro_as_an_image(
+    pi: Pi, service: FakeKiro, daemon: DaemonProcess
+) -> None:
+    """With `"input": ["text", "image"]` on the model, pi's `read` of a PNG answers over
+    Responses with a `function_call_output` whose `output` is a list (`input_text` and an
+    `input_image` data URL); kirod takes it, and Kiro gets the tool's text as the result and
+    the picture as an image of the message."""
+    document = guide_json("pi", daemon.base_url)
+    document["providers"][RESPONSES]["models"][0]["input"] = ["text", "image"]
+    pi.configure(document)
+    (pi.workdir / "dot.png").write_bytes(PNG)
+    call_first(service, ToolCall(pi_env.READ_TOOL, {"path": "dot.png"}))
+    mark = len(daemon.log())
+    assert pi.run("What is in dot.png?", RESPONSES).succeeded() == FINAL
+    assert routes(new_access_lines(daemon, mark)) == [("/v1/responses", "200")] * 2
+    first, second = chats(service)
+    assert not current(first).get("images")
+    (result,) = tool_results(second)
+    assert result["status"] == "success"
+    assert "image/png" in json.dumps(result["content"])
+    (image,) = current(second)["images"]
+    assert base64.b64decode(image["source"]["bytes"]) == PNG
 
 
 def conversation_id(body: dict[str, Any]) -> str:
