@@ -147,27 +147,6 @@ def assistant_history(body: dict[str, Any]) -> str:
     )
 
 
-@BOTH
-def test_continue_sends_the_history_back(
-    pi: Pi, service: FakeKiro, daemon: DaemonProcess, provider: str
-) -> None:
-    """`pi -p --continue` resumes the last session: kirod takes pi's history (over Responses
-    its `message` items with `output_text`), and Kiro sees the first answer there. Over
-    Responses pi's session id (`prompt_cache_key`) keeps both turns on one Kiro conversation;
-    over Messages pi sends no session id, so each turn is a conversation of its own."""
-    service.default_script = Script(reply=Reply(text="Answer one."))
-    assert pi.run("hello", provider).succeeded() == "Answer one."
-    service.default_script = Script(reply=Reply(text="Answer two."))
-    mark = len(daemon.log())
-    assert pi.run("and again", provider, "--continue").succeeded() == "Answer two."
-    assert [line["status"] for line in new_access_lines(daemon, mark)] == ["200"]
-    first, second = chats(service)
-    assert "and again" in current(second)["content"]
-    assert "Answer one." in assistant_history(second)
-    same = conversation_id(first) == conversation_id(second)
-    assert same is (provider == RESPONSES)
-
-
 def reasoning_models(base_url: str) -> dict[str, Any]:
     """The guide's models.json with `"reasoning": true` on its model: pi then asks for thinking
     at its thinking level (`--thinking`, `medium` by default)."""
@@ -184,8 +163,11 @@ def test_thinking_is_shown_and_taken_back_on_the_next_turn(
 ) -> None:
     """With `"reasoning": true` and `--thinking high`, pi asks for thinking (Messages: adaptive
     with `output_config.effort`; Responses: `reasoning.effort` with encrypted reasoning
-    included); the model's thinking comes out as pi's thinking block, and `--continue` sends it
-    back, which kirod accepts."""
+    included); the model's thinking comes out as pi's thinking block. `pi -p --continue` sends
+    the session back (its thinking, and over Responses `message` items with `output_text`),
+    which kirod accepts, and Kiro sees the first answer in the history. Over Responses pi's
+    session id (`prompt_cache_key`) keeps both turns on one Kiro conversation; over Messages
+    pi sends no session id, so each turn is a conversation of its own."""
     pi.configure(reasoning_models(daemon.base_url))
     service.default_script = Script(reply=Reply(text="Answer one.", thinking="Pondering it."))
     first = pi.run("hello", provider, "--thinking", "high")
@@ -199,13 +181,16 @@ def test_thinking_is_shown_and_taken_back_on_the_next_turn(
         {"effort": "high"},
         {"type": "adaptive"},
     )
-    service.clear_requests()
     service.default_script = Script(reply=Reply(text="Answer two."))
     mark = len(daemon.log())
     second = pi.run("and again", provider, "--continue", "--thinking", "high")
     assert second.succeeded() == "Answer two."
     assert [line["status"] for line in new_access_lines(daemon, mark)] == ["200"]
-    assert "Answer one." in assistant_history(chats(service)[-1])
+    first_body, second_body = chats(service)
+    assert "and again" in current(second_body)["content"]
+    assert "Answer one." in assistant_history(second_body)
+    same = conversation_id(first_body) == conversation_id(second_body)
+    assert same is (provider == RESPONSES)
 
 
 SUMMARY_PROMPT = "The messages above are a conversation to summarize."
