@@ -5,8 +5,9 @@ skip, saying why, when it could not be installed. `KIROD_TEST_PI_BIN=/path/to/pi
 other binary.
 
 Each test runs `pi -p --mode json --model <provider>/claude-sonnet-4-6 …` in a private HOME
-whose `~/.pi/agent/models.json` is the guide's, as written: provider `kirod` over Anthropic
-Messages, `kirod-responses` over OpenAI Responses. What 0.73.1 sends is in
+whose `~/.pi/agent/models.json` is the guide's, as written (or with the one model field the
+guide adds for thinking or images): provider `kirod` over Anthropic Messages, `kirod-responses`
+over OpenAI Responses. What 0.73.1 sends is in
 `captures/pi-0.73.1-anthropic-messages.json` and `…-openai-responses.json` (`capture.py
 --client pi`): one streamed request per model turn with its four tools (`read`, `bash`, `edit`,
 `write`). Over Messages: `x-api-key`, `eager_input_streaming` on each tool, `cache_control` on
