@@ -54,7 +54,7 @@ types: $(STAMP_TEST)
 check: lint types
 
 # The real clients tests/clients drives, at the versions in tests/clients/versions.json: Claude
-# Code, Codex, opencode, Kilo Code, Cline, Continue and Copilot CLI from npm (`npm ci`), aider and
+# Code, Codex, opencode, Kilo Code, Cline, Continue, Copilot CLI and pi from npm (`npm ci`), aider and
 # llm from PyPI (a venv each, `pip --require-hashes`), installed once into .cache/clients.
 clients: $(STAMP_TEST)
 	$(BIN)/python -m tests.clients.install

@@ -57,6 +57,7 @@ from tests.clients import (
     kilo_env,
     llm_env,
     opencode_env,
+    pi_env,
     recorder,
     runs,
 )
@@ -84,6 +85,15 @@ PROMPT_DATES: recorder.Scrubs = tuple(
     )
 )
 """The dates Kilo and Cline put in their prompts."""
+PI_DATE: recorder.Scrubs = (
+    (re.compile(r"(\nCurrent date: )\d{4}-\d{2}-\d{2}"), rf"\g<1>{DATE_PLACEHOLDER}"),
+)
+"""The day at the end of pi's system prompt."""
+PI_PACKAGE: recorder.Scrubs = (
+    (re.compile(r"(?:/[^/\s]+)+(/node_modules/@mariozechner/pi-coding-agent/)"), r"<install>\g<1>"),
+)
+"""Where pi is installed, which its system prompt names (its documentation's paths)."""
+PI_PLACEHOLDERS = PI_DATE + PI_PACKAGE
 CODEX_ID_ROLES = ("session_id", "thread_id", "installation_id", "turn_id", "context_window_id")
 """UUIDs of `x-codex-turn-metadata` that get a placeholder of their own, in this order (the
 session and the thread share one id in `codex exec`)."""
@@ -240,6 +250,19 @@ def _llm(binary: install.Binary, root: Path, base_url: str, _: str) -> Launch:
     return Launch(client, shown)
 
 
+def _pi(binary: install.Binary, root: Path, base_url: str, api: str) -> Launch:
+    client = pi_env.Pi(binary, TOKEN, root)
+    client.configure(pi_env.models_json(base_url))
+    provider = pi_env.PROVIDERS[api]
+    shown = {
+        "api": api,
+        "command": pi_env.command(PROMPT, provider),
+        "models_json": pi_env.models_json(BASE_URL_PLACEHOLDER),
+        "environment": {"HOME": HOME_PLACEHOLDER, pi_env.KEY_ENV: "<token>", **pi_env.OFFLINE},
+    }
+    return Launch(client, shown)
+
+
 def _openai_agents(binary: install.Binary, root: Path, base_url: str, _: str) -> Launch:
     client = agents_env.Agents(binary, TOKEN, root)
     (client.workdir / agents_env.SCRIPT).write_text(agents_env.script(agents_env.HELLO, base_url))
@@ -315,6 +338,9 @@ RECIPES: dict[str, Recipe] = {
     copilot_env.CLIENT: Recipe(_copilot, copilot_env.reported_version),
     aider_env.CLIENT: Recipe(_aider, _last_word, scrubs=PLATFORM_AND_DATE),
     llm_env.CLIENT: Recipe(_llm, _last_word, scrubs=PLATFORM_AND_DATE),
+    pi_env.CLIENT: Recipe(
+        _pi, _as_printed, variants=tuple(pi_env.PROVIDERS), scrubs=PI_PLACEHOLDERS
+    ),
     agents_env.CLIENT: Recipe(_openai_agents, _last_word, answer=recorder.OPENAI_ANSWER),
     claude_sdk_env.CLIENT: Recipe(_claude_agent_sdk, _last_word),
 }

@@ -15,15 +15,18 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from tests.clients import agents_env, codex_env
+from tests.clients import codex_env
 
-RESPONSES_CLIENTS = frozenset({codex_env.CLIENT, agents_env.CLIENT})
-"""The clients whose captures hold Responses requests (the others', Messages requests)."""
+
+def speaks_responses(capture: Mapping[str, Any]) -> bool:
+    """Codex's captures, and any other of requests to Responses (pi's over `openai-responses`);
+    the others are of the Messages API."""
+    return capture.get("client") == codex_env.CLIENT or bool(responses_requests(capture))
 
 
 def api_requests(capture: Mapping[str, Any]) -> list[Mapping[str, Any]]:
-    """The model requests of a capture: Codex's to Responses, the others' to Messages."""
-    if capture.get("client") in RESPONSES_CLIENTS:
+    """The model requests of a capture: to Responses or to Messages (`speaks_responses`)."""
+    if speaks_responses(capture):
         return responses_requests(capture)
     return messages_requests(capture)
 
@@ -164,7 +167,7 @@ def codex_features(capture: Mapping[str, Any]) -> dict[str, set[str]]:
 
 def differences(old: Mapping[str, Any], new: Mapping[str, Any]) -> list[str]:
     """One line per name that appeared or disappeared between two captures."""
-    extract = codex_features if old.get("client") in RESPONSES_CLIENTS else features
+    extract = codex_features if speaks_responses(old) else features
     before, after = extract(old), extract(new)
     lines = []
     if len(old["requests"]) != len(new["requests"]):

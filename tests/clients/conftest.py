@@ -1,6 +1,6 @@
 """Fixtures for the client tests: the real client binaries (Claude Code, Codex, opencode, Kilo
-Code, Cline, Continue, Copilot CLI, aider, llm, and the Python of the agent SDKs' venvs), and a
-daemon they talk to.
+Code, Cline, Continue, Copilot CLI, aider, llm, pi, and the Python of the agent SDKs' venvs), and
+a daemon they talk to.
 
 The binaries come from `.cache/clients` (`make clients`). Not installed: every test that needs
 one skips, naming why (the installer's recorded failure, or "run `make clients`"). Installed (or
@@ -107,6 +107,11 @@ def aider_binary(drove: Note) -> Binary:
 @pytest.fixture(scope="session")
 def llm_binary(drove: Note) -> Binary:
     return _pinned("llm", "llm", drove)
+
+
+@pytest.fixture(scope="session")
+def pi_binary(drove: Note) -> Binary:
+    return _pinned("pi", "pi", drove)
 
 
 @pytest.fixture(scope="session")

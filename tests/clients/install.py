@@ -52,6 +52,7 @@ TESTED_CLIENTS = (
     "copilot",
     "aider",
     "llm",
+    "pi",
     "openai-agents",
     "claude-agent-sdk",
 )
@@ -280,7 +281,9 @@ def binary_version(binary: Path, timeout_s: float = 30.0) -> str:
     )
     if answer.returncode != 0:
         raise InstallError(f"`{binary} --version` exited with {answer.returncode}: {answer.stderr}")
-    return answer.stdout.strip().splitlines()[0] if answer.stdout.strip() else ""
+    # pi 0.73.1 prints its version on stderr
+    printed = answer.stdout.strip() or answer.stderr.strip()
+    return printed.splitlines()[0] if printed else ""
 
 
 def _version_args(binary: Path) -> list[str]:

@@ -31,6 +31,7 @@ from tests.clients import (
     kilo_env,
     llm_env,
     opencode_env,
+    pi_env,
     recorder,
 )
 from tests.clients.capture import CODEX_MODELS, DEFAULT
@@ -58,17 +59,19 @@ COMMANDS = {
     copilot_env.CLIENT: ["copilot", "-p", "hello"],
     aider_env.CLIENT: aider_env.command(capture.PROMPT),
     llm_env.CLIENT: llm_env.command(capture.PROMPT),
+    pi_env.CLIENT: pi_env.command(capture.PROMPT),
     agents_env.CLIENT: ["python", "agent.py"],
     claude_sdk_env.CLIENT: ["python", "agent.py"],
 }
-"""What each client was run with: what its tests run."""
+"""What each client was run with: what its tests run (pi: over Messages; see `command`)."""
 PATHS = {
     cc_env.CLIENT: "/v1/messages?beta=true",
     codex_env.CLIENT: "/v1/responses",
     agents_env.CLIENT: "/v1/responses",
     claude_sdk_env.CLIENT: "/v1/messages?beta=true",
+    "openai-responses": "/v1/responses",
 }
-"""Where each client sends its requests, if not `/v1/messages`."""
+"""Where each client (or pi's variant) sends its requests, if not `/v1/messages`."""
 USER_AGENTS = {
     cc_env.CLIENT: "claude-cli/{version} .+",
     codex_env.CLIENT: "codex_exec/{version} .+",
@@ -79,6 +82,7 @@ USER_AGENTS = {
     copilot_env.CLIENT: "Anthropic/JS .+",
     aider_env.CLIENT: "litellm/.+",
     llm_env.CLIENT: "Anthropic/Python .+",
+    pi_env.CLIENT: "(Anthropic|OpenAI)/JS .+",
     agents_env.CLIENT: "Agents/Python {version}",
     claude_sdk_env.CLIENT: r"claude-cli/\S+ \(external, sdk-py, agent-sdk/{version}\)",
 }
@@ -101,13 +105,15 @@ ID_PLACEHOLDERS = {
     copilot_env.CLIENT: {SESSION_PLACEHOLDER},  # its session's folder, in the system prompt
     opencode_env.CLIENT: {OPENCODE_SESSION_PLACEHOLDER},
     kilo_env.CLIENT: {OPENCODE_SESSION_PLACEHOLDER},
+    pi_env.CLIENT: {SESSION_PLACEHOLDER},  # over Responses
 }
 """The id placeholders a capture may hold (Codex's are named in it); none for the others."""
 SESSION_HEADERS = {
     opencode_env.CLIENT: {"x-session-affinity", "x-session-id", "x-opencode-session-id"},
     kilo_env.CLIENT: {"x-session-affinity", "x-session-id"},
+    "openai-responses": {"session_id"},
 }
-"""The headers naming the session, of the clients that send one."""
+"""The headers naming the session, of the clients (or pi's variant) that send one."""
 READ_TOOLS = {
     kilo_env.CLIENT: "read",
     cline_env.CLIENT: "read_files",
@@ -121,6 +127,13 @@ MACHINE_DETAILS = {
     cline_env.CLIENT: r"Today's date: (?!<date>)|Message time: (?!<date>)|\d\. Date: (?!<date>)",
 }
 """What the captures of these clients must hold only as placeholders: the machine, the day."""
+
+
+def command(client: str, variant: str) -> list[str]:
+    """What the client was run with for the capture `variant`."""
+    if client == pi_env.CLIENT:
+        return pi_env.command(capture.PROMPT, pi_env.PROVIDERS[variant])
+    return COMMANDS[client]
 
 
 def committed(client: str, variant: str = DEFAULT) -> dict[str, Any]:
@@ -141,7 +154,7 @@ def test_the_capture_names_its_pinned_client_and_command(client: str, variant: s
     assert document["version"] == pin.version
     plugins = [f"{name}=={version}" for name, version in document.get("plugins", {}).items()]
     assert plugins == list(pin.plugins)
-    assert document["command"] == COMMANDS[client]
+    assert document["command"] == command(client, variant)
 
 
 @pytest.mark.parametrize(("client", "variant"), CAPTURES)
@@ -150,7 +163,8 @@ def test_every_request_is_a_streamed_post_from_the_client(client: str, variant: 
     agent = USER_AGENTS[client].format(version=re.escape(document["version"]))
     assert document["requests"]
     for request in document["requests"]:
-        assert (request["method"], request["path"]) == ("POST", PATHS.get(client, "/v1/messages"))
+        path = PATHS.get(variant, PATHS.get(client, "/v1/messages"))
+        assert (request["method"], request["path"]) == ("POST", path)
         assert re.fullmatch(agent, request["headers"]["user-agent"]), request["headers"]
         assert HEADERS.get(client, {}).items() <= request["headers"].items()
         assert request["body"].get("stream", False) is (client not in UNSTREAMED)
@@ -190,20 +204,23 @@ def test_the_machine_and_the_day_are_placeholders(client: str) -> None:
 
 
 @pytest.mark.parametrize(
-    "client",
+    ("client", "variant"),
     [
-        client
-        for client in capture.RECIPES
+        (client, variant)
+        for client, variant in capture.every_capture()
         if client not in (cc_env.CLIENT, codex_env.CLIENT, claude_sdk_env.CLIENT)
     ],
 )
-def test_the_session_id_kirod_reads(client: str) -> None:
+def test_the_session_id_kirod_reads(client: str, variant: str) -> None:
     """opencode and Kilo name their session in `x-session-affinity`, which kirod reads to keep
-    a session's turns on one Kiro conversation; the others send nothing kirod could keep a
+    a session's turns on one Kiro conversation, and pi over Responses in `session_id` (and
+    `prompt_cache_key`, which kirod reads first); the others send nothing kirod could keep a
     conversation on one account by: no id header, no `metadata` (see the guide's "How
     requests use your accounts")."""
-    expected = dict.fromkeys(SESSION_HEADERS.get(client, ()), OPENCODE_SESSION_PLACEHOLDER)
-    for request in committed(client)["requests"]:
+    names = SESSION_HEADERS.get(variant, SESSION_HEADERS.get(client, ()))
+    placeholder = SESSION_PLACEHOLDER if client == pi_env.CLIENT else OPENCODE_SESSION_PLACEHOLDER
+    expected = dict.fromkeys(names, placeholder)
+    for request in committed(client, variant)["requests"]:
         headers = request["headers"]
         named = {
             name: headers[name]
@@ -256,6 +273,27 @@ def test_the_agents_sdk_sends_one_unstreamed_turn_with_its_instructions() -> Non
     assert body["input"] == [{"content": "hello", "role": "user"}]
     assert "store" not in body
     assert "previous_response_id" not in body
+
+
+def test_what_pi_sends_over_each_api() -> None:
+    """pi 0.73.1 with the guide's models.json: over Messages its tools carry
+    `eager_input_streaming` and it asks for no thinking; over Responses its system prompt is a
+    `role: system` input item, `store` is false, and its session id is the `prompt_cache_key`
+    and the `session_id` header. Both declare `read`, the tool the tests call."""
+    messages = committed(pi_env.CLIENT, "anthropic-messages")
+    assert messages["models_json"] == pi_env.models_json(BASE_URL_PLACEHOLDER)
+    (request,) = messages["requests"]
+    body = request["body"]
+    assert body["model"] == pi_env.MODEL
+    assert "thinking" not in body
+    assert {tool["eager_input_streaming"] for tool in body["tools"]} == {True}
+    assert pi_env.READ_TOOL in {tool["name"] for tool in body["tools"]}
+    (request,) = committed(pi_env.CLIENT, "openai-responses")["requests"]
+    body = request["body"]
+    assert body["input"][0]["role"] == "system"
+    assert body["store"] is False
+    assert body["prompt_cache_key"] == request["headers"]["session_id"] == SESSION_PLACEHOLDER
+    assert pi_env.READ_TOOL in {tool["name"] for tool in body["tools"]}
 
 
 @pytest.mark.parametrize("model", CODEX_MODELS)
