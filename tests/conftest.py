@@ -5,6 +5,7 @@ session drove (client binaries, the browser), gathered from every pytest-xdist w
 
 from __future__ import annotations
 
+import gc
 import shutil
 import tempfile
 from collections.abc import Callable, Iterator
@@ -91,3 +92,12 @@ def pytest_testnodedown(node: Any, error: object) -> None:
 def pytest_terminal_summary(terminalreporter: Any) -> None:
     for line in _DROVE:
         terminalreporter.write_line(line)
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _collect_what_the_module_left() -> Iterator[None]:
+    """A socket or transport a module leaves unclosed warns when it is collected, which without
+    this happens in whichever test runs then (on another module's test, on some runs only); a
+    collection at each module's end makes the warning fail the module that leaked it."""
+    yield
+    gc.collect()

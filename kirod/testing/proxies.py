@@ -25,6 +25,7 @@ from ssl import SSLContext
 from urllib.parse import urlsplit
 
 from kirod.tasks import TaskOwner
+from kirod.testing.listeners import stop_accepting
 
 _Streams = tuple[asyncio.StreamReader, asyncio.StreamWriter]
 HANDSHAKE_TIMEOUT_S = 10.0
@@ -63,6 +64,7 @@ class _Base(abc.ABC):
     # Every stream the proxy accepted or opened and has not closed yet: `close` closes what a
     # handler cut short (or one that never got to run) left open.
     _open_writers: set[asyncio.StreamWriter] = field(default_factory=set)
+    _closing: bool = False
 
     scheme = "http"
 
@@ -82,14 +84,16 @@ class _Base(abc.ABC):
         return f"{self.scheme}://{auth}127.0.0.1:{self.port}"
 
     async def start(self) -> None:
+        self._closing = False
         self._relays = TaskOwner("test-proxy")
         self._server = await asyncio.start_server(self._accept, "127.0.0.1", 0, ssl=self.tls)
 
     async def close(self) -> None:
         if self._server is not None:
+            # A connection accepted just before reaches `_accept`, which aborts it now.
+            self._closing = True
+            await stop_accepting(self._server.sockets)
             self._server.close()
-            # One pass of the loop, so a connection accepted just before gets its handler.
-            await asyncio.sleep(0)
             await self._relays.close()
             for writer in list(self._open_writers):
                 writer.transport.abort()
@@ -113,6 +117,9 @@ class _Base(abc.ABC):
     def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         # Called as the connection is made (a plain function, not a coroutine), so the stream is
         # on record before its handler runs, and `close` shuts it even if the handler never ran.
+        if self._closing:
+            writer.transport.abort()
+            return
         self._open_writers.add(writer)
         self._relays.spawn(self._handle(reader, writer), name="relay", awaited=True)
 

@@ -3,9 +3,13 @@
 from __future__ import annotations
 
 import asyncio
+import gc
 import json
+import socket
 import time
+import warnings
 from typing import Any
+from urllib.parse import urlsplit
 
 import aiohttp
 import pytest
@@ -23,6 +27,7 @@ from kirod.testing.fake_kiro import (
     ToolCall,
     running_fake,
 )
+from kirod.testing.listeners import LATE_TURNS
 from kirod.upstream.errors import UpstreamProtocolError
 from kirod.upstream.frames import Frame, FrameDecoder
 from tests.fake_kiro.fake_bodies import body, user
@@ -498,6 +503,27 @@ async def test_a_stalled_stream_does_not_block_shutdown(session: aiohttp.ClientS
     task.cancel()
     await asyncio.gather(task, return_exceptions=True)
     assert time.monotonic() - started < 10
+
+
+@pytest.mark.parametrize("turns", range(6))
+async def test_a_connection_accepted_as_the_fake_stops_is_shut_too(turns: int) -> None:
+    """A client connects `turns` loop turns before the fake stops: whichever step of asyncio's
+    accept it has reached, stopping leaves no socket of it behind (a leaked one warns at some
+    later garbage collection, in another test)."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", ResourceWarning)
+        async with running_fake() as (_, url):
+            address = urlsplit(url)
+            assert address.hostname is not None
+            assert address.port is not None
+            client = socket.create_connection((address.hostname, address.port), timeout=5)
+            for _ in range(turns):
+                await asyncio.sleep(0)
+        for _ in range(LATE_TURNS + 2):  # what a late accept would still do
+            await asyncio.sleep(0)
+        client.close()
+        gc.collect()
+    assert [str(w.message) for w in caught if issubclass(w.category, ResourceWarning)] == []
 
 
 # Usage, models, profiles, MCP

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import gc
+import socket
 import warnings
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -18,6 +19,7 @@ from kirod.credentials import refresh as auth
 from kirod.log import redact_url
 from kirod.testing.fake_kiro import DeviceFlow, FakeKiro, Reply, TokenSet, running_fake
 from kirod.testing.fake_kiro.server import build_app
+from kirod.testing.listeners import LATE_TURNS
 from kirod.testing.proxies import HttpProxy, Socks5Proxy
 from kirod.testing.tls import Certificates, make_certificates
 from kirod.upstream.client import ClientOptions, Endpoints, KiroClient, UpstreamAccount
@@ -251,6 +253,27 @@ async def test_closing_the_proxy_shuts_every_connection_it_held(
             writer.close()
             await writer.wait_closed()
         del clients, tunnel, half, fresh
+        gc.collect()
+    assert [str(w.message) for w in caught if issubclass(w.category, ResourceWarning)] == []
+
+
+@pytest.mark.parametrize("turns", range(6))
+async def test_a_connection_accepted_as_the_proxy_closes_is_shut_too(turns: int) -> None:
+    """A client connects `turns` loop turns before the proxy closes: whichever step of asyncio's
+    accept it has reached (the accept, the transport, the protocol's `connection_made`), the
+    proxy's close leaves no socket of it behind."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", ResourceWarning)
+        proxy = HttpProxy()
+        await proxy.start()
+        client = socket.create_connection(("127.0.0.1", proxy.port), timeout=5)
+        for _ in range(turns):
+            await asyncio.sleep(0)
+        await proxy.close()
+        for _ in range(LATE_TURNS + 2):  # what a late accept would still do
+            await asyncio.sleep(0)
+        assert not proxy._open_writers
+        client.close()
         gc.collect()
     assert [str(w.message) for w in caught if issubclass(w.category, ResourceWarning)] == []
 

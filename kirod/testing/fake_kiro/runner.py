@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import socket
 import threading
 from collections.abc import AsyncIterator
 from types import TracebackType
@@ -12,6 +13,7 @@ from aiohttp import web
 
 from kirod.testing.fake_kiro.server import build_app
 from kirod.testing.fake_kiro.state import FakeKiro
+from kirod.testing.listeners import stop_accepting
 
 SHUTDOWN_TIMEOUT_S = 1.0
 """How long a stopping fake lets in-flight streams (a STALL, say) finish before cancelling them."""
@@ -25,31 +27,17 @@ async def running_fake(
     fake = fake if fake is not None else FakeKiro()
     runner = web.AppRunner(build_app(fake), access_log=None, shutdown_timeout=SHUTDOWN_TIMEOUT_S)
     await runner.setup()
+    # The listening socket is ours, so that stopping can end its accepting before the site
+    # closes it (`stop_accepting`).
+    listening = socket.create_server((host, port))
     try:
-        site = web.TCPSite(runner, host, port)
-        await site.start()
-        bound_port = runner.addresses[0][1]
+        await web.SockSite(runner, listening).start()
+        bound_port = listening.getsockname()[1]
         yield fake, f"http://{host}:{bound_port}"
     finally:
-        server = runner.server
+        await stop_accepting([listening])
         await runner.cleanup()
-        if server is not None:
-            await _close_late_connections(server)
-
-
-LATE_TURNS = 3
-"""Loop turns a connection accepted as the site stopped may take to get its handler."""
-
-
-async def _close_late_connections(server: web.Server) -> None:
-    """Close what connected just as the site stopped: its handler arrives a few loop turns
-    after the socket was accepted, after `cleanup` closed the others, and would otherwise
-    outlive the loop (an unclosed-transport warning at some later garbage collection)."""
-    for _ in range(LATE_TURNS):
-        await asyncio.sleep(0)
-        for handler in server.connections:
-            handler.force_close()
-    await asyncio.sleep(0)  # a closed transport lets go of its socket on the next turn
+        listening.close()
 
 
 class ThreadedFake:
