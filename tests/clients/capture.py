@@ -48,6 +48,7 @@ from tests.clients import (
     codex_env,
     continue_env,
     copilot_env,
+    gemini_cli_env,
     install,
     kilo_env,
     llm_env,
@@ -79,6 +80,15 @@ PROMPT_DATES: recorder.Scrubs = tuple(
     )
 )
 """The dates Kilo and Cline put in their prompts."""
+INSTALL_PLACEHOLDER = "<install>"
+GEMINI_SCRUBS: recorder.Scrubs = (
+    (re.compile(r"(Today's date is )[^.]*\d{4}"), rf"\g<1>{DATE_PLACEHOLDER}"),
+    (
+        re.compile(r"/[^\s<>\"]*/(node_modules/@google/gemini-cli/)"),
+        rf"{INSTALL_PLACEHOLDER}/\g<1>",
+    ),
+)
+"""The date in Gemini CLI's first turn, and where it is installed (its built-in skills' paths)."""
 CODEX_ID_ROLES = ("session_id", "thread_id", "installation_id", "turn_id", "context_window_id")
 """UUIDs of `x-codex-turn-metadata` that get a placeholder of their own, in this order (the
 session and the thread share one id in `codex exec`)."""
@@ -200,6 +210,29 @@ def _copilot(binary: install.Binary, root: Path, base_url: str, _: str) -> Launc
     return Launch(client, {"command": copilot_env.command(PROMPT), "environment": environment})
 
 
+GEMINI_NO_MODEL = "no-model"
+"""Gemini CLI's second capture: the guide's settings without `model.name` (its router call)."""
+GEMINI_VARIANTS = (DEFAULT, GEMINI_NO_MODEL)
+
+
+def _gemini_cli(binary: install.Binary, root: Path, base_url: str, variant: str) -> Launch:
+    settings = gemini_cli_env.guide_settings()
+    if variant == GEMINI_NO_MODEL:
+        settings = gemini_cli_env.without_model(settings)
+    client = gemini_cli_env.GeminiCli(binary, base_url, TOKEN, root, settings)
+    shown = {
+        "command": gemini_cli_env.command(PROMPT),
+        "settings_json": settings,
+        "environment": {
+            "HOME": HOME_PLACEHOLDER,
+            **gemini_cli_env.TRUST,
+            gemini_cli_env.BASE_URL_ENV: BASE_URL_PLACEHOLDER,
+            gemini_cli_env.KEY_ENV: "<token>",
+        },
+    }
+    return Launch(client, shown)
+
+
 def _driver_settings(client: runs.Client, base_url: str) -> dict[str, str]:
     """The variables a driver set (HOME and the client's own), not the machine's (PATH, locale,
     the XDG folders), with the server's base URL as a placeholder."""
@@ -284,6 +317,13 @@ RECIPES: dict[str, Recipe] = {
     copilot_env.CLIENT: Recipe(_copilot, copilot_env.reported_version),
     aider_env.CLIENT: Recipe(_aider, _last_word, scrubs=PLATFORM_AND_DATE),
     llm_env.CLIENT: Recipe(_llm, _last_word, scrubs=PLATFORM_AND_DATE),
+    gemini_cli_env.CLIENT: Recipe(
+        _gemini_cli,
+        _as_printed,
+        variants=GEMINI_VARIANTS,
+        answer=recorder.GEMINI_ANSWER,
+        scrubs=GEMINI_SCRUBS,
+    ),
 }
 """Every client the tests drive, in versions.json's order."""
 

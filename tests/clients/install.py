@@ -51,6 +51,7 @@ TESTED_CLIENTS = (
     "copilot",
     "aider",
     "llm",
+    "gemini-cli",
 )
 """The clients `tests/clients` drives (every one versions.json pins)."""
 
