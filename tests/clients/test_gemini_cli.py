@@ -129,6 +129,8 @@ def test_read_file_round_trip_with_the_guides_settings(
     assert paths(lines) == [(guide_model() + STREAM, "200")] * 2
     assert {line["upstream_model"] for line in lines} == {KIRO_MODEL}
     assert list(run.models) == [guide_model()]  # the answers' modelVersion names its model
+    # Gemini CLI names no session: its first turn, the same in both calls, keys the conversation.
+    assert len({body["conversationState"]["conversationId"] for body in bodies}) == 1
 
 
 def test_a_thinking_turn(gemini: GeminiCli, service: FakeKiro) -> None:

@@ -49,6 +49,7 @@ from kirod.protocols.gemini import (
     DecodedGemini,
     GeminiStreamEncoder,
     array_frame,
+    conversation_key,
     decode_count_tokens,
     decode_generate,
     gemini_class,
@@ -677,3 +678,24 @@ def test_snake_case_spellings_are_read_as_google_reads_them() -> None:
     assert request.tool_choice.mode is ToolChoiceMode.NONE
     error = refused(tools=[{"url_context": {}}])
     assert error.param == "tools[0].url_context"
+
+
+def session_turn(prompt: str) -> dict[str, Any]:
+    context = "<session_context>\nThis is the Gemini CLI.\n</session_context>"
+    return {"role": "user", "parts": [{"text": context}, {"text": prompt}]}
+
+
+def test_gemini_clis_first_turn_keys_its_conversation() -> None:
+    """Gemini CLI names no session over the Gemini API; the digest of its first turn (session
+    context and first prompt) is the same in every later call, and differs for another
+    session's first prompt; a request that does not start with a session context has none."""
+    first = session_turn("What does notes.txt say?")
+    call = {"role": "model", "parts": [{"functionCall": {"name": "read_file", "args": {}}}]}
+    key = conversation_key({"contents": [first]})
+    assert key is not None
+    assert key.startswith("gemini-cli:")
+    assert conversation_key({"contents": [first, call, {"role": "user", "parts": []}]}) == key
+    assert conversation_key({"contents": [session_turn("hello")]}) != key
+    assert conversation_key({"contents": [{"role": "user", "parts": [{"text": "hi"}]}]}) is None
+    assert conversation_key({"contents": []}) is None
+    assert conversation_key([first]) is None

@@ -32,6 +32,7 @@ from kirod.protocols.gemini import (
     GeminiStreamEncoder,
     array_frame,
     array_start,
+    conversation_key,
     decode_count_tokens,
     decode_generate,
     generate_json,
@@ -63,10 +64,12 @@ def _serving(request: web.Request, name: str) -> str:
     return serving_name(model_name(name), settings.gemini_models, settings.model_aliases)
 
 
-def _affinity(request: web.Request) -> str | None:
-    """An explicit conversation key; Gemini CLI sends none, so its turns go where the
-    dispatcher's own affinity puts them."""
-    return next((v for h in _AFFINITY_HEADERS if (v := request.headers.get(h))), None)
+def _affinity(request: web.Request, body: object, *, stream: bool) -> str | None:
+    """An explicit conversation key (`x-session-affinity`, `x-session-id`), else for a streamed
+    call the digest of Gemini CLI's first turn, which stands for the session it does not name
+    (`conversation_key`)."""
+    explicit = next((v for h in _AFFINITY_HEADERS if (v := request.headers.get(h))), None)
+    return explicit or (conversation_key(body) if stream else None)
 
 
 async def list_models(request: web.Request) -> web.Response:
@@ -128,7 +131,7 @@ async def _generate(request: web.Request, name: str, *, stream: bool) -> web.Str
             request_id=request[REQUEST_ID],
             signer=services.signer,
             stream=stream,
-            affinity_key=_affinity(request),
+            affinity_key=_affinity(request, body, stream=stream),
         ),
         lambda _body: target,
     )

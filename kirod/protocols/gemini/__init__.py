@@ -3,6 +3,7 @@
 Talks only to `kirod.canonical`, never to another codec; the HTTP layer owns routing and auth.
 """
 
+from kirod.protocols.gemini.affinity import conversation_key
 from kirod.protocols.gemini.decode import DecodedGemini, decode_count_tokens, decode_generate
 from kirod.protocols.gemini.encode import (
     ARRAY_END,
@@ -20,6 +21,7 @@ __all__ = [
     "GeminiStreamEncoder",
     "array_frame",
     "array_start",
+    "conversation_key",
     "decode_count_tokens",
     "decode_generate",
     "gemini_class",
