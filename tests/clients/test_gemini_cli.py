@@ -200,3 +200,37 @@ def test_without_a_model_the_router_falls_back_at_once(
     assert current(body)["modelId"] == OPUS
     assert run.elapsed_s < 30, run.describe()
     assert "structured output is not supported" in run.stderr
+
+
+def test_a_prompt_past_the_threshold_is_compressed_through_kirod(
+    gemini_binary: install.Binary,
+    gemini_daemon: DaemonProcess,
+    gemini_key: str,
+    short_tmp: Path,
+    service: FakeKiro,
+) -> None:
+    """Gemini CLI compresses when the last prompt passes `compressionThreshold` of the 1,048,576
+    tokens it assumes (never on an error): here a threshold below a resumed session's history,
+    so the second run first asks for a `<state_snapshot>` of the long first answer and checks it (two side calls, which
+    name a pro model: the newest Opus serves them), then goes on from the snapshot alone."""
+    settings = gemini_cli_env.guide_settings()
+    settings["model"]["compressionThreshold"] = 0.001  # 1,049 tokens
+    client = make(gemini_binary, gemini_daemon, gemini_key, short_tmp, settings)
+    # About 3,000 tokens, none repeated (Gemini CLI stops a stream that repeats itself).
+    first = "First answer. " + " ".join(f"Fact {n}." for n in range(1000))
+    snapshot = "<state_snapshot>The user said hello.</state_snapshot>"
+    checked = "<state_snapshot>The user said hello, once.</state_snapshot>"
+    service.enqueue(Reply(text=first), Reply(text=snapshot), Reply(text=checked), Reply(text=FINAL))
+    assert client.run("hello").succeeded() == first
+    mark = len(gemini_daemon.log())
+    run = client.run("What next?", "--resume", "latest")
+    assert run.succeeded() == FINAL
+    lines = new_access_lines(gemini_daemon, mark)
+    assert [status for _, status in paths(lines)] == ["200"] * 3
+    summaries = [line for line in lines if line["path"].endswith(GENERATE)]
+    assert len(summaries) == 2
+    assert {line["upstream_model"] for line in summaries} == {OPUS}
+    last = json.dumps(chats(service)[-1])
+    assert checked in last
+    assert "First answer." not in last
+    assert lines[-1]["path"].endswith(guide_model() + STREAM)
