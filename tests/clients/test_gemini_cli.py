@@ -211,8 +211,9 @@ def test_a_prompt_past_the_threshold_is_compressed_through_kirod(
 ) -> None:
     """Gemini CLI compresses when the last prompt passes `compressionThreshold` of the 1,048,576
     tokens it assumes (never on an error): here a threshold below a resumed session's history,
-    so the second run first asks for a `<state_snapshot>` of the long first answer and checks it (two side calls, which
-    name a pro model: the newest Opus serves them), then goes on from the snapshot alone."""
+    so the second run first asks for a `<state_snapshot>` of the long first answer and checks
+    it (two side calls, which name a pro model: the newest Opus serves them), then goes on from
+    the snapshot alone."""
     settings = gemini_cli_env.guide_settings()
     settings["model"]["compressionThreshold"] = 0.001  # 1,049 tokens
     client = make(gemini_binary, gemini_daemon, gemini_key, short_tmp, settings)
