@@ -9,7 +9,8 @@ that is not enough: the base URL alone makes it pick an auth type that `-p` refu
 auth method selected.", exit 41), so `~/.gemini/settings.json` must select `gemini-api-key`; and
 it refuses an untrusted folder (exit 55) unless `GEMINI_CLI_TRUST_WORKSPACE=true`. The settings
 file holds only what the guide gives (the `json` block of its "Gemini CLI" section, or that
-block minus `model.name` for the tests of Gemini CLI's own defaults). `--output-format json`
+block minus `model.name` for the tests of Gemini CLI's own defaults), and the variables are its
+`export` lines. `--output-format json`
 prints one JSON document at the end: `response`, `session_id` and per-model `stats`; on an error
 it prints that document on stderr instead.
 """
@@ -19,12 +20,13 @@ from __future__ import annotations
 import copy
 import json
 import re
+import shlex
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
 from tests.clients import install, runs
-from tests.clients.guide_snippets import client_section
+from tests.clients.guide_snippets import GUIDE_PORT, KEY_VARIABLE, client_section, guide_block
 
 CLIENT = "gemini-cli"
 HEADING = "Gemini CLI"
@@ -62,9 +64,22 @@ def without_model(settings: dict[str, Any]) -> dict[str, Any]:
     return trimmed
 
 
+def guide_variables(base_url: str, key: str) -> dict[str, str]:
+    """The guide's `export` lines for Gemini CLI, pointed at `base_url` with `key`."""
+    found = {}
+    for line in guide_block(HEADING, "sh").splitlines():
+        words = shlex.split(line, comments=True)
+        if words and words[0] == "export":
+            name, _, value = words[1].partition("=")
+            found[name] = value.replace(GUIDE_PORT, base_url).replace(f"${KEY_VARIABLE}", key)
+    return found
+
+
 def client_env(home: Path, base_url: str, key: str) -> dict[str, str]:
-    """A private HOME, the base URL and key variables, and the trusted folder."""
-    return runs.private_env(home, TRUST, {BASE_URL_ENV: base_url, KEY_ENV: key})
+    """A private HOME, the guide's variables (the base URL and the key), a trusted folder."""
+    variables = guide_variables(base_url, key)
+    assert variables == {BASE_URL_ENV: base_url, KEY_ENV: key}, variables
+    return runs.private_env(home, TRUST, variables)
 
 
 def command(prompt: str, extra: Iterable[str] = ()) -> list[str]:

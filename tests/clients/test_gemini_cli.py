@@ -19,13 +19,15 @@ test_captures.py:
   back with `groundingMetadata`, which Gemini CLI turns into cited sources;
 * no model set: kirod's 400 refusal of the router's structured output makes Gemini CLI fall back
   at once (one router call, no retries), to its default model, served by its class;
-* a compression threshold below the first turn's prompt: Gemini CLI compresses before its next
-  call, as the guide's `compressionThreshold` makes it do in time for a smaller window.
+* a compression threshold below a resumed session's prompt: Gemini CLI compresses before its
+  next call, as the guide's `compressionThreshold` makes it do in time for a smaller window;
+* `kirod demo --gemini`'s line, pasted into a shell, works.
 """
 
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -34,7 +36,7 @@ import pytest
 
 from kirod.testing.daemon import DaemonProcess
 from kirod.testing.fake_kiro import FakeKiro, Reply, ThreadedFake, ToolCall
-from tests.clients import gemini_cli_env, install
+from tests.clients import demo_env, gemini_cli_env, install, runs
 from tests.clients.conftest import Note, _binary
 from tests.clients.gemini_cli_env import GeminiCli
 from tests.clients.kiro_bodies import KIRO_MODEL, chats, current, new_access_lines, tool_results
@@ -235,3 +237,17 @@ def test_a_prompt_past_the_threshold_is_compressed_through_kirod(
     assert checked in last
     assert "First answer." not in last
     assert lines[-1]["path"].endswith(guide_model() + STREAM)
+
+
+def test_the_demos_gemini_line_works(gemini_binary: install.Binary, short_tmp: Path) -> None:
+    """`kirod demo --gemini`'s Gemini CLI line, run by a shell with the real binary on PATH in a
+    private HOME: the settings it wrote are enough, and the fake's echo is the answer."""
+    with demo_env.demo("--gemini") as shown:
+        line = demo_env.line_after(shown, "Gemini CLI")
+        env = runs.private_env(short_tmp / "home")
+        env["PATH"] = f"{gemini_binary.path.parent}{os.pathsep}{env.get('PATH', '')}"
+        (short_tmp / "work").mkdir()
+        done = demo_env.paste(f"{line} --output-format json", env, short_tmp / "work")
+    assert done.returncode == 0, (line, done.stdout, done.stderr)
+    answer = json.loads(done.stdout)["response"]
+    assert answer.startswith("You said: <session_context>")  # the start of Gemini CLI's turn

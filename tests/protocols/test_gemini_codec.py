@@ -49,6 +49,7 @@ from kirod.protocols.gemini import (
     DecodedGemini,
     GeminiStreamEncoder,
     array_frame,
+    compression_threshold,
     conversation_key,
     decode_count_tokens,
     decode_generate,
@@ -699,3 +700,10 @@ def test_gemini_clis_first_turn_keys_its_conversation() -> None:
     assert conversation_key({"contents": [{"role": "user", "parts": [{"text": "hi"}]}]}) is None
     assert conversation_key({"contents": []}) is None
     assert conversation_key([first]) is None
+
+
+def test_the_compression_threshold_compresses_by_four_fifths_of_the_served_window() -> None:
+    """Gemini CLI measures against 1,048,576 tokens for every model."""
+    assert compression_threshold(200_000) == 0.15  # 157,286 tokens: 79 % of 200,000
+    assert compression_threshold(128_000) == 0.09
+    assert compression_threshold(1_000_000) == 0.5  # never later than Gemini CLI's own

@@ -13,7 +13,12 @@ from kirod.protocols.gemini.encode import (
     generate_json,
     sse_frame,
 )
-from kirod.protocols.gemini.models import gemini_class, model_json, serving_name
+from kirod.protocols.gemini.models import (
+    compression_threshold,
+    gemini_class,
+    model_json,
+    serving_name,
+)
 
 __all__ = [
     "ARRAY_END",
@@ -21,6 +26,7 @@ __all__ = [
     "GeminiStreamEncoder",
     "array_frame",
     "array_start",
+    "compression_threshold",
     "conversation_key",
     "decode_count_tokens",
     "decode_generate",
