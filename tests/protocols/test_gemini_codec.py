@@ -28,6 +28,7 @@ from kirod.canonical.events import (
     ToolInputDelta,
     Usage,
 )
+from kirod.canonical.gemini_names import gemini_class, serving_name
 from kirod.canonical.request import (
     ClientProtocol,
     DocumentBlock,
@@ -53,9 +54,7 @@ from kirod.protocols.gemini import (
     conversation_key,
     decode_count_tokens,
     decode_generate,
-    gemini_class,
     generate_json,
-    serving_name,
 )
 from kirod.protocols.gemini.schema import json_schema
 

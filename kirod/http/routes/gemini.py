@@ -5,7 +5,8 @@ which google-genai calls when it is given only a base URL (a GET there stays kir
 lookup). When the API is off, every such path is a 404 naming the setting, before any key is
 asked for. The key comes as `x-goog-api-key` or Bearer (`kirod.http.auth`); errors use Google's
 envelope (`kirod.http.ingress.family_for`). A Gemini model name is served by the model its
-class maps to (`gemini_models`), shown as the answer's `modelVersion`.
+class maps to (`gemini_models`, applied by model resolution, so `kiroctl trace` shows the name
+the client sent beside the Kiro model), whose public id is the answer's `modelVersion`.
 """
 
 from __future__ import annotations
@@ -37,7 +38,6 @@ from kirod.protocols.gemini import (
     decode_generate,
     generate_json,
     model_json,
-    serving_name,
     sse_frame,
 )
 
@@ -57,11 +57,6 @@ def require_enabled(settings: Settings) -> None:
             "the Gemini API (/v1beta/models) is off; set enable_gemini_api = true to serve it",
             code="not_found",
         )
-
-
-def _serving(request: web.Request, name: str) -> str:
-    settings = request.app[SERVICES].settings
-    return serving_name(model_name(name), settings.gemini_models, settings.model_aliases)
 
 
 def _affinity(request: web.Request, body: object, *, stream: bool) -> str | None:
@@ -90,7 +85,7 @@ async def list_models(request: web.Request) -> web.Response:
 async def get_model(request: web.Request) -> web.Response:
     services = request.app[SERVICES]
     name = request.match_info["model_id"]
-    info = services.models.lookup(_serving(request, name), await offered_catalog(request)).info
+    info = services.models.lookup(model_name(name), await offered_catalog(request)).info
     if not services.gate.allows(request[API_KEY_ID], info):
         raise ApiError(
             ErrorKind.NOT_FOUND,
@@ -121,7 +116,7 @@ async def _generate(request: web.Request, name: str, *, stream: bool) -> web.Str
         services.settings.max_request_body_bytes,
         timeout_s=services.settings.client_body_timeout_s,
     )
-    target = _serving(request, name)
+    target = model_name(name)  # as the client named it: resolution serves a Gemini name's class
     decoded = await decode_model_first(
         services,
         body,
@@ -190,7 +185,7 @@ async def _count_tokens(request: web.Request, name: str) -> web.StreamResponse:
         services.settings.max_request_body_bytes,
         timeout_s=services.settings.client_body_timeout_s,
     )
-    target = _serving(request, name)
+    target = model_name(name)
     canonical = await decode_model_first(
         services,
         body,

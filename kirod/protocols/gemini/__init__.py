@@ -13,12 +13,7 @@ from kirod.protocols.gemini.encode import (
     generate_json,
     sse_frame,
 )
-from kirod.protocols.gemini.models import (
-    compression_threshold,
-    gemini_class,
-    model_json,
-    serving_name,
-)
+from kirod.protocols.gemini.models import compression_threshold, model_json
 
 __all__ = [
     "ARRAY_END",
@@ -30,9 +25,7 @@ __all__ = [
     "conversation_key",
     "decode_count_tokens",
     "decode_generate",
-    "gemini_class",
     "generate_json",
     "model_json",
-    "serving_name",
     "sse_frame",
 ]
