@@ -21,6 +21,8 @@ test_captures.py:
   at once (one router call, no retries), to its default model, served by its class;
 * a compression threshold below a resumed session's prompt: Gemini CLI compresses before its
   next call, as the guide's `compressionThreshold` makes it do in time for a smaller window;
+* a prompt too long for Kiro's window: Google's 400 (which Gemini CLI does not retry, as it
+  would a 429 or a 5xx), naming `/compress` and the threshold;
 * `kirod demo --gemini`'s line, pasted into a shell, works.
 """
 
@@ -35,7 +37,7 @@ from typing import Any
 import pytest
 
 from kirod.testing.daemon import DaemonProcess
-from kirod.testing.fake_kiro import FakeKiro, Reply, ThreadedFake, ToolCall
+from kirod.testing.fake_kiro import FakeKiro, Fault, Reply, Script, ThreadedFake, ToolCall
 from tests.clients import demo_env, gemini_cli_env, install, runs
 from tests.clients.conftest import Note, _binary
 from tests.clients.gemini_cli_env import GeminiCli
@@ -251,3 +253,19 @@ def test_the_demos_gemini_line_works(gemini_binary: install.Binary, short_tmp: P
     assert done.returncode == 0, (line, done.stdout, done.stderr)
     answer = json.loads(done.stdout)["response"]
     assert answer.startswith("You said: <session_context>")  # the start of Gemini CLI's turn
+
+
+def test_a_prompt_too_long_for_the_window_is_a_400_it_does_not_retry(
+    gemini: GeminiCli, service: FakeKiro, gemini_daemon: DaemonProcess
+) -> None:
+    """Kiro's context window overflows: kirod answers Google's 400 INVALID_ARGUMENT (a 429 or a
+    5xx Gemini CLI would retry with backoff), naming `/compress` and the threshold; Gemini CLI
+    makes one call, shows the message and fails the turn."""
+    service.enqueue(Script(fault=Fault.CONTEXT_WINDOW_EXCEEDED))
+    mark = len(gemini_daemon.log())
+    run = gemini.run("hello")
+    assert run.exit_code != 0, run.describe()
+    lines = new_access_lines(gemini_daemon, mark)
+    assert paths(lines) == [(guide_model() + STREAM, "400")]
+    assert "/compress" in run.stderr, run.describe()
+    assert "compressionThreshold" in run.stderr

@@ -706,3 +706,16 @@ def test_the_compression_threshold_compresses_by_four_fifths_of_the_served_windo
     assert compression_threshold(200_000) == 0.15  # 157,286 tokens: 79 % of 200,000
     assert compression_threshold(128_000) == 0.09
     assert compression_threshold(1_000_000) == 0.5  # never later than Gemini CLI's own
+
+
+def test_a_prompt_too_long_says_what_a_gemini_cli_user_can_do() -> None:
+    """Gemini CLI never compresses on an error, so the message says how to."""
+    error = ApiError(
+        ErrorKind.INVALID_REQUEST, "prompt is too long", code="context_length_exceeded"
+    )
+    body = render(Family.GEMINI, error, "req_1")["error"]
+    assert body["status"] == "INVALID_ARGUMENT"
+    assert body["message"].startswith("prompt is too long; in Gemini CLI run /compress")
+    assert "model.compressionThreshold" in body["message"]
+    anthropic = render(Family.ANTHROPIC, error, "req_1")["error"]
+    assert anthropic["message"] == "prompt is too long"  # Claude Code parses its own form
