@@ -36,6 +36,7 @@ from typing import Any
 
 import pytest
 
+from kirod.canonical.gemini_names import gemini_class
 from kirod.testing.daemon import DaemonProcess
 from kirod.testing.fake_kiro import FakeKiro, Fault, Reply, Script, ThreadedFake, ToolCall
 from tests.clients import demo_env, gemini_cli_env, install, runs
@@ -175,7 +176,8 @@ def test_google_web_search_goes_through_kiros_web_search(
     lines = new_access_lines(gemini_daemon, mark)
     assert [status for _, status in paths(lines)] == ["200"] * 3
     (side,) = [line for line in lines if line["path"].endswith(GENERATE)]
-    assert "gemini" in side["path"]
+    side_model = side["path"].rpartition("/")[2].removesuffix(GENERATE)
+    assert gemini_class(side_model) == "flash", side_model  # served by gemini_models' flash
 
 
 def test_without_a_model_the_router_falls_back_at_once(
