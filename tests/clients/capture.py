@@ -18,6 +18,10 @@ environment as the guide writes them (base URL and key as placeholders), the ser
 the exit code and every request: method, path and query, headers minus credentials, JSON body,
 with `recorder.sanitize`'s placeholders.
 
+Gemini CLI runs twice: with the guide's settings (`default`), and without `model.name`
+(`no-model`: its router's side call first); the server answers in Google's envelope, and the
+date in its first turn and its install path become `<date>` and `<install>`.
+
 Codex runs once per model of `CODEX_MODELS` (gpt-5.6-sol, code mode, and claude-sonnet-4-6, the
 classic shape) into `captures/codex-<version>-<model>.json`: every distinct UUID gets a
 placeholder of its own, named in the capture's `placeholders` (session = thread id, installation

@@ -5,7 +5,7 @@
 
 Installs the newest published version of every client versions.json pins (`@anthropic-ai/
 claude-code`, `@openai/codex`, opencode's Linux x64 package, Kilo Code, Cline, Continue, Copilot
-CLI, aider, llm) into `.cache/clients/`, runs `tests/clients` against them
+CLI, aider, llm, Gemini CLI) into `.cache/clients/`, runs `tests/clients` against them
 (`KIROD_TEST_CLIENT_VERSION`, `KIROD_TEST_CODEX_VERSION`, `KIROD_TEST_OPENCODE_VERSION`,
 `KIROD_TEST_<CLIENT>_VERSION` for the others), captures what each sends as `capture.py --client
 NAME` does (Codex once per model of `capture.CODEX_MODELS`) into `.cache/clients/captures/`, and
