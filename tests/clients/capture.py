@@ -413,7 +413,11 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--bin", type=Path, help="the client binary (default: the installed pin)")
     parser.add_argument("--version", help="an installed version in .cache/clients")
-    parser.add_argument("--model", help=f"codex only; default: each of {', '.join(CODEX_MODELS)}")
+    parser.add_argument(
+        "--model",
+        help=f"codex: a model, default each of {', '.join(CODEX_MODELS)}; gemini-cli: "
+        f"{' or '.join(GEMINI_VARIANTS)}, default both",
+    )
     parser.add_argument(
         "--out", type=Path, help="default: captures/<client>-<version>-default (codex: -<model>)"
     )
@@ -421,7 +425,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     variants = RECIPES[args.client].variants
     if args.model and variants == (DEFAULT,):
-        parser.error("--model is for --client codex")
+        parser.error("--model is for --client codex or gemini-cli")
     if args.model:
         variants = (args.model,)
     if len(variants) > 1 and (args.out or args.compare):

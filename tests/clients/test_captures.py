@@ -325,6 +325,27 @@ def test_differences_name_what_a_new_version_changed() -> None:
     assert differences(old, copy.deepcopy(old)) == []
 
 
+def test_gemini_cli_differences_name_what_a_new_version_changed() -> None:
+    old = committed(gemini_cli_env.CLIENT)
+    new = copy.deepcopy(old)
+    request = new["requests"][0]
+    request["path"] = "/v1beta/models/gemini-4-pro:streamGenerateContent?alt=sse"
+    request["headers"]["x-gemini-session-id"] = "s"
+    request["body"]["generationConfig"]["thinkingConfig"]["thinkingBudget"] = 1024
+    request["body"]["contents"].append({"role": "model", "parts": [{"executableCode": {}}]})
+    request["body"]["tools"][0]["functionDeclarations"].append({"name": "teleport"})
+    request["body"]["tools"].append({"codeExecution": {}})
+    lines = differences(old, new)
+    assert "new models: gemini-4-pro" in lines
+    assert "new headers: x-gemini-session-id" in lines
+    assert "new thinkingConfig fields: thinkingBudget" in lines
+    assert "new content roles: model" in lines
+    assert "new part kinds: executableCode" in lines
+    assert "new function names: teleport" in lines
+    assert "new tool kinds: codeExecution" in lines
+    assert differences(old, copy.deepcopy(old)) == []
+
+
 def test_codex_differences_name_what_a_new_version_changed() -> None:
     old = committed(codex_env.CLIENT, codex_env.CODE_MODE_MODEL)
     new = copy.deepcopy(old)
