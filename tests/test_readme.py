@@ -85,10 +85,6 @@ def test_each_setting_of_the_client_table_is_in_the_clients_guide_section(headin
     blocks the client tests run (tests/clients/guide_snippets.py)."""
     cells = client_rows()[slug(heading)]
     settings = re.findall(r"`([^`]+)`", cells[2])
-    if heading == "Gemini CLI":  # its settings come with the Gemini API (issue 49)
-        assert not settings
-        assert "coming" in cells[2]
-        return
     assert 2 <= len(settings) <= 4, cells
     text = client_sections()[heading]
     for setting in settings:

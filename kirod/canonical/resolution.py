@@ -5,7 +5,8 @@ as named. Under the "family" policy a name it lacks is served by the newest mode
 Claude line (`claude-opus-5-5`, `fable`, `claude-mythos-9` → that line's newest) or, for a GPT
 name, of the same GPT tier (`gpt-6.2-sol` → the newest `sol`), else by the newest GPT model. Lines
 and tiers are read from the catalog's own ids (`model_names`), so a line or tier Kiro adds needs
-no change here. "strict" answers 404 instead; configured aliases win over both.
+no change here. "strict" answers 404 instead; configured aliases win over both, and so does a
+Gemini name's class (`gemini_names`) when the Gemini API is on.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Literal, TypeAlias
 
 from kirod.canonical.catalog import ModelCatalog, ModelInfo, public_models
+from kirod.canonical.gemini_names import serving_name
 from kirod.canonical.model_names import Vendor, line_word, parse_name
 from kirod.errors import ApiError, ErrorKind
 
@@ -28,12 +30,14 @@ _SHOWN_MODELS = 8
 
 @dataclass(frozen=True, slots=True)
 class ModelPolicy:
-    """How names a catalog lacks are served: `aliases` (client id → model id) win, then
+    """How names a catalog lacks are served: `aliases` (client id → model id) win, then a Gemini
+    name's class in `gemini_classes` (`gemini_names`; empty while the Gemini API is off), then
     `fallback`: "family" serves the newest model of the same Claude line or GPT tier,
     "strict" refuses."""
 
     aliases: Mapping[str, str] = field(default_factory=dict)
     fallback: FallbackPolicy = "family"
+    gemini_classes: Mapping[str, str] = field(default_factory=dict)
 
 
 STRICT = ModelPolicy(fallback="strict")
@@ -120,6 +124,9 @@ def resolve(name: str, catalog: ModelCatalog, policy: ModelPolicy = STRICT) -> R
     models the client may use instead.
     """
     target = policy.aliases.get(name) or policy.aliases.get(name.strip().lower())
+    if target is None and policy.gemini_classes:
+        served = serving_name(name, policy.gemini_classes, policy.aliases)
+        target = served if served != name else None
     wanted = target or name
     if (info := _exact(wanted, catalog)) is not None:
         return Resolution(info, "alias" if target else "exact")

@@ -82,9 +82,9 @@ def option_help(option: Option) -> str:
 
 
 DEMO = "demo"
-DEMO_FLAGS = ("config", "enable_chat_completions")
+DEMO_FLAGS = ("config", "enable_chat_completions", "enable_gemini_api")
 """What `kirod` reads before `demo`: the demo runs its own kirod on temporary paths and a free port,
-so it takes only the setting it shares with a real one."""
+so it takes only the settings it shares with a real one."""
 
 
 class _Paragraphs(argparse.HelpFormatter):
@@ -99,11 +99,13 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="kirod",
         usage="%(prog)s [--config PATH] [OPTION ...]\n"
-        "       %(prog)s [--enable-chat-completions] demo [--chat-completions] [--check]",
+        "       %(prog)s [--enable-chat-completions] demo [--chat-completions] [--check]\n"
+        "       %(prog)s [--enable-gemini-api] demo [--gemini] [--check]",
         description="Serve your Kiro accounts as local Anthropic and OpenAI APIs.\n\n"
         "kirod demo: no Kiro account needed. It runs a fake Kiro service and a kirod on "
         "temporary paths, and prints the settings for curl, the SDKs, Claude Code, Codex, "
-        "opencode and OpenAI-compatible IDEs (--chat-completions); `kirod demo --check` "
+        "opencode, OpenAI-compatible IDEs (--chat-completions) and Gemini CLI (--gemini); "
+        "`kirod demo --check` "
         "answers one request and exits. See `kirod demo --help`.",
         epilog="Precedence: flag > KIROD_* environment variable > config file > default. "
         "A boolean takes 1, true, yes, on or 0, false, no, off (any case) everywhere; "
@@ -170,8 +172,9 @@ def _demo(parser: argparse.ArgumentParser, before: list[str], after: list[str]) 
         flags = ", ".join(OPTIONS_BY_NAME[name].flag for name in unused)
         parser.error(
             f"kirod demo runs its own kirod on temporary paths and a free port: {flags} would "
-            "not reach it. Before `demo` it reads only --enable-chat-completions (and --config "
-            "for that setting); after it, --chat-completions and --check (see `kirod demo --help`)"
+            "not reach it. Before `demo` it reads only --enable-chat-completions and "
+            "--enable-gemini-api (and --config for those settings); after it, --chat-completions, "
+            "--gemini and --check (see `kirod demo --help`)"
         )
     # The fake Kiro and a kirod on temporary paths; imported only here, so that the daemon itself
     # never loads the testing package.

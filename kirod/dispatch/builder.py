@@ -104,7 +104,11 @@ def build_account_layer(
         accounts,
         CatalogCache(client, tasks),
         keeper,
-        ModelPolicy(aliases=dict(settings.model_aliases), fallback=settings.model_fallback),
+        ModelPolicy(
+            aliases=dict(settings.model_aliases),
+            fallback=settings.model_fallback,
+            gemini_classes=dict(settings.gemini_models) if settings.enable_gemini_api else {},
+        ),
         WindowLearner(WindowStore(db), drift=client.drift),
     )
     drift = DriftBook(client.drift, DriftStore(db))

@@ -94,11 +94,21 @@ _GOOGLE_STATUSES: dict[ErrorKind, str] = {
 _REQUEST_INFO = "type.googleapis.com/google.rpc.RequestInfo"
 
 
+_GEMINI_HINTS: dict[str, str] = {
+    "context_length_exceeded": (
+        "; in Gemini CLI run /compress, and set model.compressionThreshold for this model's "
+        "window (it never compresses on an error: docs/guide/client-settings.md, Gemini CLI)"
+    ),
+}
+"""What a Gemini client's user can do about an error, where Google's own message would not say:
+Gemini CLI compresses only by its threshold (docs/CLIENTS.md §4.4)."""
+
+
 def gemini_error(error: ApiError, request_id: str) -> dict[str, Any]:
     return {
         "error": {
             "code": error.status,
-            "message": error.message,
+            "message": error.message + _GEMINI_HINTS.get(error.code or "", ""),
             "status": _GOOGLE_STATUSES[error.kind],
             "details": [{"@type": _REQUEST_INFO, "requestId": request_id}],
         }

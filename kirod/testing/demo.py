@@ -8,11 +8,14 @@ prompt by echoing it back.
 
 Chat Completions, the API of OpenAI-compatible IDE providers, is off unless `--chat-completions`
 or the user's own `enable_chat_completions` setting (a `KIROD_*` variable or the config file) turns
-it on, as in a real kirod; the demo then prints the base URL, key and model an IDE needs.
+it on, as in a real kirod; the demo then prints the base URL, key and model an IDE needs. The
+Gemini API is the same with `--gemini` (`enable_gemini_api`): the demo then writes Gemini CLI's
+`settings.json` (the guide's, its compression threshold fitted to the served model's window) in
+a folder of its own and prints the command that uses it.
 
-`--check` starts the same pair, sends one request through the real daemon (through
-/v1/chat/completions when that is on, else /v1/messages), stops, and exits 0 when the answer came
-back (1 otherwise): the smoke test of an install.
+`--check` starts the same pair, sends one request through the real daemon (through the Gemini
+API when that is on, else /v1/chat/completions when that is, else /v1/messages), stops, and
+exits 0 when the answer came back (1 otherwise): the smoke test of an install.
 
 Only the runtime dependencies are needed (the fake is aiohttp); the SDK lines say how to install
 an SDK this Python lacks.
@@ -41,6 +44,7 @@ from typing import Any
 
 from kirod.config import CONFIG_ENV, OPTIONS_BY_NAME, default_config_file, load_option
 from kirod.errors import ConfigError, KirodError
+from kirod.protocols.gemini import compression_threshold
 from kirod.testing.daemon import DaemonProcess
 from kirod.testing.fake_kiro import ThreadedFake
 
@@ -49,6 +53,7 @@ CODE_MODE_MODEL = "gpt-5.6-sol"
 KEY_ENV = "KIROD_API_KEY"
 CHECK_TIMEOUT_S = 30.0
 CHAT_COMPLETIONS = OPTIONS_BY_NAME["enable_chat_completions"]
+GEMINI = OPTIONS_BY_NAME["enable_gemini_api"]
 EXIT_USAGE = 2
 
 
@@ -62,6 +67,9 @@ class Demo:
     key: str
     socket: Path
     chat_completions: bool = False
+    gemini: bool = False
+    compression_threshold: float = 0.5
+    """Gemini CLI's `model.compressionThreshold` for MODEL's window, as served."""
 
     @property
     def codex_home(self) -> Path:
@@ -70,6 +78,11 @@ class Demo:
     @property
     def opencode_config(self) -> Path:
         return self.root / "opencode.json"
+
+    @property
+    def gemini_home(self) -> Path:
+        """`GEMINI_CLI_HOME`: Gemini CLI reads `.gemini/settings.json` under it."""
+        return self.root / "gemini"
 
 
 def codex_config(base_url: str, model: str = CODE_MODE_MODEL) -> str:
@@ -104,6 +117,16 @@ def opencode_config(base_url: str) -> str:
         "model": f"kirod/{MODEL}",
     }
     return json.dumps(config, indent=2) + "\n"
+
+
+def gemini_settings(threshold: float) -> dict[str, Any]:
+    """docs/guide/client-settings.md, "Gemini CLI": the API-key login, the model, a compression
+    threshold for its window, no usage statistics."""
+    return {
+        "security": {"auth": {"selectedType": "gemini-api-key"}},
+        "model": {"name": MODEL, "compressionThreshold": threshold},
+        "privacy": {"usageStatisticsEnabled": False},
+    }
 
 
 def _python_for(module: str, package: str) -> tuple[str, str | None]:
@@ -160,6 +183,7 @@ def instructions(demo: Demo) -> str:
         f"opencode (config in {demo.opencode_config}):",
         f"  OPENCODE_CONFIG={demo.opencode_config} {KEY_ENV}={key} opencode run hello",
         *chat_completions_lines(demo),
+        *gemini_lines(demo),
         "kiroctl:",
         f"  KIROD_SOCKET_PATH={demo.socket} {kiroctl} status",
         "The fake Kiro service (every answer echoes the prompt):",
@@ -193,8 +217,41 @@ def chat_completions_lines(demo: Demo) -> list[str]:
     ]
 
 
+def gemini_lines(demo: Demo) -> list[str]:
+    """Gemini CLI's command and settings, or how to turn the Gemini API on."""
+    if not demo.gemini:
+        config = os.environ.get(CONFIG_ENV) or default_config_file()
+        return [
+            "The Gemini API (/v1beta/models, for Gemini CLI) is off, as in a real kirod; to try "
+            "it:",
+            f"  kirod demo --gemini   (or {GEMINI.env}=1, or {GEMINI.name} = true in {config})",
+        ]
+    settings = demo.gemini_home / ".gemini" / "settings.json"
+    return [
+        f"Gemini CLI (settings in {settings}; for ~/.gemini/settings.json):",
+        f"  GEMINI_CLI_HOME={demo.gemini_home} GOOGLE_GEMINI_BASE_URL={demo.base_url} "
+        f"GEMINI_API_KEY={demo.key} gemini -p hello --skip-trust",
+        *(
+            f"  {line}"
+            for line in json.dumps(gemini_settings(demo.compression_threshold), indent=2).split(
+                "\n"
+            )
+        ),
+    ]
+
+
+def _window(base_url: str, key: str) -> int:
+    """MODEL's input window, as kirod's Gemini API describes it."""
+    request = urllib.request.Request(  # noqa: S310 (a loopback http URL we built)
+        f"{base_url}/v1beta/models/{MODEL}", headers={"x-goog-api-key": key}
+    )
+    with urllib.request.urlopen(request, timeout=CHECK_TIMEOUT_S) as response:  # noqa: S310
+        window: int = json.load(response)["inputTokenLimit"]
+    return window
+
+
 @contextlib.contextmanager
-def running_demo(*, chat_completions: bool = False) -> Iterator[Demo]:
+def running_demo(*, chat_completions: bool = False, gemini: bool = False) -> Iterator[Demo]:
     """The fake and a kirod on a temporary root, with a demo account and key; removed after."""
     root = Path(tempfile.mkdtemp(prefix="kirod-demo-"))
     try:
@@ -209,6 +266,7 @@ def running_demo(*, chat_completions: bool = False) -> Iterator[Demo]:
                     # The log goes to a file in the demo's directory, never to the terminal.
                     "KIROD_LOG_LEVEL": "info",
                     CHAT_COMPLETIONS.env: "1" if chat_completions else "0",
+                    GEMINI.env: "1" if gemini else "0",
                 },
             )
             try:
@@ -216,10 +274,23 @@ def running_demo(*, chat_completions: bool = False) -> Iterator[Demo]:
                 account = fake.fake.issue_api_key_account()
                 daemon.client.request("POST", "/accounts/import", {"api_key": account.access_token})
                 key = daemon.client.request("POST", "/keys", {"name": "demo"})["secret"]
+                threshold = compression_threshold(_window(daemon.base_url, key)) if gemini else 0.5
                 demo = Demo(
-                    root, daemon.base_url, fake.base_url, key, daemon.socket_path, chat_completions
+                    root,
+                    daemon.base_url,
+                    fake.base_url,
+                    key,
+                    daemon.socket_path,
+                    chat_completions,
+                    gemini,
+                    threshold,
                 )
                 demo.codex_home.mkdir(mode=0o700)
+                if gemini:
+                    folder = demo.gemini_home / ".gemini"
+                    folder.mkdir(parents=True, mode=0o700)
+                    text = json.dumps(gemini_settings(threshold), indent=2) + "\n"
+                    (folder / "settings.json").write_text(text)
                 (demo.codex_home / "config.toml").write_text(codex_config(demo.base_url))
                 demo.opencode_config.write_text(opencode_config(demo.base_url))
                 yield demo
@@ -260,12 +331,28 @@ def ask_chat(demo: Demo, prompt: str = "Hello, Kiro!") -> str:
     return "".join(choice["message"].get("content") or "" for choice in answer["choices"])
 
 
-def check(*, chat_completions: bool = False) -> int:
+def ask_gemini(demo: Demo, prompt: str = "Hello, Kiro!") -> str:
+    """One Gemini API request through kirod, as Gemini CLI's key header sends it; its text."""
+    answer = _post(
+        f"{demo.base_url}/v1beta/models/{MODEL}:generateContent",
+        {"contents": [{"role": "user", "parts": [{"text": prompt}]}]},
+        {"x-goog-api-key": demo.key},
+    )
+    parts = answer["candidates"][0]["content"]["parts"]
+    return "".join(part.get("text", "") for part in parts if not part.get("thought"))
+
+
+def check(*, chat_completions: bool = False, gemini: bool = False) -> int:
     started = time.monotonic()
-    route = "/v1/chat/completions" if chat_completions else "/v1/messages"
+    if gemini:
+        route, asking = f"/v1beta/models/{MODEL}:generateContent", ask_gemini
+    elif chat_completions:
+        route, asking = "/v1/chat/completions", ask_chat
+    else:
+        route, asking = "/v1/messages", ask
     try:
-        with running_demo(chat_completions=chat_completions) as demo:
-            text = ask_chat(demo) if chat_completions else ask(demo)
+        with running_demo(chat_completions=chat_completions, gemini=gemini) as demo:
+            text = asking(demo)
     # LookupError, TypeError: an answer of another shape
     except (KirodError, OSError, RuntimeError, ValueError, LookupError, TypeError) as exc:
         print(f"kirod demo --check: failed through {route}: {exc}", file=sys.stderr, flush=True)
@@ -278,7 +365,7 @@ def check(*, chat_completions: bool = False) -> int:
     return 0
 
 
-def serve(*, chat_completions: bool = False) -> int:
+def serve(*, chat_completions: bool = False, gemini: bool = False) -> int:
     stop = threading.Event()
 
     def on_signal(signum: int, frame: FrameType | None) -> None:
@@ -286,7 +373,7 @@ def serve(*, chat_completions: bool = False) -> int:
 
     signal.signal(signal.SIGINT, on_signal)
     signal.signal(signal.SIGTERM, on_signal)
-    with running_demo(chat_completions=chat_completions) as demo:
+    with running_demo(chat_completions=chat_completions, gemini=gemini) as demo:
         print(instructions(demo), flush=True)
         stop.wait()
     print("Stopped; the demo's files are removed.", flush=True)
@@ -302,13 +389,14 @@ def main(
     parser = argparse.ArgumentParser(
         prog="kirod demo",
         description="Run the fake Kiro service and a kirod on temporary paths, and print how to "
-        "point curl, the SDKs, Claude Code, Codex, opencode and OpenAI-compatible IDEs at it.",
+        "point curl, the SDKs, Claude Code, Codex, opencode, OpenAI-compatible IDEs and Gemini "
+        "CLI at it.",
     )
     parser.add_argument(
         "--check",
         action="store_true",
-        help="start both, answer one request through kirod (through /v1/chat/completions when "
-        "it is on), stop; exit 0 if it worked, else 1",
+        help="start both, answer one request through kirod (through the Gemini API or "
+        "/v1/chat/completions when it is on), stop; exit 0 if it worked, else 1",
     )
     parser.add_argument(
         "--chat-completions",
@@ -317,18 +405,28 @@ def main(
         help=f"serve /v1/chat/completions, off by default as in a real kirod [default: "
         f"{CHAT_COMPLETIONS.env}, or {CHAT_COMPLETIONS.name} in the config file]",
     )
+    parser.add_argument(
+        "--gemini",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help=f"serve the Gemini API and print Gemini CLI's settings, off by default as in a real "
+        f"kirod [default: {GEMINI.env}, or {GEMINI.name} in the config file]",
+    )
     args = parser.parse_args(argv)
     given = dict(flags or {})
     if args.chat_completions is not None:
         given[CHAT_COMPLETIONS.name] = args.chat_completions
+    if args.gemini is not None:
+        given[GEMINI.name] = args.gemini
     try:
         chat_completions = bool(load_option(CHAT_COMPLETIONS.name, given, config_path=config_path))
+        gemini = bool(load_option(GEMINI.name, given, config_path=config_path))
     except ConfigError as exc:
         print(f"kirod demo: configuration error: {exc}", file=sys.stderr)
         return EXIT_USAGE
     if args.check:
-        return check(chat_completions=chat_completions)
-    return serve(chat_completions=chat_completions)
+        return check(chat_completions=chat_completions, gemini=gemini)
+    return serve(chat_completions=chat_completions, gemini=gemini)
 
 
 if __name__ == "__main__":

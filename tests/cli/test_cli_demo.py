@@ -1,6 +1,7 @@
 """`kirod demo` / `make demo`: what it prints works, `--check` answers, Ctrl-C leaves nothing;
 Chat Completions is off as in a real kirod, and on with `--chat-completions` or the user's own
-`enable_chat_completions` (flag before `demo`, environment, config file)."""
+`enable_chat_completions` (flag before `demo`, environment, config file); the Gemini API the same
+with `--gemini`, which also writes Gemini CLI's settings."""
 
 from __future__ import annotations
 
@@ -135,6 +136,10 @@ def test_the_demo_prints_commands_and_configs_that_work_and_cleans_up(
                 model=demo_module.MODEL, messages=[{"role": "user", "content": "Hello!"}]
             )
         assert "enable_chat_completions = true" in str(refused.value)
+        gemini_off = next(title for title in commands if title.startswith("The Gemini API"))
+        assert "is off" in gemini_off
+        assert commands[gemini_off].startswith("kirod demo --gemini ")
+        assert f"enable_gemini_api = true in {user_env['XDG_CONFIG_HOME']}" in commands[gemini_off]
 
         # Codex, both model families, with the guide's provider at the demo's address.
         code_mode = commands["Codex with gpt-5.6-sol (code mode)"]
@@ -228,6 +233,54 @@ def test_check_answers_through_chat_completions_when_it_is_on(
     assert "You said: Hello, Kiro!" in result.stdout
 
 
+def guide_gemini_settings() -> dict[str, object]:
+    """The `~/.gemini/settings.json` block of docs/guide/client-settings.md, "Gemini CLI"."""
+    section = CLIENTS_PAGE.read_text().split("\n## Gemini CLI\n", 1)[1].split("\n## ", 1)[0]
+    (block,) = re.findall(r"```json\n(.*?)```", section, re.DOTALL)
+    settings: dict[str, object] = json.loads(block)
+    return settings
+
+
+def test_the_gemini_demo_writes_the_guides_settings_for_its_models_window(
+    user_env: dict[str, str],
+) -> None:
+    """`kirod demo --gemini`: Gemini CLI's settings as the guide gives them, with the threshold
+    fitted to the window kirod's Gemini API reports for the model (the fake lists 1,000,000
+    tokens for it: Gemini CLI's own 0.5), in the folder its command names."""
+    with demo("--gemini", env=user_env) as (proc, lines):
+        shown = read_until(lines, "Press Ctrl-C")
+        assert "The Gemini API (/v1beta/models" not in shown  # no "is off" hint
+        command = next(v for k, v in shown_commands(shown).items() if k.startswith("Gemini CLI"))
+        base_url = re.findall(r"serves the fake Kiro service on (\S+) ", shown)[0]
+        key = re.findall(r"\(API key (\S+)\)", shown)[0]
+        assert f"GOOGLE_GEMINI_BASE_URL={base_url} GEMINI_API_KEY={key} gemini -p " in command
+        home = Path(re.findall(r"GEMINI_CLI_HOME=(\S+)", command)[0])
+        written = json.loads((home / ".gemini" / "settings.json").read_text())
+        assert written == guide_gemini_settings()
+        assert json.dumps(written, indent=2) in shown.replace("\n  ", "\n")
+        proc.send_signal(signal.SIGINT)
+        read_until(lines, "Stopped")
+        assert proc.wait(timeout=30) == 0
+    assert not home.exists()
+
+
+@pytest.mark.parametrize("how", ["--gemini", "flag before demo", "environment"])
+def test_check_answers_through_the_gemini_api_when_it_is_on(
+    how: str, user_env: dict[str, str]
+) -> None:
+    command, env = [*KIROD, "demo", "--check", "--gemini"], user_env
+    if how == "flag before demo":
+        command = [*KIROD, "--enable-gemini-api", "demo", "--check"]
+    elif how == "environment":
+        command, env = [*KIROD, "demo", "--check"], {**env, "KIROD_ENABLE_GEMINI_API": "1"}
+    result = subprocess.run(
+        command, capture_output=True, text=True, timeout=60, check=False, env=env
+    )
+    assert result.returncode == 0, result.stderr
+    assert f"ok through /v1beta/models/{demo_module.MODEL}:generateContent" in result.stdout
+    assert "You said: Hello, Kiro!" in result.stdout
+
+
 def test_a_daemon_flag_before_demo_says_where_the_flags_go(user_env: dict[str, str]) -> None:
     result = subprocess.run(
         [*KIROD, "--port", "9", "demo", "--check"],
@@ -239,8 +292,8 @@ def test_a_daemon_flag_before_demo_says_where_the_flags_go(user_env: dict[str, s
     )
     assert result.returncode == 2
     assert "--port would not reach it" in result.stderr
-    assert "reads only --enable-chat-completions" in result.stderr
-    assert "--chat-completions and --check" in result.stderr
+    assert "reads only --enable-chat-completions and --enable-gemini-api" in result.stderr
+    assert "--chat-completions, --gemini and --check" in result.stderr
     assert result.stdout == ""
 
 
@@ -266,12 +319,15 @@ def test_kirod_help_lists_demo() -> None:
     assert result.returncode == 0, result.stderr
     usage = result.stdout.split("\n\n", 1)[0]
     assert "kirod [--enable-chat-completions] demo [--chat-completions] [--check]" in usage
+    assert "kirod [--enable-gemini-api] demo [--gemini] [--check]" in usage
     assert "kirod demo: no Kiro account needed." in result.stdout
     demo_help = subprocess.run(
         [*KIROD, "demo", "--help"], capture_output=True, text=True, timeout=30, check=False
     )
     assert "--chat-completions" in demo_help.stdout
     assert "KIROD_ENABLE_CHAT_COMPLETIONS" in demo_help.stdout
+    assert "--gemini" in demo_help.stdout
+    assert "KIROD_ENABLE_GEMINI_API" in demo_help.stdout
 
 
 def test_a_missing_sdk_line_says_how_to_install_it(

@@ -21,6 +21,10 @@ environment as the guide writes them (base URL and key as placeholders), the ser
 the exit code and every request: method, path and query, headers minus credentials, JSON body,
 with `recorder.sanitize`'s placeholders.
 
+Gemini CLI runs twice: with the guide's settings (`default`), and without `model.name`
+(`no-model`: its router's side call first); the server answers in Google's envelope, and the
+date in its first turn and its install path become `<date>` and `<install>`.
+
 Codex runs once per model of `CODEX_MODELS` (gpt-5.6-sol, code mode, and claude-sonnet-4-6, the
 classic shape) into `captures/codex-<version>-<model>.json`: every distinct UUID gets a
 placeholder of its own, named in the capture's `placeholders` (session = thread id, installation
@@ -53,6 +57,7 @@ from tests.clients import (
     codex_env,
     continue_env,
     copilot_env,
+    gemini_cli_env,
     install,
     kilo_env,
     llm_env,
@@ -94,6 +99,15 @@ PI_PACKAGE: recorder.Scrubs = (
 )
 """Where pi is installed, which its system prompt names (its documentation's paths)."""
 PI_PLACEHOLDERS = PI_DATE + PI_PACKAGE
+INSTALL_PLACEHOLDER = "<install>"
+GEMINI_SCRUBS: recorder.Scrubs = (
+    (re.compile(r"(Today's date is )[^.]*\d{4}"), rf"\g<1>{DATE_PLACEHOLDER}"),
+    (
+        re.compile(r"/[^\s<>\"]*/(node_modules/@google/gemini-cli/)"),
+        rf"{INSTALL_PLACEHOLDER}/\g<1>",
+    ),
+)
+"""The date in Gemini CLI's first turn, and where it is installed (its built-in skills' paths)."""
 CODEX_ID_ROLES = ("session_id", "thread_id", "installation_id", "turn_id", "context_window_id")
 """UUIDs of `x-codex-turn-metadata` that get a placeholder of their own, in this order (the
 session and the thread share one id in `codex exec`)."""
@@ -213,6 +227,29 @@ def _copilot(binary: install.Binary, root: Path, base_url: str, _: str) -> Launc
     provider = copilot_env.provider_env(BASE_URL_PLACEHOLDER, "<token>")
     environment = {"HOME": HOME_PLACEHOLDER, **copilot_env.OFFLINE, **provider}
     return Launch(client, {"command": copilot_env.command(PROMPT), "environment": environment})
+
+
+GEMINI_NO_MODEL = "no-model"
+"""Gemini CLI's second capture: the guide's settings without `model.name` (its router call)."""
+GEMINI_VARIANTS = (DEFAULT, GEMINI_NO_MODEL)
+
+
+def _gemini_cli(binary: install.Binary, root: Path, base_url: str, variant: str) -> Launch:
+    settings = gemini_cli_env.guide_settings()
+    if variant == GEMINI_NO_MODEL:
+        settings = gemini_cli_env.without_model(settings)
+    client = gemini_cli_env.GeminiCli(binary, base_url, TOKEN, root, settings)
+    shown = {
+        "command": gemini_cli_env.command(PROMPT),
+        "settings_json": settings,
+        "environment": {
+            "HOME": HOME_PLACEHOLDER,
+            **gemini_cli_env.TRUST,
+            gemini_cli_env.BASE_URL_ENV: BASE_URL_PLACEHOLDER,
+            gemini_cli_env.KEY_ENV: "<token>",
+        },
+    }
+    return Launch(client, shown)
 
 
 def _driver_settings(client: runs.Client, base_url: str) -> dict[str, str]:
@@ -338,6 +375,13 @@ RECIPES: dict[str, Recipe] = {
     copilot_env.CLIENT: Recipe(_copilot, copilot_env.reported_version),
     aider_env.CLIENT: Recipe(_aider, _last_word, scrubs=PLATFORM_AND_DATE),
     llm_env.CLIENT: Recipe(_llm, _last_word, scrubs=PLATFORM_AND_DATE),
+    gemini_cli_env.CLIENT: Recipe(
+        _gemini_cli,
+        _as_printed,
+        variants=GEMINI_VARIANTS,
+        answer=recorder.GEMINI_ANSWER,
+        scrubs=GEMINI_SCRUBS,
+    ),
     pi_env.CLIENT: Recipe(
         _pi, _as_printed, variants=tuple(pi_env.PROVIDERS), scrubs=PI_PLACEHOLDERS
     ),
@@ -428,7 +472,11 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--bin", type=Path, help="the client binary (default: the installed pin)")
     parser.add_argument("--version", help="an installed version in .cache/clients")
-    parser.add_argument("--model", help=f"codex only; default: each of {', '.join(CODEX_MODELS)}")
+    parser.add_argument(
+        "--model",
+        help=f"codex: a model, default each of {', '.join(CODEX_MODELS)}; gemini-cli: "
+        f"{' or '.join(GEMINI_VARIANTS)}, default both",
+    )
     parser.add_argument(
         "--out", type=Path, help="default: captures/<client>-<version>-default (codex: -<model>)"
     )
@@ -436,7 +484,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     variants = RECIPES[args.client].variants
     if args.model and variants == (DEFAULT,):
-        parser.error("--model is for --client codex")
+        parser.error("--model is for --client codex or gemini-cli")
     if args.model:
         variants = (args.model,)
     if len(variants) > 1 and (args.out or args.compare):

@@ -4,10 +4,12 @@ names a decoder must understand in each, and which appeared or disappeared.
 Imported by capture.py and the capture tests (not a test module itself).
 
 For the clients of the Messages API: paths, headers, body fields, `anthropic-beta` values,
-message roles, content and system block types, tools, thinking types, models. For Codex and the
-OpenAI Agents SDK (the Responses API): paths, headers, `x-codex-beta-features` values, top-level
-fields, reasoning fields, `include` values, input item types, message roles, content part types,
-tool types, names and formats, models.
+message roles, content and system block types, tools, thinking types, models. For Codex, pi
+over Responses and the OpenAI Agents SDK (the Responses API): paths, headers,
+`x-codex-beta-features` values, top-level fields, reasoning fields, `include` values, input item
+types, message roles, content part types, tool types, names and formats, models. For Gemini CLI
+(the Gemini API): paths, headers, body fields, roles, part kinds, tool kinds and function names,
+generation and thinking fields, models (from the path).
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from tests.clients import codex_env
+from tests.clients import codex_env, gemini_cli_env
 
 
 def speaks_responses(capture: Mapping[str, Any]) -> bool:
@@ -28,6 +30,8 @@ def api_requests(capture: Mapping[str, Any]) -> list[Mapping[str, Any]]:
     """The model requests of a capture: to Responses or to Messages (`speaks_responses`)."""
     if speaks_responses(capture):
         return responses_requests(capture)
+    if capture.get("client") == gemini_cli_env.CLIENT:
+        return gemini_requests(capture)
     return messages_requests(capture)
 
 
@@ -165,9 +169,65 @@ def codex_features(capture: Mapping[str, Any]) -> dict[str, set[str]]:
     return found
 
 
+def gemini_requests(capture: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    return [
+        request
+        for request in capture["requests"]
+        if request["method"] == "POST"
+        and request["path"].startswith(("/v1beta/models/", "/v1/models/"))
+        and isinstance(request["body"], dict)
+    ]
+
+
+def gemini_features(capture: Mapping[str, Any]) -> dict[str, set[str]]:
+    """What the Gemini API's decoder must understand in Gemini CLI's requests."""
+    found: dict[str, set[str]] = {
+        key: set()
+        for key in (
+            "paths",
+            "headers",
+            "body fields",
+            "generationConfig fields",
+            "thinkingConfig fields",
+            "content roles",
+            "part kinds",
+            "tool kinds",
+            "function names",
+            "models",
+        )
+    }
+    for request in capture["requests"]:
+        found["paths"].add(f"{request['method']} {request['path']}")
+        found["headers"].update(request["headers"])
+    for request in gemini_requests(capture):
+        body = request["body"]
+        found["body fields"].update(body)
+        found["models"].add(request["path"].split("?")[0].rpartition("/")[2].partition(":")[0])
+        config = body.get("generationConfig")
+        if isinstance(config, dict):
+            found["generationConfig fields"].update(config)
+            if isinstance(config.get("thinkingConfig"), dict):
+                found["thinkingConfig fields"].update(config["thinkingConfig"])
+        for content in body.get("contents") or []:
+            found["content roles"].add(str(content.get("role")))
+            for part in content.get("parts") or []:
+                found["part kinds"].update(part)
+        for tool in body.get("tools") or []:
+            found["tool kinds"].update(tool)
+            for declaration in tool.get("functionDeclarations") or []:
+                found["function names"].add(str(declaration.get("name")))
+    return found
+
+
 def differences(old: Mapping[str, Any], new: Mapping[str, Any]) -> list[str]:
     """One line per name that appeared or disappeared between two captures."""
-    extract = codex_features if speaks_responses(old) else features
+    extract = (
+        gemini_features
+        if old.get("client") == gemini_cli_env.CLIENT
+        else codex_features
+        if speaks_responses(old)
+        else features
+    )
     before, after = extract(old), extract(new)
     lines = []
     if len(old["requests"]) != len(new["requests"]):

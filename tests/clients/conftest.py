@@ -1,6 +1,6 @@
 """Fixtures for the client tests: the real client binaries (Claude Code, Codex, opencode, Kilo
-Code, Cline, Continue, Copilot CLI, aider, llm, pi, and the Python of the agent SDKs' venvs), and
-a daemon they talk to.
+Code, Cline, Continue, Copilot CLI, aider, llm, pi, and the Python of the agent SDKs' venvs; Gemini
+CLI's is test_gemini_cli.py's, whose daemon serves the Gemini API), and a daemon they talk to.
 
 The binaries come from `.cache/clients` (`make clients`). Not installed: every test that needs
 one skips, naming why (the installer's recorded failure, or "run `make clients`"). Installed (or

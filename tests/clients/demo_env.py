@@ -21,11 +21,11 @@ PASTE_TIMEOUT_S = 120.0
 
 
 @contextlib.contextmanager
-def demo() -> Iterator[str]:
-    """`python -m kirod.testing.demo` running; what it printed up to "Press Ctrl-C". Stopped
-    with Ctrl-C (SIGINT) at the end, as its last line says."""
+def demo(*args: str) -> Iterator[str]:
+    """`python -m kirod.testing.demo ARGS…` running; what it printed up to "Press Ctrl-C".
+    Stopped with Ctrl-C (SIGINT) at the end, as its last line says."""
     with subprocess.Popen(
-        [sys.executable, "-m", "kirod.testing.demo"],
+        [sys.executable, "-m", "kirod.testing.demo", *args],
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,

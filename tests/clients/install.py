@@ -52,6 +52,7 @@ TESTED_CLIENTS = (
     "copilot",
     "aider",
     "llm",
+    "gemini-cli",
     "pi",
     "openai-agents",
     "claude-agent-sdk",

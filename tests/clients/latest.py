@@ -5,13 +5,13 @@
 
 Installs the newest published version of every client versions.json pins (`@anthropic-ai/
 claude-code`, `@openai/codex`, opencode's Linux x64 package, Kilo Code, Cline, Continue, Copilot
-CLI, aider, llm, pi) into `.cache/clients/`, runs `tests/clients` against them
-(`KIROD_TEST_CLIENT_VERSION`, `KIROD_TEST_CODEX_VERSION`, `KIROD_TEST_OPENCODE_VERSION`,
-`KIROD_TEST_<CLIENT>_VERSION` for the others), captures what each sends as `capture.py --client
-NAME` does (Codex once per model of `capture.CODEX_MODELS`) into `.cache/clients/captures/`, and
-prints how each capture differs from the pinned version's (`capture_diff.differences`) and how to
-pin a newer version whose capture worked. Exits with pytest's status, or 1 if an install or a
-capture failed. Not part of `make test`.
+CLI, aider, llm, Gemini CLI, pi, the agent SDKs) into `.cache/clients/`, runs `tests/clients`
+against them (`KIROD_TEST_CLIENT_VERSION`, `KIROD_TEST_CODEX_VERSION`,
+`KIROD_TEST_OPENCODE_VERSION`, `KIROD_TEST_<CLIENT>_VERSION` for the others), captures what each
+sends as `capture.py --client NAME` does (Codex once per model of `capture.CODEX_MODELS`) into
+`.cache/clients/captures/`, and prints how each capture differs from the pinned version's
+(`capture_diff.differences`) and how to pin a newer version whose capture worked. Exits with
+pytest's status, or 1 if an install or a capture failed. Not part of `make test`.
 """
 
 from __future__ import annotations

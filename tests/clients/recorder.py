@@ -56,6 +56,15 @@ ANSWER = {"status": 400, "headers": {"x-should-retry": "false"}, "body": REFUSAL
 """The server's answer, as a capture shows it."""
 OPENAI_ANSWER = {"status": 400, "body": OPENAI_REFUSAL}
 """The answer to Codex, as its captures show it."""
+GEMINI_REFUSAL = {
+    "error": {
+        "code": 400,
+        "message": "capture server: request recorded",
+        "status": "INVALID_ARGUMENT",
+    }
+}
+GEMINI_ANSWER = {"status": 400, "body": GEMINI_REFUSAL}
+"""The answer to Gemini CLI, in Google's envelope: a 400 it does not retry."""
 
 Scrubs = tuple[tuple[re.Pattern[str], str], ...]
 """Patterns and their replacements (`re.sub` templates)."""

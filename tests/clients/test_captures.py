@@ -27,6 +27,7 @@ from tests.clients import (
     codex_env,
     continue_env,
     copilot_env,
+    gemini_cli_env,
     install,
     kilo_env,
     llm_env,
@@ -59,6 +60,7 @@ COMMANDS = {
     copilot_env.CLIENT: ["copilot", "-p", "hello"],
     aider_env.CLIENT: aider_env.command(capture.PROMPT),
     llm_env.CLIENT: llm_env.command(capture.PROMPT),
+    gemini_cli_env.CLIENT: ["gemini", "-p", "hello", "--yolo", "--output-format", "json"],
     pi_env.CLIENT: pi_env.command(capture.PROMPT),
     agents_env.CLIENT: ["python", "agent.py"],
     claude_sdk_env.CLIENT: ["python", "agent.py"],
@@ -82,6 +84,7 @@ USER_AGENTS = {
     copilot_env.CLIENT: "Anthropic/JS .+",
     aider_env.CLIENT: "litellm/.+",
     llm_env.CLIENT: "Anthropic/Python .+",
+    gemini_cli_env.CLIENT: "GeminiCLI-tui/{version}/.+",
     pi_env.CLIENT: "(Anthropic|OpenAI)/JS .+",
     agents_env.CLIENT: "Agents/Python {version}",
     claude_sdk_env.CLIENT: r"claude-cli/\S+ \(external, sdk-py, agent-sdk/{version}\)",
@@ -116,6 +119,7 @@ SESSION_HEADERS = {
 """The headers naming the session, of the clients (or pi's variant) that send one."""
 READ_TOOLS = {
     kilo_env.CLIENT: "read",
+    gemini_cli_env.CLIENT: gemini_cli_env.READ_TOOL,
     cline_env.CLIENT: "read_files",
     continue_env.CLIENT: continue_env.READ_TOOL,
     copilot_env.CLIENT: copilot_env.READ_TOOL,
@@ -125,6 +129,7 @@ MACHINE_DETAILS = {
     llm_env.CLIENT: r"Platform: (?!<platform>)|Current date: (?!<date>)",
     kilo_env.CLIENT: r"Today's date: (?!<date>)|Message time: (?!<date>)|\d\. Date: (?!<date>)",
     cline_env.CLIENT: r"Today's date: (?!<date>)|Message time: (?!<date>)|\d\. Date: (?!<date>)",
+    gemini_cli_env.CLIENT: r"Today's date is (?!<date>)",
 }
 """What the captures of these clients must hold only as placeholders: the machine, the day."""
 
@@ -157,7 +162,10 @@ def test_the_capture_names_its_pinned_client_and_command(client: str, variant: s
     assert document["command"] == command(client, variant)
 
 
-@pytest.mark.parametrize(("client", "variant"), CAPTURES)
+MESSAGES_OR_RESPONSES = [param for param in CAPTURES if param.values[0] != gemini_cli_env.CLIENT]
+
+
+@pytest.mark.parametrize(("client", "variant"), MESSAGES_OR_RESPONSES)
 def test_every_request_is_a_streamed_post_from_the_client(client: str, variant: str) -> None:
     document = committed(client, variant)
     agent = USER_AGENTS[client].format(version=re.escape(document["version"]))
@@ -234,7 +242,44 @@ def test_the_session_id_kirod_reads(client: str, variant: str) -> None:
 @pytest.mark.parametrize("client", READ_TOOLS)
 def test_the_file_read_tool_the_tests_call_is_declared(client: str) -> None:
     (request,) = committed(client)["requests"]
-    assert READ_TOOLS[client] in {tool["name"] for tool in request["body"]["tools"]}
+    tools = request["body"]["tools"]
+    if client == gemini_cli_env.CLIENT:
+        tools = [d for tool in tools for d in tool.get("functionDeclarations", [])]
+    assert READ_TOOLS[client] in {tool["name"] for tool in tools}
+
+
+def test_gemini_cli_with_the_guides_model_makes_one_streamed_call() -> None:
+    """The guide names `model.name`: no router call, one `streamGenerateContent?alt=sse` of that
+    model with `x-goog-api-key`, asking for thoughts with `includeThoughts` alone, declaring its
+    tools (web search among them) in one `functionDeclarations` tool, and no session id."""
+    document = committed(gemini_cli_env.CLIENT)
+    model = document["settings_json"]["model"]["name"]
+    assert document["settings_json"] == gemini_cli_env.guide_settings()
+    (request,) = document["requests"]
+    assert request["path"] == f"/v1beta/models/{model}:streamGenerateContent?alt=sse"
+    assert request["headers"]["x-goog-api-key"] == "<token>"
+    config = request["body"]["generationConfig"]
+    assert config["thinkingConfig"] == {"includeThoughts": True}
+    (tool,) = request["body"]["tools"]
+    names = {declaration["name"] for declaration in tool["functionDeclarations"]}
+    assert {gemini_cli_env.READ_TOOL, gemini_cli_env.SEARCH_TOOL} <= names
+
+
+def test_gemini_cli_without_a_model_routes_first_and_falls_back_at_once() -> None:
+    """No `model.name`: a router side call to flash-lite asking for JSON in a schema, which a
+    400 (here the capture server's) makes Gemini CLI give up at once, without a retry, and go on
+    with its default model at `thinkingLevel: HIGH`."""
+    document = committed(gemini_cli_env.CLIENT, capture.GEMINI_NO_MODEL)
+    router, main = document["requests"]
+    assert router["path"] == f"/v1beta/models/{gemini_cli_env.ROUTER_MODEL}:generateContent"
+    config = router["body"]["generationConfig"]
+    assert config["responseMimeType"] == "application/json"
+    assert config["responseJsonSchema"]["type"] == "OBJECT"
+    assert [content["role"] for content in router["body"]["contents"]][-2:] == ["user", "user"]
+    assert main["path"] == (
+        f"/v1beta/models/{gemini_cli_env.DEFAULT_MODEL}:streamGenerateContent?alt=sse"
+    )
+    assert main["body"]["generationConfig"]["thinkingConfig"]["thinkingLevel"] == "HIGH"
 
 
 def test_the_settings_are_the_drivers() -> None:
@@ -356,6 +401,27 @@ def test_differences_name_what_a_new_version_changed() -> None:
     assert "new tool names: Teleport" in lines
     assert "new tool fields: eager" in lines
     assert "new models: claude-opus-6" in lines
+    assert differences(old, copy.deepcopy(old)) == []
+
+
+def test_gemini_cli_differences_name_what_a_new_version_changed() -> None:
+    old = committed(gemini_cli_env.CLIENT)
+    new = copy.deepcopy(old)
+    request = new["requests"][0]
+    request["path"] = "/v1beta/models/gemini-4-pro:streamGenerateContent?alt=sse"
+    request["headers"]["x-gemini-session-id"] = "s"
+    request["body"]["generationConfig"]["thinkingConfig"]["thinkingBudget"] = 1024
+    request["body"]["contents"].append({"role": "model", "parts": [{"executableCode": {}}]})
+    request["body"]["tools"][0]["functionDeclarations"].append({"name": "teleport"})
+    request["body"]["tools"].append({"codeExecution": {}})
+    lines = differences(old, new)
+    assert "new models: gemini-4-pro" in lines
+    assert "new headers: x-gemini-session-id" in lines
+    assert "new thinkingConfig fields: thinkingBudget" in lines
+    assert "new content roles: model" in lines
+    assert "new part kinds: executableCode" in lines
+    assert "new function names: teleport" in lines
+    assert "new tool kinds: codeExecution" in lines
     assert differences(old, copy.deepcopy(old)) == []
 
 

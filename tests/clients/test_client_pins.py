@@ -41,6 +41,7 @@ def test_versions_file_pins_the_clients() -> None:
         "cline",
         "continue",
         "copilot",
+        "gemini-cli",
         "pi",
     }
     assert set(PYPI_PINS) == {"aider", "llm", "openai-agents", "claude-agent-sdk"}

@@ -17,6 +17,7 @@ from google import genai
 from google.genai import errors, types
 from PIL import Image
 
+from kirod.localapi.client import trace_path
 from kirod.testing.daemon import DaemonProcess
 from kirod.testing.fake_kiro import FakeKiro, Fault, Reply, Script, ThreadedFake, ToolCall
 from tests.support.kiro_env import import_account, start_daemon
@@ -129,6 +130,21 @@ def test_a_gemini_name_is_served_by_its_class_and_shown_as_the_model_version(
     (state,) = chats(service)
     assert model_id(state) == "claude-opus-5.5"
     assert "Be brief." in json.dumps(state)
+
+
+def test_the_trace_shows_the_gemini_name_and_the_kiro_model_that_served_it(
+    daemon: DaemonProcess, service: FakeKiro
+) -> None:
+    """The request keeps the name Gemini CLI sent (model resolution serves its class), so
+    `kiroctl trace` shows it beside the Kiro model; the answer's `modelVersion` is that model's
+    public id."""
+    service.enqueue(Reply(text="Hello from Kiro."))
+    answer = send(daemon, "POST", f"/v1beta/models/{PRO}:generateContent", goog(daemon), HI)
+    assert answer.status == 200, answer.body
+    assert answer.json()["modelVersion"] == "claude-opus-5-5"
+    (row,) = daemon.client.request("GET", trace_path(last=1))["requests"]
+    assert row["model"] == PRO
+    assert [attempt["model"] for attempt in row["attempts"]] == ["claude-opus-5.5"]
 
 
 def test_side_call_names_and_kiro_ids(client: genai.Client, service: FakeKiro) -> None:

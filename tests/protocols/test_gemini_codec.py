@@ -28,6 +28,7 @@ from kirod.canonical.events import (
     ToolInputDelta,
     Usage,
 )
+from kirod.canonical.gemini_names import gemini_class, serving_name
 from kirod.canonical.request import (
     ClientProtocol,
     DocumentBlock,
@@ -41,6 +42,7 @@ from kirod.canonical.request import (
     ToolResultBlock,
     ToolUseBlock,
 )
+from kirod.canonical.token_count import estimate_text_tokens
 from kirod.errors import ApiError, ErrorKind
 from kirod.protocols.anthropic.signatures import ThinkingSigner
 from kirod.protocols.envelopes import Family, render
@@ -48,11 +50,11 @@ from kirod.protocols.gemini import (
     DecodedGemini,
     GeminiStreamEncoder,
     array_frame,
+    compression_threshold,
+    conversation_key,
     decode_count_tokens,
     decode_generate,
-    gemini_class,
     generate_json,
-    serving_name,
 )
 from kirod.protocols.gemini.schema import json_schema
 
@@ -558,9 +560,11 @@ def test_a_stream_of_thoughts_text_and_a_call_ends_with_a_finish_reason() -> Non
     ]
     last = chunks[-1]
     assert last["candidates"][0]["finishReason"] == "STOP"
+    thoughts = estimate_text_tokens("Need the file.")  # Kiro reports no split
     assert last["usageMetadata"] == {
         "promptTokenCount": 40,
-        "candidatesTokenCount": 12,
+        "candidatesTokenCount": 12 - thoughts,
+        "thoughtsTokenCount": thoughts,
         "totalTokenCount": 52,
         "cachedContentTokenCount": 30,
     }
@@ -674,3 +678,44 @@ def test_snake_case_spellings_are_read_as_google_reads_them() -> None:
     assert request.tool_choice.mode is ToolChoiceMode.NONE
     error = refused(tools=[{"url_context": {}}])
     assert error.param == "tools[0].url_context"
+
+
+def session_turn(prompt: str) -> dict[str, Any]:
+    context = "<session_context>\nThis is the Gemini CLI.\n</session_context>"
+    return {"role": "user", "parts": [{"text": context}, {"text": prompt}]}
+
+
+def test_gemini_clis_first_turn_keys_its_conversation() -> None:
+    """Gemini CLI names no session over the Gemini API; the digest of its first turn (session
+    context and first prompt) is the same in every later call, and differs for another
+    session's first prompt; a request that does not start with a session context has none."""
+    first = session_turn("What does notes.txt say?")
+    call = {"role": "model", "parts": [{"functionCall": {"name": "read_file", "args": {}}}]}
+    key = conversation_key({"contents": [first]})
+    assert key is not None
+    assert key.startswith("gemini-cli:")
+    assert conversation_key({"contents": [first, call, {"role": "user", "parts": []}]}) == key
+    assert conversation_key({"contents": [session_turn("hello")]}) != key
+    assert conversation_key({"contents": [{"role": "user", "parts": [{"text": "hi"}]}]}) is None
+    assert conversation_key({"contents": []}) is None
+    assert conversation_key([first]) is None
+
+
+def test_the_compression_threshold_compresses_by_four_fifths_of_the_served_window() -> None:
+    """Gemini CLI measures against 1,048,576 tokens for every model."""
+    assert compression_threshold(200_000) == 0.15  # 157,286 tokens: 79 % of 200,000
+    assert compression_threshold(128_000) == 0.09
+    assert compression_threshold(1_000_000) == 0.5  # never later than Gemini CLI's own
+
+
+def test_a_prompt_too_long_says_what_a_gemini_cli_user_can_do() -> None:
+    """Gemini CLI never compresses on an error, so the message says how to."""
+    error = ApiError(
+        ErrorKind.INVALID_REQUEST, "prompt is too long", code="context_length_exceeded"
+    )
+    body = render(Family.GEMINI, error, "req_1")["error"]
+    assert body["status"] == "INVALID_ARGUMENT"
+    assert body["message"].startswith("prompt is too long; in Gemini CLI run /compress")
+    assert "model.compressionThreshold" in body["message"]
+    anthropic = render(Family.ANTHROPIC, error, "req_1")["error"]
+    assert anthropic["message"] == "prompt is too long"  # Claude Code parses its own form

@@ -5,7 +5,8 @@ which google-genai calls when it is given only a base URL (a GET there stays kir
 lookup). When the API is off, every such path is a 404 naming the setting, before any key is
 asked for. The key comes as `x-goog-api-key` or Bearer (`kirod.http.auth`); errors use Google's
 envelope (`kirod.http.ingress.family_for`). A Gemini model name is served by the model its
-class maps to (`gemini_models`), shown as the answer's `modelVersion`.
+class maps to (`gemini_models`, applied by model resolution, so `kiroctl trace` shows the name
+the client sent beside the Kiro model), whose public id is the answer's `modelVersion`.
 """
 
 from __future__ import annotations
@@ -32,11 +33,11 @@ from kirod.protocols.gemini import (
     GeminiStreamEncoder,
     array_frame,
     array_start,
+    conversation_key,
     decode_count_tokens,
     decode_generate,
     generate_json,
     model_json,
-    serving_name,
     sse_frame,
 )
 
@@ -58,15 +59,12 @@ def require_enabled(settings: Settings) -> None:
         )
 
 
-def _serving(request: web.Request, name: str) -> str:
-    settings = request.app[SERVICES].settings
-    return serving_name(model_name(name), settings.gemini_models, settings.model_aliases)
-
-
-def _affinity(request: web.Request) -> str | None:
-    """An explicit conversation key; Gemini CLI sends none, so its turns go where the
-    dispatcher's own affinity puts them."""
-    return next((v for h in _AFFINITY_HEADERS if (v := request.headers.get(h))), None)
+def _affinity(request: web.Request, body: object, *, stream: bool) -> str | None:
+    """An explicit conversation key (`x-session-affinity`, `x-session-id`), else for a streamed
+    call the digest of Gemini CLI's first turn, which stands for the session it does not name
+    (`conversation_key`)."""
+    explicit = next((v for h in _AFFINITY_HEADERS if (v := request.headers.get(h))), None)
+    return explicit or (conversation_key(body) if stream else None)
 
 
 async def list_models(request: web.Request) -> web.Response:
@@ -87,7 +85,7 @@ async def list_models(request: web.Request) -> web.Response:
 async def get_model(request: web.Request) -> web.Response:
     services = request.app[SERVICES]
     name = request.match_info["model_id"]
-    info = services.models.lookup(_serving(request, name), await offered_catalog(request)).info
+    info = services.models.lookup(model_name(name), await offered_catalog(request)).info
     if not services.gate.allows(request[API_KEY_ID], info):
         raise ApiError(
             ErrorKind.NOT_FOUND,
@@ -118,7 +116,7 @@ async def _generate(request: web.Request, name: str, *, stream: bool) -> web.Str
         services.settings.max_request_body_bytes,
         timeout_s=services.settings.client_body_timeout_s,
     )
-    target = _serving(request, name)
+    target = model_name(name)  # as the client named it: resolution serves a Gemini name's class
     decoded = await decode_model_first(
         services,
         body,
@@ -128,7 +126,7 @@ async def _generate(request: web.Request, name: str, *, stream: bool) -> web.Str
             request_id=request[REQUEST_ID],
             signer=services.signer,
             stream=stream,
-            affinity_key=_affinity(request),
+            affinity_key=_affinity(request, body, stream=stream),
         ),
         lambda _body: target,
     )
@@ -187,7 +185,7 @@ async def _count_tokens(request: web.Request, name: str) -> web.StreamResponse:
         services.settings.max_request_body_bytes,
         timeout_s=services.settings.client_body_timeout_s,
     )
-    target = _serving(request, name)
+    target = model_name(name)
     canonical = await decode_model_first(
         services,
         body,

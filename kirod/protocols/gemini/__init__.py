@@ -3,6 +3,7 @@
 Talks only to `kirod.canonical`, never to another codec; the HTTP layer owns routing and auth.
 """
 
+from kirod.protocols.gemini.affinity import conversation_key
 from kirod.protocols.gemini.decode import DecodedGemini, decode_count_tokens, decode_generate
 from kirod.protocols.gemini.encode import (
     ARRAY_END,
@@ -12,7 +13,7 @@ from kirod.protocols.gemini.encode import (
     generate_json,
     sse_frame,
 )
-from kirod.protocols.gemini.models import gemini_class, model_json, serving_name
+from kirod.protocols.gemini.models import compression_threshold, model_json
 
 __all__ = [
     "ARRAY_END",
@@ -20,11 +21,11 @@ __all__ = [
     "GeminiStreamEncoder",
     "array_frame",
     "array_start",
+    "compression_threshold",
+    "conversation_key",
     "decode_count_tokens",
     "decode_generate",
-    "gemini_class",
     "generate_json",
     "model_json",
-    "serving_name",
     "sse_frame",
 ]

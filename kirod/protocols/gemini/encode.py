@@ -49,6 +49,7 @@ from kirod.canonical.events import (
     Usage,
 )
 from kirod.canonical.request import TextBlock, ThinkingBlock, ToolUseBlock
+from kirod.canonical.token_count import estimate_text_tokens
 from kirod.errors import ApiError, ErrorKind
 from kirod.protocols.envelopes import gemini_error
 from kirod.protocols.gemini.thoughts import Signer, thought_signature
@@ -73,12 +74,17 @@ def finish_reason(stop: StopReason) -> str:
     return _FINISH[stop]
 
 
-def usage_metadata(usage: Usage) -> dict[str, Any]:
+def usage_metadata(usage: Usage, thought_text: str = "") -> dict[str, Any]:
+    """Google's usage: `candidatesTokenCount` without the thoughts, which are counted apart in
+    `thoughtsTokenCount` (estimated from their text: Kiro reports no split)."""
+    thoughts = min(estimate_text_tokens(thought_text), usage.output_tokens) if thought_text else 0
     metadata: dict[str, Any] = {
         "promptTokenCount": usage.input_tokens,
-        "candidatesTokenCount": usage.output_tokens,
+        "candidatesTokenCount": usage.output_tokens - thoughts,
         "totalTokenCount": usage.input_tokens + usage.output_tokens,
     }
+    if thoughts:
+        metadata["thoughtsTokenCount"] = thoughts
     if usage.cache_read_tokens:
         metadata["cachedContentTokenCount"] = usage.cache_read_tokens
     return metadata
@@ -133,6 +139,7 @@ class GeminiStreamEncoder:
         self._text: list[str] = []
         self._signature: list[str] = []
         self._grounding = _Grounding()
+        self._thoughts: list[str] = []
         self._ended = False
 
     def keepalive(self) -> bytes:
@@ -151,6 +158,7 @@ class GeminiStreamEncoder:
                 return self._parts([{"text": event.text}]) if event.text else []
             case ThinkingDelta():
                 self._text.append(event.text)
+                self._thoughts.append(event.text)
                 if self._show and event.text:
                     return self._parts([{"text": event.text, "thought": True}])
             case SignatureDelta():
@@ -208,7 +216,7 @@ class GeminiStreamEncoder:
 
     def _envelope(self, body: dict[str, Any], *, usage: bool = False) -> dict[str, Any]:
         if usage:
-            body["usageMetadata"] = usage_metadata(self._usage)
+            body["usageMetadata"] = usage_metadata(self._usage, "".join(self._thoughts))
         body["modelVersion"] = self._model
         body["responseId"] = self._response_id
         return body
@@ -242,9 +250,10 @@ def generate_json(
             grounding.queries.append(block.query)
         elif isinstance(block, SearchResultsBlock):
             grounding.hits.extend(block.hits)
+    thought_text = "".join(b.thinking for b in completion.content if isinstance(b, ThinkingBlock))
     return {
         "candidates": [candidate(parts, finish_reason(completion.stop_reason), grounding.json())],
-        "usageMetadata": usage_metadata(completion.usage),
+        "usageMetadata": usage_metadata(completion.usage, thought_text),
         "modelVersion": model,
         "responseId": response_id,
     }

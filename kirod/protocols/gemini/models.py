@@ -1,11 +1,11 @@
-"""Gemini model names, and kirod's models as the Gemini API describes them.
+"""kirod's models as the Gemini API describes them, and Gemini CLI's compression setting.
 
-Gemini clients name Gemini models: Gemini CLI its default (`gemini-3.1-pro-preview`) and, for
-its side calls, aliases of each class (`gemini-3.5-flash-lite`, `gemini-flash-latest`). Such a
-name is served by the model its class maps to in the `gemini_models` setting (pro, flash,
-flash-lite → the newest Opus, Sonnet and Haiku by default), unless `model_aliases` names it
-exactly; any other name (a Kiro id, `claude-sonnet-4.5`) passes as is. The class is the word
-after the version: `gemini-<version>-<class>[-preview|-latest|-…]`, or `gemini-<class>-latest`.
+Gemini model names are served by their class (`kirod.canonical.gemini_names`, applied by model
+resolution), so a request keeps the name its client sent.
+
+Gemini CLI believes every model has a window of `ASSUMED_WINDOW` tokens and compresses its
+history when a prompt passes `model.compressionThreshold` of it (docs/CLIENTS.md §4.4);
+`compression_threshold` is the setting that compresses in time for the window kirod serves.
 
 A model row is Google's `Model`: `name` (`models/<id>`), limits, the methods it serves, and
 whether it thinks; the temperature bounds are the ones the decoder accepts.
@@ -13,32 +13,25 @@ whether it thinks; the temperature bounds are the ones the decoder accepts.
 
 from __future__ import annotations
 
-import re
-from collections.abc import Mapping
 from typing import Any, Final
 
 from kirod.canonical.catalog import ModelInfo
 
-_GEMINI: Final = re.compile(r"^(?:models/)?gemini-(?:\d+(?:\.\d+)*-)?(?P<rest>[a-z][a-z0-9.-]*)$")
-CLASSES: Final = ("flash-lite", "flash", "pro")  # the longest prefix first
 METHODS: Final = ("generateContent", "streamGenerateContent", "countTokens")
+ASSUMED_WINDOW: Final = 1_048_576
+"""The window Gemini CLI 0.61.0 assumes for any model (`tokenLimit`)."""
+DEFAULT_THRESHOLD: Final = 0.5
+"""Its own `model.compressionThreshold`."""
+FILL_BEFORE_COMPRESSING: Final = 0.8
+"""How full the served window may get before Gemini CLI compresses: room for one more turn."""
 
 
-def gemini_class(name: str) -> str | None:
-    """`pro`, `flash` or `flash-lite` for a Gemini model name, else None."""
-    match = _GEMINI.match(name.strip().lower())
-    if match is None:
-        return None
-    rest = match["rest"]
-    return next((c for c in CLASSES if rest == c or rest.startswith(c + "-")), None)
-
-
-def serving_name(name: str, classes: Mapping[str, str], aliases: Mapping[str, str]) -> str:
-    """The model name kirod resolves for a Gemini client's `name`."""
-    if name in aliases or name.strip().lower() in aliases:
-        return name
-    kind = gemini_class(name)
-    return classes.get(kind, name) if kind is not None else name
+def compression_threshold(window: int) -> float:
+    """`model.compressionThreshold` for a served `window`: Gemini CLI compresses at that fraction
+    of `ASSUMED_WINDOW`, so by 80 % of the real window, and never later than its default (0.5):
+    0.15 for 200,000 tokens, 0.5 for 1,000,000."""
+    fitted = int(100 * FILL_BEFORE_COMPRESSING * window / ASSUMED_WINDOW) / 100
+    return max(0.01, min(DEFAULT_THRESHOLD, fitted))
 
 
 def model_json(name: str, info: ModelInfo) -> dict[str, Any]:
