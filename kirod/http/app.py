@@ -16,9 +16,8 @@ from kirod.http.ingress import (
     API_KEY_ID,
     Handler,
     add_request_id_header,
-    is_gemini_request,
-    is_ollama_path,
     make_ingress,
+    path_family,
 )
 from kirod.http.routes import (
     chat,
@@ -33,6 +32,7 @@ from kirod.http.routes import (
 )
 from kirod.http.services import SERVICES, Services
 from kirod.http.streaming import STREAMS, Streams
+from kirod.protocols.envelopes import Family
 
 # Paths served without an API key; the console (under CONSOLE_PREFIX) has its own sessions,
 # and API keys do not open it.
@@ -90,10 +90,11 @@ def _gate() -> Middleware:
         path = request.path.rstrip("/")
         if not outside_api(path):
             services = request.app[SERVICES]
-            ollama_path = is_ollama_path(path)
+            family = path_family(request.method, path)
+            ollama_path = family is Family.OLLAMA
             if ollama_path:
                 ollama.require_enabled(services.settings)  # the 404 says more than a 401
-            elif is_gemini_request(request.method, path):
+            elif family is Family.GEMINI:
                 gemini.require_enabled(services.settings)
             # `ollama_keyless_loopback` lets a local client in without a key on the Ollama
             # routes, and on Chat Completions, which VS Code's Ollama provider chats over.

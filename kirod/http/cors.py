@@ -1,12 +1,12 @@
 """CORS for browser apps that call the API from the page (opt-in: `cors_origins`).
 
-Only the API routes (`/v1/…`, `/v1beta/…`, `/api/…`, by prefix) take part; the console has its
-own guard and never carries CORS headers. A preflight from a listed origin is answered 204
-before the key gate (browsers send no key on it) and allows the headers it asks for, once they
-are checked to be header names: the SDKs send more every release (`x-stainless-*`), and the
-origin is trusted already. A preflight from any other origin is answered 403 with no CORS
-headers, so the browser refuses the request. Actual requests from a listed origin get
-`Access-Control-Allow-Origin` on every answer, errors and streams included
+Only the API routes (`/v1/…`, `/v1beta/…`, `/api/…`: `ingress.path_family`) take part; the
+console has its own guard and never carries CORS headers. A preflight from a listed origin is
+answered 204 before the key gate (browsers send no key on it) and allows the headers it asks
+for, once they are checked to be header names: the SDKs send more every release
+(`x-stainless-*`), and the origin is trusted already. A preflight from any other origin is
+answered 403 with no CORS headers, so the browser refuses the request. Actual requests from a
+listed origin get `Access-Control-Allow-Origin` on every answer, errors and streams included
 (`on_response_prepare`). No `Access-Control-Allow-Credentials` is ever sent: the API
 authenticates by header, not by cookie.
 """
@@ -20,9 +20,8 @@ from aiohttp import hdrs, web
 from aiohttp.typedefs import Middleware
 
 from kirod.errors import ApiError, ErrorKind
-from kirod.http.ingress import Handler
+from kirod.http.ingress import Handler, path_family
 
-API_PREFIXES = ("/v1", "/v1beta", "/api")
 ALLOWED_METHODS = "GET, POST, DELETE, OPTIONS"
 # Response headers a page's script may read beyond the safelisted ones: what kirod sets and the
 # SDKs read (request ids, when to retry) and kirod's own opt-in headers.
@@ -36,8 +35,8 @@ _TOKEN = re.compile(r"[!#$%&'*+.^_`|~0-9a-z-]+")  # RFC 9110 token, lower case a
 CORS_ORIGIN = web.RequestKey("cors_origin", str)  # a listed Origin: its answer carries CORS headers
 
 
-def is_api_path(path: str) -> bool:
-    return any(path == prefix or path.startswith(prefix + "/") for prefix in API_PREFIXES)
+def is_api_request(request: web.Request) -> bool:
+    return path_family(request.method, request.path) is not None
 
 
 def _requested_headers(request: web.Request) -> str:
@@ -76,7 +75,7 @@ def make_cors(origins: Iterable[str]) -> Middleware:
     @web.middleware
     async def cors(request: web.Request, handler: Handler) -> web.StreamResponse:
         origin = request.headers.get(hdrs.ORIGIN)
-        if origin is None or not is_api_path(request.path):
+        if origin is None or not is_api_request(request):
             return await handler(request)
         preflight = (
             request.method == hdrs.METH_OPTIONS
@@ -102,7 +101,7 @@ def make_cors(origins: Iterable[str]) -> Middleware:
 
 async def add_cors_headers(request: web.Request, response: web.StreamResponse) -> None:
     """Runs on every response before its headers go out, streamed ones and errors included."""
-    if not is_api_path(request.path):
+    if not is_api_request(request):
         return
     vary = response.headers.get(hdrs.VARY)
     if vary is None:

@@ -49,14 +49,12 @@ def new_request_id() -> str:
 
 
 OLLAMA_PREFIX = "/api"
+GEMINI_PREFIX = "/v1beta"
+_V1_MODELS = "/v1/models/"
 
 
 def is_ollama_path(path: str) -> bool:
     return path == OLLAMA_PREFIX or path.startswith(OLLAMA_PREFIX + "/")
-
-
-GEMINI_PREFIX = "/v1beta"
-_V1_MODELS = "/v1/models/"
 
 
 def is_gemini_request(method: str, path: str) -> bool:
@@ -68,14 +66,31 @@ def is_gemini_request(method: str, path: str) -> bool:
     return method == "POST" and path.startswith(_V1_MODELS) and ":" in path[len(_V1_MODELS) :]
 
 
-def family_for(request: web.Request) -> Family:
-    """Anthropic routes, and shared routes asked in Anthropic's dialect, get its envelope; the
-    Ollama routes get Ollama's, the Gemini API's Google's."""
-    if is_ollama_path(request.path):
+def path_family(method: str, path: str) -> Family | None:
+    """The API a request line names by itself, and so the envelope of its errors: Ollama's under
+    /api, Google's for the Gemini API (`is_gemini_request`), Anthropic's under /v1/messages,
+    OpenAI's under the rest of /v1; None outside the APIs. The one place that maps paths to
+    protocols: the error envelopes, the malformed-request answers and CORS all ask it, so a new
+    protocol adds its paths here."""
+    if is_ollama_path(path):
         return Family.OLLAMA
-    if is_gemini_request(request.method, request.path):
+    if is_gemini_request(method, path):
         return Family.GEMINI
-    if request.path.startswith("/v1/messages") or "anthropic-version" in request.headers:
+    if path.startswith("/v1/messages"):
+        return Family.ANTHROPIC
+    if path == "/v1" or path.startswith("/v1/"):
+        return Family.OPENAI
+    return None
+
+
+def family_for(request: web.Request) -> Family:
+    """The path's family (`path_family`); a shared route (`/v1/models`, `/v1/…`) asked in
+    Anthropic's dialect, or a path outside the APIs, gets Anthropic's envelope when the request
+    carries `anthropic-version`, else OpenAI's."""
+    family = path_family(request.method, request.path)
+    if family is not None and family is not Family.OPENAI:
+        return family
+    if "anthropic-version" in request.headers:
         return Family.ANTHROPIC
     return Family.OPENAI
 

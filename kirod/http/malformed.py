@@ -3,9 +3,9 @@
 The parser's own messages quote what it was sent (`Got more than 8190 bytes when reading:
 b'aaaa…'`), so none is ever shown: each failure gets a fixed sentence of ours. The envelope
 follows the path of the request line, the one part of the request kirod keeps while its head
-arrives: Anthropic's under /v1/messages, OpenAI's under the rest of /v1/, Ollama's under /api/,
-Google's under /v1beta/, and a neutral `{"error": {"type", "message", "code"}}` otherwise (TLS
-bytes, garbage).
+arrives (`ingress.path_family`: Anthropic's under /v1/messages, Google's for the Gemini API,
+OpenAI's under the rest of /v1, Ollama's under /api), and a neutral `{"error": {"type",
+"message", "code"}}` otherwise (TLS bytes, garbage).
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ from typing import Any
 from aiohttp import http_exceptions
 
 from kirod.errors import ApiError, ErrorKind
+from kirod.http.ingress import path_family
 from kirod.protocols.envelopes import Family, render
 
 REQUEST_LINE_KEPT = 128
@@ -24,21 +25,13 @@ _TLS_HANDSHAKE = 0x16  # the first byte of a TLS record carrying a ClientHello
 
 
 def family_of(head: bytes) -> Family | None:
-    """The API family the request line's path names, if any."""
+    """The API family the request line names (`ingress.path_family`), if any."""
     line = head.split(b"\n", 1)[0]
     parts = line.split(b" ", 2)
     if len(parts) < 2:
         return None
-    path = parts[1].split(b"?", 1)[0]
-    if path.startswith(b"/v1/messages"):
-        return Family.ANTHROPIC
-    if path == b"/v1beta" or path.startswith(b"/v1beta/"):
-        return Family.GEMINI
-    if path.startswith(b"/v1/"):
-        return Family.OPENAI
-    if path == b"/api" or path.startswith(b"/api/"):
-        return Family.OLLAMA
-    return None
+    method, path = parts[0].decode("latin-1"), parts[1].split(b"?", 1)[0].decode("latin-1")
+    return path_family(method, path)
 
 
 def describe(failure: BaseException, head: bytes, *, max_line: int, max_headers: int) -> str:

@@ -1,6 +1,7 @@
 """Requests aiohttp's parser refuses, sent on raw sockets to the real daemon (issue 41): each is
 answered 400 with a JSON body in the family its path names (Anthropic under /v1/messages,
-OpenAI under the rest of /v1/, Ollama under /api/, a neutral `{"error": {...}}` otherwise),
+Google's for the Gemini API, OpenAI under the rest of /v1/, Ollama under /api/, a neutral
+`{"error": {...}}` otherwise),
 quoting nothing it was sent, and is logged as a warning at most every ten seconds, never as an
 `error aiohttp.server` line with a traceback."""
 
@@ -79,6 +80,22 @@ CASES: dict[str, tuple[bytes, str, str, bytes]] = {
         "longer than 8190 bytes",
         b"qqqq",
     ),
+    "header line over 8190 bytes on /v1beta": (
+        head(
+            "POST /v1beta/models/gemini-3.1-pro-preview:streamGenerateContent?alt=sse HTTP/1.1",
+            b"X-Long: " + FILLER + b"\r\n",
+        ),
+        "google",
+        "longer than 8190 bytes",
+        b"qqqq",
+    ),
+    # What google-genai calls when given only a base URL: the Gemini API under /v1.
+    "5,000 headers on a Gemini call under /v1": (
+        head("POST /v1/models/gemini-3.1-pro-preview:generateContent HTTP/1.1", *MANY_HEADERS),
+        "google",
+        "more than 128 header lines",
+        b"X-Many",
+    ),
     "TLS ClientHello": (client_hello(), "neutral", "TLS", b"\x16\x03"),
     "garbage request line": (b"HELLO THERE\r\n\r\n", "neutral", "HTTP method", b"HELLO"),
     "bad HTTP version": (
@@ -92,7 +109,9 @@ CASES: dict[str, tuple[bytes, str, str, bytes]] = {
 
 @pytest.fixture(scope="module")
 def daemon(fake: ThreadedFake, module_tmp: Path) -> Iterator[DaemonProcess]:
-    proc = start_daemon(module_tmp, fake, {"KIROD_ENABLE_OLLAMA_API": "true"})
+    proc = start_daemon(
+        module_tmp, fake, {"KIROD_ENABLE_OLLAMA_API": "true", "KIROD_ENABLE_GEMINI_API": "true"}
+    )
     try:
         yield proc
     finally:
@@ -128,6 +147,13 @@ def message_of(family: str, document: dict[str, Any], request_id: str) -> str:
         assert set(document) == {"error"}
         assert isinstance(error, str)
         return error
+    if family == "google":
+        assert set(document) == {"error"}
+        assert set(error) == {"code", "message", "status", "details"}
+        assert (error["code"], error["status"]) == (400, "INVALID_ARGUMENT")
+        assert error["details"][0]["requestId"] == request_id
+        google: str = error["message"]
+        return google
     assert document["request_id"] == request_id
     if family == "anthropic":
         assert set(document) == {"type", "error", "request_id"}
