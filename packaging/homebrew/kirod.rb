@@ -4,7 +4,7 @@ class Kirod < Formula
 
   desc "Serve your Kiro accounts as local Anthropic and OpenAI APIs"
   homepage "https://pypi.org/project/kirod/"
-  url "https://files.pythonhosted.org/packages/source/k/kirod/kirod-0.48.0.tar.gz"
+  url "https://files.pythonhosted.org/packages/source/k/kirod/kirod-0.49.0.tar.gz"
   sha256 "REPLACE_WITH_THE_SDIST_SHA256"
   license "MIT"
 
