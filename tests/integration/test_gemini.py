@@ -4,13 +4,11 @@ fake Kiro."""
 
 from __future__ import annotations
 
-import http.client
 import io
 import json
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
 
 import pytest
 from google import genai
@@ -21,6 +19,7 @@ from kirod.localapi.client import trace_path
 from kirod.testing.daemon import DaemonProcess
 from kirod.testing.fake_kiro import FakeKiro, Fault, Reply, Script, ThreadedFake, ToolCall
 from tests.support.kiro_env import import_account, start_daemon
+from tests.support.raw_http import send
 
 ON = {"KIROD_ENABLE_GEMINI_API": "true"}
 PRO = "gemini-3.1-pro-preview"  # Gemini CLI's default model
@@ -67,35 +66,11 @@ def model_id(state: Mapping[str, Any]) -> str:
     return model
 
 
-class Answer:
-    def __init__(self, response: http.client.HTTPResponse) -> None:
-        self.status = response.status
-        self.headers = response.headers
-        self.body = response.read()
-
-    def json(self) -> Any:
-        return json.loads(self.body)
-
-
-def send(
-    proc: DaemonProcess, method: str, path: str, headers: Mapping[str, str], body: Any = None
-) -> Answer:
-    address = urlsplit(proc.base_url)
-    assert address.hostname is not None
-    connection = http.client.HTTPConnection(address.hostname, address.port, timeout=30)
-    data = None if body is None else json.dumps(body).encode()
-    try:
-        connection.request(method, path, body=data, headers=dict(headers))
-        return Answer(connection.getresponse())
-    finally:
-        connection.close()
-
-
 def goog(proc: DaemonProcess) -> dict[str, str]:
     return {"x-goog-api-key": proc.api_key, "Content-Type": "application/json"}
 
 
-HI = {"contents": [{"role": "user", "parts": [{"text": "hi"}]}]}
+HI = json.dumps({"contents": [{"role": "user", "parts": [{"text": "hi"}]}]}).encode()
 
 
 # -- generateContent -----------------------------------------------------------------------------

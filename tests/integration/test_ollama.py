@@ -3,13 +3,11 @@ replayed from `captures/vscode_copilot_ollama.json`, against the real daemon and
 
 from __future__ import annotations
 
-import http.client
 import io
 import json
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
 
 import ollama
 import pytest
@@ -26,6 +24,7 @@ from kirod.testing.fake_kiro import (
     ToolCall,
 )
 from tests.support.kiro_env import import_account, start_daemon
+from tests.support.raw_http import Answer, send
 
 MODEL = "claude-sonnet-4-6"
 TEXT_ONLY = Model("glm-5", "GLM-5", 128_000, 16_000, 0.5, ("TEXT",), provider="zhipu")
@@ -77,39 +76,6 @@ def client(daemon: DaemonProcess) -> Iterator[ollama.Client]:
     headers = {"Authorization": f"Bearer {daemon.api_key}"}
     with ollama.Client(host=daemon.base_url, headers=headers, timeout=30) as c:
         yield c
-
-
-class Answer:
-    def __init__(self, response: http.client.HTTPResponse) -> None:
-        self.status = response.status
-        self.headers = response.headers
-        self.body = response.read()
-
-    def json(self) -> Any:
-        return json.loads(self.body)
-
-
-def send(
-    proc: DaemonProcess,
-    method: str,
-    path: str,
-    headers: Mapping[str, str],
-    body: bytes | None = None,
-) -> Answer:
-    """One request with exactly these headers (`Host` too, when given)."""
-    address = urlsplit(proc.base_url)
-    assert address.hostname is not None
-    connection = http.client.HTTPConnection(address.hostname, address.port, timeout=30)
-    try:
-        connection.putrequest(method, path, skip_host="Host" in headers)
-        for name, value in headers.items():
-            connection.putheader(name, value)
-        if body is not None:
-            connection.putheader("Content-Length", str(len(body)))
-        connection.endheaders(body)
-        return Answer(connection.getresponse())
-    finally:
-        connection.close()
 
 
 def keyed(proc: DaemonProcess) -> dict[str, str]:
