@@ -92,8 +92,7 @@ test: check pytest
 
 # The suite STRESS_RUNS times in a row on a loaded machine: stress-ng (Debian's, installed when
 # missing) keeps every core busy while PYTEST_WORKERS workers run it; the first failing run stops
-# it. A test that fails here and not in `make test` waits on time instead of on a condition. Each
-# test module ends with a garbage collection here, so a socket a module leaks fails that module.
+# it. A test that fails here and not in `make test` waits on time instead of on a condition.
 STRESS_RUNS ?= 3
 
 test-stress: $(STAMP_TEST) clients-best-effort browser
@@ -102,8 +101,7 @@ test-stress: $(STAMP_TEST) clients-best-effort browser
 	trap 'kill $$hog 2>/dev/null' EXIT INT TERM; \
 	for run in $$(seq $(STRESS_RUNS)); do \
 		echo "stress run $$run of $(STRESS_RUNS) (stress-ng on $$(nproc) cores)"; \
-		KIROD_TEST_COLLECT_PER_MODULE=1 $(BIN)/pytest -q -n $(PYTEST_WORKERS) --dist loadfile \
-			|| exit 1; \
+		$(BIN)/pytest -q -n $(PYTEST_WORKERS) --dist loadfile || exit 1; \
 	done
 
 # The full benchmark (several minutes; see bench/README.md). `make test` runs a smoke plan of it.

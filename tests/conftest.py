@@ -6,7 +6,6 @@ session drove (client binaries, the browser), gathered from every pytest-xdist w
 from __future__ import annotations
 
 import gc
-import os
 import shutil
 import tempfile
 from collections.abc import Callable, Iterator
@@ -95,16 +94,10 @@ def pytest_terminal_summary(terminalreporter: Any) -> None:
         terminalreporter.write_line(line)
 
 
-COLLECT_PER_MODULE = os.environ.get("KIROD_TEST_COLLECT_PER_MODULE") == "1"
-"""Set by `make test-stress`: a full collection after each module (about 2.5 min on the whole
-suite here, so not in `make test`)."""
-
-
 @pytest.fixture(scope="module", autouse=True)
 def _collect_what_the_module_left() -> Iterator[None]:
-    """A socket or transport a module leaves unclosed warns when it is collected, which happens
-    in whichever test runs then (on another module's test, on some runs only); a collection at
-    each module's end makes the warning fail the module that leaked it."""
+    """A socket or transport a module leaves unclosed warns when it is collected, which without
+    this happens in whichever test runs then (on another module's test, on some runs only); a
+    collection at each module's end makes the warning fail the module that leaked it."""
     yield
-    if COLLECT_PER_MODULE:
-        gc.collect()
+    gc.collect()
