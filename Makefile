@@ -54,8 +54,9 @@ types: $(STAMP_TEST)
 check: lint types
 
 # The real clients tests/clients drives, at the versions in tests/clients/versions.json: Claude
-# Code, Codex, opencode, Kilo Code, Cline, Continue, Copilot CLI and pi from npm (`npm ci`), aider and
-# llm from PyPI (a venv each, `pip --require-hashes`), installed once into .cache/clients.
+# Code, Codex, opencode, Kilo Code, Cline, Continue, Copilot CLI, Gemini CLI and pi from npm
+# (`npm ci`); aider, llm, the OpenAI Agents SDK and the Claude Agent SDK from PyPI (a venv each,
+# `pip --require-hashes`); installed once into .cache/clients.
 clients: $(STAMP_TEST)
 	$(BIN)/python -m tests.clients.install
 
